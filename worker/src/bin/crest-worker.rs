@@ -1,0 +1,92 @@
+//! `crest-worker`: a long-lived load worker. Dials the coordinator, registers, runs what it
+//! is given, goes back to idle. It never listens on any port.
+
+use clap::Parser;
+use crest_worker::{agent, cpus};
+use std::process::ExitCode;
+
+/// Crest load worker: dials a coordinator (`crest run --listen ...`) and runs its share of
+/// each run on CPU-pinned shards.
+#[derive(Debug, Parser)]
+#[command(name = "crest-worker", version)]
+struct Args {
+    /// Coordinator URL, e.g. http://10.0.0.1:7600.
+    #[arg(long, env = "CREST_COORDINATOR")]
+    coordinator: String,
+    /// Cores for the shards, e.g. 2-7 (default: every core this process may use).
+    #[arg(long, env = "CREST_CPUS")]
+    cpus: Option<String>,
+    /// At most this many shards (one pinned thread each).
+    #[arg(long, env = "CREST_THREADS")]
+    threads: Option<usize>,
+    /// Name shown in reports (default: the host name).
+    #[arg(long, env = "CREST_NAME")]
+    name: Option<String>,
+    /// Shared secret the coordinator requires.
+    #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
+    token: String,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("crest-worker: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cores = match cpus::pick(args.cpus.as_deref(), args.threads) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("crest-worker: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let host = hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    let cfg = agent::AgentConfig {
+        coordinator: args.coordinator,
+        name: args.name.unwrap_or_else(|| host.clone()),
+        host,
+        token: args.token,
+        cores,
+        once: false,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let res = rt.block_on(agent::run(cfg, shutdown_signal()));
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    match res {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("crest-worker: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
