@@ -1,1 +1,24 @@
-//! Crest coordinator.
+//! Crest's coordinator: plans a run, splits it across workers, merges their histograms
+//! into one exact report.
+//!
+//! # Layout
+//! - [`config`]: `crest run` settings, parsed and checked.
+//! - [`split`]: rate and connection splits that lose no remainder.
+//! - [`service`]: the gRPC hub workers dial; sessions become [`service::HubEvent`]s.
+//! - [`orchestrate`]: the run lifecycle: wait, clock offsets, plan, start, collect, lost workers.
+//! - [`merge`]: per-worker, per-command, per-interval results folded by histogram addition.
+//! - [`report`]: `report.json` (schema in `docs/report.md`) and the terminal summary.
+//! - [`progress`]: live progress once a second.
+//! - [`sink`]: the built-in in-memory RESP target.
+//!
+//! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
+//! workers → intervals → [`merge::Books`] → [`report::Report`] → stdout and `report.json`.
+
+pub mod config;
+pub mod merge;
+pub mod orchestrate;
+pub mod progress;
+pub mod report;
+pub mod service;
+pub mod sink;
+pub mod split;

@@ -11,7 +11,10 @@ use crate::shard::{self, ShardConfig, ShardEvent};
 use crate::stats::{ErrorCounts, Stats, add_error};
 use crate::wire;
 use crest_proto::PROTOCOL_VERSION;
-use crest_proto::pb::{self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In, worker_message::Msg as Out};
+use crest_proto::pb::{
+    self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
+    worker_message::Msg as Out,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,7 +233,10 @@ async fn start_run(
         reason,
     };
     if let Some(r) = run.as_ref() {
-        return Err(fail(format!("worker {} is busy with run {}", cfg.name, r.run_id)));
+        return Err(fail(format!(
+            "worker {} is busy with run {}",
+            cfg.name, r.run_id
+        )));
     }
     let plan = Plan::from_pb(pb_plan, cfg.cores.len()).map_err(|e| fail(e.to_string()))?;
     let target = tokio::net::lookup_host(plan.target.as_str())
@@ -344,7 +350,10 @@ impl ActiveRun {
                 }
             }
             ShardEvent::Interval { index, stats, .. } => {
-                let e = self.pending.entry(index).or_insert_with(|| (0, Stats::default()));
+                let e = self
+                    .pending
+                    .entry(index)
+                    .or_insert_with(|| (0, Stats::default()));
                 e.0 += 1;
                 e.1 += &stats;
                 while let Some(entry) = self.pending.first_entry() {

@@ -124,7 +124,10 @@ mod tests {
         assert!(parse_list("3-1").is_err());
         assert!(parse_list("a").is_err());
         assert!(parse_list("").is_err());
-        assert_eq!(format_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8,9".replace("8,9", "8-9"));
+        assert_eq!(
+            format_list(&[0, 1, 2, 3, 6, 8, 9]),
+            "0-3,6,8,9".replace("8,9", "8-9")
+        );
     }
 
     #[test]
@@ -132,7 +135,10 @@ mod tests {
         let all = allowed();
         assert_eq!(pick(None, Some(1)).unwrap().len(), 1);
         assert_eq!(pick(None, None).unwrap().len(), all.len());
-        assert!(matches!(pick(Some("4000"), None), Err(CpusError::NotAllowed { .. })));
+        assert!(matches!(
+            pick(Some("4000"), None),
+            Err(CpusError::NotAllowed { .. })
+        ));
         assert_eq!(pick(None, Some(0)), Err(CpusError::ZeroThreads));
     }
 }

@@ -96,13 +96,14 @@ impl Plan {
         let w = p.workload.ok_or(PlanError::Missing("workload"))?;
         let mut commands = Vec::new();
         for c in &w.mix {
-            let cmd =
-                Command::parse(&c.name).ok_or_else(|| WorkloadError::UnknownCommand(c.name.clone()))?;
+            let cmd = Command::parse(&c.name)
+                .ok_or_else(|| WorkloadError::UnknownCommand(c.name.clone()))?;
             commands.push((cmd, c.weight));
         }
         let seed = p.shards.first().map_or(0, |s| s.seed);
         let workload = Workload::new(commands, w.keys, &w.key_prefix, w.value_size, seed)?;
-        if p.shards.len() > have_shards || p.shards.iter().any(|s| s.shard as usize >= have_shards) {
+        if p.shards.len() > have_shards || p.shards.iter().any(|s| s.shard as usize >= have_shards)
+        {
             return Err(PlanError::Shards {
                 got: p.shards.len(),
                 have: have_shards,
@@ -139,7 +140,9 @@ impl Plan {
                     seed: s.seed,
                 })
                 .collect(),
-            backlog_limit: usize::try_from(p.backlog_limit).unwrap_or(usize::MAX).max(1),
+            backlog_limit: usize::try_from(p.backlog_limit)
+                .unwrap_or(usize::MAX)
+                .max(1),
         })
     }
 }

@@ -270,7 +270,11 @@ fn parse_at(buf: &[u8], pos: usize, depth: usize) -> Result<Option<(Frame, usize
                 return Ok(None);
             };
             let text = buf[pos + 1..end - 2].to_vec();
-            let frame = if kind == b'+' { Frame::Simple(text) } else { Frame::Error(text) };
+            let frame = if kind == b'+' {
+                Frame::Simple(text)
+            } else {
+                Frame::Error(text)
+            };
             Ok(Some((frame, end)))
         }
         b':' => Ok(integer(buf, pos + 1)?.map(|(n, end)| (Frame::Integer(n), end))),
@@ -410,7 +414,10 @@ fn bulk_header(buf: &[u8], start: usize) -> Result<Option<(Option<usize>, usize)
         None => Ok(Some((None, end))),
         Some(len) if len > MAX_BULK_LEN => Err(RespError::TooLarge(len)),
         // MAX_BULK_LEN fits in usize on every target Crest builds for.
-        Some(len) => Ok(Some((Some(usize::try_from(len).unwrap_or(usize::MAX)), end))),
+        Some(len) => Ok(Some((
+            Some(usize::try_from(len).unwrap_or(usize::MAX)),
+            end,
+        ))),
     }
 }
 
@@ -430,9 +437,15 @@ fn array_header(
     match count {
         None => Ok(Some((None, end))),
         Some(count) if count > MAX_ARRAY_LEN => Err(RespError::TooManyElements(count)),
-        Some(count) => Ok(Some((Some(usize::try_from(count).unwrap_or(usize::MAX)), end))),
+        Some(count) => Ok(Some((
+            Some(usize::try_from(count).unwrap_or(usize::MAX)),
+            end,
+        ))),
     }
 }
+
+/// A client request: its arguments, the command name first, and the bytes it took.
+pub type ParsedRequest = (Vec<Vec<u8>>, usize);
 
 /// Parses one client request at the front of `buf`, as the sink receives it.
 ///
@@ -447,7 +460,7 @@ fn array_header(
 /// A [`RespError`] when the request is malformed: an array element that is not a bulk
 /// string, a bad or negative length, a bulk string or array over its limit, a missing CRLF,
 /// or an inline line longer than [`MAX_INLINE_LEN`].
-pub fn parse_request(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RespError> {
+pub fn parse_request(buf: &[u8]) -> Result<Option<ParsedRequest>, RespError> {
     match buf.first() {
         None => Ok(None),
         Some(b'*') => parse_multibulk(buf),
@@ -455,7 +468,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RespEr
     }
 }
 
-fn parse_multibulk(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RespError> {
+fn parse_multibulk(buf: &[u8]) -> Result<Option<ParsedRequest>, RespError> {
     let Some((count, mut at)) = length(buf, 1)? else {
         return Ok(None);
     };
@@ -490,7 +503,7 @@ fn parse_multibulk(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RespErro
     Ok(Some((args, at)))
 }
 
-fn parse_inline(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RespError> {
+fn parse_inline(buf: &[u8]) -> Result<Option<ParsedRequest>, RespError> {
     let window = &buf[..buf.len().min(MAX_INLINE_LEN + 1)];
     let Some(lf) = window.iter().position(|&b| b == b'\n') else {
         if buf.len() > MAX_INLINE_LEN {
@@ -509,7 +522,9 @@ fn parse_inline(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RespError> 
 /// Appends a command as a RESP array of bulk strings, e.g. `["GET", "k"]` as
 /// `*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`. Reserves the exact size once; no formatting machinery.
 pub fn encode_command(out: &mut Vec<u8>, args: &[&[u8]]) {
-    let size = 1 + decimal_len(args.len() as u64) + 2
+    let size = 1
+        + decimal_len(args.len() as u64)
+        + 2
         + args
             .iter()
             .map(|arg| 1 + decimal_len(arg.len() as u64) + 2 + arg.len() + 2)
@@ -550,7 +565,10 @@ pub fn encode_array_header(out: &mut Vec<u8>, len: usize) {
 /// Appends `text` and CRLF, writing any CR or LF in `text` as a space.
 fn put_line(out: &mut Vec<u8>, text: &[u8]) {
     if text.iter().any(|&b| b == b'\r' || b == b'\n') {
-        out.extend(text.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+        out.extend(
+            text.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
     } else {
         out.extend_from_slice(text);
     }
@@ -598,7 +616,10 @@ mod tests {
     #[test]
     fn error_kind_is_the_first_word_of_the_message() {
         let cases: [(&[u8], &[u8]); 5] = [
-            (b"-ERR unknown command 'FOO', with args beginning with: \r\n", b"ERR"),
+            (
+                b"-ERR unknown command 'FOO', with args beginning with: \r\n",
+                b"ERR",
+            ),
             (
                 b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
                 b"WRONGTYPE",
@@ -610,7 +631,10 @@ mod tests {
         for (reply, kind) in cases {
             assert_eq!(
                 scan_reply(reply),
-                Ok(Scan::Reply { kind: ReplyKind::Error(kind), len: reply.len() }),
+                Ok(Scan::Reply {
+                    kind: ReplyKind::Error(kind),
+                    len: reply.len()
+                }),
                 "{}",
                 String::from_utf8_lossy(reply)
             );
@@ -623,16 +647,29 @@ mod tests {
         let reply = b"*2\r\n+OK\r\n-ERR nope\r\n";
         assert_eq!(
             scan_reply(reply),
-            Ok(Scan::Reply { kind: ReplyKind::Value, len: reply.len() })
+            Ok(Scan::Reply {
+                kind: ReplyKind::Value,
+                len: reply.len()
+            })
         );
     }
 
     #[test]
     fn nil_bulk_nil_array_integer_and_empty_array_are_values() {
-        for reply in [&b"$-1\r\n"[..], b"*-1\r\n", b":-42\r\n", b"*0\r\n", b"$0\r\n\r\n", b"+\r\n"] {
+        for reply in [
+            &b"$-1\r\n"[..],
+            b"*-1\r\n",
+            b":-42\r\n",
+            b"*0\r\n",
+            b"$0\r\n\r\n",
+            b"+\r\n",
+        ] {
             assert_eq!(
                 scan_reply(reply),
-                Ok(Scan::Reply { kind: ReplyKind::Value, len: reply.len() })
+                Ok(Scan::Reply {
+                    kind: ReplyKind::Value,
+                    len: reply.len()
+                })
             );
         }
         assert_eq!(Frame::parse(b"$-1\r\n"), Ok(Some((Frame::Null, 5))));
@@ -643,7 +680,10 @@ mod tests {
     fn encode_command_matches_hand_written_resp() {
         let mut out = Vec::new();
         encode_command(&mut out, &[b"SET", b"key:1", b"hello world"]);
-        assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$5\r\nkey:1\r\n$11\r\nhello world\r\n");
+        assert_eq!(
+            out,
+            b"*3\r\n$3\r\nSET\r\n$5\r\nkey:1\r\n$11\r\nhello world\r\n"
+        );
 
         out.clear();
         encode_command(&mut out, &[b"PING"]);
@@ -663,7 +703,10 @@ mod tests {
         let value = vec![b'x'; 1234];
         let mut out = Vec::new();
         encode_command(&mut out, &[b"SET", b"k", &value]);
-        assert_eq!(out.len(), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1234\r\n\r\n".len() + 1234);
+        assert_eq!(
+            out.len(),
+            "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1234\r\n\r\n".len() + 1234
+        );
     }
 
     #[test]
@@ -671,13 +714,19 @@ mod tests {
         for n in [i64::MIN, i64::MIN + 1, -1, 0, 1, 9, 10, i64::MAX] {
             let bytes = encoded(&Frame::Integer(n));
             assert_eq!(bytes, format!(":{n}\r\n").into_bytes());
-            assert_eq!(Frame::parse(&bytes), Ok(Some((Frame::Integer(n), bytes.len()))));
+            assert_eq!(
+                Frame::parse(&bytes),
+                Ok(Some((Frame::Integer(n), bytes.len())))
+            );
         }
     }
 
     #[test]
     fn encode_writes_line_breaks_in_simple_strings_as_spaces() {
-        assert_eq!(encoded(&Frame::Error(b"ERR a\r\nb".to_vec())), b"-ERR a  b\r\n");
+        assert_eq!(
+            encoded(&Frame::Error(b"ERR a\r\nb".to_vec())),
+            b"-ERR a  b\r\n"
+        );
         assert_eq!(encoded(&Frame::Simple(b"x\ny".to_vec())), b"+x y\r\n");
     }
 
@@ -691,8 +740,14 @@ mod tests {
         let total = reply.len();
 
         assert_eq!(scan_reply(&reply[..3]), Ok(Scan::Incomplete { need: 4 }));
-        assert_eq!(scan_reply(&reply[..header]), Ok(Scan::Incomplete { need: total }));
-        assert_eq!(scan_reply(&reply[..total - 1]), Ok(Scan::Incomplete { need: total }));
+        assert_eq!(
+            scan_reply(&reply[..header]),
+            Ok(Scan::Incomplete { need: total })
+        );
+        assert_eq!(
+            scan_reply(&reply[..total - 1]),
+            Ok(Scan::Incomplete { need: total })
+        );
         assert_eq!(scan_len(&reply), total);
 
         // Feed it as a socket would, 64 KB per read, scanning only when `need` is reached.
@@ -713,7 +768,10 @@ mod tests {
             }
         }
         assert_eq!(found, Some(total));
-        assert_eq!(scans, 2, "one scan to read the header, one when the value is in");
+        assert_eq!(
+            scans, 2,
+            "one scan to read the header, one when the value is in"
+        );
 
         let (frame, consumed) = Frame::parse(&reply).unwrap().unwrap();
         assert_eq!(consumed, total);
@@ -750,12 +808,21 @@ mod tests {
             (b"$\r\n", RespError::BadLength(String::new())),
             (b"*+1\r\n", RespError::BadLength("+1".to_owned())),
             (b":12a\r\n", RespError::BadInteger("12a".to_owned())),
-            (b":9223372036854775808\r\n", RespError::BadInteger("9223372036854775808".to_owned())),
+            (
+                b":9223372036854775808\r\n",
+                RespError::BadInteger("9223372036854775808".to_owned()),
+            ),
             (b"+OK\rX", RespError::MissingCrlf),
             (b"$3\r\nabcXY", RespError::MissingCrlf),
             (b"$536870913\r\n", RespError::TooLarge(MAX_BULK_LEN + 1)),
-            (b"*2147483648\r\n", RespError::TooManyElements(MAX_ARRAY_LEN + 1)),
-            (b"$1111111111111111111111111", RespError::BadLength("111111111111111111111".to_owned())),
+            (
+                b"*2147483648\r\n",
+                RespError::TooManyElements(MAX_ARRAY_LEN + 1),
+            ),
+            (
+                b"$1111111111111111111111111",
+                RespError::BadLength("111111111111111111111".to_owned()),
+            ),
         ];
         for (input, error) in cases {
             let shown = String::from_utf8_lossy(input);
@@ -765,7 +832,9 @@ mod tests {
         // The largest allowed bulk is fine: just incomplete.
         assert_eq!(
             scan_reply(b"$536870912\r\n"),
-            Ok(Scan::Incomplete { need: 12 + 536_870_912 + 2 })
+            Ok(Scan::Incomplete {
+                need: 12 + 536_870_912 + 2
+            })
         );
     }
 
@@ -793,7 +862,9 @@ mod tests {
         assert_eq!(Frame::parse(buf), Ok(None));
         assert_eq!(
             scan_reply(buf),
-            Ok(Scan::Incomplete { need: buf.len() + 1 + 3 * (2_000_000_000 - 2) })
+            Ok(Scan::Incomplete {
+                need: buf.len() + 1 + 3 * (2_000_000_000 - 2)
+            })
         );
     }
 
@@ -802,20 +873,32 @@ mod tests {
         let buf = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
         let (args, used) = parse_request(buf).unwrap().unwrap();
         assert_eq!(args, [b"GET".to_vec(), b"k".to_vec()]);
-        assert_eq!(parse_request(&buf[used..]), Ok(Some((vec![b"PING".to_vec()], buf.len() - used))));
+        assert_eq!(
+            parse_request(&buf[used..]),
+            Ok(Some((vec![b"PING".to_vec()], buf.len() - used)))
+        );
     }
 
     #[test]
     fn parse_request_reads_inline_lines() {
-        assert_eq!(parse_request(b"PING\r\n"), Ok(Some((vec![b"PING".to_vec()], 6))));
+        assert_eq!(
+            parse_request(b"PING\r\n"),
+            Ok(Some((vec![b"PING".to_vec()], 6)))
+        );
         assert_eq!(
             parse_request(b"set  a\tb\nGET a\n"),
-            Ok(Some((vec![b"set".to_vec(), b"a".to_vec(), b"b".to_vec()], 9)))
+            Ok(Some((
+                vec![b"set".to_vec(), b"a".to_vec(), b"b".to_vec()],
+                9
+            )))
         );
         assert_eq!(parse_request(b"\r\n"), Ok(Some((vec![], 2))));
         assert_eq!(parse_request(b"PIN"), Ok(None));
         let long = vec![b'a'; MAX_INLINE_LEN + 1];
-        assert_eq!(parse_request(&long), Err(RespError::InlineTooLong(MAX_INLINE_LEN + 1)));
+        assert_eq!(
+            parse_request(&long),
+            Err(RespError::InlineTooLong(MAX_INLINE_LEN + 1))
+        );
     }
 
     #[test]
@@ -826,9 +909,18 @@ mod tests {
 
     #[test]
     fn parse_request_rejects_what_redis_rejects() {
-        assert_eq!(parse_request(b"*1\r\n:1\r\n"), Err(RespError::ExpectedBulk(b':')));
-        assert_eq!(parse_request(b"*1\r\n$-1\r\n"), Err(RespError::BadLength("-1".to_owned())));
-        assert_eq!(parse_request(b"*x\r\n"), Err(RespError::BadLength("x".to_owned())));
+        assert_eq!(
+            parse_request(b"*1\r\n:1\r\n"),
+            Err(RespError::ExpectedBulk(b':'))
+        );
+        assert_eq!(
+            parse_request(b"*1\r\n$-1\r\n"),
+            Err(RespError::BadLength("-1".to_owned()))
+        );
+        assert_eq!(
+            parse_request(b"*x\r\n"),
+            Err(RespError::BadLength("x".to_owned()))
+        );
         assert_eq!(
             parse_request(b"*1\r\n$600000000\r\n"),
             Err(RespError::TooLarge(600_000_000))
@@ -837,13 +929,22 @@ mod tests {
 
     #[test]
     fn protocol_errors_read_like_redis() {
-        assert_eq!(RespError::ExpectedBulk(b':').to_string(), "expected '$', got ':'");
-        assert_eq!(RespError::BadType(b'\n').to_string(), "invalid frame type byte 0x0a (\\n)");
+        assert_eq!(
+            RespError::ExpectedBulk(b':').to_string(),
+            "expected '$', got ':'"
+        );
+        assert_eq!(
+            RespError::BadType(b'\n').to_string(),
+            "invalid frame type byte 0x0a (\\n)"
+        );
     }
 
     /// Simple and error text: anything but CR and LF, which RESP2 cannot carry there.
     fn line_text() -> impl Strategy<Value = Vec<u8>> {
-        prop::collection::vec(any::<u8>().prop_filter("no CR/LF", |b| *b != b'\r' && *b != b'\n'), 0..24)
+        prop::collection::vec(
+            any::<u8>().prop_filter("no CR/LF", |b| *b != b'\r' && *b != b'\n'),
+            0..24,
+        )
     }
 
     fn frame() -> impl Strategy<Value = Frame> {

@@ -294,7 +294,9 @@ mod tests {
         let mut d = 0.0f64;
         for (i, g) in gaps.iter().enumerate() {
             let cdf = 1.0 - (-rate * g).exp();
-            d = d.max((cdf - i as f64 / n).abs()).max((cdf - (i + 1) as f64 / n).abs());
+            d = d
+                .max((cdf - i as f64 / n).abs())
+                .max((cdf - (i + 1) as f64 / n).abs());
         }
         // Critical value at alpha = 0.01 is 1.628 / sqrt(n); ns rounding adds < 1e-4.
         let crit = 1.628 / n.sqrt() + 1e-4;

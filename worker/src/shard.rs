@@ -242,7 +242,12 @@ impl Epoll {
             let ms = (timeout_ns / 1_000_000) as libc::c_int;
             // SAFETY: as above.
             (unsafe {
-                libc::epoll_wait(self.fd, events.as_mut_ptr(), events.len() as libc::c_int, ms)
+                libc::epoll_wait(
+                    self.fd,
+                    events.as_mut_ptr(),
+                    events.len() as libc::c_int,
+                    ms,
+                )
             }) as i64
         };
         if n < 0 { 0 } else { n as usize }
@@ -362,8 +367,8 @@ impl Shard {
             // 2. One write per connection with new requests.
             self.flush_dirty();
             if next_due.is_none() && now >= duration {
-                let outstanding = !self.backlog.is_empty()
-                    || self.conns.iter().any(|c| !c.inflight.is_empty());
+                let outstanding =
+                    !self.backlog.is_empty() || self.conns.iter().any(|c| !c.inflight.is_empty());
                 if !outstanding || now >= drain_end {
                     break;
                 }
@@ -458,20 +463,31 @@ impl Shard {
         for ci in 0..self.conns.len() {
             self.start_connect(ci, 0);
         }
-        let deadline = Instant::now().max(self.cfg.start).min(Instant::now() + Duration::from_secs(5))
+        let deadline = Instant::now()
+            .max(self.cfg.start)
+            .min(Instant::now() + Duration::from_secs(5))
             .max(Instant::now() + Duration::from_millis(500));
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
-        while self.conns.iter().any(|c| matches!(c.state, ConnState::Connecting { .. }))
+        while self
+            .conns
+            .iter()
+            .any(|c| matches!(c.state, ConnState::Connecting { .. }))
             && Instant::now() < deadline
             && !self.stopped()
         {
             let t = deadline.saturating_duration_since(Instant::now());
-            let n = self.ep.wait(&mut events, t.as_nanos().min(MAX_SLEEP_NS as u128) as u64);
+            let n = self
+                .ep
+                .wait(&mut events, t.as_nanos().min(MAX_SLEEP_NS as u128) as u64);
             for ev in &events[..n] {
                 self.on_event(ev.u64 as usize, ev.events, 0);
             }
         }
-        let up = self.conns.iter().filter(|c| c.state == ConnState::Up).count() as u32;
+        let up = self
+            .conns
+            .iter()
+            .filter(|c| c.state == ConnState::Up)
+            .count() as u32;
         let error = if up < self.cfg.connections {
             Some(
                 self.conn_errors
@@ -566,7 +582,11 @@ impl Shard {
             drop(sock);
         }
         for p in c.inflight.drain(..) {
-            add_error(&mut self.interval.cmds[p.cmd as usize].errors, request_error, 1);
+            add_error(
+                &mut self.interval.cmds[p.cmd as usize].errors,
+                request_error,
+                1,
+            );
         }
         c.unwritten = 0;
         c.wbuf.clear();
@@ -617,9 +637,11 @@ impl Shard {
         self.interval.cmds[cmd as usize].scheduled += 1;
         let q = Queued { intended, key, cmd };
         if !self.backlog.is_empty() || !self.dispatch(q) {
+            let s = &mut self.interval.cmds[cmd as usize];
             if self.backlog.len() >= self.cfg.backlog_limit {
-                add_error(&mut self.interval.cmds[cmd as usize].errors, "backlog_full", 1);
+                add_error(&mut s.errors, "backlog_full", 1);
             } else {
+                s.backlogged += 1;
                 self.backlog.push_back(q);
             }
         }
@@ -680,14 +702,8 @@ impl Shard {
         while c.wpos < c.wbuf.len() {
             let buf = &c.wbuf[c.wpos..];
             // SAFETY: buf is a live slice; the fd is ours.
-            let r = unsafe {
-                libc::send(
-                    c.fd(),
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
+            let r =
+                unsafe { libc::send(c.fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
             if r >= 0 {
                 c.wpos += r as usize;
                 continue;
@@ -823,7 +839,11 @@ impl Shard {
                         ReplyKind::Value => {
                             s.completed += 1;
                             hist::record(&mut s.latency, now.saturating_sub(p.intended));
-                            let written = if p.written == 0 { p.intended } else { p.written };
+                            let written = if p.written == 0 {
+                                p.intended
+                            } else {
+                                p.written
+                            };
                             hist::record(&mut s.service_time, now.saturating_sub(written));
                         }
                         ReplyKind::Error(k) => add_error_bytes(&mut s.errors, k),
@@ -849,7 +869,11 @@ impl Shard {
             match self.conns[ci].state {
                 ConnState::Up => {
                     if let Some(p) = self.conns[ci].inflight.front() {
-                        let since = if p.written == 0 { p.intended } else { p.written };
+                        let since = if p.written == 0 {
+                            p.intended
+                        } else {
+                            p.written
+                        };
                         if now.saturating_sub(since) > timeout {
                             self.conn_down(ci, now, "timeout", "timeout");
                         }

@@ -35,6 +35,9 @@ pub struct CmdStats {
     pub sent: u64,
     /// Requests answered with a non-error reply.
     pub completed: u64,
+    /// Requests that found every connection full and waited in the backlog (their wait
+    /// is in `schedule_lag` and `latency`; it is the server's slowness, not the pacer's).
+    pub backlogged: u64,
     /// Failed requests by kind: server error replies by their first word (`ERR`,
     /// `WRONGTYPE`...), `timeout`, `disconnected`, `backlog_full`.
     pub errors: ErrorCounts,
@@ -52,6 +55,7 @@ impl Default for CmdStats {
             scheduled: 0,
             sent: 0,
             completed: 0,
+            backlogged: 0,
             errors: Vec::new(),
             latency: hist::new_hist(),
             service_time: hist::new_hist(),
@@ -72,6 +76,7 @@ impl AddAssign<&CmdStats> for CmdStats {
         self.scheduled += o.scheduled;
         self.sent += o.sent;
         self.completed += o.completed;
+        self.backlogged += o.backlogged;
         for (k, n) in &o.errors {
             add_error(&mut self.errors, k, *n);
         }

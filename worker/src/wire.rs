@@ -13,6 +13,7 @@ pub fn to_pb(cmds: &[CmdStats], names: &[&str]) -> Vec<pb::CommandStats> {
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
+            backlogged: s.backlogged,
             errors: errors_to_pb(&s.errors),
             latency: Some(pb::Histogram {
                 v2_deflate: hist::encode(&s.latency),
@@ -62,6 +63,7 @@ pub fn from_pb(c: &pb::CommandStats) -> Result<(String, CmdStats), HistError> {
             scheduled: c.scheduled,
             sent: c.sent,
             completed: c.completed,
+            backlogged: c.backlogged,
             errors: errors_from_pb(&c.errors),
             latency: h(&c.latency)?,
             service_time: h(&c.service_time)?,

@@ -209,14 +209,8 @@ mod tests {
 
     #[test]
     fn mix_is_exact_in_every_cycle() {
-        let w = Workload::new(
-            vec![(Command::Set, 1), (Command::Get, 10)],
-            100,
-            "k:",
-            8,
-            1,
-        )
-        .unwrap();
+        let w =
+            Workload::new(vec![(Command::Set, 1), (Command::Get, 10)], 100, "k:", 8, 1).unwrap();
         let mut m = w.mixer();
         for _ in 0..100 {
             let mut sets = 0;

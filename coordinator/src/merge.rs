@@ -1,0 +1,240 @@
+//! The books of a run: every interval each worker sent, its final totals, and the checks
+//! that the two agree. Merging is histogram addition; percentiles are only ever read off
+//! merged histograms, never averaged.
+
+use crest_proto::pb;
+use crest_worker::hist::HistError;
+use crest_worker::stats::{CmdStats, ErrorCounts, add_error};
+use crest_worker::wire;
+use std::collections::BTreeMap;
+
+/// Per-command results, keyed by command name.
+pub type ByCommand = BTreeMap<String, CmdStats>;
+
+/// Adds `b` into `a`.
+pub fn add_into(a: &mut ByCommand, b: &ByCommand) {
+    for (k, v) in b {
+        *a.entry(k.clone()).or_default() += v;
+    }
+}
+
+/// Sum over every command.
+pub fn all_commands(by: &ByCommand) -> CmdStats {
+    let mut t = CmdStats::default();
+    for v in by.values() {
+        t += v;
+    }
+    t
+}
+
+fn decode(cmds: &[pb::CommandStats]) -> Result<ByCommand, HistError> {
+    let mut out = ByCommand::new();
+    for c in cmds {
+        let (name, s) = wire::from_pb(c)?;
+        *out.entry(name).or_default() += &s;
+    }
+    Ok(out)
+}
+
+/// A worker's final message.
+#[derive(Debug, Clone, Default)]
+pub struct Final {
+    /// Totals per command, as the worker summed them.
+    pub totals: ByCommand,
+    /// Sent, unanswered at the end.
+    pub in_flight: u64,
+    /// Scheduled, never written.
+    pub unsent: u64,
+    /// Intervals the worker says it sent.
+    pub intervals: u32,
+    /// Connection failures.
+    pub connection_errors: ErrorCounts,
+}
+
+/// One worker's part of the books.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerBooks {
+    /// Intervals received, by index.
+    pub intervals: BTreeMap<u32, ByCommand>,
+    /// The final message, when it came.
+    pub final_: Option<Final>,
+    /// Why the worker was lost, if it was.
+    pub lost: Option<String>,
+}
+
+impl WorkerBooks {
+    /// Adds one interval message.
+    ///
+    /// # Errors
+    /// [`HistError`] when a histogram does not decode.
+    pub fn add_interval(&mut self, iv: &pb::Interval) -> Result<(), HistError> {
+        let by = decode(&iv.commands)?;
+        add_into(self.intervals.entry(iv.index).or_default(), &by);
+        Ok(())
+    }
+
+    /// Records the final message.
+    ///
+    /// # Errors
+    /// [`HistError`] when a histogram does not decode.
+    pub fn finish(&mut self, f: &pb::Finished) -> Result<(), HistError> {
+        self.final_ = Some(Final {
+            totals: decode(&f.totals)?,
+            in_flight: f.in_flight,
+            unsent: f.unsent,
+            intervals: f.intervals,
+            connection_errors: wire::errors_from_pb(&f.connection_errors),
+        });
+        Ok(())
+    }
+
+    /// The sum of every interval received: the worker's results as the books hold them.
+    pub fn sum(&self) -> ByCommand {
+        let mut t = ByCommand::new();
+        for by in self.intervals.values() {
+            add_into(&mut t, by);
+        }
+        t
+    }
+
+    /// Disagreements between the intervals and the final totals, each as one sentence.
+    pub fn check(&self, name: &str) -> Vec<String> {
+        let Some(f) = &self.final_ else {
+            return vec![format!(
+                "worker {name}: no final totals ({}); its {} intervals received are counted",
+                self.lost.as_deref().unwrap_or("never finished"),
+                self.intervals.len()
+            )];
+        };
+        let mut problems = Vec::new();
+        if f.intervals as usize != self.intervals.len() {
+            problems.push(format!(
+                "worker {name}: sent {} intervals, {} received",
+                f.intervals,
+                self.intervals.len()
+            ));
+        }
+        let sum = self.sum();
+        for (cmd, t) in &f.totals {
+            let s = sum.get(cmd).cloned().unwrap_or_default();
+            let pairs = [
+                ("scheduled", s.scheduled, t.scheduled),
+                ("sent", s.sent, t.sent),
+                ("completed", s.completed, t.completed),
+                ("errors", s.error_total(), t.error_total()),
+                ("latency samples", s.latency.len(), t.latency.len()),
+                (
+                    "service-time samples",
+                    s.service_time.len(),
+                    t.service_time.len(),
+                ),
+                (
+                    "schedule-lag samples",
+                    s.schedule_lag.len(),
+                    t.schedule_lag.len(),
+                ),
+            ];
+            for (what, a, b) in pairs {
+                if a != b {
+                    problems.push(format!(
+                        "worker {name} {cmd}: intervals add up to {a} {what}, totals say {b}"
+                    ));
+                }
+            }
+            if s.latency != t.latency {
+                problems.push(format!(
+                    "worker {name} {cmd}: merged interval latency histogram differs from the total"
+                ));
+            }
+        }
+        // Every scheduled request is accounted for: answered, failed, in flight or unsent.
+        let all = all_commands(&f.totals);
+        let accounted = all.completed + all.error_total() + f.in_flight + f.unsent;
+        if accounted != all.scheduled {
+            problems.push(format!(
+                "worker {name}: {} scheduled but {} accounted for (completed {} + errors {} + in flight {} + unsent {})",
+                all.scheduled,
+                accounted,
+                all.completed,
+                all.error_total(),
+                f.in_flight,
+                f.unsent
+            ));
+        }
+        problems
+    }
+}
+
+/// Connection errors summed over workers.
+pub fn connection_errors<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> ErrorCounts {
+    let mut out = Vec::new();
+    for w in workers {
+        if let Some(f) = &w.final_ {
+            for (k, n) in &f.connection_errors {
+                add_error(&mut out, k, *n);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crest_worker::hist;
+
+    fn cmd(name: &str, values: &[u64], scheduled: u64) -> pb::CommandStats {
+        let mut s = CmdStats::default();
+        s.scheduled = scheduled;
+        s.sent = scheduled;
+        s.completed = values.len() as u64;
+        for &v in values {
+            hist::record(&mut s.latency, v);
+            hist::record(&mut s.service_time, v / 2);
+            hist::record(&mut s.schedule_lag, 10);
+        }
+        wire::to_pb(&[s], &[name]).remove(0)
+    }
+
+    #[test]
+    fn intervals_that_add_up_pass_and_a_missing_one_is_named() {
+        let mut w = WorkerBooks::default();
+        let a = [100, 200, 300];
+        let b = [5_000, 6_000];
+        w.add_interval(&pb::Interval {
+            run_id: "r".into(),
+            index: 0,
+            commands: vec![cmd("GET", &a, 3)],
+            target_rate: 3.0,
+        })
+        .unwrap();
+        w.add_interval(&pb::Interval {
+            run_id: "r".into(),
+            index: 1,
+            commands: vec![cmd("GET", &b, 2)],
+            target_rate: 2.0,
+        })
+        .unwrap();
+        let all: Vec<u64> = a.iter().chain(&b).copied().collect();
+        let fin = pb::Finished {
+            run_id: "r".into(),
+            totals: vec![cmd("GET", &all, 5)],
+            in_flight: 0,
+            unsent: 0,
+            intervals: 2,
+            connection_errors: vec![],
+        };
+        w.finish(&fin).unwrap();
+        assert_eq!(w.check("w1"), Vec::<String>::new());
+        assert_eq!(w.sum()["GET"].latency.len(), 5);
+
+        let mut short = w.clone();
+        short.intervals.remove(&1);
+        let p = short.check("w1");
+        assert!(
+            p.iter().any(|s| s.contains("sent 2 intervals, 1 received")),
+            "{p:?}"
+        );
+        assert!(p.iter().any(|s| s.contains("completed")), "{p:?}");
+    }
+}

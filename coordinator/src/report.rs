@@ -1,0 +1,502 @@
+//! `report.json` (schema_version 1, documented in `docs/report.md`) and the terminal
+//! summary table. Every figure is read off merged histograms and exact counts.
+
+use crate::merge::{ByCommand, all_commands};
+use crest_worker::hist::Hist;
+use crest_worker::stats::{CmdStats, ErrorCounts};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Version of the report's layout; bumped when a key changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// 99.99th percentile.
+    pub p9999: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+fn us(ns: u64) -> f64 {
+    (ns as f64 / 10.0).round() / 100.0
+}
+
+impl Percentiles {
+    /// Reads a nanosecond histogram (all zero when empty).
+    pub fn of(h: &Hist) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            p9999: us(h.value_at_quantile(0.9999)),
+            max: us(h.max()),
+            mean: (h.mean() / 10.0).round() / 100.0,
+        }
+    }
+}
+
+/// Results of a command, a class or the whole run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Requests whose intended time came.
+    pub scheduled: u64,
+    /// Requests written.
+    pub sent: u64,
+    /// Non-error replies.
+    pub completed: u64,
+    /// Failed requests (error replies, timeouts, disconnects, backlog overflow).
+    pub errors: u64,
+    /// `errors` by kind.
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Requests that waited for a free connection.
+    pub backlogged: u64,
+    /// Asked rate, requests per second.
+    pub target_rate: f64,
+    /// Completed per second over the run.
+    pub achieved_rate: f64,
+    /// Completion − intended send time.
+    pub latency_us: Percentiles,
+    /// Completion − actual write.
+    pub service_time_us: Percentiles,
+    /// Actual write − intended send time.
+    pub schedule_lag_us: Percentiles,
+}
+
+/// Error counts as a sorted map.
+pub fn error_map(e: &ErrorCounts) -> BTreeMap<String, u64> {
+    e.iter().map(|(k, n)| (k.clone(), *n)).collect()
+}
+
+impl Summary {
+    /// Summarises `s` over `duration_s` with the asked `target_rate`.
+    pub fn of(s: &CmdStats, target_rate: f64, duration_s: f64) -> Self {
+        Self {
+            scheduled: s.scheduled,
+            sent: s.sent,
+            completed: s.completed,
+            errors: s.error_total(),
+            errors_by_kind: error_map(&s.errors),
+            backlogged: s.backlogged,
+            target_rate: round2(target_rate),
+            achieved_rate: round2(s.completed as f64 / duration_s.max(1e-9)),
+            latency_us: Percentiles::of(&s.latency),
+            service_time_us: Percentiles::of(&s.service_time),
+            schedule_lag_us: Percentiles::of(&s.schedule_lag),
+        }
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Totals add the end-of-run accounting to a [`Summary`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Totals {
+    /// The summary over every command.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Sent and unanswered when the run ended.
+    pub in_flight: u64,
+    /// Scheduled and never written when the run ended.
+    pub unsent: u64,
+}
+
+/// Three latency percentiles for the timeline.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct ShortPercentiles {
+    /// Median, µs.
+    pub p50: f64,
+    /// 99th percentile, µs.
+    pub p99: f64,
+    /// 99.9th percentile, µs.
+    pub p999: f64,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelinePoint {
+    /// Start of the second, seconds since the run's start.
+    pub t_s: u32,
+    /// Rate the profile asked for in this second.
+    pub target_rate: f64,
+    /// Requests scheduled in this second.
+    pub scheduled: u64,
+    /// Non-error replies received in this second.
+    pub achieved_rate: f64,
+    /// Failed requests in this second.
+    pub errors: u64,
+    /// Latency of the replies received in this second.
+    pub latency_us: ShortPercentiles,
+    /// 99th percentile of schedule lag in this second.
+    pub schedule_lag_p99_us: f64,
+    /// True when the generator itself could not keep the schedule in this second (it
+    /// scheduled under 98% of target, or its lag p99 passed 1 ms while under 1% of requests
+    /// waited for a connection): these latencies describe the client, not the server.
+    pub generator_bound: bool,
+}
+
+impl TimelinePoint {
+    /// Builds one point from the merged second and the profile's target for it.
+    pub fn of(t_s: u32, s: &CmdStats, target: f64) -> Self {
+        let lag_p99 = s.schedule_lag.value_at_quantile(0.99);
+        let short_of_schedule = (s.scheduled as f64) < target * 0.98 - 2.0;
+        let pacer_late = lag_p99 > 1_000_000 && (s.backlogged as f64) < 0.01 * s.scheduled as f64;
+        Self {
+            t_s,
+            target_rate: round2(target),
+            scheduled: s.scheduled,
+            achieved_rate: s.completed as f64,
+            errors: s.error_total(),
+            latency_us: ShortPercentiles {
+                p50: us(s.latency.value_at_quantile(0.5)),
+                p99: us(s.latency.value_at_quantile(0.99)),
+                p999: us(s.latency.value_at_quantile(0.999)),
+            },
+            schedule_lag_p99_us: us(lag_p99),
+            generator_bound: short_of_schedule || pacer_late,
+        }
+    }
+}
+
+/// One worker's own results, so a slow client node stands out.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WorkerReport {
+    /// Worker uuid.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// Shards (pinned threads).
+    pub shards: u32,
+    /// Their cores.
+    pub cpus: Vec<u32>,
+    /// Worker clock − coordinator clock, µs (from the lowest-RTT ping).
+    pub clock_offset_us: f64,
+    /// Round trip of that ping, µs.
+    pub rtt_us: f64,
+    /// True when the worker vanished or never finished.
+    pub lost: bool,
+    /// Why it was lost.
+    pub lost_reason: Option<String>,
+    /// Scheduled requests.
+    pub scheduled: u64,
+    /// Non-error replies.
+    pub completed: u64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Sent and unanswered at the end (0 when lost: unknown).
+    pub in_flight: u64,
+    /// This worker's latency.
+    pub latency_us: Percentiles,
+    /// This worker's service time.
+    pub service_time_us: Percentiles,
+    /// This worker's schedule lag.
+    pub schedule_lag_us: Percentiles,
+}
+
+/// The report's self-check.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Checks {
+    /// Every worker's intervals add up to its final totals, and every scheduled request is
+    /// accounted for.
+    pub intervals_match_totals: bool,
+    /// One sentence per problem found.
+    pub problems: Vec<String>,
+    /// Seconds in which the generator could not keep its schedule.
+    pub generator_bound_seconds: Vec<u32>,
+}
+
+/// The run's settings, echoed so the report can be repeated.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Settings {
+    /// Cluster-wide rate, requests per second.
+    pub rate: f64,
+    /// SET:GET weights.
+    pub ratio: String,
+    /// Keyspace size.
+    pub keys: u64,
+    /// Key prefix.
+    pub key_prefix: String,
+    /// Value size, bytes.
+    pub value_size: u64,
+    /// Connections across the cluster.
+    pub connections: u32,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
+    /// Pacer.
+    pub pacer: String,
+    /// Per-request timeout, seconds.
+    pub timeout_s: f64,
+    /// Wait for replies after the schedule, seconds.
+    pub drain_s: f64,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// `report.json`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// Layout version.
+    pub schema_version: u32,
+    /// Run uuid.
+    pub run_id: String,
+    /// Crest version.
+    pub crest_version: String,
+    /// `host:port`, or `builtin`.
+    pub target: String,
+    /// Start instant, RFC 3339 UTC.
+    pub started_at: String,
+    /// Scheduled length, seconds.
+    pub duration_s: f64,
+    /// `uniform` or `poisson`.
+    pub arrival: String,
+    /// Settings.
+    pub settings: Settings,
+    /// Per worker.
+    pub workers: Vec<WorkerReport>,
+    /// The whole run.
+    pub totals: Totals,
+    /// Per command.
+    pub commands: BTreeMap<String, Summary>,
+    /// Per second.
+    pub timeline: Vec<TimelinePoint>,
+    /// Connection failures by kind (refused, reset, eof, timeout...).
+    pub connection_errors: BTreeMap<String, u64>,
+    /// Self-check.
+    pub checks: Checks,
+}
+
+/// Formats microseconds for humans: µs below 1 ms, ms below 1 s, else s.
+pub fn human_us(v: f64) -> String {
+    if v < 1_000.0 {
+        format!("{v:.0}µs")
+    } else if v < 1_000_000.0 {
+        format!("{:.2}ms", v / 1_000.0)
+    } else {
+        format!("{:.2}s", v / 1_000_000.0)
+    }
+}
+
+impl Report {
+    /// The terminal summary: one row per command and a total row.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let lost = self.workers.iter().filter(|w| w.lost).count();
+        let shards: u32 = self.workers.iter().map(|w| w.shards).sum();
+        let _ = writeln!(
+            out,
+            "crest run {}  target {}  {:.1}s  {} arrivals  {} worker(s), {} shard(s){}",
+            self.run_id,
+            self.target,
+            self.duration_s,
+            self.arrival,
+            self.workers.len(),
+            shards,
+            if lost > 0 {
+                format!(", {lost} LOST")
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            out,
+            "{:<8} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "command",
+            "completed",
+            "rate (achieved/target)",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max",
+            "errors"
+        );
+        let row = |out: &mut String, name: &str, s: &Summary| {
+            let l = &s.latency_us;
+            let _ = writeln!(
+                out,
+                "{:<8} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                name,
+                s.completed,
+                format!("{:.0}/{:.0}", s.achieved_rate, s.target_rate),
+                human_us(l.p50),
+                human_us(l.p90),
+                human_us(l.p99),
+                human_us(l.p999),
+                human_us(l.p9999),
+                human_us(l.max),
+                s.errors
+            );
+        };
+        for (name, s) in &self.commands {
+            row(&mut out, name, s);
+        }
+        row(&mut out, "total", &self.totals.summary);
+        let t = &self.totals.summary;
+        let _ = writeln!(
+            out,
+            "latency is from each request's intended send time; service time p50 {} p99 {} p99.9 {}; schedule lag p50 {} p99 {} max {}",
+            human_us(t.service_time_us.p50),
+            human_us(t.service_time_us.p99),
+            human_us(t.service_time_us.p999),
+            human_us(t.schedule_lag_us.p50),
+            human_us(t.schedule_lag_us.p99),
+            human_us(t.schedule_lag_us.max),
+        );
+        let _ = writeln!(
+            out,
+            "scheduled {}  sent {}  completed {}  errors {}  in flight at end {}  unsent {}",
+            t.scheduled, t.sent, t.completed, t.errors, self.totals.in_flight, self.totals.unsent
+        );
+        if !t.errors_by_kind.is_empty() {
+            let kinds: Vec<String> = t
+                .errors_by_kind
+                .iter()
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect();
+            let _ = writeln!(out, "errors by kind: {}", kinds.join(" "));
+        }
+        if !self.connection_errors.is_empty() {
+            let kinds: Vec<String> = self
+                .connection_errors
+                .iter()
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect();
+            let _ = writeln!(out, "connection errors: {}", kinds.join(" "));
+        }
+        for w in self.workers.iter().filter(|w| w.lost) {
+            let _ = writeln!(
+                out,
+                "worker {} ({}) LOST: {}; its {} completed requests received before that are counted",
+                w.name,
+                w.host,
+                w.lost_reason.as_deref().unwrap_or("unknown"),
+                w.completed
+            );
+        }
+        if !self.checks.generator_bound_seconds.is_empty() {
+            let _ = writeln!(
+                out,
+                "WARNING: the generator could not keep its schedule in second(s) {:?}; latency there describes the client, not the server",
+                self.checks.generator_bound_seconds
+            );
+        }
+        for p in &self.checks.problems {
+            let _ = writeln!(out, "check: {p}");
+        }
+        out
+    }
+
+    /// `timeline.csv`: one row per second.
+    pub fn timeline_csv(&self) -> String {
+        let mut out = String::from(
+            "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound\n",
+        );
+        for p in &self.timeline {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{}",
+                p.t_s,
+                p.target_rate,
+                p.scheduled,
+                p.achieved_rate,
+                p.errors,
+                p.latency_us.p50,
+                p.latency_us.p99,
+                p.latency_us.p999,
+                p.schedule_lag_p99_us,
+                p.generator_bound
+            );
+        }
+        out
+    }
+}
+
+/// Per-command summaries; each command's target is its weight's share of `target_rate`.
+pub fn commands(
+    by: &ByCommand,
+    weights: &BTreeMap<String, u32>,
+    target_rate: f64,
+    duration_s: f64,
+) -> BTreeMap<String, Summary> {
+    let wsum: u32 = weights.values().sum();
+    let mut out = BTreeMap::new();
+    for (name, w) in weights {
+        if *w == 0 {
+            continue;
+        }
+        let s = by.get(name).cloned().unwrap_or_default();
+        let t = target_rate * f64::from(*w) / f64::from(wsum.max(1));
+        out.insert(name.clone(), Summary::of(&s, t, duration_s));
+    }
+    for (name, s) in by {
+        out.entry(name.clone())
+            .or_insert_with(|| Summary::of(s, 0.0, duration_s));
+    }
+    out
+}
+
+/// The summary over every command.
+pub fn total_summary(by: &ByCommand, target_rate: f64, duration_s: f64) -> Summary {
+    Summary::of(&all_commands(by), target_rate, duration_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crest_worker::hist;
+
+    #[test]
+    fn percentiles_are_read_in_microseconds() {
+        let mut h = hist::new_hist();
+        for v in 1..=1000u64 {
+            hist::record(&mut h, v * 1_000); // 1 µs .. 1 ms
+        }
+        let p = Percentiles::of(&h);
+        assert!((p.p50 - 500.0).abs() <= 1.0, "{p:?}");
+        assert!((p.p99 - 990.0).abs() <= 1.0, "{p:?}");
+        assert!((p.max - 1000.0).abs() <= 1.0, "{p:?}");
+        assert_eq!(Percentiles::of(&hist::new_hist()), Percentiles::default());
+        assert_eq!(human_us(250.0), "250µs");
+        assert_eq!(human_us(2_500.0), "2.50ms");
+        assert_eq!(human_us(2_500_000.0), "2.50s");
+    }
+
+    #[test]
+    fn a_second_short_of_schedule_is_generator_bound() {
+        let mut s = CmdStats::default();
+        s.scheduled = 900;
+        assert!(TimelinePoint::of(0, &s, 1000.0).generator_bound);
+        s.scheduled = 1000;
+        assert!(!TimelinePoint::of(0, &s, 1000.0).generator_bound);
+        for _ in 0..100 {
+            hist::record(&mut s.schedule_lag, 5_000_000);
+        }
+        assert!(TimelinePoint::of(0, &s, 1000.0).generator_bound);
+        s.backlogged = 100;
+        assert!(
+            !TimelinePoint::of(0, &s, 1000.0).generator_bound,
+            "waiting for a connection is the server's doing"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The gRPC side of the coordinator: accepts worker sessions, checks them, and turns the
+//! stream into plain [`HubEvent`]s for the run orchestrator. No run logic lives here.
+
+use crest_proto::PROTOCOL_VERSION;
+use crest_proto::pb::{
+    self, coordinator_message::Msg as Out, coordinator_server::Coordinator,
+    worker_message::Msg as In,
+};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// A registered worker as the coordinator sees it.
+#[derive(Debug, Clone)]
+pub struct WorkerInfo {
+    /// Worker uuid.
+    pub id: String,
+    /// Name shown in reports.
+    pub name: String,
+    /// Host the worker says it runs on.
+    pub host: String,
+    /// Pinned shards.
+    pub shards: u32,
+    /// Cores of those shards.
+    pub cpus: Vec<u32>,
+    /// Crest version of the worker.
+    pub version: String,
+    /// Worker's address as seen from here.
+    pub peer: Option<SocketAddr>,
+    /// Our address as the worker dialled it (reachable from that worker).
+    pub local: Option<SocketAddr>,
+}
+
+/// A registered worker and the way to talk to it.
+#[derive(Debug, Clone)]
+pub struct WorkerLink {
+    /// Who.
+    pub info: WorkerInfo,
+    /// Messages to the worker.
+    pub tx: mpsc::Sender<pb::CoordinatorMessage>,
+}
+
+impl WorkerLink {
+    /// Sends a message; false when the worker's stream is gone.
+    pub async fn send(&self, m: Out) -> bool {
+        self.tx
+            .send(pb::CoordinatorMessage { msg: Some(m) })
+            .await
+            .is_ok()
+    }
+}
+
+/// What the hub reports to the orchestrator.
+#[derive(Debug)]
+pub enum HubEvent {
+    /// A worker registered.
+    Joined(WorkerLink),
+    /// A worker was refused (version, token, ...).
+    Refused {
+        /// Its name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A message from a registered worker.
+    Message(String, In),
+    /// A registered worker's stream ended.
+    Left(String, String),
+}
+
+/// The gRPC service.
+#[derive(Debug, Clone)]
+pub struct Hub {
+    events: mpsc::UnboundedSender<HubEvent>,
+    token: String,
+    coordinator_id: String,
+}
+
+impl Hub {
+    /// A hub that reports to `events` and requires `token` (empty = none).
+    pub fn new(events: mpsc::UnboundedSender<HubEvent>, token: String) -> Self {
+        Self {
+            events,
+            token,
+            coordinator_id: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    /// Checks a registration; `Err` carries the refusal reason.
+    pub fn check(&self, r: &pb::Register) -> Result<(), String> {
+        if r.protocol_version != PROTOCOL_VERSION {
+            return Err(format!(
+                "protocol version mismatch: worker {} speaks version {} (crest {}), this coordinator speaks version {} (crest {}); run the same Crest release on both",
+                r.name,
+                r.protocol_version,
+                r.crest_version,
+                PROTOCOL_VERSION,
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        if !self.token.is_empty() && r.token != self.token {
+            return Err(format!(
+                "worker {} gave {} token; start it with the coordinator's --token (or CREST_TOKEN)",
+                r.name,
+                if r.token.is_empty() { "no" } else { "a wrong" }
+            ));
+        }
+        if r.shards == 0 {
+            return Err(format!("worker {} has 0 shards", r.name));
+        }
+        Ok(())
+    }
+}
+
+type OutStream = Pin<Box<dyn Stream<Item = Result<pb::CoordinatorMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Coordinator for Hub {
+    type SessionStream = OutStream;
+
+    async fn session(
+        &self,
+        req: Request<Streaming<pb::WorkerMessage>>,
+    ) -> Result<Response<OutStream>, Status> {
+        let peer = req.remote_addr();
+        let local = req.local_addr();
+        let mut inbound = req.into_inner();
+        let first = tokio::time::timeout(Duration::from_secs(5), inbound.message())
+            .await
+            .map_err(|_| Status::deadline_exceeded("no Register within 5 s"))??;
+        let Some(pb::WorkerMessage {
+            msg: Some(In::Register(reg)),
+        }) = first
+        else {
+            return Err(Status::invalid_argument(
+                "the first message of a session must be Register",
+            ));
+        };
+        let (tx, rx) = mpsc::channel::<pb::CoordinatorMessage>(256);
+        if let Err(reason) = self.check(&reg) {
+            let _ = self.events.send(HubEvent::Refused {
+                name: reg.name.clone(),
+                reason: reason.clone(),
+            });
+            let _ = tx
+                .send(pb::CoordinatorMessage {
+                    msg: Some(Out::Refused(pb::Refused { reason })),
+                })
+                .await;
+            drop(tx);
+            return Ok(Response::new(Box::pin(ReceiverStream::new(rx).map_ok())));
+        }
+        let _ = tx
+            .send(pb::CoordinatorMessage {
+                msg: Some(Out::Welcome(pb::Welcome {
+                    coordinator_id: self.coordinator_id.clone(),
+                })),
+            })
+            .await;
+        let info = WorkerInfo {
+            id: reg.worker_id.clone(),
+            name: reg.name.clone(),
+            host: reg.host.clone(),
+            shards: reg.shards,
+            cpus: reg.cpus.clone(),
+            version: reg.crest_version.clone(),
+            peer,
+            local,
+        };
+        let id = info.id.clone();
+        let _ = self.events.send(HubEvent::Joined(WorkerLink {
+            info,
+            tx: tx.clone(),
+        }));
+        // Heartbeats keep the worker's dead man's switch from firing while idle.
+        let hb_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(crest_worker::agent::HEARTBEAT);
+            loop {
+                tick.tick().await;
+                let m = pb::CoordinatorMessage {
+                    msg: Some(Out::Heartbeat(pb::Heartbeat {})),
+                };
+                if hb_tx.send(m).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let reason = loop {
+                match inbound.message().await {
+                    Ok(Some(pb::WorkerMessage { msg: Some(m) })) => {
+                        if events.send(HubEvent::Message(id.clone(), m)).is_err() {
+                            break "coordinator stopped".to_string();
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break "session closed".to_string(),
+                    Err(s) => break format!("session error: {}", s.message()),
+                }
+            };
+            let _ = events.send(HubEvent::Left(id, reason));
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map_ok())))
+    }
+}
+
+trait MapOk: Stream<Item = pb::CoordinatorMessage> + Sized {
+    fn map_ok(
+        self,
+    ) -> tokio_stream::adapters::Map<
+        Self,
+        fn(pb::CoordinatorMessage) -> Result<pb::CoordinatorMessage, Status>,
+    > {
+        tokio_stream::StreamExt::map(self, Ok)
+    }
+}
+impl<S: Stream<Item = pb::CoordinatorMessage>> MapOk for S {}
+
+/// Serves the hub on `listener` until `shutdown` resolves.
+///
+/// # Errors
+/// Transport errors from tonic.
+pub async fn serve(
+    hub: Hub,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(1)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(2)))
+        .add_service(pb::coordinator_server::CoordinatorServer::new(hub))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}
