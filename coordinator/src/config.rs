@@ -34,10 +34,11 @@ impl ConfigError {
 /// Parses a duration like `10s`, `500ms`, `2m`, `1h30m` (humantime syntax; a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
+    if let Ok(secs) = t.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Ok(Duration::from_secs_f64(secs));
     }
     humantime::parse_duration(t)
         .map_err(|_| format!("not a duration; expected e.g. 10s, 500ms, 2m (got {t:?})"))

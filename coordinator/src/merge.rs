@@ -184,10 +184,12 @@ mod tests {
     use crest_worker::hist;
 
     fn cmd(name: &str, values: &[u64], scheduled: u64) -> pb::CommandStats {
-        let mut s = CmdStats::default();
-        s.scheduled = scheduled;
-        s.sent = scheduled;
-        s.completed = values.len() as u64;
+        let mut s = CmdStats {
+            scheduled,
+            sent: scheduled,
+            completed: values.len() as u64,
+            ..Default::default()
+        };
         for &v in values {
             hist::record(&mut s.latency, v);
             hist::record(&mut s.service_time, v / 2);

@@ -536,10 +536,11 @@ async fn collect(
                 }
             }
             HubEvent::Left(id, reason) => {
-                if let Some(m) = members.iter_mut().find(|m| m.link.info.id == id) {
-                    if !m.done && !m.lost() {
-                        m.books.lost = Some(reason);
-                    }
+                if let Some(m) = members.iter_mut().find(|m| m.link.info.id == id)
+                    && !m.done
+                    && !m.lost()
+                {
+                    m.books.lost = Some(reason);
                 }
             }
             HubEvent::Joined(link) => {

@@ -484,8 +484,10 @@ mod tests {
 
     #[test]
     fn a_second_short_of_schedule_is_generator_bound() {
-        let mut s = CmdStats::default();
-        s.scheduled = 900;
+        let mut s = CmdStats {
+            scheduled: 900,
+            ..Default::default()
+        };
         assert!(TimelinePoint::of(0, &s, 1000.0).generator_bound);
         s.scheduled = 1000;
         assert!(!TimelinePoint::of(0, &s, 1000.0).generator_bound);

@@ -210,14 +210,11 @@ impl Coordinator for Hub {
     }
 }
 
+type Wrap = fn(pb::CoordinatorMessage) -> Result<pb::CoordinatorMessage, Status>;
+
 trait MapOk: Stream<Item = pb::CoordinatorMessage> + Sized {
-    fn map_ok(
-        self,
-    ) -> tokio_stream::adapters::Map<
-        Self,
-        fn(pb::CoordinatorMessage) -> Result<pb::CoordinatorMessage, Status>,
-    > {
-        tokio_stream::StreamExt::map(self, Ok)
+    fn map_ok(self) -> tokio_stream::adapters::Map<Self, Wrap> {
+        tokio_stream::StreamExt::map(self, Ok as Wrap)
     }
 }
 impl<S: Stream<Item = pb::CoordinatorMessage>> MapOk for S {}

@@ -11,7 +11,7 @@
 //! counts calls per command in Redis's format, so end-to-end tests check Crest's report
 //! against the sink's own counters exactly as they do against Redis.
 //!
-//! Cost model: keys live in [`SHARDS`] `std::sync::Mutex`-guarded maps chosen by key hash (no
+//! Cost model: keys live in 64 `std::sync::Mutex`-guarded maps chosen by key hash (no
 //! async lock on the hot path; a lock is held for one map operation). Each connection parses
 //! every pipelined request it has read, appends all replies to one buffer and writes it once.
 //! Per-command counters are kept per connection and added to shared atomics once per read

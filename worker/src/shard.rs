@@ -632,7 +632,7 @@ impl Shard {
     // ---- sending -----------------------------------------------------------------
 
     fn schedule(&mut self, intended: u64) {
-        let cmd = self.mixer.next() as u16;
+        let cmd = self.mixer.pick() as u16;
         let key = self.cfg.workload.key(&mut self.rng);
         self.interval.cmds[cmd as usize].scheduled += 1;
         let q = Queued { intended, key, cmd };

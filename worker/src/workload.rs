@@ -187,7 +187,7 @@ pub struct Mixer {
 impl Mixer {
     /// Index of the next command.
     #[inline]
-    pub fn next(&mut self) -> usize {
+    pub fn pick(&mut self) -> usize {
         if self.weights.len() == 1 {
             return 0;
         }
@@ -215,7 +215,7 @@ mod tests {
         for _ in 0..100 {
             let mut sets = 0;
             for _ in 0..11 {
-                if m.next() == 0 {
+                if m.pick() == 0 {
                     sets += 1;
                 }
             }
@@ -239,7 +239,7 @@ mod tests {
         out.clear();
         w.encode(0, 0, &mut out);
         assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n$5\r\nkey:0\r\n$3\r\n"));
-        assert!(out.ends_with(b"\r\n") && out.len() == 14 + 11 + 4 + 5);
+        assert!(out.ends_with(b"\r\n") && out.len() == 4 + 9 + 11 + 4 + 5);
     }
 
     #[test]

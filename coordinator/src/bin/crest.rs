@@ -22,7 +22,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run a load test and print (and optionally write) its report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
@@ -158,18 +158,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }),
         Cmd::Run(args) => {
-            let cfg = match to_config(args) {
+            let cfg = match to_config(*args) {
                 Ok(c) => c,
                 Err(e) => return Ok(usage(e)),
             };
             let out = cfg.out.clone();
-            if let Some(dir) = &out {
-                if let Err(e) = std::fs::create_dir_all(dir) {
-                    return Ok(usage(format!(
-                        "--out {}: cannot create the folder: {e}",
-                        dir.display()
-                    )));
-                }
+            if let Some(dir) = &out
+                && let Err(e) = std::fs::create_dir_all(dir)
+            {
+                return Ok(usage(format!(
+                    "--out {}: cannot create the folder: {e}",
+                    dir.display()
+                )));
             }
             let res = rt.block_on(orchestrate::run(cfg));
             rt.shutdown_timeout(Duration::from_millis(500));
@@ -219,17 +219,14 @@ fn to_config(a: RunArgs) -> Result<RunConfig, String> {
         a.pipeline,
     )
     .map_err(|e| e.to_string())?;
-    if let Some(t) = &a.target {
-        if !t.contains(':')
-            || t.rsplit(':')
-                .next()
-                .and_then(|p| p.parse::<u16>().ok())
-                .is_none()
-        {
-            return Err(format!(
-                "--target {t:?}: expected host:port, e.g. 127.0.0.1:6379"
-            ));
-        }
+    if let Some(t) = &a.target
+        && t.rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .is_none()
+    {
+        return Err(format!(
+            "--target {t:?}: expected host:port, e.g. 127.0.0.1:6379"
+        ));
     }
     let workers = match a.workers {
         Some(0) => return Err("--workers 0: need at least 1 worker".into()),
