@@ -178,7 +178,9 @@ impl Profile {
         let d = s.duration_ns as f64 / NS;
         let k = (s.to_rps - a) / d;
         // Solve a·s + k·s²/2 = y for s ≥ 0, in the form that stays stable as k → 0.
-        let secs = if k == 0.0 {
+        let secs = if y <= 0.0 {
+            0.0
+        } else if k == 0.0 {
             y / a
         } else {
             2.0 * y / (a + (a * a + 2.0 * k * y).max(0.0).sqrt())
@@ -260,7 +262,7 @@ mod tests {
     fn uniform_times_do_not_drift_over_ten_million_requests() {
         let rate = 100_000.0;
         let n_total = 10_000_000u64;
-        let p = Profile::constant(rate, (n_total as f64 / rate * NS) as u64 + 1).unwrap();
+        let p = Profile::constant(rate, (n_total as f64 / rate * NS) as u64).unwrap();
         let mut s = Schedule::new(p, Arrival::Uniform, 0.0);
         let mut rng = Rng::new(1);
         for n in 0..n_total {
