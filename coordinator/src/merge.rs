@@ -56,6 +56,8 @@ pub struct Final {
 pub struct WorkerBooks {
     /// Intervals received, by index.
     pub intervals: BTreeMap<u32, ByCommand>,
+    /// The worker's own target (requests due) for each interval received.
+    pub targets: BTreeMap<u32, f64>,
     /// The final message, when it came.
     pub final_: Option<Final>,
     /// Why the worker was lost, if it was.
@@ -70,6 +72,7 @@ impl WorkerBooks {
     pub fn add_interval(&mut self, iv: &pb::Interval) -> Result<(), HistError> {
         let by = decode(&iv.commands)?;
         add_into(self.intervals.entry(iv.index).or_default(), &by);
+        *self.targets.entry(iv.index).or_default() += iv.target_rate;
         Ok(())
     }
 

@@ -615,6 +615,7 @@ fn build_report(
     let target_rate = cfg.profile.total() / duration_s;
     let mut all = ByCommand::new();
     let mut timeline: BTreeMap<u32, ByCommand> = BTreeMap::new();
+    let mut due: BTreeMap<u32, f64> = BTreeMap::new();
     let mut problems = Vec::new();
     let mut workers = Vec::new();
     let (mut in_flight, mut unsent) = (0, 0);
@@ -623,6 +624,9 @@ fn build_report(
         add_into(&mut all, &sum);
         for (k, iv) in &m.books.intervals {
             add_into(timeline.entry(*k).or_default(), iv);
+        }
+        for (k, t) in &m.books.targets {
+            *due.entry(*k).or_default() += t;
         }
         problems.extend(m.books.check(&m.link.info.name));
         let f = m.books.final_.as_ref();
@@ -642,7 +646,7 @@ fn build_report(
             scheduled: t.scheduled,
             completed: t.completed,
             errors: t.error_total(),
-            in_flight: f.map_or(0, |f| f.in_flight),
+            in_flight: f.map(|f| f.in_flight),
             latency_us: report::Percentiles::of(&t.latency),
             service_time_us: report::Percentiles::of(&t.service_time),
             schedule_lag_us: report::Percentiles::of(&t.schedule_lag),
@@ -653,10 +657,12 @@ fn build_report(
         .map(|k| {
             let by = timeline.remove(&k).unwrap_or_default();
             let t0 = u64::from(k) * 1_000_000_000;
+            let target = cfg.profile.expected(t0, t0 + 1_000_000_000);
             TimelinePoint::of(
                 k,
                 &merge::all_commands(&by),
-                cfg.profile.expected(t0, t0 + 1_000_000_000),
+                target,
+                due.get(&k).copied().unwrap_or(0.0),
             )
         })
         .collect();
@@ -698,6 +704,17 @@ fn build_report(
             timeout_s: cfg.timeout.as_secs_f64(),
             drain_s: cfg.drain.as_secs_f64(),
             seed: cfg.seed,
+            backlog_limit: cfg.backlog_limit,
+            profile: cfg
+                .profile
+                .segments()
+                .iter()
+                .map(|s| report::ProfileSegment {
+                    duration_s: s.duration_ns as f64 / 1e9,
+                    from_rps: s.from_rps,
+                    to_rps: s.to_rps,
+                })
+                .collect(),
         },
         workers,
         totals: Totals {

@@ -147,17 +147,21 @@ pub struct TimelinePoint {
     pub latency_us: ShortPercentiles,
     /// 99th percentile of schedule lag in this second.
     pub schedule_lag_p99_us: f64,
-    /// True when the generator itself could not keep the schedule in this second (it
-    /// scheduled under 98% of target, or its lag p99 passed 1 ms while under 1% of requests
-    /// waited for a connection): these latencies describe the client, not the server.
+    /// True when the generator itself could not keep the schedule in this second (the
+    /// workers that reported it scheduled clearly fewer requests than they were due —
+    /// beyond 2% plus three standard deviations of Poisson noise — or schedule lag p99
+    /// passed 1 ms while under 1% of requests waited for a connection): these latencies
+    /// describe the client, not the server.
     pub generator_bound: bool,
 }
 
 impl TimelinePoint {
-    /// Builds one point from the merged second and the profile's target for it.
-    pub fn of(t_s: u32, s: &CmdStats, target: f64) -> Self {
+    /// Builds one point from the merged second, the profile's target for it, and what the
+    /// workers that reported this second were due to schedule (`due`; less than `target`
+    /// when a worker was lost).
+    pub fn of(t_s: u32, s: &CmdStats, target: f64, due: f64) -> Self {
         let lag_p99 = s.schedule_lag.value_at_quantile(0.99);
-        let short_of_schedule = (s.scheduled as f64) < target * 0.98 - 2.0;
+        let short_of_schedule = (s.scheduled as f64) < due * 0.98 - 3.0 * due.sqrt() - 2.0;
         let pacer_late = lag_p99 > 1_000_000 && (s.backlogged as f64) < 0.01 * s.scheduled as f64;
         Self {
             t_s,
@@ -203,8 +207,8 @@ pub struct WorkerReport {
     pub completed: u64,
     /// Failed requests.
     pub errors: u64,
-    /// Sent and unanswered at the end (0 when lost: unknown).
-    pub in_flight: u64,
+    /// Sent and unanswered at the end (null when lost: unknown).
+    pub in_flight: Option<u64>,
     /// This worker's latency.
     pub latency_us: Percentiles,
     /// This worker's service time.
@@ -250,6 +254,21 @@ pub struct Settings {
     pub drain_s: f64,
     /// Seed.
     pub seed: u64,
+    /// Requests per shard allowed to wait for a free connection.
+    pub backlog_limit: u64,
+    /// The rate profile, segment by segment.
+    pub profile: Vec<ProfileSegment>,
+}
+
+/// One segment of the rate profile.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ProfileSegment {
+    /// Length, seconds.
+    pub duration_s: f64,
+    /// Rate at its start, requests per second.
+    pub from_rps: f64,
+    /// Rate at its end.
+    pub to_rps: f64,
 }
 
 /// `report.json`.
@@ -485,19 +504,27 @@ mod tests {
     #[test]
     fn a_second_short_of_schedule_is_generator_bound() {
         let mut s = CmdStats {
-            scheduled: 900,
+            scheduled: 800,
             ..Default::default()
         };
-        assert!(TimelinePoint::of(0, &s, 1000.0).generator_bound);
+        assert!(TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound);
+        s.scheduled = 960;
+        assert!(
+            !TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound,
+            "Poisson noise"
+        );
+        assert!(
+            !TimelinePoint::of(0, &s, 2000.0, 1000.0).generator_bound,
+            "a lost worker's share is not the generator's fault"
+        );
         s.scheduled = 1000;
-        assert!(!TimelinePoint::of(0, &s, 1000.0).generator_bound);
         for _ in 0..100 {
             hist::record(&mut s.schedule_lag, 5_000_000);
         }
-        assert!(TimelinePoint::of(0, &s, 1000.0).generator_bound);
+        assert!(TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound);
         s.backlogged = 100;
         assert!(
-            !TimelinePoint::of(0, &s, 1000.0).generator_bound,
+            !TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound,
             "waiting for a connection is the server's doing"
         );
     }

