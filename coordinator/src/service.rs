@@ -237,3 +237,54 @@ pub async fn serve(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reg(version: u32, token: &str) -> pb::Register {
+        pb::Register {
+            protocol_version: version,
+            worker_id: "id".into(),
+            name: "w1".into(),
+            host: "h".into(),
+            shards: 2,
+            token: token.into(),
+            crest_version: "9.9.9".into(),
+            cpus: vec![0, 1],
+        }
+    }
+
+    #[test]
+    fn a_worker_of_another_protocol_version_is_refused_naming_both() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let hub = Hub::new(tx, String::new());
+        assert!(hub.check(&reg(PROTOCOL_VERSION, "")).is_ok());
+        let e = hub.check(&reg(PROTOCOL_VERSION + 1, "")).unwrap_err();
+        assert!(
+            e.contains(&format!("version {}", PROTOCOL_VERSION + 1)),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("speaks version {PROTOCOL_VERSION}")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_token_is_required_when_set() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let hub = Hub::new(tx, "s3cret".into());
+        assert!(hub.check(&reg(PROTOCOL_VERSION, "s3cret")).is_ok());
+        assert!(
+            hub.check(&reg(PROTOCOL_VERSION, ""))
+                .unwrap_err()
+                .contains("no token")
+        );
+        assert!(
+            hub.check(&reg(PROTOCOL_VERSION, "x"))
+                .unwrap_err()
+                .contains("wrong token")
+        );
+    }
+}
