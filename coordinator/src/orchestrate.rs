@@ -650,6 +650,7 @@ fn build_report(
             latency_us: report::Percentiles::of(&t.latency),
             service_time_us: report::Percentiles::of(&t.service_time),
             schedule_lag_us: report::Percentiles::of(&t.schedule_lag),
+            histograms: report::Histograms::of(&t),
         });
     }
     let last = (duration_ns.div_ceil(1_000_000_000).max(1) - 1) as u32;
@@ -721,6 +722,7 @@ fn build_report(
             summary: report::total_summary(&all, target_rate, duration_s),
             in_flight,
             unsent,
+            histograms: report::Histograms::of(&merge::all_commands(&all)),
         },
         commands: report::commands(&all, &weights, target_rate, duration_s),
         checks: Checks {

@@ -79,6 +79,33 @@ pub struct Summary {
     pub schedule_lag_us: Percentiles,
 }
 
+/// The three histograms behind a summary, each V2 + DEFLATE serialized and base64-encoded
+/// (the HdrHistogram interchange format): anyone can re-merge them or read any percentile.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Histograms {
+    /// Latency, ns.
+    pub latency: String,
+    /// Service time, ns.
+    pub service_time: String,
+    /// Schedule lag, ns.
+    pub schedule_lag: String,
+}
+
+impl Histograms {
+    /// Encodes the histograms of `s`.
+    pub fn of(s: &CmdStats) -> Self {
+        use base64::Engine as _;
+        let enc = |h: &Hist| {
+            base64::engine::general_purpose::STANDARD.encode(crest_worker::hist::encode(h))
+        };
+        Self {
+            latency: enc(&s.latency),
+            service_time: enc(&s.service_time),
+            schedule_lag: enc(&s.schedule_lag),
+        }
+    }
+}
+
 /// Error counts as a sorted map.
 pub fn error_map(e: &ErrorCounts) -> BTreeMap<String, u64> {
     e.iter().map(|(k, n)| (k.clone(), *n)).collect()
@@ -117,6 +144,8 @@ pub struct Totals {
     pub in_flight: u64,
     /// Scheduled and never written when the run ended.
     pub unsent: u64,
+    /// The merged histograms.
+    pub histograms: Histograms,
 }
 
 /// Three latency percentiles for the timeline.
@@ -215,6 +244,8 @@ pub struct WorkerReport {
     pub service_time_us: Percentiles,
     /// This worker's schedule lag.
     pub schedule_lag_us: Percentiles,
+    /// This worker's histograms: the totals' histograms are exactly their sum.
+    pub histograms: Histograms,
 }
 
 /// The report's self-check.

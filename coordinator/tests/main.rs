@@ -120,6 +120,14 @@ fn check_against_server(
     }
 }
 
+fn histogram(v: &Value) -> crest_worker::hist::Hist {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().expect("histogram string"))
+        .unwrap();
+    crest_worker::hist::decode(&bytes).unwrap()
+}
+
 fn two_workers_against(kind: Kind) {
     let server = Server::start(kind);
     let dir = TempDir::new("two-workers");
@@ -153,6 +161,14 @@ fn two_workers_against(kind: Kind) {
         assert!(u(w, "completed") > 0);
         assert!(f(w, "rtt_us") > 0.0);
     }
+    // The merged latency histogram is exactly the sum of the per-worker histograms.
+    let mut sum = crest_worker::hist::new_hist();
+    for w in workers {
+        sum.add(&histogram(&w["histograms"]["latency"])).unwrap();
+    }
+    let total = histogram(&report["totals"]["histograms"]["latency"]);
+    assert_eq!(sum, total);
+    assert_eq!(total.len(), u(&report["totals"], "completed"));
     // Each worker carried its share: two one-shard workers, half each.
     let a = u(&workers[0], "scheduled") as f64;
     let b = u(&workers[1], "scheduled") as f64;

@@ -72,7 +72,7 @@ impl Server {
             Kind::Valkey => ("valkey-server", "CREST_VALKEY_SERVER"),
         };
         let bin = find_binary(bin, env);
-        let dir = TempDir::new("server");
+        let mut dir = TempDir::new("server");
         for _ in 0..5 {
             let port = free_port();
             let child = Command::new(&bin)
@@ -101,23 +101,29 @@ impl Server {
                 port,
                 _dir: dir,
             };
+            let mut ready = false;
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                if let Ok(Frame::Simple(p)) = s.try_command(&[b"PING"]) {
-                    if p == b"PONG" {
-                        return s;
-                    }
+                if let Ok(Frame::Simple(p)) = s.try_command(&[b"PING"])
+                    && p == b"PONG"
+                {
+                    ready = true;
+                    break;
                 }
                 if let Ok(Some(_)) = s.child.try_wait() {
                     break; // port taken, most likely: try another
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
+            if ready {
+                return s;
+            }
+            // Port taken or slow start: try another port.
             let _ = s.child.kill();
             let _ = s.child.wait();
-            return Server::start(kind);
+            dir = std::mem::replace(&mut s._dir, TempDir::new("unused"));
         }
-        unreachable!()
+        panic!("{} did not start on any of 5 ports", bin.display())
     }
 
     /// `host:port`.
