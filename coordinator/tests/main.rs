@@ -164,7 +164,7 @@ fn two_workers_against(kind: Kind) {
     // The merged latency histogram is exactly the sum of the per-worker histograms.
     let mut sum = crest_worker::hist::new_hist();
     for w in workers {
-        sum.add(&histogram(&w["histograms"]["latency"])).unwrap();
+        sum.add(histogram(&w["histograms"]["latency"])).unwrap();
     }
     let total = histogram(&report["totals"]["histograms"]["latency"]);
     assert_eq!(sum, total);
