@@ -26,7 +26,7 @@ enum Cmd {
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:6379")]
+        #[arg(long, env = "CREST_SINK_LISTEN", default_value = "127.0.0.1:6379")]
         listen: SocketAddr,
     },
 }
@@ -46,16 +46,16 @@ enum PacerArg {
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Server to load, host:port (default: a built-in in-memory target on loopback).
-    #[arg(long)]
+    #[arg(long, env = "CREST_TARGET")]
     target: Option<String>,
     /// Requests per second across the whole cluster.
-    #[arg(long, default_value = "1000", value_parser = config::parse_rate, allow_negative_numbers = true)]
+    #[arg(long, env = "CREST_RATE", default_value = "1000", value_parser = config::parse_rate, allow_negative_numbers = true)]
     rate: f64,
     /// How long to send, e.g. 10s, 2m.
-    #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
+    #[arg(long, env = "CREST_DURATION", default_value = "10s", value_parser = config::parse_duration)]
     duration: Duration,
     /// SET:GET weights, e.g. 1:10.
-    #[arg(long, default_value = "1:10", value_parser = config::parse_ratio)]
+    #[arg(long, env = "CREST_RATIO", default_value = "1:10", value_parser = config::parse_ratio)]
     ratio: (u32, u32),
     /// Keyspace size (keys are PREFIX0 .. PREFIX<keys-1>, chosen uniformly).
     #[arg(long, default_value_t = 100_000)]
@@ -67,7 +67,7 @@ struct RunArgs {
     #[arg(long, default_value = "32", value_parser = config::parse_size)]
     value_size: u64,
     /// Connections across the whole cluster (spread over every shard, none lost).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, env = "CREST_CONNECTIONS", default_value_t = 50)]
     connections: u32,
     /// Requests in flight per connection.
     #[arg(long, default_value_t = 1)]
@@ -88,16 +88,16 @@ struct RunArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Folder for report.json and timeline.csv.
-    #[arg(long)]
+    #[arg(long, env = "CREST_OUT")]
     out: Option<PathBuf>,
     /// Wait for this many remote workers (crest-worker --coordinator ...) instead of local ones.
-    #[arg(long)]
+    #[arg(long, env = "CREST_WORKERS")]
     workers: Option<u32>,
     /// Address workers dial (remote mode).
-    #[arg(long, default_value = "0.0.0.0:7600")]
+    #[arg(long, env = "CREST_LISTEN", default_value = "0.0.0.0:7600")]
     listen: SocketAddr,
     /// How long to wait for remote workers.
-    #[arg(long, default_value = "60s", value_parser = config::parse_duration)]
+    #[arg(long, env = "CREST_WAIT_TIMEOUT", default_value = "60s", value_parser = config::parse_duration)]
     wait_timeout: Duration,
     /// In-process workers when --workers is not given.
     #[arg(long, default_value_t = 1)]
