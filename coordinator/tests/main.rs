@@ -602,3 +602,46 @@ fn workers_serve_a_second_run_without_restart() {
     assert_eq!(u(&report["totals"], "completed"), 1000);
     drop(workers);
 }
+
+/// A worker frozen mid-run (SIGSTOP): the coordinator marks it lost after its silence
+/// limit and finishes with the other worker instead of hanging. Thawed (SIGCONT) after the
+/// run, the worker's dead man's switch stops its load at once.
+#[test]
+fn a_frozen_worker_is_marked_lost_and_stops_when_thawed() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("freeze");
+    let (mut coord, mut workers) = start_cluster(
+        &dir,
+        &server.addr(),
+        2,
+        &["--rate", "2000", "--duration", "6s", "--connections", "10"],
+    );
+    let t0 = Instant::now();
+    while total_calls(&server) < 2000 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = workers[0].child.id() as i32;
+    // SAFETY: signalling a child process we own.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let report = finish_with(&dir, &mut coord, Duration::from_secs(60), 3);
+    let w0 = report["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == "w0")
+        .unwrap()
+        .clone();
+    assert_eq!(w0["lost"], true, "{w0}");
+    assert!(
+        w0["lost_reason"].as_str().unwrap().contains("no message"),
+        "{w0}"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_secs(2));
+    let a = total_calls(&server);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(a, total_calls(&server), "a thawed worker went on sending");
+    workers[0].kill();
+}
