@@ -3,8 +3,11 @@
 //! Every check names the flag, quotes the bad value and says what would be right; the
 //! binary prints that one line and exits with code 2.
 
+use crest_worker::keys::{KeyDist, ValueSizes};
 use crest_worker::schedule::{Arrival, Profile};
 use crest_worker::shard::Pacer;
+use crest_worker::workload::CmdDef;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,7 +25,8 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(flag: &'static str, value: impl ToString, why: impl ToString) -> Self {
+    /// A new error.
+    pub fn new(flag: &'static str, value: impl ToString, why: impl ToString) -> Self {
         Self {
             flag,
             value: value.to_string(),
@@ -80,16 +84,28 @@ pub fn parse_ratio(s: &str) -> Result<(u32, u32), String> {
     Ok((set, get))
 }
 
-/// Parses a positive request rate.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+/// `--rate`: requests per second, or `max` for closed loop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RateArg {
+    /// Open loop at this rate.
+    Rps(f64),
+    /// Closed loop.
+    Max,
+}
+
+/// Parses `--rate`: a positive number, or `max`.
+pub fn parse_rate(s: &str) -> Result<RateArg, String> {
+    if s.trim().eq_ignore_ascii_case("max") {
+        return Ok(RateArg::Max);
+    }
     let r: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("expected requests per second, e.g. 20000 (got {s:?})"))?;
+        .map_err(|_| format!("expected requests per second, e.g. 20000, or max (got {s:?})"))?;
     if !r.is_finite() || r <= 0.0 {
         return Err(format!("rate must be > 0 requests per second (got {s:?})"));
     }
-    Ok(r)
+    Ok(RateArg::Rps(r))
 }
 
 /// Where the workers come from.
@@ -113,29 +129,73 @@ pub enum Workers {
     },
 }
 
+/// One class of traffic, checked.
+#[derive(Debug, Clone)]
+pub struct ClassConfig {
+    /// Name in results.
+    pub name: String,
+    /// Open loop: the cluster-wide rate profile (measured part; warm-up is prepended at
+    /// plan time). None: closed loop.
+    pub profile: Option<Profile>,
+    /// Closed loop: requests in all (None: until the duration ends).
+    pub requests: Option<u64>,
+    /// Command weights (built-in names or templates).
+    pub mix: Vec<(String, u32)>,
+    /// Keyspace size.
+    pub keys: u64,
+    /// Key prefix.
+    pub key_prefix: String,
+    /// Key distribution.
+    pub key_dist: KeyDist,
+    /// Value sizes.
+    pub values: ValueSizes,
+    /// Connections across the whole cluster.
+    pub connections: u32,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
+    /// TTL for SET (EX) and EXPIRE, seconds.
+    pub ttl: Option<u64>,
+    /// Members / keys per batch command.
+    pub batch: u32,
+    /// Members (fields) per key.
+    pub members: u64,
+    /// Members numbered in order.
+    pub members_sequential: bool,
+    /// LRANGE / ZRANGE length.
+    pub range: u32,
+    /// Write every key once before the run.
+    pub prefill: bool,
+}
+
+impl ClassConfig {
+    /// Weight of `command` in the mix.
+    pub fn weights(&self) -> BTreeMap<String, u32> {
+        let mut m = BTreeMap::new();
+        for (c, w) in &self.mix {
+            let name = CmdDef::parse(c, 1, None, 1)
+                .map(|d| d.name)
+                .unwrap_or_else(|_| c.clone());
+            *m.entry(name).or_default() += w;
+        }
+        m
+    }
+}
+
 /// A checked run configuration.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// Server address; None = start the built-in target.
     pub target: Option<String>,
-    /// Cluster-wide rate profile.
-    pub profile: Profile,
+    /// The classes.
+    pub classes: Vec<ClassConfig>,
+    /// Measured length (every open-loop profile ends by then; closed loop stops then).
+    pub duration: Duration,
+    /// Unmeasured lead-in at each class's first rate.
+    pub warmup: Duration,
     /// Arrival process.
     pub arrival: Arrival,
     /// Pacer.
     pub pacer: Pacer,
-    /// SET weight, GET weight.
-    pub ratio: (u32, u32),
-    /// Keyspace size.
-    pub keys: u64,
-    /// Key prefix.
-    pub key_prefix: String,
-    /// Value size in bytes.
-    pub value_size: u64,
-    /// Connections across the whole cluster.
-    pub connections: u32,
-    /// Requests in flight per connection.
-    pub pipeline: u32,
     /// Per-request timeout.
     pub timeout: Duration,
     /// How long to wait for replies after the schedule ends.
@@ -150,62 +210,104 @@ pub struct RunConfig {
     pub workers: Workers,
     /// Shared secret.
     pub token: String,
-    /// Backlog bound per shard.
+    /// Backlog bound per shard and class.
     pub backlog_limit: u64,
+}
+
+impl RunConfig {
+    /// Requests the open-loop classes are due to send in [t0, t1) of the measured run.
+    pub fn expected(&self, t0_ns: u64, t1_ns: u64) -> f64 {
+        self.classes
+            .iter()
+            .filter_map(|c| c.profile.as_ref())
+            .map(|p| p.expected(t0_ns, t1_ns))
+            .sum()
+    }
+
+    /// True when every class is closed loop.
+    pub fn closed_loop(&self) -> bool {
+        self.classes.iter().all(|c| c.profile.is_none())
+    }
 }
 
 /// Largest value a Redis server accepts.
 pub const MAX_VALUE: u64 = crest_worker::workload::MAX_VALUE;
 
-/// Checks the pieces the parsers cannot check alone.
+/// Checks a class's settings that the parsers cannot check alone.
 ///
 /// # Errors
-/// [`ConfigError`] for the first bad setting.
-pub fn check_numbers(
-    rate: f64,
-    duration: Duration,
-    keys: u64,
-    value_size: u64,
-    connections: u32,
-    pipeline: u32,
-) -> Result<Profile, ConfigError> {
-    if duration.is_zero() {
-        return Err(ConfigError::new(
-            "--duration",
-            "0s",
-            "must be > 0, e.g. 10s",
-        ));
-    }
-    if keys == 0 {
-        return Err(ConfigError::new(
+/// [`ConfigError`] naming the field (prefixed with the class name when `in_file`).
+pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
+    let f = |flag: &'static str, key: &'static str, v: String, why: &str| {
+        if from_flags {
+            ConfigError::new(flag, v, why)
+        } else {
+            ConfigError::new(key, format!("{v} (class {})", c.name), why)
+        }
+    };
+    if c.keys == 0 {
+        return Err(f(
             "--keys",
-            0,
+            "keys.count",
+            "0".into(),
             "the keyspace needs at least 1 key",
         ));
     }
-    if value_size == 0 || value_size > MAX_VALUE {
-        return Err(ConfigError::new(
+    c.values.check().map_err(|e| {
+        f(
             "--value-size",
-            value_size,
-            "must be 1 byte to 512 MB (Redis's largest value)",
-        ));
-    }
-    if connections == 0 {
-        return Err(ConfigError::new(
+            "values",
+            format!("{:?}", c.values),
+            &e.to_string(),
+        )
+    })?;
+    if c.connections == 0 {
+        return Err(f(
             "--connections",
-            0,
+            "connections",
+            "0".into(),
             "need at least 1 connection",
         ));
     }
-    if pipeline == 0 {
-        return Err(ConfigError::new(
+    if c.pipeline == 0 {
+        return Err(f(
             "--pipeline",
-            0,
+            "pipeline",
+            "0".into(),
             "need at least 1 request in flight per connection",
         ));
     }
-    Profile::constant(rate, duration.as_nanos() as u64)
-        .map_err(|e| ConfigError::new("--rate", rate, e))
+    if c.batch == 0 {
+        return Err(f(
+            "--batch",
+            "batch",
+            "0".into(),
+            "need at least 1 member or key per batch command",
+        ));
+    }
+    if c.mix.iter().map(|m| u64::from(m.1)).sum::<u64>() == 0 {
+        return Err(f(
+            "--mix",
+            "mix",
+            format!("{:?}", c.mix),
+            "command weights sum to 0; give one a weight > 0",
+        ));
+    }
+    for (cmd, _) in &c.mix {
+        CmdDef::parse(cmd, c.batch, c.ttl, c.range)
+            .map_err(|e| f("--mix", "mix", cmd.clone(), &e.to_string()))?;
+    }
+    if let KeyDist::Zipf(s) = c.key_dist
+        && s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+    {
+        return Err(f(
+            "--key-dist",
+            "keys.exponent",
+            format!("zipf:{s}"),
+            "the zipf exponent must be > 0",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -229,16 +331,6 @@ mod tests {
         assert!(parse_rate("0").is_err());
         assert!(parse_rate("-5").is_err());
         assert!(parse_rate("nan").is_err());
-    }
-
-    #[test]
-    fn numbers_are_checked_with_the_flag_named() {
-        let e = check_numbers(1.0, Duration::from_secs(1), 1, 0, 1, 1).unwrap_err();
-        assert_eq!(e.flag, "--value-size");
-        let e = check_numbers(1.0, Duration::ZERO, 1, 1, 1, 1).unwrap_err();
-        assert_eq!(e.flag, "--duration");
-        let e = check_numbers(1.0, Duration::from_secs(1), 1, 1, 0, 1).unwrap_err();
-        assert_eq!(e.flag, "--connections");
-        assert!(check_numbers(1.0, Duration::from_secs(1), 1, 1, 1, 1).is_ok());
+        assert_eq!(parse_rate("max").unwrap(), RateArg::Max);
     }
 }

@@ -2,7 +2,9 @@
 //! into one exact report.
 //!
 //! # Layout
-//! - [`config`]: `crest run` settings, parsed and checked.
+//! - [`cli`]: `crest run` flags, merged with a profile file into a [`config::RunConfig`].
+//! - [`config`]: the checked run configuration: classes, profiles, shapes.
+//! - [`profile`]: rate profiles (`--stages`, TOML shapes) and profile files.
 //! - [`split`]: rate and connection splits that lose no remainder.
 //! - [`service`]: the gRPC hub workers dial; sessions become [`service::HubEvent`]s.
 //! - [`orchestrate`]: the run lifecycle: wait, clock offsets, plan, start, collect, lost workers.
@@ -14,9 +16,11 @@
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
 //! workers → intervals → [`merge::Books`] → [`report::Report`] → stdout and `report.json`.
 
+pub mod cli;
 pub mod config;
 pub mod merge;
 pub mod orchestrate;
+pub mod profile;
 pub mod progress;
 pub mod report;
 pub mod service;

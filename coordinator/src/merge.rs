@@ -8,8 +8,25 @@ use crest_worker::stats::{CmdStats, ErrorCounts, add_error};
 use crest_worker::wire;
 use std::collections::BTreeMap;
 
-/// Per-command results, keyed by command name.
-pub type ByCommand = BTreeMap<String, CmdStats>;
+/// Per-command results, keyed by (class, command).
+pub type ByCommand = BTreeMap<(String, String), CmdStats>;
+
+/// Results summed by command name across classes.
+pub fn by_name(by: &ByCommand) -> BTreeMap<String, CmdStats> {
+    let mut out: BTreeMap<String, CmdStats> = BTreeMap::new();
+    for ((_, cmd), s) in by {
+        *out.entry(cmd.clone()).or_default() += s;
+    }
+    out
+}
+
+/// Results of one class, by command name.
+pub fn of_class(by: &ByCommand, class: &str) -> BTreeMap<String, CmdStats> {
+    by.iter()
+        .filter(|((c, _), _)| c == class)
+        .map(|((_, cmd), s)| (cmd.clone(), s.clone()))
+        .collect()
+}
 
 /// Adds `b` into `a`.
 pub fn add_into(a: &mut ByCommand, b: &ByCommand) {
@@ -30,8 +47,8 @@ pub fn all_commands(by: &ByCommand) -> CmdStats {
 fn decode(cmds: &[pb::CommandStats]) -> Result<ByCommand, HistError> {
     let mut out = ByCommand::new();
     for c in cmds {
-        let (name, s) = wire::from_pb(c)?;
-        *out.entry(name).or_default() += &s;
+        let (class, name, s) = wire::from_pb(c)?;
+        *out.entry((class, name)).or_default() += &s;
     }
     Ok(out)
 }
@@ -118,8 +135,9 @@ impl WorkerBooks {
             ));
         }
         let sum = self.sum();
-        for (cmd, t) in &f.totals {
-            let s = sum.get(cmd).cloned().unwrap_or_default();
+        for (key, t) in &f.totals {
+            let s = sum.get(key).cloned().unwrap_or_default();
+            let cmd = format!("{}/{}", key.0, key.1);
             let pairs = [
                 ("scheduled", s.scheduled, t.scheduled),
                 ("sent", s.sent, t.sent),
@@ -198,7 +216,7 @@ mod tests {
             hist::record(&mut s.service_time, v / 2);
             hist::record(&mut s.schedule_lag, 10);
         }
-        wire::to_pb(&[s], &[name]).remove(0)
+        wire::to_pb("c", &[s], &[name.to_string()]).remove(0)
     }
 
     #[test]
@@ -231,7 +249,10 @@ mod tests {
         };
         w.finish(&fin).unwrap();
         assert_eq!(w.check("w1"), Vec::<String>::new());
-        assert_eq!(w.sum()["GET"].latency.len(), 5);
+        assert_eq!(
+            w.sum()[&("c".to_string(), "GET".to_string())].latency.len(),
+            5
+        );
 
         let mut short = w.clone();
         short.intervals.remove(&1);

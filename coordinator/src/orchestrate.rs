@@ -7,14 +7,15 @@
 //! marked lost and sent an abort; the run finishes with the others and keeps every interval
 //! the lost worker sent. The coordinator never waits past the schedule end + drain + grace.
 
-use crate::config::{RunConfig, Workers};
+use crate::config::{ClassConfig, RunConfig, Workers};
 use crate::merge::{self, ByCommand, WorkerBooks, add_into};
 use crate::progress::{Progress, Sample};
-use crate::report::{self, Checks, Report, Settings, TimelinePoint, Totals, WorkerReport};
+use crate::report::{self, Checks, Report, Settings, Target, TimelinePoint, Totals, WorkerReport};
 use crate::service::{self, Hub, HubEvent, WorkerLink};
 use crate::split;
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
 use crest_worker::agent::{self, unix_ns};
+use crest_worker::keys::{KeyDist, ValueSizes};
 use crest_worker::rng::derive_seed;
 use crest_worker::schedule::Arrival;
 use crest_worker::shard::Pacer;
@@ -50,6 +51,7 @@ struct Member {
     books: WorkerBooks,
     last_seen: Instant,
     done: bool,
+    finished_at: Option<Instant>,
 }
 
 impl Member {
@@ -148,20 +150,278 @@ async fn run_inner(
     let mut members = wait_for_workers(events, expected, wait, addr).await?;
     measure_offsets(events, &mut members).await?;
 
-    // Plan: shares in proportion to shards; connections over every shard in the cluster.
-    let shard_counts: Vec<u64> = members
-        .iter()
-        .flat_map(|m| std::iter::repeat_n(1u64, m.link.info.shards as usize))
-        .collect();
-    let total_shards = shard_counts.len() as u32;
-    if u64::from(cfg.connections) < u64::from(total_shards) {
-        return Err(RunError::Usage(format!(
-            "--connections {}: fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",
-            cfg.connections
-        )));
+    let total_shards: u32 = members.iter().map(|m| m.link.info.shards).sum();
+    for c in &cfg.classes {
+        if u64::from(c.connections) < u64::from(total_shards) {
+            return Err(RunError::Usage(format!(
+                "--connections {} (class {}): fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",
+                c.connections, c.name
+            )));
+        }
     }
-    let conns = split::split_integer(u64::from(cfg.connections), &shard_counts);
-    let shares = split::shares(&shard_counts);
+    let target_for = |m: &Member| match (&cfg.target, builtin_port) {
+        (Some(t), _) => t.clone(),
+        (None, Some(port)) => {
+            let ip = m.link.info.local.map_or_else(|| addr.ip(), |a| a.ip());
+            SocketAddr::new(ip, port).to_string()
+        }
+        (None, None) => unreachable!("builtin port is set when there is no target"),
+    };
+
+    // Prefill: every key of each prefill class written once, closed loop, split across the
+    // shards by key (sequential keys interleaved by shard), excluded from results.
+    let prefill: Vec<pb::ClassPlan> = cfg
+        .classes
+        .iter()
+        .filter(|c| c.prefill)
+        .map(prefill_class)
+        .collect();
+    if !prefill.is_empty() {
+        let budgets: Vec<Option<u64>> = cfg
+            .classes
+            .iter()
+            .filter(|c| c.prefill)
+            .map(|c| Some(c.keys))
+            .collect();
+        let conns: Vec<u32> = cfg
+            .classes
+            .iter()
+            .filter(|c| c.prefill)
+            .map(|c| c.connections)
+            .collect();
+        let keys: u64 = cfg
+            .classes
+            .iter()
+            .filter(|c| c.prefill)
+            .map(|c| c.keys)
+            .sum();
+        eprintln!("crest: prefill: writing {keys} keys");
+        let t0 = Instant::now();
+        let phase = Phase {
+            classes: prefill,
+            budgets,
+            conns,
+            warmup: Duration::ZERO,
+            duration: Duration::ZERO,
+        };
+        let (run_id, _, _) = start_phase(cfg, &members, &phase, total_shards, &target_for).await;
+        collect(
+            cfg,
+            events,
+            &mut members,
+            &run_id,
+            Instant::now(),
+            Duration::from_secs(3600),
+        )
+        .await?;
+        let mut written = 0;
+        let mut errors = 0;
+        for m in &mut members {
+            let t = merge::all_commands(&m.books.sum());
+            written += t.completed;
+            errors += t.error_total();
+            if let Some(reason) = &m.books.lost {
+                return Err(RunError::Failed(format!(
+                    "worker {} lost during prefill: {reason}",
+                    m.link.info.name
+                )));
+            }
+            m.books = WorkerBooks::default();
+            m.done = false;
+            m.finished_at = None;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "crest: prefill: {written} keys written in {secs:.1} s ({:.0}/s), {errors} errors",
+            written as f64 / secs.max(1e-9)
+        );
+    }
+
+    let phase = Phase {
+        classes: cfg.classes.iter().map(|c| class_plan(cfg, c)).collect(),
+        budgets: cfg.classes.iter().map(|c| c.requests).collect(),
+        conns: cfg.classes.iter().map(|c| c.connections).collect(),
+        warmup: cfg.warmup,
+        duration: cfg.duration,
+    };
+    let (run_id, start_local, started_at) =
+        start_phase(cfg, &members, &phase, total_shards, &target_for).await;
+    let conns: u32 = cfg.classes.iter().map(|c| c.connections).sum();
+    eprintln!(
+        "crest: run {run_id}: {} worker(s), {total_shards} shard(s), {} class(es), {conns} connections{}",
+        members.len(),
+        cfg.classes.len(),
+        if cfg.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(", warm-up {:?} not measured", cfg.warmup)
+        }
+    );
+    let measured_start = start_local + cfg.warmup;
+    let budget = if cfg.closed_loop() && cfg.duration.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        cfg.duration
+    };
+    collect(cfg, events, &mut members, &run_id, measured_start, budget).await?;
+    let elapsed = measured_start.elapsed().saturating_sub(Duration::ZERO);
+    let elapsed = members
+        .iter()
+        .filter_map(|m| m.finished_at)
+        .max()
+        .map_or(elapsed, |t| t.saturating_duration_since(measured_start));
+    Ok(build_report(
+        cfg,
+        &members,
+        elapsed,
+        run_id,
+        started_at + cfg.warmup,
+        builtin_port.is_some(),
+    ))
+}
+
+/// One phase of a run (prefill, or the measured run): its classes and their splits.
+struct Phase {
+    classes: Vec<pb::ClassPlan>,
+    /// Closed-loop budgets per class (None: by time).
+    budgets: Vec<Option<u64>>,
+    /// Connections per class, cluster-wide.
+    conns: Vec<u32>,
+    warmup: Duration,
+    duration: Duration,
+}
+
+fn profile_pb(segments: &[crest_worker::schedule::Segment]) -> pb::RateProfile {
+    pb::RateProfile {
+        segments: segments
+            .iter()
+            .map(|s| pb::RateSegment {
+                duration_ns: s.duration_ns,
+                from_rps: s.from_rps,
+                to_rps: s.to_rps,
+            })
+            .collect(),
+    }
+}
+
+fn keys_pb(c: &ClassConfig, dist: &KeyDist) -> pb::KeySpace {
+    let (name, p1, p2) = match dist {
+        KeyDist::Uniform => ("uniform", 0.0, 0.0),
+        KeyDist::Zipf(s) => ("zipf", *s, 0.0),
+        KeyDist::Sequential => ("sequential", 0.0, 0.0),
+        KeyDist::Gaussian { mean, stddev } => ("gaussian", *mean, *stddev),
+    };
+    pb::KeySpace {
+        count: c.keys,
+        prefix: c.key_prefix.clone(),
+        dist: name.into(),
+        param1: p1,
+        param2: p2,
+    }
+}
+
+fn values_pb(v: &ValueSizes) -> pb::ValueSizes {
+    match v {
+        ValueSizes::Fixed(n) => pb::ValueSizes {
+            kind: "fixed".into(),
+            sizes: vec![*n],
+            weights: vec![],
+        },
+        ValueSizes::Range(a, b) => pb::ValueSizes {
+            kind: "range".into(),
+            sizes: vec![*a, *b],
+            weights: vec![],
+        },
+        ValueSizes::Weighted(list) => pb::ValueSizes {
+            kind: "weighted".into(),
+            sizes: list.iter().map(|w| w.0).collect(),
+            weights: list.iter().map(|w| w.1).collect(),
+        },
+    }
+}
+
+/// A class of the measured run: warm-up prepended at the profile's first rate.
+fn class_plan(cfg: &RunConfig, c: &ClassConfig) -> pb::ClassPlan {
+    let profile = c.profile.as_ref().map(|p| {
+        let mut segs = Vec::new();
+        if !cfg.warmup.is_zero() {
+            let r = p.segments().first().map_or(0.0, |s| s.from_rps);
+            segs.push(crest_worker::schedule::Segment {
+                duration_ns: cfg.warmup.as_nanos() as u64,
+                from_rps: r,
+                to_rps: r,
+            });
+        }
+        segs.extend_from_slice(p.segments());
+        profile_pb(&segs)
+    });
+    pb::ClassPlan {
+        name: c.name.clone(),
+        closed_loop: profile.is_none(),
+        profile,
+        duration_ns: cfg.duration.as_nanos() as u64,
+        mix: c
+            .mix
+            .iter()
+            .map(|(n, w)| pb::Command {
+                name: n.clone(),
+                weight: *w,
+            })
+            .collect(),
+        keys: Some(keys_pb(c, &c.key_dist)),
+        values: Some(values_pb(&c.values)),
+        pipeline: c.pipeline,
+        ttl_s: c.ttl.unwrap_or(0),
+        batch: c.batch,
+        members: c.members,
+        members_sequential: c.members_sequential,
+        range: c.range,
+    }
+}
+
+/// The prefill of a class: SET every key once, in order, closed loop.
+fn prefill_class(c: &ClassConfig) -> pb::ClassPlan {
+    pb::ClassPlan {
+        name: format!("prefill:{}", c.name),
+        closed_loop: true,
+        profile: None,
+        duration_ns: 0,
+        mix: vec![pb::Command {
+            name: "SET".into(),
+            weight: 1,
+        }],
+        keys: Some(keys_pb(c, &KeyDist::Sequential)),
+        values: Some(values_pb(&c.values)),
+        pipeline: c.pipeline.max(16),
+        ttl_s: c.ttl.unwrap_or(0),
+        batch: 1,
+        members: c.members,
+        members_sequential: false,
+        range: c.range,
+    }
+}
+
+/// Splits a phase over every shard, sends each worker its plan and a common start instant.
+/// Returns the run id, the local start instant and the wall-clock start.
+async fn start_phase(
+    cfg: &RunConfig,
+    members: &[Member],
+    phase: &Phase,
+    total_shards: u32,
+    target_for: &dyn Fn(&Member) -> String,
+) -> (String, Instant, SystemTime) {
+    let ones = vec![1u64; total_shards as usize];
+    let shares = split::shares(&ones);
+    let conns: Vec<Vec<u64>> = phase
+        .conns
+        .iter()
+        .map(|c| split::split_integer(u64::from(*c), &ones))
+        .collect();
+    let budgets: Vec<Vec<u64>> = phase
+        .budgets
+        .iter()
+        .map(|b| b.map_or_else(|| vec![0; ones.len()], |n| split::split_integer(n, &ones)))
+        .collect();
     let run_id = uuid::Uuid::new_v4().to_string();
     let max_rtt = members.iter().map(|m| m.rtt_ns).max().unwrap_or(0);
     let lead = Duration::from_millis(1_000).max(Duration::from_nanos(max_rtt * 4));
@@ -169,41 +429,33 @@ async fn run_inner(
     let start_local = Instant::now() + lead;
     let started_at = SystemTime::now() + lead;
     let mut g = 0usize;
-    for m in &members {
+    for m in members {
         let mut shards = Vec::new();
         for s in 0..m.link.info.shards {
             shards.push(pb::ShardPlan {
                 shard: s,
                 global_index: g as u32,
                 share: shares[g],
-                connections: conns[g] as u32,
                 seed: derive_seed(cfg.seed, g as u64),
+                classes: (0..phase.classes.len())
+                    .map(|c| pb::ShardClass {
+                        connections: conns[c][g] as u32,
+                        // A closed-loop class bounded by count with a shard whose share is 0
+                        // must not run unbounded: give it an impossible 0-budget marker.
+                        requests: if phase.budgets[c].is_some() && budgets[c][g] == 0 {
+                            u64::MAX
+                        } else {
+                            budgets[c][g]
+                        },
+                    })
+                    .collect(),
             });
             g += 1;
         }
-        let target = match (&cfg.target, builtin_port) {
-            (Some(t), _) => t.clone(),
-            (None, Some(port)) => {
-                let ip = m.link.info.local.map_or_else(|| addr.ip(), |a| a.ip());
-                SocketAddr::new(ip, port).to_string()
-            }
-            (None, None) => unreachable!("builtin port is set when there is no target"),
-        };
         let plan = pb::RunPlan {
             run_id: run_id.clone(),
-            target,
-            profile: Some(pb::RateProfile {
-                segments: cfg
-                    .profile
-                    .segments()
-                    .iter()
-                    .map(|s| pb::RateSegment {
-                        duration_ns: s.duration_ns,
-                        from_rps: s.from_rps,
-                        to_rps: s.to_rps,
-                    })
-                    .collect(),
-            }),
+            target: target_for(m),
+            classes: phase.classes.clone(),
             arrival: match cfg.arrival {
                 Arrival::Uniform => pb::Arrival::Uniform,
                 Arrival::Poisson => pb::Arrival::Poisson,
@@ -212,52 +464,22 @@ async fn run_inner(
                 Pacer::Sleep => pb::Pacer::Sleep,
                 Pacer::Spin => pb::Pacer::Spin,
             } as i32,
-            workload: Some(pb::Workload {
-                mix: vec![
-                    pb::Command {
-                        name: "SET".into(),
-                        weight: cfg.ratio.0,
-                    },
-                    pb::Command {
-                        name: "GET".into(),
-                        weight: cfg.ratio.1,
-                    },
-                ],
-                keys: cfg.keys,
-                key_prefix: cfg.key_prefix.clone(),
-                value_size: cfg.value_size,
-            }),
-            pipeline: cfg.pipeline,
             timeout_ns: cfg.timeout.as_nanos() as u64,
             drain_ns: cfg.drain.as_nanos() as u64,
             total_shards,
             shards,
             backlog_limit: cfg.backlog_limit,
+            warmup_ns: phase.warmup.as_nanos() as u64,
         };
-        let start_at = start_unix + m.offset_ns;
+        let _ = phase.duration;
         m.link
             .send(Out::Start(pb::StartRun {
                 plan: Some(plan),
-                start_at_unix_ns: start_at,
+                start_at_unix_ns: start_unix + m.offset_ns,
             }))
             .await;
     }
-    let duration = Duration::from_nanos(cfg.profile.duration_ns());
-    eprintln!(
-        "crest: run {run_id}: {} worker(s), {total_shards} shard(s), {} connections, start in {} ms",
-        members.len(),
-        cfg.connections,
-        lead.as_millis()
-    );
-
-    collect(cfg, events, &mut members, &run_id, start_local, duration).await?;
-    Ok(build_report(
-        cfg,
-        &members,
-        run_id,
-        started_at,
-        builtin_port.is_some(),
-    ))
+    (run_id, start_local, started_at)
 }
 
 /// Starts `count` in-process workers that dial `addr` over loopback, the same path remote
@@ -339,6 +561,7 @@ async fn wait_for_workers(
                     books: WorkerBooks::default(),
                     last_seen: Instant::now(),
                     done: false,
+                    finished_at: None,
                 });
             }
             Some(HubEvent::Refused { name, reason }) => {
@@ -504,7 +727,10 @@ async fn collect(
                         }
                     }
                     In::Finished(f) if f.run_id == run_id => match m.books.finish(&f) {
-                        Ok(()) => m.done = true,
+                        Ok(()) => {
+                            m.done = true;
+                            m.finished_at = Some(Instant::now());
+                        }
                         Err(e) => lose(m, run_id, format!("sent unreadable totals: {e}")).await,
                     },
                     In::Failed(f) if f.run_id == run_id || f.run_id.is_empty() => {
@@ -594,7 +820,7 @@ fn progress_sample(
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
         total_s: duration.as_secs_f64(),
-        target_rate: cfg.profile.expected(t0, t0 + 1_000_000_000),
+        target_rate: cfg.expected(t0, t0 + 1_000_000_000),
         achieved_rate: all.completed as f64,
         p99_us: all.latency.value_at_quantile(0.99) as f64 / 1_000.0,
         errors,
@@ -606,13 +832,27 @@ fn progress_sample(
 fn build_report(
     cfg: &RunConfig,
     members: &[Member],
+    elapsed: Duration,
     run_id: String,
     started_at: SystemTime,
     builtin: bool,
 ) -> Report {
-    let duration_ns = cfg.profile.duration_ns();
+    let mut duration_ns = cfg.duration.as_nanos() as u64;
+    if duration_ns == 0 {
+        // Closed loop bounded by count: the run lasted from its start to the last worker's
+        // final message (which follows its last reply by one message delay).
+        duration_ns = (elapsed.as_nanos() as u64).max(1);
+    }
     let duration_s = duration_ns as f64 / 1e9;
-    let target_rate = cfg.profile.total() / duration_s;
+    let class_target = |c: &ClassConfig| match &c.profile {
+        Some(p) => Target::Rate(p.total() / duration_s),
+        None => Target::MAX,
+    };
+    let target = if cfg.closed_loop() {
+        Target::MAX
+    } else {
+        Target::Rate(cfg.expected(0, duration_ns) / duration_s)
+    };
     let mut all = ByCommand::new();
     let mut timeline: BTreeMap<u32, ByCommand> = BTreeMap::new();
     let mut due: BTreeMap<u32, f64> = BTreeMap::new();
@@ -658,7 +898,7 @@ fn build_report(
         .map(|k| {
             let by = timeline.remove(&k).unwrap_or_default();
             let t0 = u64::from(k) * 1_000_000_000;
-            let target = cfg.profile.expected(t0, t0 + 1_000_000_000);
+            let target = cfg.expected(t0, t0 + 1_000_000_000);
             TimelinePoint::of(
                 k,
                 &merge::all_commands(&by),
@@ -667,11 +907,31 @@ fn build_report(
             )
         })
         .collect();
-    let weights: BTreeMap<String, u32> = [
-        ("SET".to_string(), cfg.ratio.0),
-        ("GET".to_string(), cfg.ratio.1),
-    ]
-    .into();
+    let mut weights: BTreeMap<String, u32> = BTreeMap::new();
+    for c in &cfg.classes {
+        for (k, w) in c.weights() {
+            *weights.entry(k).or_default() += w;
+        }
+    }
+    let classes = cfg
+        .classes
+        .iter()
+        .map(|c| {
+            let by = merge::of_class(&all, &c.name);
+            let t = class_target(c);
+            let mut sum = crest_worker::stats::CmdStats::default();
+            for v in by.values() {
+                sum += v;
+            }
+            (
+                c.name.clone(),
+                report::ClassReport {
+                    summary: report::Summary::of(&sum, t, duration_s),
+                    commands: report::commands(&by, &c.weights(), t, duration_s),
+                },
+            )
+        })
+        .collect();
     let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
     Report {
         schema_version: report::SCHEMA_VERSION,
@@ -690,13 +950,39 @@ fn build_report(
         }
         .into(),
         settings: Settings {
-            rate: target_rate,
-            ratio: format!("{}:{}", cfg.ratio.0, cfg.ratio.1),
-            keys: cfg.keys,
-            key_prefix: cfg.key_prefix.clone(),
-            value_size: cfg.value_size,
-            connections: cfg.connections,
-            pipeline: cfg.pipeline,
+            classes: cfg
+                .classes
+                .iter()
+                .map(|c| report::ClassSettings {
+                    name: c.name.clone(),
+                    rate: class_target(c),
+                    profile: c
+                        .profile
+                        .as_ref()
+                        .map(|p| {
+                            p.segments()
+                                .iter()
+                                .map(|s| report::ProfileSegment {
+                                    duration_s: s.duration_ns as f64 / 1e9,
+                                    from_rps: s.from_rps,
+                                    to_rps: s.to_rps,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    requests: c.requests,
+                    mix: c.mix.iter().cloned().collect(),
+                    keys: c.keys,
+                    key_prefix: c.key_prefix.clone(),
+                    key_distribution: format!("{:?}", c.key_dist),
+                    value_sizes: format!("{:?}", c.values),
+                    connections: c.connections,
+                    pipeline: c.pipeline,
+                    ttl_s: c.ttl,
+                    batch: c.batch,
+                    prefill: c.prefill,
+                })
+                .collect(),
             pacer: match cfg.pacer {
                 Pacer::Sleep => "sleep",
                 Pacer::Spin => "spin",
@@ -704,27 +990,19 @@ fn build_report(
             .into(),
             timeout_s: cfg.timeout.as_secs_f64(),
             drain_s: cfg.drain.as_secs_f64(),
-            seed: cfg.seed,
+            warmup_s: cfg.warmup.as_secs_f64(),
+            seed: cfg.seed.to_string(),
             backlog_limit: cfg.backlog_limit,
-            profile: cfg
-                .profile
-                .segments()
-                .iter()
-                .map(|s| report::ProfileSegment {
-                    duration_s: s.duration_ns as f64 / 1e9,
-                    from_rps: s.from_rps,
-                    to_rps: s.to_rps,
-                })
-                .collect(),
         },
         workers,
         totals: Totals {
-            summary: report::total_summary(&all, target_rate, duration_s),
+            summary: report::Summary::of(&merge::all_commands(&all), target, duration_s),
             in_flight,
             unsent,
             histograms: report::Histograms::of(&merge::all_commands(&all)),
         },
-        commands: report::commands(&all, &weights, target_rate, duration_s),
+        commands: report::commands(&merge::by_name(&all), &weights, target, duration_s),
+        classes,
         checks: Checks {
             intervals_match_totals: problems.is_empty(),
             problems,

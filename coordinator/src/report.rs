@@ -1,7 +1,6 @@
 //! `report.json` (schema_version 1, documented in `docs/report.md`) and the terminal
 //! summary table. Every figure is read off merged histograms and exact counts.
 
-use crate::merge::{ByCommand, all_commands};
 use crest_worker::hist::Hist;
 use crest_worker::stats::{CmdStats, ErrorCounts};
 use serde::Serialize;
@@ -52,6 +51,36 @@ impl Percentiles {
     }
 }
 
+/// An asked rate: requests per second, or "max" for closed loop.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Target {
+    /// Open loop.
+    Rate(f64),
+    /// Closed loop: as fast as `pipeline` requests in flight per connection allow.
+    Max(&'static str),
+}
+
+impl Target {
+    /// The closed-loop marker.
+    pub const MAX: Target = Target::Max("max");
+
+    /// Requests per second (0 for "max").
+    pub fn rps(&self) -> f64 {
+        match self {
+            Target::Rate(r) => *r,
+            Target::Max(_) => 0.0,
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Target::Rate(r) => format!("{r:.0}"),
+            Target::Max(_) => "max".into(),
+        }
+    }
+}
+
 /// Results of a command, a class or the whole run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
@@ -67,8 +96,8 @@ pub struct Summary {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Requests that waited for a free connection.
     pub backlogged: u64,
-    /// Asked rate, requests per second.
-    pub target_rate: f64,
+    /// Asked rate, requests per second, or "max".
+    pub target_rate: Target,
     /// Completed per second over the run.
     pub achieved_rate: f64,
     /// Completion − intended send time.
@@ -113,7 +142,7 @@ pub fn error_map(e: &ErrorCounts) -> BTreeMap<String, u64> {
 
 impl Summary {
     /// Summarises `s` over `duration_s` with the asked `target_rate`.
-    pub fn of(s: &CmdStats, target_rate: f64, duration_s: f64) -> Self {
+    pub fn of(s: &CmdStats, target_rate: Target, duration_s: f64) -> Self {
         Self {
             scheduled: s.scheduled,
             sent: s.sent,
@@ -121,7 +150,10 @@ impl Summary {
             errors: s.error_total(),
             errors_by_kind: error_map(&s.errors),
             backlogged: s.backlogged,
-            target_rate: round2(target_rate),
+            target_rate: match target_rate {
+                Target::Rate(r) => Target::Rate(round2(r)),
+                t => t,
+            },
             achieved_rate: round2(s.completed as f64 / duration_s.max(1e-9)),
             latency_us: Percentiles::of(&s.latency),
             service_time_us: Percentiles::of(&s.service_time),
@@ -260,35 +292,56 @@ pub struct Checks {
     pub generator_bound_seconds: Vec<u32>,
 }
 
-/// The run's settings, echoed so the report can be repeated.
+/// One class's settings, echoed so the run can be repeated.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Settings {
-    /// Cluster-wide rate, requests per second.
-    pub rate: f64,
-    /// SET:GET weights.
-    pub ratio: String,
+pub struct ClassSettings {
+    /// Name.
+    pub name: String,
+    /// Mean asked rate, or "max".
+    pub rate: Target,
+    /// The rate profile, segment by segment (empty for closed loop).
+    pub profile: Vec<ProfileSegment>,
+    /// Closed loop: requests in all.
+    pub requests: Option<u64>,
+    /// Command weights.
+    pub mix: BTreeMap<String, u32>,
     /// Keyspace size.
     pub keys: u64,
     /// Key prefix.
     pub key_prefix: String,
-    /// Value size, bytes.
-    pub value_size: u64,
+    /// Key distribution.
+    pub key_distribution: String,
+    /// Value sizes.
+    pub value_sizes: String,
     /// Connections across the cluster.
     pub connections: u32,
     /// Requests in flight per connection.
     pub pipeline: u32,
+    /// TTL, seconds.
+    pub ttl_s: Option<u64>,
+    /// Members or keys per batch command.
+    pub batch: u32,
+    /// Keys written before the run.
+    pub prefill: bool,
+}
+
+/// The run's settings, echoed so the report can be repeated.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Settings {
+    /// Classes.
+    pub classes: Vec<ClassSettings>,
     /// Pacer.
     pub pacer: String,
     /// Per-request timeout, seconds.
     pub timeout_s: f64,
     /// Wait for replies after the schedule, seconds.
     pub drain_s: f64,
-    /// Seed.
-    pub seed: u64,
-    /// Requests per shard allowed to wait for a free connection.
+    /// Unmeasured lead-in, seconds.
+    pub warmup_s: f64,
+    /// Seed (a string: JSON readers lose precision on u64).
+    pub seed: String,
+    /// Requests per shard and class allowed to wait for a free connection.
     pub backlog_limit: u64,
-    /// The rate profile, segment by segment.
-    pub profile: Vec<ProfileSegment>,
 }
 
 /// One segment of the rate profile.
@@ -300,6 +353,16 @@ pub struct ProfileSegment {
     pub from_rps: f64,
     /// Rate at its end.
     pub to_rps: f64,
+}
+
+/// One class's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClassReport {
+    /// The class over all its commands.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Per command.
+    pub commands: BTreeMap<String, Summary>,
 }
 
 /// `report.json`.
@@ -325,8 +388,10 @@ pub struct Report {
     pub workers: Vec<WorkerReport>,
     /// The whole run.
     pub totals: Totals,
-    /// Per command.
+    /// Per command name, summed over classes.
     pub commands: BTreeMap<String, Summary>,
+    /// Per class: its summary and its commands.
+    pub classes: BTreeMap<String, ClassReport>,
     /// Per second.
     pub timeline: Vec<TimelinePoint>,
     /// Connection failures by kind (refused, reset, eof, timeout...).
@@ -369,7 +434,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<8} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
             "command",
             "completed",
             "rate (achieved/target)",
@@ -385,10 +450,10 @@ impl Report {
             let l = &s.latency_us;
             let _ = writeln!(
                 out,
-                "{:<8} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
                 name,
                 s.completed,
-                format!("{:.0}/{:.0}", s.achieved_rate, s.target_rate),
+                format!("{:.0}/{}", s.achieved_rate, s.target_rate.show()),
                 human_us(l.p50),
                 human_us(l.p90),
                 human_us(l.p99),
@@ -398,8 +463,17 @@ impl Report {
                 s.errors
             );
         };
-        for (name, s) in &self.commands {
-            row(&mut out, name, s);
+        if self.classes.len() > 1 {
+            for (class, c) in &self.classes {
+                for (name, s) in &c.commands {
+                    row(&mut out, &format!("{class}/{name}"), s);
+                }
+                row(&mut out, class, &c.summary);
+            }
+        } else {
+            for (name, s) in &self.commands {
+                row(&mut out, name, s);
+            }
         }
         row(&mut out, "total", &self.totals.summary);
         let t = &self.totals.summary;
@@ -482,11 +556,11 @@ impl Report {
     }
 }
 
-/// Per-command summaries; each command's target is its weight's share of `target_rate`.
+/// Per-command summaries; each command's target is its weight's share of `target`.
 pub fn commands(
-    by: &ByCommand,
+    by: &BTreeMap<String, CmdStats>,
     weights: &BTreeMap<String, u32>,
-    target_rate: f64,
+    target: Target,
     duration_s: f64,
 ) -> BTreeMap<String, Summary> {
     let wsum: u32 = weights.values().sum();
@@ -496,19 +570,19 @@ pub fn commands(
             continue;
         }
         let s = by.get(name).cloned().unwrap_or_default();
-        let t = target_rate * f64::from(*w) / f64::from(wsum.max(1));
+        let t = match target {
+            Target::Rate(r) => Target::Rate(r * f64::from(*w) / f64::from(wsum.max(1))),
+            m => m,
+        };
         out.insert(name.clone(), Summary::of(&s, t, duration_s));
     }
     for (name, s) in by {
-        out.entry(name.clone())
-            .or_insert_with(|| Summary::of(s, 0.0, duration_s));
+        if s.scheduled > 0 || s.error_total() > 0 {
+            out.entry(name.clone())
+                .or_insert_with(|| Summary::of(s, Target::Rate(0.0), duration_s));
+        }
     }
     out
-}
-
-/// The summary over every command.
-pub fn total_summary(by: &ByCommand, target_rate: f64, duration_s: f64) -> Summary {
-    Summary::of(&all_commands(by), target_rate, duration_s)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use crate::plan::Plan;
 use crate::schedule::Schedule;
-use crate::shard::{self, ShardConfig, ShardEvent};
+use crate::shard::{self, ShardClass, ShardConfig, ShardEvent};
 use crate::stats::{ErrorCounts, Stats, add_error};
 use crate::wire;
 use crest_proto::PROTOCOL_VERSION;
@@ -252,25 +252,53 @@ async fn start_run(
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    let workload = Arc::new(plan.workload.clone());
-    let names: Vec<&'static str> = plan.workload.commands().iter().map(|c| c.name()).collect();
+    let workloads: Vec<Arc<crate::workload::Workload>> = plan
+        .classes
+        .iter()
+        .map(|c| Arc::new(c.workload.clone()))
+        .collect();
+    let classes: Vec<ClassNames> = plan
+        .classes
+        .iter()
+        .map(|c| ClassNames {
+            name: c.name.clone(),
+            commands: c.workload.names(),
+            profile: c.profile.clone(),
+        })
+        .collect();
     let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
+    let warmup_ns = plan.warmup.as_nanos() as u64;
     for part in &plan.shards {
-        let schedule = Schedule::new(
-            plan.profile.scaled(part.share),
-            plan.arrival,
-            f64::from(part.global_index) / f64::from(plan.total_shards),
-        );
+        let shard_classes = plan
+            .classes
+            .iter()
+            .zip(&part.classes)
+            .zip(&workloads)
+            .map(|((c, &(connections, requests)), w)| ShardClass {
+                workload: w.clone(),
+                schedule: c.profile.as_ref().map(|p| {
+                    Schedule::new(
+                        p.scaled(part.share),
+                        plan.arrival,
+                        f64::from(part.global_index) / f64::from(plan.total_shards),
+                    )
+                }),
+                closed_until: c.closed_for.map(|d| d + plan.warmup),
+                budget: if requests == 0 { u64::MAX } else { requests },
+                connections,
+                pipeline: c.pipeline,
+            })
+            .collect();
         let sc = ShardConfig {
             index: part.shard,
+            global_index: part.global_index,
+            total_shards: plan.total_shards,
             target,
-            connections: part.connections,
-            pipeline: plan.pipeline,
-            schedule,
+            classes: shard_classes,
             seed: part.seed,
-            workload: workload.clone(),
             pacer: plan.pacer,
             start,
+            warmup: plan.warmup,
             timeout: plan.timeout,
             drain: plan.drain,
             backlog_limit: plan.backlog_limit,
@@ -287,15 +315,15 @@ async fn start_run(
     *run = Some(ActiveRun {
         run_id: plan.run_id.clone(),
         target: plan.target.clone(),
-        names,
-        profile: plan.profile.clone(),
+        classes,
+        warmup_ns,
         share: shares,
         stop,
         rx: erx,
         shards: plan.shards.len(),
         pending: BTreeMap::new(),
         finished: 0,
-        totals: Stats::default(),
+        totals: Vec::new(),
         in_flight: 0,
         unsent: 0,
         intervals_sent: 0,
@@ -304,20 +332,37 @@ async fn start_run(
     Ok(())
 }
 
+/// Names and profile of one class, for labelling results.
+struct ClassNames {
+    name: String,
+    commands: Vec<String>,
+    profile: Option<crate::schedule::Profile>,
+}
+
+/// Adds per-class results into `into`.
+fn add_classes(into: &mut Vec<Stats>, from: &[Stats]) {
+    if into.len() < from.len() {
+        into.resize_with(from.len(), Stats::default);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
 /// A run in progress on this worker. Dropping it stops the shards.
 struct ActiveRun {
     run_id: String,
     target: String,
-    names: Vec<&'static str>,
-    profile: crate::schedule::Profile,
+    classes: Vec<ClassNames>,
+    warmup_ns: u64,
     share: f64,
     stop: Arc<AtomicBool>,
     rx: mpsc::UnboundedReceiver<ShardEvent>,
     shards: usize,
-    /// Intervals waiting for every shard: index → (shards reported, sum).
-    pending: BTreeMap<u32, (usize, Stats)>,
+    /// Intervals waiting for every shard: index → (shards reported, sum per class).
+    pending: BTreeMap<u32, (usize, Vec<Stats>)>,
     finished: usize,
-    totals: Stats,
+    totals: Vec<Stats>,
     in_flight: u64,
     unsent: u64,
     intervals_sent: u32,
@@ -335,8 +380,10 @@ impl ActiveRun {
     fn on_event(&mut self, ev: ShardEvent) -> (Vec<Out>, bool) {
         let mut out = Vec::new();
         match ev {
-            ShardEvent::Connected { up, error, .. } => {
-                if up == 0 {
+            ShardEvent::Connected {
+                up, want, error, ..
+            } => {
+                if up == 0 && want > 0 {
                     let reason = format!(
                         "cannot connect to target {}: {}",
                         self.target,
@@ -350,12 +397,9 @@ impl ActiveRun {
                 }
             }
             ShardEvent::Interval { index, stats, .. } => {
-                let e = self
-                    .pending
-                    .entry(index)
-                    .or_insert_with(|| (0, Stats::default()));
+                let e = self.pending.entry(index).or_insert_with(|| (0, Vec::new()));
                 e.0 += 1;
-                e.1 += &stats;
+                add_classes(&mut e.1, &stats);
                 while let Some(entry) = self.pending.first_entry() {
                     if entry.get().0 < self.shards {
                         break;
@@ -371,7 +415,7 @@ impl ActiveRun {
                 connection_errors,
                 ..
             } => {
-                self.totals += &totals;
+                add_classes(&mut self.totals, &totals);
                 self.in_flight += in_flight;
                 self.unsent += unsent;
                 for (k, n) in &connection_errors {
@@ -386,7 +430,7 @@ impl ActiveRun {
                     }
                     out.push(Out::Finished(pb::Finished {
                         run_id: self.run_id.clone(),
-                        totals: wire::to_pb(&self.totals.cmds, &self.names),
+                        totals: self.encode(&self.totals),
                         in_flight: self.in_flight,
                         unsent: self.unsent,
                         intervals: self.intervals_sent,
@@ -399,14 +443,28 @@ impl ActiveRun {
         (out, false)
     }
 
-    fn interval_msg(&mut self, index: u32, stats: Stats) -> Out {
+    fn encode(&self, stats: &[Stats]) -> Vec<pb::CommandStats> {
+        self.classes
+            .iter()
+            .zip(stats)
+            .flat_map(|(c, s)| wire::to_pb(&c.name, &s.cmds, &c.commands))
+            .collect()
+    }
+
+    fn interval_msg(&mut self, index: u32, stats: Vec<Stats>) -> Out {
         self.intervals_sent += 1;
-        let t0 = u64::from(index) * 1_000_000_000;
+        let t0 = self.warmup_ns + u64::from(index) * 1_000_000_000;
+        let target: f64 = self
+            .classes
+            .iter()
+            .filter_map(|c| c.profile.as_ref())
+            .map(|p| p.expected(t0, t0 + 1_000_000_000))
+            .sum();
         Out::Interval(pb::Interval {
             run_id: self.run_id.clone(),
             index,
-            commands: wire::to_pb(&stats.cmds, &self.names),
-            target_rate: self.profile.expected(t0, t0 + 1_000_000_000) * self.share,
+            commands: self.encode(&stats),
+            target_rate: target * self.share,
         })
     }
 }

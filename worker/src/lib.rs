@@ -18,6 +18,7 @@
 pub mod agent;
 pub mod cpus;
 pub mod hist;
+pub mod keys;
 pub mod plan;
 pub mod resp;
 pub mod rng;

@@ -1,8 +1,9 @@
 //! A run plan as the worker uses it, checked once at the wire boundary.
 
+use crate::keys::{KeyDist, KeySpace, ValueSizes};
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shard::Pacer;
-use crate::workload::{Command, Workload, WorkloadError};
+use crate::workload::{CmdDef, Workload, WorkloadError};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -13,11 +14,11 @@ pub enum PlanError {
     #[error("plan field `{0}` is missing")]
     Missing(&'static str),
     /// The rate profile is invalid.
-    #[error("rate profile: {0}")]
-    Profile(#[from] ProfileError),
+    #[error("class {0}: rate profile: {1}")]
+    Profile(String, ProfileError),
     /// The workload is invalid.
-    #[error("workload: {0}")]
-    Workload(#[from] WorkloadError),
+    #[error("class {0}: {1}")]
+    Workload(String, WorkloadError),
     /// The plan names shards this worker does not have.
     #[error("plan has {got} shard entries but this worker runs {have} shards")]
     Shards {
@@ -27,8 +28,11 @@ pub enum PlanError {
         have: usize,
     },
     /// Pipeline depth 0.
-    #[error("pipeline must be ≥ 1")]
-    Pipeline,
+    #[error("class {0}: pipeline must be ≥ 1")]
+    Pipeline(String),
+    /// No classes.
+    #[error("the plan has no classes")]
+    NoClasses,
 }
 
 /// One shard's part.
@@ -38,12 +42,27 @@ pub struct ShardPart {
     pub shard: u32,
     /// Index within the cluster.
     pub global_index: u32,
-    /// Fraction of the cluster's rate.
+    /// Fraction of each class's rate.
     pub share: f64,
-    /// Connections this shard opens.
-    pub connections: u32,
     /// RNG seed.
     pub seed: u64,
+    /// Per class: (connections, closed-loop request budget or 0).
+    pub classes: Vec<(u32, u64)>,
+}
+
+/// One class, checked.
+#[derive(Debug, Clone)]
+pub struct ClassSpec {
+    /// Name.
+    pub name: String,
+    /// Cluster-wide rate profile (open loop).
+    pub profile: Option<Profile>,
+    /// Closed loop: stop after this (None: only the budget).
+    pub closed_for: Option<Duration>,
+    /// What to send.
+    pub workload: Workload,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
 }
 
 /// A checked run plan.
@@ -53,20 +72,18 @@ pub struct Plan {
     pub run_id: String,
     /// host:port.
     pub target: String,
-    /// Cluster-wide rate profile.
-    pub profile: Profile,
+    /// The classes.
+    pub classes: Vec<ClassSpec>,
     /// Arrival process.
     pub arrival: Arrival,
     /// Pacer.
     pub pacer: Pacer,
-    /// What to send.
-    pub workload: Workload,
-    /// Requests in flight per connection.
-    pub pipeline: u32,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Drain after the schedule ends.
     pub drain: Duration,
+    /// Unmeasured lead-in.
+    pub warmup: Duration,
     /// Shards in the whole cluster.
     pub total_shards: u32,
     /// This worker's shards.
@@ -75,42 +92,135 @@ pub struct Plan {
     pub backlog_limit: usize,
 }
 
+/// Converts a wire profile.
+///
+/// # Errors
+/// [`ProfileError`] on a bad rate or an empty profile.
+pub fn profile_from_pb(p: &pb::RateProfile) -> Result<Profile, ProfileError> {
+    Profile::new(
+        p.segments
+            .iter()
+            .map(|s| Segment {
+                duration_ns: s.duration_ns,
+                from_rps: s.from_rps,
+                to_rps: s.to_rps,
+            })
+            .collect(),
+    )
+}
+
+/// Converts a wire keyspace.
+///
+/// # Errors
+/// [`WorkloadError`] on a bad distribution.
+pub fn keys_from_pb(k: &pb::KeySpace) -> Result<KeySpace, WorkloadError> {
+    let dist = match k.dist.as_str() {
+        "" | "uniform" => KeyDist::Uniform,
+        "zipf" => KeyDist::Zipf(k.param1),
+        "sequential" => KeyDist::Sequential,
+        "gaussian" => KeyDist::Gaussian {
+            mean: k.param1,
+            stddev: k.param2,
+        },
+        other => {
+            return Err(WorkloadError::UnknownCommand(format!(
+                "key distribution {other}"
+            )));
+        }
+    };
+    Ok(KeySpace::new(k.count, &k.prefix, dist)?)
+}
+
+/// Converts wire value sizes.
+pub fn values_from_pb(v: &pb::ValueSizes) -> ValueSizes {
+    match v.kind.as_str() {
+        "range" if v.sizes.len() == 2 => ValueSizes::Range(v.sizes[0], v.sizes[1]),
+        "weighted" => ValueSizes::Weighted(
+            v.sizes
+                .iter()
+                .zip(v.weights.iter().chain(std::iter::repeat(&1)))
+                .map(|(s, w)| (*s, *w))
+                .collect(),
+        ),
+        _ => ValueSizes::Fixed(v.sizes.first().copied().unwrap_or(0)),
+    }
+}
+
+impl ClassSpec {
+    /// Checks one class.
+    ///
+    /// # Errors
+    /// [`PlanError`] naming the class and the problem.
+    pub fn from_pb(c: &pb::ClassPlan, seed: u64) -> Result<Self, PlanError> {
+        let name = c.name.clone();
+        let wl = |e| PlanError::Workload(name.clone(), e);
+        let ttl = (c.ttl_s > 0).then_some(c.ttl_s);
+        let mut commands = Vec::new();
+        for m in &c.mix {
+            commands.push((
+                CmdDef::parse(&m.name, c.batch, ttl, c.range).map_err(wl)?,
+                m.weight,
+            ));
+        }
+        if c.batch == 0 {
+            return Err(wl(WorkloadError::Batch));
+        }
+        let keys = keys_from_pb(c.keys.as_ref().ok_or(PlanError::Missing("keys"))?).map_err(wl)?;
+        let values = values_from_pb(c.values.as_ref().ok_or(PlanError::Missing("values"))?);
+        let workload = Workload::new(
+            commands,
+            keys,
+            values,
+            c.members,
+            c.members_sequential,
+            ttl,
+            seed,
+        )
+        .map_err(wl)?;
+        if c.pipeline == 0 {
+            return Err(PlanError::Pipeline(name));
+        }
+        let profile = if c.closed_loop {
+            None
+        } else {
+            let p = c.profile.as_ref().ok_or(PlanError::Missing("profile"))?;
+            Some(profile_from_pb(p).map_err(|e| PlanError::Profile(name.clone(), e))?)
+        };
+        Ok(Self {
+            name,
+            profile,
+            closed_for: (c.closed_loop && c.duration_ns > 0)
+                .then(|| Duration::from_nanos(c.duration_ns)),
+            workload,
+            pipeline: c.pipeline,
+        })
+    }
+}
+
 impl Plan {
     /// Checks a plan received from the coordinator, for a worker with `have_shards` shards.
     ///
     /// # Errors
     /// [`PlanError`] naming what is missing or invalid.
     pub fn from_pb(p: pb::RunPlan, have_shards: usize) -> Result<Self, PlanError> {
-        let profile = p.profile.ok_or(PlanError::Missing("profile"))?;
-        let profile = Profile::new(
-            profile
-                .segments
-                .iter()
-                .map(|s| Segment {
-                    duration_ns: s.duration_ns,
-                    from_rps: s.from_rps,
-                    to_rps: s.to_rps,
-                })
-                .collect(),
-        )?;
-        let w = p.workload.ok_or(PlanError::Missing("workload"))?;
-        let mut commands = Vec::new();
-        for c in &w.mix {
-            let cmd = Command::parse(&c.name)
-                .ok_or_else(|| WorkloadError::UnknownCommand(c.name.clone()))?;
-            commands.push((cmd, c.weight));
+        if p.classes.is_empty() {
+            return Err(PlanError::NoClasses);
         }
         let seed = p.shards.first().map_or(0, |s| s.seed);
-        let workload = Workload::new(commands, w.keys, &w.key_prefix, w.value_size, seed)?;
-        if p.shards.len() > have_shards || p.shards.iter().any(|s| s.shard as usize >= have_shards)
+        let classes = p
+            .classes
+            .iter()
+            .map(|c| ClassSpec::from_pb(c, seed))
+            .collect::<Result<Vec<_>, _>>()?;
+        if p.shards.len() > have_shards
+            || p.shards
+                .iter()
+                .any(|s| s.shard as usize >= have_shards || s.classes.len() != classes.len())
         {
             return Err(PlanError::Shards {
                 got: p.shards.len(),
                 have: have_shards,
             });
-        }
-        if p.pipeline == 0 {
-            return Err(PlanError::Pipeline);
         }
         Ok(Self {
             run_id: p.run_id,
@@ -123,11 +233,10 @@ impl Plan {
                 Ok(pb::Pacer::Spin) => Pacer::Spin,
                 _ => Pacer::Sleep,
             },
-            profile,
-            workload,
-            pipeline: p.pipeline,
+            classes,
             timeout: Duration::from_nanos(p.timeout_ns.max(1_000_000)),
             drain: Duration::from_nanos(p.drain_ns),
+            warmup: Duration::from_nanos(p.warmup_ns),
             total_shards: p.total_shards.max(1),
             shards: p
                 .shards
@@ -136,8 +245,12 @@ impl Plan {
                     shard: s.shard,
                     global_index: s.global_index,
                     share: s.share,
-                    connections: s.connections,
                     seed: s.seed,
+                    classes: s
+                        .classes
+                        .iter()
+                        .map(|c| (c.connections, c.requests))
+                        .collect(),
                 })
                 .collect(),
             backlog_limit: usize::try_from(p.backlog_limit)

@@ -2,10 +2,12 @@
 //! histograms. Nothing here is shared with other shards except the stop flag and the
 //! channel that carries finished intervals out.
 //!
-//! The loop, each turn:
-//! 1. every request whose intended time has come is scheduled: it goes to a connection
-//!    with a free pipeline slot, or waits in the backlog keeping its intended time;
-//! 2. each connection with new requests gets one `write` (all its requests batched);
+//! A shard runs every class of the run side by side, each with its own connections,
+//! pipeline, schedule, backlog and results. The loop, each turn:
+//! 1. every request whose intended time has come is scheduled: it goes to a connection of
+//!    its class with a free pipeline slot, or waits in the class's backlog keeping its
+//!    intended time (closed-loop classes instead fill every free slot at once);
+//! 2. each connection with new requests gets one `send` (all its requests batched);
 //! 3. epoll waits until the next intended time (precise sleep, `epoll_pwait2` with 1 µs
 //!    timer slack) or returns at once (`--pacer spin`);
 //! 4. readable connections get one `read` each and every complete reply is matched with
@@ -13,14 +15,17 @@
 //!
 //! Connections are non-blocking sockets registered once, level-triggered for reads: a
 //! read that fills less than the buffer means the socket is drained, so no extra read is
-//! spent to see `EAGAIN`. Syscalls are what costs here, so each turn makes as few as it can.
+//! spent to see `EAGAIN`. Syscalls and wake-ups are what cost here, so each turn makes as
+//! few as it can.
+//!
+//! Requests due before the warm-up ends are sent but not measured: they count nowhere.
 
 use crate::hist;
 use crate::resp::{self, ReplyKind, Scan};
 use crate::rng::Rng;
 use crate::schedule::Schedule;
 use crate::stats::{ErrorCounts, Stats, add_error, add_error_bytes};
-use crate::workload::Workload;
+use crate::workload::{Cursor, Mixer, Workload};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -39,31 +44,48 @@ pub enum Pacer {
     Spin,
 }
 
+/// One class as one shard runs it.
+pub struct ShardClass {
+    /// What to send.
+    pub workload: Arc<Workload>,
+    /// Open loop: intended send times (already scaled to this shard's share).
+    pub schedule: Option<Schedule>,
+    /// Closed loop: stop sending at this time since the start (None: only the budget).
+    pub closed_until: Option<Duration>,
+    /// Closed loop: requests to send in all (u64::MAX: unbounded).
+    pub budget: u64,
+    /// Connections this shard opens for the class.
+    pub connections: u32,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
+}
+
 /// Everything one shard needs for one run.
 pub struct ShardConfig {
     /// Index within the worker.
     pub index: u32,
+    /// Index within the cluster (sequential keys and members interleave by it).
+    pub global_index: u32,
+    /// Shards in the cluster.
+    pub total_shards: u32,
     /// Server address.
     pub target: SocketAddr,
-    /// Connections this shard opens.
-    pub connections: u32,
-    /// Requests in flight per connection.
-    pub pipeline: u32,
-    /// Intended send times (already scaled to this shard's share, phase applied).
-    pub schedule: Schedule,
+    /// The classes.
+    pub classes: Vec<ShardClass>,
     /// This shard's RNG seed.
     pub seed: u64,
-    /// What to send.
-    pub workload: Arc<Workload>,
     /// How to wait.
     pub pacer: Pacer,
-    /// Local instant of the run's t = 0.
+    /// Local instant of the run's t = 0 (warm-up included).
     pub start: Instant,
+    /// Requests due before this are not measured; intervals count from here.
+    pub warmup: Duration,
     /// A request unanswered this long after its write fails as `timeout`.
     pub timeout: Duration,
     /// After the schedule ends, wait at most this long for outstanding replies.
     pub drain: Duration,
-    /// Requests allowed to wait for a free connection; beyond that they fail as `backlog_full`.
+    /// Requests allowed to wait for a free connection, per class; beyond that they fail as
+    /// `backlog_full`.
     pub backlog_limit: usize,
     /// Core to pin to, if any.
     pub core: Option<core_affinity::CoreId>,
@@ -82,24 +104,26 @@ pub enum ShardEvent {
         shard: u32,
         /// Connections up.
         up: u32,
+        /// Connections asked for.
+        want: u32,
         /// The first connect error, if any connection failed.
         error: Option<String>,
     },
-    /// Results of one second, by completion time.
+    /// Results of one second, by completion time, one [`Stats`] per class.
     Interval {
         /// Shard index.
         shard: u32,
-        /// Second since the start.
+        /// Second since the end of the warm-up.
         index: u32,
-        /// Results of that second.
-        stats: Stats,
+        /// Results of that second, per class.
+        stats: Vec<Stats>,
     },
     /// The run is over for this shard.
     Finished {
         /// Shard index.
         shard: u32,
-        /// Results of the whole run (the sum of this shard's intervals).
-        totals: Stats,
+        /// Results of the whole run per class (the sum of this shard's intervals).
+        totals: Vec<Stats>,
         /// Sent, unanswered at the end.
         in_flight: u64,
         /// Scheduled, never written at the end.
@@ -132,12 +156,12 @@ struct Pending {
     intended: u64,
     written: u64,
     cmd: u16,
+    measured: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Queued {
     intended: u64,
-    key: u64,
     cmd: u16,
 }
 
@@ -149,6 +173,7 @@ enum ConnState {
 }
 
 struct Conn {
+    class: usize,
     sock: Option<socket2::Socket>,
     state: ConnState,
     backoff: u64,
@@ -167,8 +192,9 @@ struct Conn {
 }
 
 impl Conn {
-    fn new() -> Self {
+    fn new(class: usize) -> Self {
         Self {
+            class,
             sock: None,
             state: ConnState::Down { retry_at: 0 },
             backoff: BACKOFF_MIN_NS,
@@ -187,6 +213,38 @@ impl Conn {
 
     fn fd(&self) -> RawFd {
         self.sock.as_ref().map_or(-1, |s| s.as_raw_fd())
+    }
+}
+
+/// Per-class state of a running shard.
+struct ClassState {
+    workload: Arc<Workload>,
+    schedule: Option<Schedule>,
+    closed_until: Option<u64>,
+    budget: u64,
+    pipeline: usize,
+    next_due: Option<u64>,
+    mixer: Mixer,
+    cursor: Cursor,
+    /// One token per free pipeline slot (a connection index); stale tokens are skipped.
+    free: VecDeque<u32>,
+    backlog: VecDeque<Queued>,
+    interval: Stats,
+    totals: Stats,
+}
+
+impl ClassState {
+    fn closed(&self) -> bool {
+        self.schedule.is_none()
+    }
+
+    /// Whether this class may still start requests at `now`.
+    fn sending(&self, now: u64) -> bool {
+        if self.closed() {
+            self.budget > 0 && self.closed_until.is_none_or(|u| now < u)
+        } else {
+            self.next_due.is_some()
+        }
     }
 }
 
@@ -269,14 +327,10 @@ struct Shard {
     cfg: ShardConfig,
     ep: Epoll,
     conns: Vec<Conn>,
-    /// One token per free pipeline slot (a connection index); stale tokens are skipped.
-    free: VecDeque<u32>,
-    backlog: VecDeque<Queued>,
+    classes: Vec<ClassState>,
     dirty: Vec<u32>,
     rng: Rng,
-    mixer: crate::workload::Mixer,
-    interval: Stats,
-    totals: Stats,
+    warmup: u64,
     interval_index: u32,
     last_interval: u32,
     intervals_sent: u32,
@@ -284,7 +338,7 @@ struct Shard {
 }
 
 /// Runs a shard to the end of its schedule (or until stopped) on the calling thread.
-pub fn run(cfg: ShardConfig) {
+pub fn run(mut cfg: ShardConfig) {
     if let Some(core) = cfg.core {
         core_affinity::set_for_current(core);
     }
@@ -292,12 +346,15 @@ pub fn run(cfg: ShardConfig) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0) };
     let index = cfg.index;
     let out = cfg.out.clone();
-    match Shard::new(cfg) {
+    let want = cfg.classes.iter().map(|c| c.connections).sum();
+    let classes = std::mem::take(&mut cfg.classes);
+    match Shard::new(cfg, classes) {
         Ok(mut s) => s.run(),
         Err(e) => {
             let _ = out.send(ShardEvent::Connected {
                 shard: index,
                 up: 0,
+                want,
                 error: Some(format!("epoll: {e}")),
             });
         }
@@ -305,21 +362,51 @@ pub fn run(cfg: ShardConfig) {
 }
 
 impl Shard {
-    fn new(cfg: ShardConfig) -> io::Result<Self> {
-        let n = cfg.workload.commands().len();
-        let duration = cfg.schedule.profile().duration_ns();
+    fn new(cfg: ShardConfig, classes: Vec<ShardClass>) -> io::Result<Self> {
+        let warmup = cfg.warmup.as_nanos() as u64;
+        let mut end = 0u64;
+        let mut conns = Vec::new();
+        let mut states = Vec::new();
+        for (ci, c) in classes.into_iter().enumerate() {
+            let n = c.workload.names().len();
+            let class_end = match (&c.schedule, c.closed_until) {
+                (Some(s), _) => s.profile().duration_ns(),
+                (None, Some(u)) => u.as_nanos() as u64,
+                (None, None) => warmup + NS_PER_S,
+            };
+            end = end.max(class_end);
+            for _ in 0..c.connections {
+                conns.push(Conn::new(ci));
+            }
+            states.push(ClassState {
+                mixer: c.workload.mixer(),
+                cursor: Cursor {
+                    key: u64::from(cfg.global_index),
+                    member: u64::from(cfg.global_index),
+                    stride: u64::from(cfg.total_shards.max(1)),
+                },
+                workload: c.workload,
+                schedule: c.schedule,
+                closed_until: c.closed_until.map(|u| u.as_nanos() as u64),
+                budget: c.budget,
+                pipeline: c.pipeline.max(1) as usize,
+                next_due: None,
+                free: VecDeque::new(),
+                backlog: VecDeque::new(),
+                interval: Stats::new(n),
+                totals: Stats::new(n),
+            });
+        }
+        let measured = end.saturating_sub(warmup);
         Ok(Self {
             ep: Epoll::new()?,
-            conns: (0..cfg.connections).map(|_| Conn::new()).collect(),
-            free: VecDeque::new(),
-            backlog: VecDeque::new(),
+            conns,
+            classes: states,
             dirty: Vec::new(),
             rng: Rng::new(cfg.seed),
-            mixer: cfg.workload.mixer(),
-            interval: Stats::new(n),
-            totals: Stats::new(n),
+            warmup,
             interval_index: 0,
-            last_interval: (duration.div_ceil(NS_PER_S).max(1) - 1) as u32,
+            last_interval: (measured.div_ceil(NS_PER_S).max(1) - 1) as u32,
             intervals_sent: 0,
             conn_errors: Vec::new(),
             cfg,
@@ -336,15 +423,26 @@ impl Shard {
         self.cfg.stop.load(Ordering::Relaxed)
     }
 
+    fn sending(&self, now: u64) -> bool {
+        self.classes.iter().any(|c| c.sending(now))
+    }
+
+    fn outstanding(&self) -> bool {
+        self.classes.iter().any(|c| !c.backlog.is_empty())
+            || self.conns.iter().any(|c| !c.inflight.is_empty())
+    }
+
     fn run(&mut self) {
         self.connect_all();
         if self.stopped() {
             return;
         }
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
-        let duration = self.cfg.schedule.profile().duration_ns();
-        let drain_end = duration + self.cfg.drain.as_nanos() as u64;
-        let mut next_due = self.cfg.schedule.next(&mut self.rng);
+        for c in &mut self.classes {
+            if let Some(s) = c.schedule.as_mut() {
+                c.next_due = s.next(&mut self.rng);
+            }
+        }
         let mut next_sweep = SWEEP_NS;
         // Wait for the start instant (connections were opened before it).
         loop {
@@ -355,36 +453,48 @@ impl Shard {
             let t = until.as_nanos().min(MAX_SLEEP_NS as u128) as u64;
             self.ep.wait(&mut events[..1], t);
         }
+        let mut drain_end: Option<u64> = None;
         loop {
             if self.stopped() {
                 return;
             }
             let mut now = self.now();
-            // 1. Schedule everything that is due.
-            while let Some(t) = next_due {
-                if t > now {
-                    break;
+            // 1. Schedule everything that is due; closed-loop classes fill free slots.
+            for ci in 0..self.classes.len() {
+                if self.classes[ci].closed() {
+                    self.fill_closed(ci, now);
+                    continue;
                 }
-                self.schedule(t);
-                next_due = self.cfg.schedule.next(&mut self.rng);
+                while let Some(t) = self.classes[ci].next_due {
+                    if t > now {
+                        break;
+                    }
+                    self.schedule(ci, t);
+                    let c = &mut self.classes[ci];
+                    c.next_due = c.schedule.as_mut().and_then(|s| s.next(&mut self.rng));
+                }
             }
             // 2. One write per connection with new requests.
             self.flush_dirty();
-            if next_due.is_none() && now >= duration {
-                let outstanding =
-                    !self.backlog.is_empty() || self.conns.iter().any(|c| !c.inflight.is_empty());
-                if !outstanding || now >= drain_end {
+            if !self.sending(now) {
+                let end = *drain_end.get_or_insert(now + self.cfg.drain.as_nanos() as u64);
+                if !self.outstanding() || now >= end {
                     break;
                 }
             }
             // 3. Wait.
             let mut wake = now + MAX_SLEEP_NS;
-            if let Some(t) = next_due {
-                wake = wake.min(t);
+            for c in &self.classes {
+                if let Some(t) = c.next_due {
+                    wake = wake.min(t);
+                }
+                if let Some(u) = c.closed_until {
+                    wake = wake.min(u.max(now));
+                }
             }
             wake = wake.min(next_sweep).min(self.next_interval_boundary());
-            if next_due.is_none() {
-                wake = wake.min(drain_end);
+            if let Some(end) = drain_end {
+                wake = wake.min(end);
             }
             let timeout = match self.cfg.pacer {
                 Pacer::Spin => 0,
@@ -395,31 +505,30 @@ impl Shard {
                     if t < SPIN_WINDOW_NS { 0 } else { t }
                 }
             };
-            let n = if timeout == 0 {
-                self.ep.wait(&mut events, 0)
-            } else {
-                self.ep.wait(&mut events, timeout)
-            };
+            let n = self.ep.wait(&mut events, timeout);
             // 4. Handle readiness.
             if n > 0 {
                 now = self.now();
                 for ev in &events[..n] {
-                    let (ci, flags) = (ev.u64 as usize, ev.events);
-                    self.on_event(ci, flags, now);
+                    self.on_event(ev.u64 as usize, ev.events, now);
                 }
             }
-            if !self.backlog.is_empty() {
-                self.drain_backlog();
+            for ci in 0..self.classes.len() {
+                if !self.classes[ci].backlog.is_empty() {
+                    self.drain_backlog(ci);
+                }
             }
             now = self.now();
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + SWEEP_NS;
             }
-            let idx = ((now / NS_PER_S) as u32).min(self.last_interval);
-            if idx != self.interval_index {
-                self.ship_interval();
-                self.interval_index = idx;
+            if now >= self.warmup {
+                let idx = (((now - self.warmup) / NS_PER_S) as u32).min(self.last_interval);
+                if idx != self.interval_index {
+                    self.ship_interval();
+                    self.interval_index = idx;
+                }
             }
         }
         self.finish();
@@ -429,14 +538,18 @@ impl Shard {
         if self.interval_index >= self.last_interval {
             u64::MAX
         } else {
-            u64::from(self.interval_index + 1) * NS_PER_S
+            self.warmup + u64::from(self.interval_index + 1) * NS_PER_S
         }
     }
 
     fn ship_interval(&mut self) {
-        let n = self.interval.cmds.len();
-        let stats = std::mem::replace(&mut self.interval, Stats::new(n));
-        self.totals += &stats;
+        let mut stats = Vec::with_capacity(self.classes.len());
+        for c in &mut self.classes {
+            let n = c.interval.cmds.len();
+            let s = std::mem::replace(&mut c.interval, Stats::new(n));
+            c.totals += &s;
+            stats.push(s);
+        }
         self.intervals_sent += 1;
         let _ = self.cfg.out.send(ShardEvent::Interval {
             shard: self.cfg.index,
@@ -446,15 +559,32 @@ impl Shard {
     }
 
     fn finish(&mut self) {
-        let mut in_flight = 0u64;
-        let mut unsent = self.backlog.len() as u64;
-        for c in &self.conns {
-            unsent += c.unwritten as u64;
-            in_flight += (c.inflight.len() - c.unwritten) as u64;
+        let (mut in_flight, mut unsent) = (0u64, 0u64);
+        for c in &self.classes {
+            unsent += c
+                .backlog
+                .iter()
+                .filter(|q| q.intended >= self.warmup)
+                .count() as u64;
         }
-        self.interval_index = self.interval_index.min(self.last_interval);
+        for c in &self.conns {
+            for (i, p) in c.inflight.iter().enumerate() {
+                if !p.measured {
+                    continue;
+                }
+                if i >= c.inflight.len() - c.unwritten {
+                    unsent += 1;
+                } else {
+                    in_flight += 1;
+                }
+            }
+        }
         self.ship_interval();
-        let totals = std::mem::take(&mut self.totals);
+        let totals = self
+            .classes
+            .iter_mut()
+            .map(|c| std::mem::take(&mut c.totals))
+            .collect();
         let _ = self.cfg.out.send(ShardEvent::Finished {
             shard: self.cfg.index,
             totals,
@@ -497,19 +627,17 @@ impl Shard {
             .iter()
             .filter(|c| c.state == ConnState::Up)
             .count() as u32;
-        let error = if up < self.cfg.connections {
-            Some(
-                self.conn_errors
-                    .first()
-                    .map(|e| e.0.clone())
-                    .unwrap_or_else(|| "connect timed out".into()),
-            )
-        } else {
-            None
-        };
+        let want = self.conns.len() as u32;
+        let error = (up < want).then(|| {
+            self.conn_errors
+                .first()
+                .map(|e| e.0.clone())
+                .unwrap_or_else(|| "connect timed out".into())
+        });
         let _ = self.cfg.out.send(ShardEvent::Connected {
             shard: self.cfg.index,
             up,
+            want,
             error,
         });
     }
@@ -572,8 +700,9 @@ impl Shard {
                 c.state = ConnState::Up;
                 c.backoff = BACKOFF_MIN_NS;
                 c.want_out = false;
-                for _ in 0..self.cfg.pipeline {
-                    self.free.push_back(ci as u32);
+                let class = &mut self.classes[c.class];
+                for _ in 0..class.pipeline {
+                    class.free.push_back(ci as u32);
                 }
             }
             Ok(Some(e)) | Err(e) => {
@@ -587,13 +716,15 @@ impl Shard {
     fn conn_down(&mut self, ci: usize, now: u64, conn_error: &str, request_error: &str) {
         add_error(&mut self.conn_errors, conn_error, 1);
         let c = &mut self.conns[ci];
-        if let Some(sock) = c.sock.take() {
-            // Closing the fd removes it from the epoll set.
-            drop(sock);
-        }
+        // Closing the fd removes it from the epoll set.
+        drop(c.sock.take());
         let timed_out = request_error == "timeout";
+        let class = &mut self.classes[c.class];
         for p in c.inflight.drain(..) {
-            let s = &mut self.interval.cmds[p.cmd as usize];
+            if !p.measured {
+                continue;
+            }
+            let s = &mut class.interval.cmds[p.cmd as usize];
             add_error(&mut s.errors, request_error, 1);
             if timed_out {
                 // A request given up on waited at least this long: keep it in the latency
@@ -624,10 +755,11 @@ impl Shard {
                 }
             }
             ConnState::Up => {
-                if flags & libc::EPOLLIN as u32 != 0 {
-                    self.on_readable(ci);
-                } else if flags & (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32 != 0 {
-                    // Nothing left to read and the peer is gone.
+                // Readable, or the peer is gone (then the read sees EOF or the error).
+                if flags
+                    & (libc::EPOLLIN | libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32
+                    != 0
+                {
                     self.on_readable(ci);
                 }
                 if self.conns[ci].state == ConnState::Up
@@ -644,52 +776,83 @@ impl Shard {
 
     // ---- sending -----------------------------------------------------------------
 
-    fn schedule(&mut self, intended: u64) {
-        let cmd = self.mixer.pick() as u16;
-        let key = self.cfg.workload.key(&mut self.rng);
-        self.interval.cmds[cmd as usize].scheduled += 1;
-        let q = Queued { intended, key, cmd };
-        if !self.backlog.is_empty() || !self.dispatch(q) {
-            let s = &mut self.interval.cmds[cmd as usize];
-            if self.backlog.len() >= self.cfg.backlog_limit {
-                add_error(&mut s.errors, "backlog_full", 1);
-            } else {
-                s.backlogged += 1;
-                self.backlog.push_back(q);
+    fn schedule(&mut self, ci: usize, intended: u64) {
+        let c = &mut self.classes[ci];
+        let cmd = c.mixer.pick() as u16;
+        let measured = intended >= self.warmup;
+        if measured {
+            c.interval.cmds[cmd as usize].scheduled += 1;
+        }
+        let q = Queued { intended, cmd };
+        if !c.backlog.is_empty() || !self.dispatch(ci, q) {
+            let c = &mut self.classes[ci];
+            let full = c.backlog.len() >= self.cfg.backlog_limit;
+            if measured {
+                let s = &mut c.interval.cmds[cmd as usize];
+                if full {
+                    add_error(&mut s.errors, "backlog_full", 1);
+                } else {
+                    s.backlogged += 1;
+                }
+            }
+            if !full {
+                c.backlog.push_back(q);
             }
         }
     }
 
-    /// Puts a request on a connection with a free slot; false when none has one.
-    fn dispatch(&mut self, q: Queued) -> bool {
-        let pipeline = self.cfg.pipeline as usize;
-        while let Some(ci) = self.free.pop_front() {
-            let c = &mut self.conns[ci as usize];
-            if c.state != ConnState::Up || c.inflight.len() >= pipeline {
+    /// Closed loop: every free slot gets a request now, within the budget and the time.
+    fn fill_closed(&mut self, ci: usize, now: u64) {
+        while self.classes[ci].sending(now) && !self.classes[ci].free.is_empty() {
+            let cmd = self.classes[ci].mixer.pick() as u16;
+            if !self.dispatch(ci, Queued { intended: now, cmd }) {
+                // Only stale tokens were left; the mixer's pick is simply not used.
+                break;
+            }
+            let c = &mut self.classes[ci];
+            c.budget -= 1;
+            if now >= self.warmup {
+                c.interval.cmds[cmd as usize].scheduled += 1;
+            }
+        }
+    }
+
+    /// Puts a request on a connection of its class with a free slot; false when none has one.
+    fn dispatch(&mut self, ci: usize, q: Queued) -> bool {
+        let class = &mut self.classes[ci];
+        while let Some(conn) = class.free.pop_front() {
+            let c = &mut self.conns[conn as usize];
+            if c.state != ConnState::Up || c.inflight.len() >= class.pipeline {
                 continue; // stale token
             }
-            self.cfg.workload.encode(q.cmd as usize, q.key, &mut c.wbuf);
+            class.workload.encode(
+                q.cmd as usize,
+                &mut self.rng,
+                &mut class.cursor,
+                &mut c.wbuf,
+            );
             c.inflight.push_back(Pending {
                 intended: q.intended,
                 written: 0,
                 cmd: q.cmd,
+                measured: q.intended >= self.warmup,
             });
             c.unwritten += 1;
             if !c.dirty {
                 c.dirty = true;
-                self.dirty.push(ci);
+                self.dirty.push(conn);
             }
             return true;
         }
         false
     }
 
-    fn drain_backlog(&mut self) {
-        while let Some(q) = self.backlog.front().copied() {
-            if !self.dispatch(q) {
+    fn drain_backlog(&mut self, ci: usize) {
+        while let Some(q) = self.classes[ci].backlog.front().copied() {
+            if !self.dispatch(ci, q) {
                 break;
             }
-            self.backlog.pop_front();
+            self.classes[ci].backlog.pop_front();
         }
         self.flush_dirty();
     }
@@ -757,12 +920,15 @@ impl Shard {
             );
         }
         let c = &mut self.conns[ci];
+        let class = &mut self.classes[c.class];
         let first = c.inflight.len() - c.unwritten;
         for p in c.inflight.range_mut(first..) {
             p.written = now;
-            let s = &mut self.interval.cmds[p.cmd as usize];
-            s.sent += 1;
-            hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
+            if p.measured {
+                let s = &mut class.interval.cmds[p.cmd as usize];
+                s.sent += 1;
+                hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
+            }
         }
         c.unwritten = 0;
     }
@@ -823,7 +989,6 @@ impl Shard {
 
     /// Matches complete replies with their requests. False when the connection was closed.
     fn parse_replies(&mut self, ci: usize, now: u64) -> bool {
-        let pipeline = self.cfg.pipeline as usize;
         loop {
             let c = &mut self.conns[ci];
             if c.rstart == c.rend {
@@ -842,31 +1007,35 @@ impl Shard {
                         self.conn_down(ci, now, "unexpected_reply", "disconnected");
                         return false;
                     };
-                    let s = &mut self.interval.cmds[p.cmd as usize];
-                    if c.inflight.len() < c.unwritten {
+                    let class = &mut self.classes[c.class];
+                    let early = c.inflight.len() < c.unwritten;
+                    if early {
                         // A reply for a request whose write had not finished: the server
                         // answered early (e.g. an error for a partial command). It was sent.
                         c.unwritten = c.inflight.len();
-                        s.sent += 1;
-                        hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
                     }
-                    match kind {
-                        ReplyKind::Value => {
-                            s.completed += 1;
-                            hist::record(&mut s.latency, now.saturating_sub(p.intended));
-                            let written = if p.written == 0 {
-                                p.intended
-                            } else {
-                                p.written
-                            };
-                            hist::record(&mut s.service_time, now.saturating_sub(written));
+                    if p.measured {
+                        let s = &mut class.interval.cmds[p.cmd as usize];
+                        if early {
+                            s.sent += 1;
+                            hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
                         }
-                        ReplyKind::Error(k) => add_error_bytes(&mut s.errors, k),
+                        match kind {
+                            ReplyKind::Value => {
+                                s.completed += 1;
+                                hist::record(&mut s.latency, now.saturating_sub(p.intended));
+                                let written = if p.written == 0 {
+                                    p.intended
+                                } else {
+                                    p.written
+                                };
+                                hist::record(&mut s.service_time, now.saturating_sub(written));
+                            }
+                            ReplyKind::Error(k) => add_error_bytes(&mut s.errors, k),
+                        }
                     }
                     c.rstart += len;
-                    if c.inflight.len() < pipeline {
-                        self.free.push_back(ci as u32);
-                    }
+                    class.free.push_back(ci as u32);
                 }
                 Err(_) => {
                     self.conn_down(ci, now, "protocol_error", "disconnected");

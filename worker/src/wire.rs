@@ -4,12 +4,13 @@ use crate::hist::{self, HistError};
 use crate::stats::{CmdStats, ErrorCounts};
 use crest_proto::pb;
 
-/// Encodes per-command results; `names[i]` names `cmds[i]`.
-pub fn to_pb(cmds: &[CmdStats], names: &[&str]) -> Vec<pb::CommandStats> {
+/// Encodes one class's per-command results; `names[i]` names `cmds[i]`.
+pub fn to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::CommandStats> {
     cmds.iter()
         .zip(names)
         .map(|(s, name)| pb::CommandStats {
-            command: (*name).to_string(),
+            command: name.clone(),
+            class: class.to_string(),
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
@@ -48,16 +49,17 @@ pub fn errors_from_pb(errors: &[pb::ErrorCount]) -> ErrorCounts {
     out
 }
 
-/// Decodes one command's results.
+/// Decodes one command's results: (class, command, results).
 ///
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
-pub fn from_pb(c: &pb::CommandStats) -> Result<(String, CmdStats), HistError> {
+pub fn from_pb(c: &pb::CommandStats) -> Result<(String, String, CmdStats), HistError> {
     let h = |x: &Option<pb::Histogram>| match x {
         Some(h) => hist::decode(&h.v2_deflate),
         None => Ok(hist::new_hist()),
     };
     Ok((
+        c.class.clone(),
         c.command.clone(),
         CmdStats {
             scheduled: c.scheduled,

@@ -1,0 +1,426 @@
+//! `crest run` flags, and how they combine with a profile file into a [`RunConfig`]:
+//! every flag has a file equivalent, and a flag given on the command line wins.
+
+use crate::config::{
+    self, ClassConfig, ConfigError, RateArg, RunConfig, Workers, check_class, parse_duration,
+};
+use crate::profile::{self, FileToml, KeysToml};
+use clap::ValueEnum;
+use crest_worker::keys::ValueSizes;
+use crest_worker::schedule::{Arrival, Profile, Segment};
+use crest_worker::shard::Pacer;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arrival process flag.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ArrivalArg {
+    /// Evenly spaced.
+    Uniform,
+    /// Exponential gaps.
+    Poisson,
+}
+
+/// Pacer flag.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PacerArg {
+    /// Precise sleep.
+    Sleep,
+    /// Busy poll.
+    Spin,
+}
+
+/// `crest run` flags.
+#[derive(Debug, clap::Args, Default)]
+pub struct RunArgs {
+    /// Profile file (TOML: global settings and [[class]] tables); flags override it.
+    #[arg(long, env = "CREST_PROFILE")]
+    pub profile: Option<PathBuf>,
+    /// Server to load, host:port (default: a built-in in-memory target on loopback).
+    #[arg(long, env = "CREST_TARGET")]
+    pub target: Option<String>,
+    /// Requests per second across the whole cluster, or `max` for closed loop [default: 1000].
+    #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true)]
+    pub rate: Option<RateArg>,
+    /// Rate stages, k6-style: "30s:0->50000, 60s:50000, 10s:50000->150000".
+    #[arg(long, env = "CREST_STAGES")]
+    pub stages: Option<String>,
+    /// How long to send, e.g. 10s, 2m [default: 10s, or the profile's length].
+    #[arg(long, env = "CREST_DURATION", value_parser = config::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Closed loop (--rate max): stop after this many requests in all.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// SET:GET weights, e.g. 1:10 [default: 1:10].
+    #[arg(long, env = "CREST_RATIO", value_parser = config::parse_ratio)]
+    pub ratio: Option<(u32, u32)>,
+    /// Command weights, e.g. "GET=10,SET=1,ZADD=1" (instead of --ratio).
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// One command template, e.g. "LPUSH mylist __value__" (instead of --ratio).
+    #[arg(long)]
+    pub command: Option<String>,
+    /// Keyspace size [default: 100000].
+    #[arg(long)]
+    pub keys: Option<u64>,
+    /// Key prefix [default: crest:].
+    #[arg(long)]
+    pub key_prefix: Option<String>,
+    /// Key distribution: uniform, sequential, zipf[:EXPONENT], gaussian[:MEAN:STDDEV].
+    #[arg(long)]
+    pub key_dist: Option<String>,
+    /// Value size: 1024, 1k, a range 100-4096, or weighted 100:3,4k:1 [default: 32].
+    #[arg(long)]
+    pub value_size: Option<String>,
+    /// Connections across the whole cluster (spread over every shard) [default: 50].
+    #[arg(long, env = "CREST_CONNECTIONS")]
+    pub connections: Option<u32>,
+    /// Requests in flight per connection [default: 1].
+    #[arg(long)]
+    pub pipeline: Option<u32>,
+    /// TTL for SET (sent as EX) and EXPIRE, e.g. 60s.
+    #[arg(long, value_parser = config::parse_duration)]
+    pub ttl: Option<Duration>,
+    /// Members or keys per MSET, MGET, HSET, ZADD, SADD, LPUSH call [default: 1].
+    #[arg(long)]
+    pub batch: Option<u32>,
+    /// Write every key of the keyspace once before the run (excluded from results).
+    #[arg(long)]
+    pub prefill: bool,
+    /// Run this long first, excluded from results, e.g. 10s.
+    #[arg(long, value_parser = config::parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Arrival process [default: uniform].
+    #[arg(long, value_enum)]
+    pub arrival: Option<ArrivalArg>,
+    /// Pacer: sleep (precise, cheap) or spin (lowest lag, one core per shard) [default: sleep].
+    #[arg(long, value_enum)]
+    pub pacer: Option<PacerArg>,
+    /// A request unanswered this long fails as `timeout` [default: 5s].
+    #[arg(long, value_parser = config::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// After the schedule ends, wait at most this long for replies [default: 2s].
+    #[arg(long, value_parser = config::parse_duration)]
+    pub drain: Option<Duration>,
+    /// Seed for keys and Poisson gaps (default: random; the report records it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Folder for report.json and timeline.csv.
+    #[arg(long, env = "CREST_OUT")]
+    pub out: Option<PathBuf>,
+    /// Wait for this many remote workers (crest-worker --coordinator ...) instead of local ones.
+    #[arg(long, env = "CREST_WORKERS")]
+    pub workers: Option<u32>,
+    /// Address workers dial (remote mode).
+    #[arg(long, env = "CREST_LISTEN", default_value = "0.0.0.0:7600")]
+    pub listen: Option<SocketAddr>,
+    /// How long to wait for remote workers.
+    #[arg(long, env = "CREST_WAIT_TIMEOUT", default_value = "60s", value_parser = config::parse_duration)]
+    pub wait_timeout: Option<Duration>,
+    /// In-process workers when --workers is not given.
+    #[arg(long, default_value_t = 1)]
+    pub local_workers: u32,
+    /// Cores for local workers' shards, e.g. 0-3 (default: all this process may use).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// At most this many local shards.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Shared secret every worker must present.
+    #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
+    pub token: String,
+    /// Requests per shard and class allowed to wait for a free connection.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub backlog_limit: u64,
+}
+
+fn err(flag: &'static str, value: impl ToString, why: impl ToString) -> ConfigError {
+    ConfigError::new(flag, value, why)
+}
+
+fn file_duration(v: &Option<String>, key: &'static str) -> Result<Option<Duration>, ConfigError> {
+    v.as_deref()
+        .map(|s| parse_duration(s).map_err(|e| err(key, s, e)))
+        .transpose()
+}
+
+fn mix_from(
+    args: &RunArgs,
+    file_ratio: Option<&str>,
+    file_mix: Option<&std::collections::BTreeMap<String, u32>>,
+) -> Result<Vec<(String, u32)>, ConfigError> {
+    if let Some(c) = &args.command {
+        return Ok(vec![(c.clone(), 1)]);
+    }
+    if let Some(m) = &args.mix {
+        let mut out = Vec::new();
+        for item in m.split(',').filter(|s| !s.trim().is_empty()) {
+            let (c, w) = item.split_once('=').ok_or_else(|| {
+                err(
+                    "--mix",
+                    m,
+                    "expected COMMAND=WEIGHT pairs, e.g. GET=10,SET=1",
+                )
+            })?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| err("--mix", m, format!("weight {w:?} is not a whole number")))?;
+            out.push((c.trim().to_string(), w));
+        }
+        return Ok(out);
+    }
+    let ratio = match (args.ratio, file_ratio, file_mix) {
+        (Some(r), _, _) => r,
+        (None, Some(r), _) => config::parse_ratio(r).map_err(|e| err("ratio", r, e))?,
+        (None, None, Some(m)) => return Ok(m.iter().map(|(k, v)| (k.clone(), *v)).collect()),
+        (None, None, None) => (1, 10),
+    };
+    Ok(vec![("SET".into(), ratio.0), ("GET".into(), ratio.1)])
+}
+
+/// Builds the run configuration from flags and, when given, a profile file.
+///
+/// # Errors
+/// [`ConfigError`] naming the flag or file key, the value and what would be right.
+pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
+    let (file, text) = match &a.profile {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| err("--profile", p.display(), format!("cannot read: {e}")))?;
+            let f = profile::parse_file(&text).map_err(|e| err("--profile", p.display(), e))?;
+            (f, text)
+        }
+        None => (FileToml::default(), String::new()),
+    };
+    let file_dur = file_duration(&file.duration, "duration")?;
+    let warmup = a
+        .warmup
+        .or(file_duration(&file.warmup, "warmup")?)
+        .unwrap_or(Duration::ZERO);
+    let mut duration = a.duration.or(file_dur);
+    if a.stages.is_some() && a.duration.is_some() {
+        return Err(err(
+            "--duration",
+            format!("{:?}", a.duration.unwrap_or_default()),
+            "--stages sets the length; give one or the other",
+        ));
+    }
+    let mut classes = Vec::new();
+    if file.classes.is_empty() || a.rate.is_some() || a.stages.is_some() {
+        // One class from the flags (a file's classes are replaced by --rate / --stages).
+        let segments: Option<Vec<Segment>> = match (a.rate, &a.stages) {
+            (Some(RateArg::Max), _) => None,
+            (_, Some(s)) => Some(profile::parse_stages(s).map_err(|e| err("--stages", s, e))?),
+            (Some(RateArg::Rps(r)), None) => Some(vec![Segment {
+                duration_ns: duration.unwrap_or(Duration::from_secs(10)).as_nanos() as u64,
+                from_rps: r,
+                to_rps: r,
+            }]),
+            (None, None) => Some(vec![Segment {
+                duration_ns: duration.unwrap_or(Duration::from_secs(10)).as_nanos() as u64,
+                from_rps: 1000.0,
+                to_rps: 1000.0,
+            }]),
+        };
+        if segments.is_none() && duration.is_none() && a.requests.is_none() {
+            duration = Some(Duration::from_secs(10));
+        }
+        let keys_toml = match &a.key_dist {
+            Some(d) => profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e))?,
+            None => KeysToml::default(),
+        };
+        let keys = a.keys.unwrap_or(100_000);
+        let key_dist = profile::key_dist(&keys_toml, keys)
+            .map_err(|e| err("--key-dist", a.key_dist.clone().unwrap_or_default(), e))?;
+        let values = match &a.value_size {
+            Some(v) => profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e))?,
+            None => ValueSizes::Fixed(32),
+        };
+        classes.push(ClassConfig {
+            name: "default".into(),
+            profile: segments
+                .map(|s| Profile::new(s).map_err(|e| err("--rate", format!("{:?}", a.rate), e)))
+                .transpose()?,
+            requests: a.requests,
+            mix: mix_from(&a, None, None)?,
+            keys,
+            key_prefix: a.key_prefix.clone().unwrap_or_else(|| "crest:".into()),
+            key_dist,
+            values,
+            connections: a.connections.unwrap_or(50),
+            pipeline: a.pipeline.unwrap_or(1),
+            ttl: a.ttl.map(|t| t.as_secs().max(1)),
+            batch: a.batch.unwrap_or(1),
+            members: 1000,
+            members_sequential: false,
+            range: 10,
+            prefill: a.prefill,
+        });
+    } else {
+        for (i, sc) in file.classes.iter().enumerate() {
+            let c = sc.get_ref();
+            let line = profile::line_of(&text, sc.span().start);
+            let name = c.name.clone().unwrap_or_else(|| format!("class{}", i + 1));
+            let at = |e: String| err("class", format!("{name} (line {line})"), e);
+            let segments = profile::class_segments(c, &text, duration).map_err(at)?;
+            let keys = a
+                .keys
+                .or(c.keys.as_ref().and_then(|k| k.count))
+                .unwrap_or(100_000);
+            let keys_toml = match &a.key_dist {
+                Some(d) => profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e))?,
+                None => c.keys.clone().unwrap_or_default(),
+            };
+            let key_dist = profile::key_dist(&keys_toml, keys).map_err(at)?;
+            let values = match (&a.value_size, &c.values) {
+                (Some(v), _) => {
+                    profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e))?
+                }
+                (None, Some(v)) => v.sizes().map_err(|e| at(format!("values: {e}")))?,
+                (None, None) => ValueSizes::Fixed(32),
+            };
+            let ttl = match &c.ttl {
+                Some(t) => Some(
+                    parse_duration(t)
+                        .map_err(|e| at(format!("ttl: {e}")))?
+                        .as_secs()
+                        .max(1),
+                ),
+                None => a.ttl.map(|t| t.as_secs().max(1)),
+            };
+            let members_sequential = match c.member_order.as_deref() {
+                None | Some("uniform") => false,
+                Some("sequential") => true,
+                Some(o) => {
+                    return Err(at(format!(
+                        "member_order {o:?}: expected uniform or sequential"
+                    )));
+                }
+            };
+            classes.push(ClassConfig {
+                name: name.clone(),
+                profile: segments
+                    .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
+                    .transpose()?,
+                requests: c.requests.or(a.requests),
+                mix: mix_from(&a, c.ratio.as_deref(), c.mix.as_ref())?,
+                keys,
+                key_prefix: a
+                    .key_prefix
+                    .clone()
+                    .or(c.keys.as_ref().and_then(|k| k.prefix.clone()))
+                    .unwrap_or_else(|| "crest:".into()),
+                key_dist,
+                values,
+                connections: a.connections.or(c.connections).unwrap_or(50),
+                pipeline: a.pipeline.or(c.pipeline).unwrap_or(1),
+                ttl,
+                batch: a.batch.or(c.batch).unwrap_or(1),
+                members: c.members.unwrap_or(1000),
+                members_sequential,
+                range: c.range.unwrap_or(10),
+                prefill: a.prefill || c.prefill.unwrap_or(false),
+            });
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
+    for c in &classes {
+        check_class(c, from_flags)?;
+        if !names.insert(c.name.clone()) {
+            return Err(err(
+                "class",
+                &c.name,
+                "two classes have this name; names must be unique",
+            ));
+        }
+    }
+    // The measured length: given, or the longest profile.
+    let longest = classes
+        .iter()
+        .filter_map(|c| {
+            c.profile
+                .as_ref()
+                .map(|p| Duration::from_nanos(p.duration_ns()))
+        })
+        .max();
+    let duration = duration.or(longest).unwrap_or(Duration::ZERO);
+    if duration.is_zero()
+        && classes
+            .iter()
+            .any(|c| c.profile.is_none() && c.requests.is_none())
+    {
+        return Err(err("--duration", "0s", "must be > 0, e.g. 10s"));
+    }
+    if let Some(t) = a.target.as_ref().or(file.target.as_ref())
+        && t.rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .is_none()
+    {
+        return Err(err(
+            "--target",
+            t,
+            "expected host:port, e.g. 127.0.0.1:6379",
+        ));
+    }
+    let workers = match a.workers {
+        Some(0) => return Err(err("--workers", 0, "need at least 1 worker")),
+        Some(n) => Workers::Remote {
+            count: n,
+            wait_timeout: a.wait_timeout.unwrap_or(Duration::from_secs(60)),
+        },
+        None => {
+            if a.local_workers == 0 {
+                return Err(err("--local-workers", 0, "need at least 1 worker"));
+            }
+            Workers::Local {
+                count: a.local_workers,
+                cpus: a.cpus.clone(),
+                threads: a.threads,
+            }
+        }
+    };
+    let arrival = match (a.arrival, file.arrival.as_deref()) {
+        (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
+        (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
+        (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
+    };
+    let pacer = match (a.pacer, file.pacer.as_deref()) {
+        (Some(PacerArg::Spin), _) | (None, Some("spin")) => Pacer::Spin,
+        (Some(PacerArg::Sleep), _) | (None, None | Some("sleep")) => Pacer::Sleep,
+        (None, Some(o)) => return Err(err("pacer", o, "expected sleep or spin")),
+    };
+    let timeout = a
+        .timeout
+        .or(file_duration(&file.timeout, "timeout")?)
+        .unwrap_or(Duration::from_secs(5));
+    if timeout.is_zero() {
+        return Err(err("--timeout", "0s", "must be > 0, e.g. 5s"));
+    }
+    Ok(RunConfig {
+        target: a.target.or(file.target),
+        classes,
+        duration,
+        warmup,
+        arrival,
+        pacer,
+        timeout,
+        drain: a
+            .drain
+            .or(file_duration(&file.drain, "drain")?)
+            .unwrap_or(Duration::from_secs(2)),
+        seed: a
+            .seed
+            .or(file.seed)
+            .unwrap_or_else(|| crest_worker::agent::unix_ns() as u64),
+        out: a.out,
+        listen: a
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 7600))),
+        workers,
+        token: a.token,
+        backlog_limit: a.backlog_limit.max(1),
+    })
+}

@@ -1,0 +1,631 @@
+//! Rate profiles and profile files: `--stages "30s:0->50000, 60s:50000"`, and TOML files
+//! with global settings and `[[class]]` tables (see `examples/`).
+//!
+//! A profile is a list of shapes — hold, ramp, step, sine, spike, points — each turned into
+//! linear segments that the workers follow exactly. Profile time 0 is the synchronized
+//! start, so every worker's share peaks at the same instant.
+
+use crate::config::{parse_duration, parse_size};
+use crest_worker::keys::{KeyDist, ValueSizes};
+use crest_worker::schedule::Segment;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use toml::Spanned;
+
+/// Linear pieces per sine period: the chord error at 64 pieces is 0.12% of the amplitude.
+const SINE_PIECES: u32 = 64;
+
+fn seg(d: Duration, from: f64, to: f64) -> Segment {
+    Segment {
+        duration_ns: d.as_nanos() as u64,
+        from_rps: from,
+        to_rps: to,
+    }
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("rate {s:?} is not a number of requests per second"))?;
+    if !r.is_finite() || r < 0.0 {
+        return Err(format!("rate {s:?} must be ≥ 0"));
+    }
+    Ok(r)
+}
+
+/// Parses `--stages`: comma-separated `DURATION:RATE` (hold) or `DURATION:FROM->TO`
+/// (linear ramp), k6-style.
+///
+/// # Errors
+/// A message naming the stage and what is wrong.
+pub fn parse_stages(s: &str) -> Result<Vec<Segment>, String> {
+    let mut out = Vec::new();
+    for (i, stage) in s.split(',').map(str::trim).enumerate() {
+        if stage.is_empty() {
+            continue;
+        }
+        let (d, r) = stage.split_once(':').ok_or_else(|| {
+            format!(
+                "stage {} {stage:?}: expected DURATION:RATE or DURATION:FROM->TO",
+                i + 1
+            )
+        })?;
+        let d = parse_duration(d).map_err(|e| format!("stage {} {stage:?}: {e}", i + 1))?;
+        if d.is_zero() {
+            return Err(format!("stage {} {stage:?}: duration must be > 0", i + 1));
+        }
+        let (from, to) = match r.split_once("->") {
+            Some((a, b)) => (rate(a), rate(b)),
+            None => (rate(r), rate(r)),
+        };
+        let from = from.map_err(|e| format!("stage {} {stage:?}: {e}", i + 1))?;
+        let to = to.map_err(|e| format!("stage {} {stage:?}: {e}", i + 1))?;
+        out.push(seg(d, from, to));
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "{s:?} has no stages; expected e.g. \"30s:0->5000, 60s:5000\""
+        ));
+    }
+    Ok(out)
+}
+
+/// One shape of a profile in a file. Exactly one of the shape keys is set.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ShapeToml {
+    /// Hold `rate` for this long.
+    pub hold: Option<String>,
+    /// Ramp linearly from `from` to `to` over this long.
+    pub ramp: Option<String>,
+    /// Jump to `rate` and hold it this long (a hold that starts a new level).
+    pub step: Option<String>,
+    /// A sine between `min` and `max` with `period`, for this long.
+    pub sine: Option<String>,
+    /// `base` with a rectangular `peak` of `width` starting `at`, for this long.
+    pub spike: Option<String>,
+    /// Points `[["0s", 0], ["10s", 5000], ...]` joined linearly.
+    pub points: Option<Vec<(String, f64)>>,
+    /// Rate of a hold or step.
+    pub rate: Option<f64>,
+    /// Ramp start.
+    pub from: Option<f64>,
+    /// Ramp end.
+    pub to: Option<f64>,
+    /// Sine low.
+    pub min: Option<f64>,
+    /// Sine high.
+    pub max: Option<f64>,
+    /// Sine period.
+    pub period: Option<String>,
+    /// Spike base rate.
+    pub base: Option<f64>,
+    /// Spike peak rate.
+    pub peak: Option<f64>,
+    /// Spike start within the shape.
+    pub at: Option<String>,
+    /// Spike width.
+    pub width: Option<String>,
+}
+
+fn need<T: Copy>(v: Option<T>, key: &str, shape: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{shape} needs `{key}`"))
+}
+
+fn dur(s: &str, key: &str) -> Result<Duration, String> {
+    let d = parse_duration(s).map_err(|e| format!("`{key}`: {e}"))?;
+    if d.is_zero() {
+        return Err(format!("`{key}` = {s:?}: duration must be > 0"));
+    }
+    Ok(d)
+}
+
+impl ShapeToml {
+    /// Linear segments of this shape.
+    ///
+    /// # Errors
+    /// A message naming the missing or bad key.
+    pub fn segments(&self) -> Result<Vec<Segment>, String> {
+        let kinds = [
+            self.hold.is_some(),
+            self.ramp.is_some(),
+            self.step.is_some(),
+            self.sine.is_some(),
+            self.spike.is_some(),
+            self.points.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return Err(
+                "each profile entry needs exactly one of hold, ramp, step, sine, spike, points"
+                    .into(),
+            );
+        }
+        let check = |r: f64, key: &str| -> Result<f64, String> {
+            if r.is_finite() && r >= 0.0 {
+                Ok(r)
+            } else {
+                Err(format!("`{key}` = {r}: a rate must be ≥ 0"))
+            }
+        };
+        if let Some(d) = self.hold.as_deref().or(self.step.as_deref()) {
+            let shape = if self.hold.is_some() { "hold" } else { "step" };
+            let r = check(need(self.rate, "rate", shape)?, "rate")?;
+            return Ok(vec![seg(dur(d, shape)?, r, r)]);
+        }
+        if let Some(d) = &self.ramp {
+            let a = check(need(self.from, "from", "ramp")?, "from")?;
+            let b = check(need(self.to, "to", "ramp")?, "to")?;
+            return Ok(vec![seg(dur(d, "ramp")?, a, b)]);
+        }
+        if let Some(d) = &self.sine {
+            let total = dur(d, "sine")?;
+            let period = dur(
+                self.period.as_deref().ok_or("sine needs `period`")?,
+                "period",
+            )?;
+            let lo = check(need(self.min, "min", "sine")?, "min")?;
+            let hi = check(need(self.max, "max", "sine")?, "max")?;
+            if lo > hi {
+                return Err(format!("sine `min` {lo} exceeds `max` {hi}"));
+            }
+            let piece = period.as_secs_f64() / f64::from(SINE_PIECES);
+            let n = (total.as_secs_f64() / piece).ceil() as u64;
+            let f = |t: f64| {
+                lo + (hi - lo)
+                    * (1.0 + (2.0 * std::f64::consts::PI * t / period.as_secs_f64()).sin())
+                    / 2.0
+            };
+            let mut out = Vec::new();
+            for i in 0..n {
+                let t0 = i as f64 * piece;
+                let t1 = ((i + 1) as f64 * piece).min(total.as_secs_f64());
+                if t1 > t0 {
+                    out.push(seg(Duration::from_secs_f64(t1 - t0), f(t0), f(t1)));
+                }
+            }
+            return Ok(out);
+        }
+        if let Some(d) = &self.spike {
+            let total = dur(d, "spike")?;
+            let base = check(need(self.base, "base", "spike")?, "base")?;
+            let peak = check(need(self.peak, "peak", "spike")?, "peak")?;
+            let at = parse_duration(self.at.as_deref().ok_or("spike needs `at`")?)
+                .map_err(|e| format!("`at`: {e}"))?;
+            let width = dur(self.width.as_deref().ok_or("spike needs `width`")?, "width")?;
+            if at + width > total {
+                return Err(format!(
+                    "spike `at` + `width` ({:?}) runs past its length ({total:?})",
+                    at + width
+                ));
+            }
+            let mut out = Vec::new();
+            if !at.is_zero() {
+                out.push(seg(at, base, base));
+            }
+            out.push(seg(width, peak, peak));
+            let rest = total - at - width;
+            if !rest.is_zero() {
+                out.push(seg(rest, base, base));
+            }
+            return Ok(out);
+        }
+        let pts = self.points.as_ref().expect("one kind is set");
+        if pts.len() < 2 {
+            return Err("points needs at least two [time, rate] pairs".into());
+        }
+        let mut out = Vec::new();
+        let mut prev: Option<(Duration, f64)> = None;
+        for (t, r) in pts {
+            let t = parse_duration(t).map_err(|e| format!("points: {e}"))?;
+            let r = check(*r, "points")?;
+            if let Some((pt, pr)) = prev {
+                if t <= pt {
+                    return Err(format!("points: times must increase ({pt:?} then {t:?})"));
+                }
+                out.push(seg(t - pt, pr, r));
+            } else if !t.is_zero() {
+                return Err("points: the first point must be at 0s".into());
+            }
+            prev = Some((t, r));
+        }
+        Ok(out)
+    }
+}
+
+/// Keyspace settings of a class.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct KeysToml {
+    /// Number of keys.
+    pub count: Option<u64>,
+    /// Key prefix.
+    pub prefix: Option<String>,
+    /// uniform | zipf | sequential | gaussian.
+    pub distribution: Option<String>,
+    /// Zipf exponent.
+    pub exponent: Option<f64>,
+    /// Gaussian mean (key index).
+    pub mean: Option<f64>,
+    /// Gaussian standard deviation (keys).
+    pub stddev: Option<f64>,
+}
+
+/// Value size settings of a class.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ValuesToml {
+    /// Fixed size (`1024`, `"1k"`).
+    pub size: Option<toml::Value>,
+    /// Uniform range low end.
+    pub min: Option<toml::Value>,
+    /// Uniform range high end.
+    pub max: Option<toml::Value>,
+    /// Weighted list: `[[100, 3], ["4k", 1]]` (size, weight).
+    pub sizes: Option<Vec<(toml::Value, u32)>>,
+}
+
+fn size_of(v: &toml::Value, key: &str) -> Result<u64, String> {
+    match v {
+        toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+        toml::Value::String(s) => parse_size(s).map_err(|e| format!("`{key}`: {e}")),
+        other => Err(format!(
+            "`{key}` = {other}: expected a size like 1024 or \"1k\""
+        )),
+    }
+}
+
+impl ValuesToml {
+    /// The checked sizes.
+    ///
+    /// # Errors
+    /// A message naming the key.
+    pub fn sizes(&self) -> Result<ValueSizes, String> {
+        let v = match (&self.size, &self.min, &self.max, &self.sizes) {
+            (Some(s), None, None, None) => ValueSizes::Fixed(size_of(s, "size")?),
+            (None, Some(a), Some(b), None) => {
+                ValueSizes::Range(size_of(a, "min")?, size_of(b, "max")?)
+            }
+            (None, None, None, Some(list)) => ValueSizes::Weighted(
+                list.iter()
+                    .map(|(s, w)| Ok((size_of(s, "sizes")?, *w)))
+                    .collect::<Result<_, String>>()?,
+            ),
+            _ => return Err("values needs exactly one of: size; min and max; sizes".into()),
+        };
+        v.check().map_err(|e| e.to_string())?;
+        Ok(v)
+    }
+}
+
+/// One `[[class]]` table.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClassToml {
+    /// Name in results.
+    pub name: Option<String>,
+    /// A constant rate, or "max" for closed loop.
+    pub rate: Option<toml::Value>,
+    /// k6-style stages string.
+    pub stages: Option<String>,
+    /// Shapes, in order.
+    pub profile: Option<Vec<Spanned<ShapeToml>>>,
+    /// Repeat the profile this many times in all.
+    pub repeat: Option<u32>,
+    /// SET:GET short form.
+    pub ratio: Option<String>,
+    /// Command weights (built-in names or templates).
+    pub mix: Option<BTreeMap<String, u32>>,
+    /// Keyspace.
+    pub keys: Option<KeysToml>,
+    /// Value sizes.
+    pub values: Option<ValuesToml>,
+    /// Connections across the cluster.
+    pub connections: Option<u32>,
+    /// Requests in flight per connection.
+    pub pipeline: Option<u32>,
+    /// Expire written keys after this long.
+    pub ttl: Option<String>,
+    /// Members or keys per batch command.
+    pub batch: Option<u32>,
+    /// Members (fields) per key.
+    pub members: Option<u64>,
+    /// uniform | sequential.
+    pub member_order: Option<String>,
+    /// LRANGE / ZRANGE length.
+    pub range: Option<u32>,
+    /// Write every key once before the run.
+    pub prefill: Option<bool>,
+    /// Closed loop: requests in all.
+    pub requests: Option<u64>,
+}
+
+/// A profile file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileToml {
+    /// Server address.
+    pub target: Option<String>,
+    /// Run length (default: the longest class profile).
+    pub duration: Option<String>,
+    /// Seed.
+    pub seed: Option<u64>,
+    /// Unmeasured lead-in.
+    pub warmup: Option<String>,
+    /// uniform | poisson.
+    pub arrival: Option<String>,
+    /// sleep | spin.
+    pub pacer: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Option<String>,
+    /// Reply wait after the schedule.
+    pub drain: Option<String>,
+    /// Classes.
+    #[serde(rename = "class")]
+    pub classes: Vec<Spanned<ClassToml>>,
+}
+
+/// 1-based line of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
+}
+
+/// Parses a profile file's text. Syntax errors and unknown keys come from the TOML reader
+/// with line and column.
+///
+/// # Errors
+/// A message with the file position.
+pub fn parse_file(text: &str) -> Result<FileToml, String> {
+    toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+}
+
+/// Turns a class's rate settings into segments (None for closed loop).
+///
+/// # Errors
+/// A message naming the key.
+pub fn class_segments(
+    c: &ClassToml,
+    text: &str,
+    duration: Option<Duration>,
+) -> Result<Option<Vec<Segment>>, String> {
+    let set = [c.rate.is_some(), c.stages.is_some(), c.profile.is_some()];
+    if set.iter().filter(|s| **s).count() > 1 {
+        return Err("give only one of `rate`, `stages`, `profile`".into());
+    }
+    let mut segs = if let Some(r) = &c.rate {
+        let r = match r {
+            toml::Value::String(s) if s == "max" => return Ok(None),
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::Float(f) => *f,
+            other => {
+                return Err(format!(
+                    "`rate` = {other}: expected requests per second or \"max\""
+                ));
+            }
+        };
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(format!("`rate` = {r}: must be ≥ 0"));
+        }
+        let d = duration.ok_or("`rate` needs the file's `duration` (or --duration)")?;
+        vec![seg(d, r, r)]
+    } else if let Some(s) = &c.stages {
+        parse_stages(s).map_err(|e| format!("`stages`: {e}"))?
+    } else if let Some(p) = &c.profile {
+        let mut out = Vec::new();
+        for shape in p {
+            let segs = shape.get_ref().segments().map_err(|e| {
+                format!(
+                    "profile entry at line {}: {e}",
+                    line_of(text, shape.span().start)
+                )
+            })?;
+            out.extend(segs);
+        }
+        out
+    } else {
+        return Err("needs one of `rate`, `stages`, `profile`".into());
+    };
+    if let Some(n) = c.repeat {
+        if n == 0 {
+            return Err("`repeat` = 0: must be ≥ 1".into());
+        }
+        let one = segs.clone();
+        for _ in 1..n {
+            segs.extend(one.iter().copied());
+        }
+    }
+    Ok(Some(segs))
+}
+
+/// Converts keyspace settings.
+///
+/// # Errors
+/// A message naming the key.
+pub fn key_dist(k: &KeysToml, count: u64) -> Result<KeyDist, String> {
+    match k.distribution.as_deref().unwrap_or("uniform") {
+        "uniform" => Ok(KeyDist::Uniform),
+        "sequential" => Ok(KeyDist::Sequential),
+        "zipf" | "zipfian" => {
+            let s = k.exponent.unwrap_or(0.99);
+            if !(s > 0.0 && s.is_finite()) {
+                return Err(format!(
+                    "`keys.exponent` = {s}: the zipf exponent must be > 0"
+                ));
+            }
+            Ok(KeyDist::Zipf(s))
+        }
+        "gaussian" | "normal" => {
+            let sd = k.stddev.unwrap_or(count as f64 / 6.0);
+            if !(sd > 0.0 && sd.is_finite()) {
+                return Err(format!("`keys.stddev` = {sd}: must be > 0"));
+            }
+            Ok(KeyDist::Gaussian {
+                mean: k.mean.unwrap_or(count as f64 / 2.0),
+                stddev: sd,
+            })
+        }
+        other => Err(format!(
+            "`keys.distribution` = {other:?}: expected uniform, zipf, sequential or gaussian"
+        )),
+    }
+}
+
+/// Parses `--key-dist`: `uniform`, `sequential`, `zipf[:S]`, `gaussian[:MEAN:STDDEV]`.
+///
+/// # Errors
+/// A message saying what would be right.
+pub fn parse_key_dist(s: &str) -> Result<KeysToml, String> {
+    let mut parts = s.split(':');
+    let kind = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    let nums: Vec<f64> = parts
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{s:?}: {p:?} is not a number"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut k = KeysToml {
+        distribution: Some(kind.clone()),
+        ..Default::default()
+    };
+    match (kind.as_str(), nums.len()) {
+        ("uniform" | "sequential", 0) => {}
+        ("zipf", 0 | 1) => k.exponent = nums.first().copied(),
+        ("gaussian", 0) => {}
+        ("gaussian", 2) => {
+            k.mean = Some(nums[0]);
+            k.stddev = Some(nums[1]);
+        }
+        _ => {
+            return Err(format!(
+                "{s:?}: expected uniform, sequential, zipf[:EXPONENT] or gaussian[:MEAN:STDDEV]"
+            ));
+        }
+    }
+    Ok(k)
+}
+
+/// Parses `--value-size`: `1024`, `1k`, a range `100-4096`, or a weighted list
+/// `100:3,4k:1`.
+///
+/// # Errors
+/// A message saying what would be right.
+pub fn parse_value_sizes(s: &str) -> Result<ValueSizes, String> {
+    let t = s.trim();
+    let v = if t.contains(',') || t.contains(':') {
+        let mut list = Vec::new();
+        for item in t.split(',') {
+            let (size, w) = item
+                .split_once(':')
+                .ok_or_else(|| format!("{s:?}: weighted sizes are SIZE:WEIGHT, e.g. 100:3,4k:1"))?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| format!("{s:?}: weight {w:?} is not a whole number"))?;
+            list.push((parse_size(size)?, w));
+        }
+        ValueSizes::Weighted(list)
+    } else if let Some((a, b)) = t.split_once('-') {
+        ValueSizes::Range(parse_size(a)?, parse_size(b)?)
+    } else {
+        ValueSizes::Fixed(parse_size(t)?)
+    };
+    v.check().map_err(|e| e.to_string())?;
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_parse_holds_and_ramps() {
+        let s = parse_stages("30s:0->50000, 60s:50000,10s:50000->150000").unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0], seg(Duration::from_secs(30), 0.0, 50_000.0));
+        assert_eq!(s[1], seg(Duration::from_secs(60), 50_000.0, 50_000.0));
+        assert!(parse_stages("30s").is_err());
+        assert!(parse_stages("0s:5").is_err());
+        assert!(parse_stages("-5s:5").is_err());
+        assert!(parse_stages("5s:-1").is_err());
+    }
+
+    #[test]
+    fn shapes_become_segments() {
+        let spike = ShapeToml {
+            spike: Some("10s".into()),
+            base: Some(5000.0),
+            peak: Some(50000.0),
+            at: Some("4s".into()),
+            width: Some("2s".into()),
+            ..Default::default()
+        };
+        let s = spike.segments().unwrap();
+        assert_eq!(
+            s,
+            vec![
+                seg(Duration::from_secs(4), 5000.0, 5000.0),
+                seg(Duration::from_secs(2), 50000.0, 50000.0),
+                seg(Duration::from_secs(4), 5000.0, 5000.0),
+            ]
+        );
+        let sine = ShapeToml {
+            sine: Some("20s".into()),
+            period: Some("10s".into()),
+            min: Some(100.0),
+            max: Some(300.0),
+            ..Default::default()
+        };
+        let s = sine.segments().unwrap();
+        let total: u64 = s.iter().map(|x| x.duration_ns).sum();
+        assert!((total as i64 - 20_000_000_000).abs() < 1000);
+        let p = crest_worker::schedule::Profile::new(s).unwrap();
+        // Mean of a sine over whole periods is the midpoint.
+        assert!((p.total() / 20.0 - 200.0).abs() < 0.5, "{}", p.total());
+        assert!((p.rate_at(2_500_000_000) - 300.0).abs() < 0.5);
+        let pts = ShapeToml {
+            points: Some(vec![
+                ("0s".into(), 0.0),
+                ("10s".into(), 100.0),
+                ("5s".into(), 1.0),
+            ]),
+            ..Default::default()
+        };
+        assert!(pts.segments().unwrap_err().contains("increase"));
+        let two = ShapeToml {
+            hold: Some("1s".into()),
+            ramp: Some("1s".into()),
+            rate: Some(1.0),
+            ..Default::default()
+        };
+        assert!(two.segments().is_err());
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_the_line() {
+        let e = parse_file("duration = \"10s\"\n[[class]]\nname = \"a\"\nrat = 5\n").unwrap_err();
+        assert!(e.contains("rat") && e.contains("line 4"), "{e}");
+    }
+
+    #[test]
+    fn value_sizes_and_key_dists_parse() {
+        assert_eq!(
+            parse_value_sizes("100-4096").unwrap(),
+            ValueSizes::Range(100, 4096)
+        );
+        assert_eq!(
+            parse_value_sizes("100:3,4k:1").unwrap(),
+            ValueSizes::Weighted(vec![(100, 3), (4096, 1)])
+        );
+        assert!(parse_value_sizes("0").is_err());
+        assert!(parse_value_sizes("600MB").is_err());
+        assert_eq!(parse_key_dist("zipf:0.99").unwrap().exponent, Some(0.99));
+        assert!(key_dist(&parse_key_dist("zipf:0").unwrap(), 10).is_err());
+        assert!(parse_key_dist("pareto").is_err());
+    }
+}

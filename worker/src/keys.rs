@@ -1,0 +1,359 @@
+//! Key and value shapes: which key a request touches (uniform, zipfian, sequential,
+//! gaussian) and how large a value it writes (fixed, uniform range, weighted list).
+
+use crate::rng::Rng;
+
+/// How keys are drawn from the keyspace `[0, count)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyDist {
+    /// Every key equally likely.
+    Uniform,
+    /// Key of rank k (k = 1 is key 0) with probability ∝ 1/k^s (YCSB's "zipfian", s = 0.99).
+    Zipf(f64),
+    /// Keys in order, wrapping at the end; shards interleave so the cluster walks the space once.
+    Sequential,
+    /// Normal around `mean` with `stddev` (key indices), redrawn when outside the space.
+    Gaussian {
+        /// Centre, as a key index.
+        mean: f64,
+        /// Spread, in keys.
+        stddev: f64,
+    },
+}
+
+/// A bad keyspace or value setting.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    /// Empty keyspace.
+    #[error("keyspace count is 0; give at least 1 key")]
+    NoKeys,
+    /// Zipf exponent not > 0.
+    #[error("zipf exponent {0} must be > 0 (0.99 is YCSB's default)")]
+    ZipfExponent(f64),
+    /// Gaussian stddev not > 0.
+    #[error("gaussian stddev {0} must be > 0")]
+    Stddev(f64),
+    /// A value size of 0 or beyond 512 MB.
+    #[error("value size {0} is out of range; give 1 byte to 512 MB")]
+    ValueSize(u64),
+    /// A range whose low end exceeds its high end.
+    #[error("value size range {0}-{1} is empty; the low end must not exceed the high end")]
+    EmptyRange(u64, u64),
+    /// Weights summing to 0.
+    #[error("value size weights sum to 0; give at least one a weight > 0")]
+    ZeroWeights,
+}
+
+/// Rejection-inversion sampling of a Zipf distribution over ranks 1..=n (Hörmann and
+/// Derflinger 1996, as in Apache Commons RNG): O(1) per sample and no O(n) table, so a
+/// keyspace of millions costs nothing to set up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Zipf {
+    n: f64,
+    s: f64,
+    h_x1: f64,
+    h_n: f64,
+    threshold: f64,
+}
+
+fn helper1(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.ln_1p() / x
+    } else {
+        1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
+    }
+}
+
+fn helper2(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.exp_m1() / x
+    } else {
+        1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x))
+    }
+}
+
+impl Zipf {
+    /// A sampler over ranks 1..=n with exponent s > 0.
+    pub fn new(n: u64, s: f64) -> Self {
+        let mut z = Self {
+            n: n as f64,
+            s,
+            h_x1: 0.0,
+            h_n: 0.0,
+            threshold: 0.0,
+        };
+        z.h_x1 = z.h_integral(1.5) - 1.0;
+        z.h_n = z.h_integral(z.n + 0.5);
+        z.threshold = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
+        z
+    }
+
+    fn h(&self, x: f64) -> f64 {
+        (-self.s * x.ln()).exp()
+    }
+
+    fn h_integral(&self, x: f64) -> f64 {
+        let lx = x.ln();
+        helper2((1.0 - self.s) * lx) * lx
+    }
+
+    fn h_integral_inverse(&self, x: f64) -> f64 {
+        let t = (x * (1.0 - self.s)).max(-1.0);
+        (helper1(t) * x).exp()
+    }
+
+    /// A rank in 1..=n.
+    pub fn sample(&self, rng: &mut Rng) -> u64 {
+        loop {
+            let u = self.h_n + rng.next_f64() * (self.h_x1 - self.h_n);
+            let x = self.h_integral_inverse(u);
+            let k = (x + 0.5).floor().clamp(1.0, self.n);
+            if k - x <= self.threshold || u >= self.h_integral(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+/// A keyspace: `count` keys named `prefix` + index, drawn by `dist`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeySpace {
+    /// Number of keys.
+    pub count: u64,
+    /// Name prefix.
+    pub prefix: Vec<u8>,
+    /// Distribution.
+    pub dist: KeyDist,
+    zipf: Option<Zipf>,
+}
+
+impl KeySpace {
+    /// Checks and builds a keyspace.
+    ///
+    /// # Errors
+    /// [`ShapeError`] on an empty space or a bad parameter.
+    pub fn new(count: u64, prefix: &str, dist: KeyDist) -> Result<Self, ShapeError> {
+        if count == 0 {
+            return Err(ShapeError::NoKeys);
+        }
+        let zipf = match dist {
+            KeyDist::Zipf(s) if !(s > 0.0 && s.is_finite()) => {
+                return Err(ShapeError::ZipfExponent(s));
+            }
+            KeyDist::Zipf(s) => Some(Zipf::new(count, s)),
+            KeyDist::Gaussian { stddev, .. } if !(stddev > 0.0 && stddev.is_finite()) => {
+                return Err(ShapeError::Stddev(stddev));
+            }
+            _ => None,
+        };
+        Ok(Self {
+            count,
+            prefix: prefix.as_bytes().to_vec(),
+            dist,
+            zipf,
+        })
+    }
+
+    /// The next key index. `seq` is the caller's cursor for sequential walks, advanced by
+    /// `stride` (the number of shards) so shards interleave.
+    #[inline]
+    pub fn next(&self, rng: &mut Rng, seq: &mut u64, stride: u64) -> u64 {
+        match &self.dist {
+            KeyDist::Uniform => rng.below(self.count),
+            KeyDist::Zipf(_) => self.zipf.as_ref().map_or(0, |z| z.sample(rng) - 1),
+            KeyDist::Sequential => {
+                let k = *seq % self.count;
+                *seq = seq.wrapping_add(stride.max(1));
+                k
+            }
+            KeyDist::Gaussian { mean, stddev } => {
+                for _ in 0..16 {
+                    // Box–Muller.
+                    let u1 = 1.0 - rng.next_f64();
+                    let u2 = rng.next_f64();
+                    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                    let k = (mean + stddev * z).round();
+                    if k >= 0.0 && k < self.count as f64 {
+                        return k as u64;
+                    }
+                }
+                (*mean as u64).min(self.count - 1)
+            }
+        }
+    }
+}
+
+/// How large each written value is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueSizes {
+    /// Always this many bytes.
+    Fixed(u64),
+    /// Uniform in [min, max].
+    Range(u64, u64),
+    /// One of the sizes, with probability ∝ its weight.
+    Weighted(Vec<(u64, u32)>),
+}
+
+impl ValueSizes {
+    /// Checks every size and weight.
+    ///
+    /// # Errors
+    /// [`ShapeError`] on a size of 0 or beyond 512 MB, an empty range, or zero weights.
+    pub fn check(&self) -> Result<(), ShapeError> {
+        let ok = |v: u64| {
+            if v == 0 || v > crate::workload::MAX_VALUE {
+                Err(ShapeError::ValueSize(v))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            ValueSizes::Fixed(v) => ok(*v),
+            ValueSizes::Range(a, b) => {
+                ok(*a)?;
+                ok(*b)?;
+                if a > b {
+                    Err(ShapeError::EmptyRange(*a, *b))
+                } else {
+                    Ok(())
+                }
+            }
+            ValueSizes::Weighted(list) => {
+                for (v, _) in list {
+                    ok(*v)?;
+                }
+                if list.iter().map(|w| u64::from(w.1)).sum::<u64>() == 0 {
+                    return Err(ShapeError::ZeroWeights);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The largest size this can produce.
+    pub fn max(&self) -> u64 {
+        match self {
+            ValueSizes::Fixed(v) => *v,
+            ValueSizes::Range(_, b) => *b,
+            ValueSizes::Weighted(list) => list.iter().map(|w| w.0).max().unwrap_or(1),
+        }
+    }
+
+    /// Draws a size.
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> u64 {
+        match self {
+            ValueSizes::Fixed(v) => *v,
+            ValueSizes::Range(a, b) => a + rng.below(b - a + 1),
+            ValueSizes::Weighted(list) => {
+                let total: u64 = list.iter().map(|w| u64::from(w.1)).sum();
+                let mut x = rng.below(total);
+                for (v, w) in list {
+                    if x < u64::from(*w) {
+                        return *v;
+                    }
+                    x -= u64::from(*w);
+                }
+                list.last().map_or(1, |w| w.0)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The most frequent key's share matches 1 / H(n, s), the generalized harmonic number.
+    #[test]
+    fn zipf_top_key_frequency_matches_the_exponent() {
+        for s in [0.6, 0.99, 1.2] {
+            let n = 1000u64;
+            let ks = KeySpace::new(n, "", KeyDist::Zipf(s)).unwrap();
+            let h: f64 = (1..=n).map(|k| 1.0 / (k as f64).powf(s)).sum();
+            let mut rng = Rng::new(3);
+            let draws = 200_000;
+            let mut counts = vec![0u32; n as usize];
+            let mut seq = 0;
+            for _ in 0..draws {
+                counts[ks.next(&mut rng, &mut seq, 1) as usize] += 1;
+            }
+            for rank in [1usize, 2, 10] {
+                let want = 1.0 / (rank as f64).powf(s) / h;
+                let got = f64::from(counts[rank - 1]) / f64::from(draws);
+                assert!(
+                    (got - want).abs() < 0.05 * want + 0.001,
+                    "s={s} rank {rank}: {got} vs {want}"
+                );
+            }
+        }
+        assert_eq!(
+            KeySpace::new(10, "", KeyDist::Zipf(0.0)).unwrap_err(),
+            ShapeError::ZipfExponent(0.0)
+        );
+    }
+
+    #[test]
+    fn uniform_covers_the_space_and_sequential_wraps() {
+        let ks = KeySpace::new(100, "", KeyDist::Uniform).unwrap();
+        let mut rng = Rng::new(1);
+        let mut seen = [false; 100];
+        let mut seq = 0;
+        for _ in 0..5_000 {
+            seen[ks.next(&mut rng, &mut seq, 1) as usize] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
+        let ks = KeySpace::new(5, "", KeyDist::Sequential).unwrap();
+        let mut seq = 1;
+        let walk: Vec<u64> = (0..6).map(|_| ks.next(&mut rng, &mut seq, 2)).collect();
+        assert_eq!(walk, vec![1, 3, 0, 2, 4, 1]);
+    }
+
+    #[test]
+    fn gaussian_stays_in_the_space_and_centres_on_the_mean() {
+        let ks = KeySpace::new(
+            1000,
+            "",
+            KeyDist::Gaussian {
+                mean: 500.0,
+                stddev: 50.0,
+            },
+        )
+        .unwrap();
+        let mut rng = Rng::new(9);
+        let mut seq = 0;
+        let v: Vec<u64> = (0..20_000)
+            .map(|_| ks.next(&mut rng, &mut seq, 1))
+            .collect();
+        let mean = v.iter().sum::<u64>() as f64 / v.len() as f64;
+        assert!((mean - 500.0).abs() < 2.0, "{mean}");
+        let within =
+            v.iter().filter(|&&k| (450..=550).contains(&k)).count() as f64 / v.len() as f64;
+        assert!((within - 0.683).abs() < 0.02, "{within}");
+    }
+
+    #[test]
+    fn value_sizes_respect_bounds_and_weights() {
+        let mut rng = Rng::new(5);
+        let r = ValueSizes::Range(100, 200);
+        let v: Vec<u64> = (0..10_000).map(|_| r.next(&mut rng)).collect();
+        assert!(v.iter().all(|x| (100..=200).contains(x)));
+        assert!(v.contains(&100) && v.contains(&200));
+        let w = ValueSizes::Weighted(vec![(10, 3), (1000, 1)]);
+        let small = (0..40_000).filter(|_| w.next(&mut rng) == 10).count() as f64 / 40_000.0;
+        assert!((small - 0.75).abs() < 0.01, "{small}");
+        assert_eq!(ValueSizes::Fixed(0).check(), Err(ShapeError::ValueSize(0)));
+        assert_eq!(
+            ValueSizes::Fixed(600 << 20).check(),
+            Err(ShapeError::ValueSize(600 << 20))
+        );
+        assert_eq!(
+            ValueSizes::Range(5, 4).check(),
+            Err(ShapeError::EmptyRange(5, 4))
+        );
+        assert_eq!(
+            ValueSizes::Weighted(vec![(5, 0)]).check(),
+            Err(ShapeError::ZeroWeights)
+        );
+    }
+}
