@@ -85,6 +85,12 @@ pub struct RunArgs {
     /// Members or keys per MSET, MGET, HSET, ZADD, SADD, LPUSH call [default: 1].
     #[arg(long)]
     pub batch: Option<u32>,
+    /// Multiply every class's rates by this (try a profile at 1% with 0.01).
+    #[arg(long)]
+    pub rate_scale: Option<f64>,
+    /// Multiply every profile's durations by this (0.1 runs a 10-minute profile in 1).
+    #[arg(long)]
+    pub time_scale: Option<f64>,
     /// Write every key of the keyspace once before the run (excluded from results).
     #[arg(long)]
     pub prefill: bool,
@@ -304,7 +310,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
                 profile: segments
                     .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
                     .transpose()?,
-                requests: c.requests.or(a.requests),
+                requests: a.requests.or(c.requests),
                 mix: mix_from(&a, c.ratio.as_deref(), c.mix.as_ref())?,
                 keys,
                 key_prefix: a
@@ -323,6 +329,38 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
                 range: c.range.unwrap_or(10),
                 prefill: a.prefill || c.prefill.unwrap_or(false),
             });
+        }
+    }
+    for (flag, v) in [
+        ("--rate-scale", a.rate_scale),
+        ("--time-scale", a.time_scale),
+    ] {
+        if let Some(x) = v
+            && !(x.is_finite() && x > 0.0)
+        {
+            return Err(err(flag, x, "must be a number > 0"));
+        }
+    }
+    if a.rate_scale.is_some() || a.time_scale.is_some() {
+        let (r, t) = (a.rate_scale.unwrap_or(1.0), a.time_scale.unwrap_or(1.0));
+        for c in &mut classes {
+            if let Some(p) = &c.profile {
+                let segs = p
+                    .segments()
+                    .iter()
+                    .map(|s| Segment {
+                        duration_ns: ((s.duration_ns as f64) * t).round().max(1.0) as u64,
+                        from_rps: s.from_rps * r,
+                        to_rps: s.to_rps * r,
+                    })
+                    .collect();
+                c.profile = Some(Profile::new(segs).map_err(|e| err("--rate-scale", r, e))?);
+            }
+        }
+        if let Some(d) = duration.as_mut()
+            && a.duration.is_none()
+        {
+            *d = Duration::from_secs_f64(d.as_secs_f64() * t);
         }
     }
     let mut names = std::collections::HashSet::new();

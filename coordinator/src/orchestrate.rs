@@ -928,6 +928,7 @@ fn build_report(
                 report::ClassReport {
                     summary: report::Summary::of(&sum, t, duration_s),
                     commands: report::commands(&by, &c.weights(), t, duration_s),
+                    histograms: report::Histograms::of(&sum),
                 },
             )
         })

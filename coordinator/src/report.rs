@@ -363,6 +363,8 @@ pub struct ClassReport {
     pub summary: Summary,
     /// Per command.
     pub commands: BTreeMap<String, Summary>,
+    /// The class's merged histograms.
+    pub histograms: Histograms,
 }
 
 /// `report.json`.

@@ -3,6 +3,7 @@
 //! server's own `INFO commandstats`.
 
 mod support;
+mod workload;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};

@@ -1,0 +1,432 @@
+//! End-to-end tests of the workload vocabulary: rate profiles followed second by second on
+//! the server, command mixes, several classes, closed loop, prefill, warm-up, bad profiles,
+//! and the shipped examples — all checked against the server's own counters.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn run_crest(dir: &TempDir, args: &[&str], want: i32) -> Value {
+    let out = dir.path().join("out");
+    let mut a: Vec<&str> = args.to_vec();
+    let o = out.to_str().unwrap().to_string();
+    a.extend_from_slice(&["--out", &o]);
+    let mut p = Proc::spawn(&crest_bin(), &a, dir.path(), "crest");
+    let code = p.wait(Duration::from_secs(120));
+    assert_eq!(
+        code,
+        want,
+        "crest {args:?} exited {code}: {}",
+        read_log(dir.path(), "crest", "stderr")
+    );
+    if want == 2 {
+        return Value::Null;
+    }
+    read_report(&out)
+}
+
+fn calls(stats: &HashMap<String, u64>, cmd: &str) -> u64 {
+    stats.get(cmd).copied().unwrap_or(0)
+}
+
+fn unix_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A ramp–hold–spike–valley profile: the report's per-second target equals the profile,
+/// and the server's own per-second command counts (INFO commandstats sampled every 10 ms,
+/// interpolated at the run's second boundaries) follow it within 5% per second.
+#[test]
+fn the_server_sees_the_profile_second_by_second() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("profile");
+    let stages = "2s:1000->3000, 2s:3000, 1s:6000, 2s:0, 2s:2000";
+    let expected = [
+        1500.0, 2500.0, 3000.0, 3000.0, 6000.0, 0.0, 0.0, 2000.0, 2000.0,
+    ];
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap().to_string();
+    let addr = server.addr();
+    let mut p = Proc::spawn(
+        &crest_bin(),
+        &[
+            "run",
+            "--target",
+            &addr,
+            "--stages",
+            stages,
+            "--ratio",
+            "1:4",
+            "--connections",
+            "20",
+            "--threads",
+            "1",
+            "--out",
+            &o,
+        ],
+        dir.path(),
+        "crest",
+    );
+    // Sample the server's counter with wall-clock times until crest exits.
+    let mut samples: Vec<(f64, u64)> = Vec::new();
+    let t0 = Instant::now();
+    while p.child.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "run did not end");
+        let s = commandstats(&addr);
+        samples.push((unix_s(), calls(&s, "get") + calls(&s, "set")));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = read_report(&out);
+    let timeline = report["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), expected.len());
+    for (p, want) in timeline.iter().zip(expected) {
+        assert!(
+            (f(p, "target_rate") - want).abs() < 1e-6,
+            "target curve {p} vs {want}"
+        );
+        assert!(
+            (u(p, "scheduled") as f64 - want).abs() <= 1.0,
+            "scheduled {p} vs {want}"
+        );
+    }
+    let started = humantime::parse_rfc3339(report["started_at"].as_str().unwrap()).unwrap();
+    let start = started.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let at = |t: f64| -> f64 {
+        let i = samples.partition_point(|s| s.0 < t);
+        assert!(i > 0 && i < samples.len(), "no samples around {t}");
+        let (a, b) = (samples[i - 1], samples[i]);
+        a.1 as f64 + (b.1 as f64 - a.1 as f64) * (t - a.0) / (b.0 - a.0)
+    };
+    for (k, want) in expected.iter().enumerate() {
+        let got = at(start + k as f64 + 1.0) - at(start + k as f64);
+        assert!(
+            // 5%, plus what interpolating 10 ms samples across a step can add.
+            (got - want).abs() <= 0.05 * want + 60.0,
+            "second {k}: server counted {got:.0}, profile says {want}"
+        );
+    }
+}
+
+/// The command mix holds on the server: every command's count within 1% of its weight's
+/// share (the mix is exact per cycle, so only requests in flight at the end differ).
+#[test]
+fn the_command_mix_matches_its_weights_on_the_server() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("mix");
+    let mix = "GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1";
+    let report = run_crest(
+        &dir,
+        &[
+            "run",
+            "--target",
+            &server.addr(),
+            "--rate",
+            "3000",
+            "--duration",
+            "3s",
+            "--mix",
+            mix,
+            "--keys",
+            "1000",
+            "--batch",
+            "2",
+            "--threads",
+            "1",
+        ],
+        0,
+    );
+    let stats = server.commandstats();
+    let total: f64 = 9000.0;
+    let wsum = 17.0;
+    for item in mix.split(',') {
+        let (cmd, w) = item.split_once('=').unwrap();
+        let want = total * w.parse::<f64>().unwrap() / wsum;
+        let got = calls(&stats, &cmd.to_ascii_lowercase()) as f64;
+        assert!(
+            (got - want).abs() <= 0.01 * want,
+            "{cmd}: server {got}, expected {want}"
+        );
+        let c = &report["commands"][cmd];
+        assert_eq!(
+            u(c, "completed") + u(c, "errors"),
+            got as u64,
+            "{cmd}: report vs server"
+        );
+    }
+    // INCR on a key holding a SET value fails, and says so by kind.
+    let incr = &report["commands"]["INCR"];
+    assert!(u(incr, "errors") == 0 || incr["errors_by_kind"]["ERR"].as_u64().is_some());
+}
+
+/// Two classes at once keep separate books: each class's counts and histograms hold only
+/// its own requests, and the merged histogram is their exact sum.
+#[test]
+fn two_classes_keep_separate_results() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("classes");
+    let profile = dir.path().join("p.toml");
+    std::fs::write(
+        &profile,
+        r#"
+duration = "3s"
+seed = 5
+[[class]]
+name = "small"
+rate = 2000
+mix = { GET = 1 }
+keys = { count = 100, prefix = "small:" }
+values = { size = 100 }
+connections = 8
+prefill = true
+
+[[class]]
+name = "large"
+rate = 10
+mix = { GET = 1 }
+keys = { count = 2, prefix = "large:" }
+values = { size = "2MB" }
+connections = 2
+prefill = true
+"#,
+    )
+    .unwrap();
+    let report = run_crest(
+        &dir,
+        &[
+            "run",
+            "--target",
+            &server.addr(),
+            "--profile",
+            profile.to_str().unwrap(),
+            "--threads",
+            "1",
+        ],
+        0,
+    );
+    let small = &report["classes"]["small"];
+    let large = &report["classes"]["large"];
+    assert_eq!(u(small, "scheduled"), 6000);
+    assert_eq!(u(large, "scheduled"), 30);
+    assert_eq!(u(small, "errors") + u(large, "errors"), 0);
+    let hs = histogram(&small["histograms"]["latency"]);
+    let hl = histogram(&large["histograms"]["latency"]);
+    assert_eq!(hs.len(), u(small, "completed"));
+    assert_eq!(hl.len(), u(large, "completed"));
+    let mut sum = hs.clone();
+    sum.add(&hl).unwrap();
+    assert_eq!(sum, histogram(&report["totals"]["histograms"]["latency"]));
+    // A 2 MB reply takes longer on the wire than a 100-byte one: the classes differ.
+    assert!(f(&large["service_time_us"], "p50") > f(&small["service_time_us"], "p50"));
+    // Server: prefill wrote 102 keys, the run read 6030 times.
+    let stats = server.commandstats();
+    assert_eq!(calls(&stats, "set"), 102);
+    let gets = calls(&stats, "get");
+    let answered = u(&report["totals"], "completed");
+    assert!(gets >= answered && gets <= answered + u(&report["totals"], "in_flight"));
+}
+
+/// Closed loop (`--rate max`): a fixed number of requests, as fast as the pipeline allows.
+#[test]
+fn closed_loop_sends_exactly_the_requested_count() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("closed");
+    let report = run_crest(
+        &dir,
+        &[
+            "run",
+            "--target",
+            &server.addr(),
+            "--rate",
+            "max",
+            "--requests",
+            "20000",
+            "--pipeline",
+            "16",
+            "--connections",
+            "10",
+            "--ratio",
+            "1:0",
+            "--value-size",
+            "1k",
+            "--threads",
+            "1",
+        ],
+        0,
+    );
+    assert_eq!(calls(&server.commandstats(), "set"), 20_000);
+    assert_eq!(u(&report["totals"], "completed"), 20_000);
+    assert_eq!(report["totals"]["target_rate"], "max");
+    assert!(f(&report["totals"], "achieved_rate") > 1000.0);
+}
+
+/// Prefill writes every key once (GETs then all hit); warm-up load is sent but not counted.
+#[test]
+fn prefill_fills_the_keyspace_and_warmup_is_not_counted() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("prefill");
+    let report = run_crest(
+        &dir,
+        &[
+            "run",
+            "--target",
+            &server.addr(),
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+            "--ratio",
+            "0:1",
+            "--keys",
+            "3000",
+            "--prefill",
+            "--threads",
+            "1",
+        ],
+        0,
+    );
+    let crest_worker::resp::Frame::Integer(n) = server.command(&[b"DBSIZE"]) else {
+        panic!("DBSIZE")
+    };
+    assert_eq!(n, 3000);
+    let crest_worker::resp::Frame::Bulk(info) = server.command(&[b"INFO", b"stats"]) else {
+        panic!("INFO")
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    assert!(
+        info.contains("keyspace_misses:0\r"),
+        "every GET hit: {info}"
+    );
+    assert_eq!(
+        u(&report["totals"], "scheduled"),
+        2000,
+        "warm-up requests are not in the books"
+    );
+    let gets = calls(&server.commandstats(), "get");
+    assert!(
+        (2900..=3001).contains(&gets),
+        "server saw warm-up and measured GETs: {gets}"
+    );
+    assert_eq!(calls(&server.commandstats(), "set"), 3000);
+}
+
+fn bad_profile(body: &str, needle: &str) {
+    let dir = TempDir::new("bad-profile");
+    let p = dir.path().join("p.toml");
+    std::fs::write(&p, body).unwrap();
+    let mut proc = Proc::spawn(
+        &crest_bin(),
+        &["run", "--profile", p.to_str().unwrap()],
+        dir.path(),
+        "crest",
+    );
+    let code = proc.wait(Duration::from_secs(30));
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert_eq!(code, 2, "{body}: exit {code}: {err}");
+    assert!(
+        err.contains(needle),
+        "{body}: stderr lacks {needle:?}: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+/// Bad profiles each get one clear line naming the field, and exit code 2.
+#[test]
+fn bad_profiles_name_the_field_and_exit_2() {
+    let class =
+        |extra: &str| format!("duration = \"2s\"\n[[class]]\nname = \"c\"\nrate = 100\n{extra}\n");
+    bad_profile(&class("connections = 0"), "connections");
+    bad_profile(&class("keys = { count = 0 }"), "keys.count");
+    bad_profile(&class("values = { size = 0 }"), "values");
+    bad_profile(&class("values = { size = \"600MB\" }"), "values");
+    bad_profile(&class("ratio = \"1:0:3\""), "ratio");
+    bad_profile(&class("mix = { GET = 0, SET = 0 }"), "weights sum to 0");
+    bad_profile(&class("mix = { FLY = 1 }"), "FLY");
+    bad_profile(
+        &class("keys = { count = 10, distribution = \"zipf\", exponent = 0 }"),
+        "exponent",
+    );
+    bad_profile(&class("colour = \"red\""), "colour");
+    bad_profile(
+        "[[class]]\nname = \"c\"\nprofile = [ { points = [[\"0s\", 10], [\"5s\", 20], [\"3s\", 5]] } ]\n",
+        "times must increase",
+    );
+    bad_profile(
+        "[[class]]\nname = \"c\"\nprofile = [ { hold = \"-5s\", rate = 10 } ]\n",
+        "hold",
+    );
+    bad_profile(
+        "[[class]]\nname = \"c\"\nprofile = [ { hold = \"5s\", rate = -1 } ]\n",
+        "rate",
+    );
+    bad_profile(
+        "[[class]]\nname = \"c\"\nstages = \"5s:10\"\nrate = 5\n",
+        "only one",
+    );
+}
+
+/// Every shipped example runs, scaled down, against a real server without errors.
+#[test]
+fn the_examples_run_against_valkey() {
+    let server = Server::start(Kind::Valkey);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let runs: [(&str, &[&str]); 4] = [
+        (
+            "valkey-1m-rps.toml",
+            &[
+                "--rate-scale",
+                "0.004",
+                "--time-scale",
+                "0.04",
+                "--keys",
+                "5000",
+            ],
+        ),
+        (
+            "peaks-and-valleys.toml",
+            &["--rate-scale", "0.02", "--time-scale", "0.02"],
+        ),
+        (
+            "noisy-neighbour.toml",
+            &["--rate-scale", "0.02", "--time-scale", "0.05"],
+        ),
+        ("zset-growth.toml", &["--batch", "1000", "--requests", "40"]),
+    ];
+    for (file, extra) in runs {
+        let dir = TempDir::new("example");
+        let path = root.join(file);
+        let addr = server.addr();
+        let mut args = vec![
+            "run",
+            "--target",
+            &addr,
+            "--profile",
+            path.to_str().unwrap(),
+            "--threads",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let report = run_crest(&dir, &args, 0);
+        let t = &report["totals"];
+        assert!(u(t, "completed") > 0, "{file}: {t}");
+        assert_eq!(u(t, "errors"), 0, "{file}: {}", t["errors_by_kind"]);
+    }
+    let crest_worker::resp::Frame::Integer(members) = server.command(&[b"ZCARD", b"growth0"])
+    else {
+        panic!("ZCARD")
+    };
+    assert_eq!(members, 40_000, "40 ZADDs of 1000 new members each");
+}
+
+fn histogram(v: &Value) -> crest_worker::hist::Hist {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().unwrap())
+        .unwrap();
+    crest_worker::hist::decode(&bytes).unwrap()
+}
