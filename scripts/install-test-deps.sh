@@ -19,6 +19,18 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
 fi
 
+# The multi-host test builds hosts from network namespaces (iproute2) and delays one path
+# with an nft redirect.
+missing=()
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || command -v iptables >/dev/null 2>&1 || missing+=(nftables)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
 valkey_path() {
   python3 - <<'PY' 2>/dev/null
 import importlib.util, os, sys, glob

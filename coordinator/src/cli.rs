@@ -94,6 +94,9 @@ pub struct RunArgs {
     /// Write every key of the keyspace once before the run (excluded from results).
     #[arg(long)]
     pub prefill: bool,
+    /// Timeline resolution: length of one reported interval, 10ms to 60s [default: 1s].
+    #[arg(long, value_parser = config::parse_duration)]
+    pub interval: Option<Duration>,
     /// Run this long first, excluded from results, e.g. 10s.
     #[arg(long, value_parser = config::parse_duration)]
     pub warmup: Option<Duration>,
@@ -437,11 +440,20 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     if timeout.is_zero() {
         return Err(err("--timeout", "0s", "must be > 0, e.g. 5s"));
     }
+    let interval = a.interval.unwrap_or(Duration::from_secs(1));
+    if interval < Duration::from_millis(10) || interval > Duration::from_secs(60) {
+        return Err(err(
+            "--interval",
+            format!("{interval:?}"),
+            "must be 10ms to 60s",
+        ));
+    }
     Ok(RunConfig {
         target: a.target.or(file.target),
         classes,
         duration,
         warmup,
+        interval,
         arrival,
         pacer,
         timeout,

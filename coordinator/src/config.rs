@@ -192,6 +192,8 @@ pub struct RunConfig {
     pub duration: Duration,
     /// Unmeasured lead-in at each class's first rate.
     pub warmup: Duration,
+    /// Length of one timeline interval (1 s by default).
+    pub interval: Duration,
     /// Arrival process.
     pub arrival: Arrival,
     /// Pacer.

@@ -470,6 +470,7 @@ async fn start_phase(
             shards,
             backlog_limit: cfg.backlog_limit,
             warmup_ns: phase.warmup.as_nanos() as u64,
+            interval_ns: cfg.interval.as_nanos() as u64,
         };
         let _ = phase.duration;
         m.link
@@ -816,12 +817,14 @@ fn progress_sample(
         }
     }
     let all = merge::all_commands(&by);
-    let t0 = u64::from(latest) * 1_000_000_000;
+    let iv = cfg.interval.as_nanos() as u64;
+    let t0 = u64::from(latest) * iv;
+    let per_s = 1e9 / iv as f64;
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
         total_s: duration.as_secs_f64(),
-        target_rate: cfg.expected(t0, t0 + 1_000_000_000),
-        achieved_rate: all.completed as f64,
+        target_rate: cfg.expected(t0, t0 + iv) * per_s,
+        achieved_rate: all.completed as f64 * per_s,
         p99_us: all.latency.value_at_quantile(0.99) as f64 / 1_000.0,
         errors,
         alive: alive.len(),
@@ -893,14 +896,17 @@ fn build_report(
             histograms: report::Histograms::of(&t),
         });
     }
-    let last = (duration_ns.div_ceil(1_000_000_000).max(1) - 1) as u32;
+    let iv = cfg.interval.as_nanos() as u64;
+    let iv_s = iv as f64 / 1e9;
+    let last = (duration_ns.div_ceil(iv).max(1) - 1) as u32;
     let timeline: Vec<TimelinePoint> = (0..=last)
         .map(|k| {
             let by = timeline.remove(&k).unwrap_or_default();
-            let t0 = u64::from(k) * 1_000_000_000;
-            let target = cfg.expected(t0, t0 + 1_000_000_000);
+            let t0 = u64::from(k) * iv;
+            let target = cfg.expected(t0, t0 + iv) / iv_s;
             TimelinePoint::of(
                 k,
+                iv_s,
                 &merge::all_commands(&by),
                 target,
                 due.get(&k).copied().unwrap_or(0.0),
@@ -1007,7 +1013,7 @@ fn build_report(
         checks: Checks {
             intervals_match_totals: problems.is_empty(),
             problems,
-            generator_bound_seconds: timeline
+            generator_bound_intervals: timeline
                 .iter()
                 .filter(|p| p.generator_bound)
                 .map(|p| p.t_s)

@@ -191,18 +191,18 @@ pub struct ShortPercentiles {
     pub p999: f64,
 }
 
-/// One second of the run.
+/// One interval of the run (1 s unless `--interval` says otherwise).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TimelinePoint {
-    /// Start of the second, seconds since the run's start.
-    pub t_s: u32,
-    /// Rate the profile asked for in this second.
+    /// Start of the interval, seconds since the measured start.
+    pub t_s: f64,
+    /// Rate the profile asked for in this interval, requests per second.
     pub target_rate: f64,
-    /// Requests scheduled in this second.
+    /// Requests scheduled in this interval (a count).
     pub scheduled: u64,
-    /// Non-error replies received in this second.
+    /// Non-error replies received in this interval, per second.
     pub achieved_rate: f64,
-    /// Failed requests in this second.
+    /// Failed requests in this interval (a count).
     pub errors: u64,
     /// Latency of the replies received in this second.
     pub latency_us: ShortPercentiles,
@@ -220,15 +220,16 @@ impl TimelinePoint {
     /// Builds one point from the merged second, the profile's target for it, and what the
     /// workers that reported this second were due to schedule (`due`; less than `target`
     /// when a worker was lost).
-    pub fn of(t_s: u32, s: &CmdStats, target: f64, due: f64) -> Self {
+    pub fn of(index: u32, interval_s: f64, s: &CmdStats, target: f64, due_rate: f64) -> Self {
         let lag_p99 = s.schedule_lag.value_at_quantile(0.99);
+        let due = due_rate * interval_s;
         let short_of_schedule = (s.scheduled as f64) < due * 0.98 - 3.0 * due.sqrt() - 2.0;
         let pacer_late = lag_p99 > 1_000_000 && (s.backlogged as f64) < 0.01 * s.scheduled as f64;
         Self {
-            t_s,
+            t_s: round2(f64::from(index) * interval_s),
             target_rate: round2(target),
             scheduled: s.scheduled,
-            achieved_rate: s.completed as f64,
+            achieved_rate: round2(s.completed as f64 / interval_s),
             errors: s.error_total(),
             latency_us: ShortPercentiles {
                 p50: us(s.latency.value_at_quantile(0.5)),
@@ -288,8 +289,8 @@ pub struct Checks {
     pub intervals_match_totals: bool,
     /// One sentence per problem found.
     pub problems: Vec<String>,
-    /// Seconds in which the generator could not keep its schedule.
-    pub generator_bound_seconds: Vec<u32>,
+    /// Start times (s) of the intervals in which the generator could not keep its schedule.
+    pub generator_bound_intervals: Vec<f64>,
 }
 
 /// One class's settings, echoed so the run can be repeated.
@@ -520,11 +521,11 @@ impl Report {
                 w.completed
             );
         }
-        if !self.checks.generator_bound_seconds.is_empty() {
+        if !self.checks.generator_bound_intervals.is_empty() {
             let _ = writeln!(
                 out,
-                "WARNING: the generator could not keep its schedule in second(s) {:?}; latency there describes the client, not the server",
-                self.checks.generator_bound_seconds
+                "WARNING: the generator could not keep its schedule in the interval(s) starting at {:?} s; latency there describes the client, not the server",
+                self.checks.generator_bound_intervals
             );
         }
         for p in &self.checks.problems {
@@ -614,24 +615,24 @@ mod tests {
             scheduled: 800,
             ..Default::default()
         };
-        assert!(TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound);
+        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound);
         s.scheduled = 960;
         assert!(
-            !TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound,
             "Poisson noise"
         );
         assert!(
-            !TimelinePoint::of(0, &s, 2000.0, 1000.0).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 2000.0, 1000.0).generator_bound,
             "a lost worker's share is not the generator's fault"
         );
         s.scheduled = 1000;
         for _ in 0..100 {
             hist::record(&mut s.schedule_lag, 5_000_000);
         }
-        assert!(TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound);
+        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound);
         s.backlogged = 100;
         assert!(
-            !TimelinePoint::of(0, &s, 1000.0, 1000.0).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound,
             "waiting for a connection is the server's doing"
         );
     }

@@ -2,6 +2,7 @@
 //! Valkey servers started here on free loopback ports. Every number checked against the
 //! server's own `INFO commandstats`.
 
+mod netns;
 mod support;
 mod workload;
 

@@ -299,6 +299,7 @@ async fn start_run(
             pacer: plan.pacer,
             start,
             warmup: plan.warmup,
+            interval: plan.interval,
             timeout: plan.timeout,
             drain: plan.drain,
             backlog_limit: plan.backlog_limit,
@@ -317,6 +318,7 @@ async fn start_run(
         target: plan.target.clone(),
         classes,
         warmup_ns,
+        interval_ns: plan.interval.as_nanos() as u64,
         share: shares,
         stop,
         rx: erx,
@@ -355,6 +357,7 @@ struct ActiveRun {
     target: String,
     classes: Vec<ClassNames>,
     warmup_ns: u64,
+    interval_ns: u64,
     share: f64,
     stop: Arc<AtomicBool>,
     rx: mpsc::UnboundedReceiver<ShardEvent>,
@@ -453,13 +456,14 @@ impl ActiveRun {
 
     fn interval_msg(&mut self, index: u32, stats: Vec<Stats>) -> Out {
         self.intervals_sent += 1;
-        let t0 = self.warmup_ns + u64::from(index) * 1_000_000_000;
+        let t0 = self.warmup_ns + u64::from(index) * self.interval_ns;
         let target: f64 = self
             .classes
             .iter()
             .filter_map(|c| c.profile.as_ref())
-            .map(|p| p.expected(t0, t0 + 1_000_000_000))
-            .sum();
+            .map(|p| p.expected(t0, t0 + self.interval_ns))
+            .sum::<f64>()
+            / (self.interval_ns as f64 / 1e9);
         Out::Interval(pb::Interval {
             run_id: self.run_id.clone(),
             index,

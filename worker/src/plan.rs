@@ -84,6 +84,8 @@ pub struct Plan {
     pub drain: Duration,
     /// Unmeasured lead-in.
     pub warmup: Duration,
+    /// Length of one reported interval.
+    pub interval: Duration,
     /// Shards in the whole cluster.
     pub total_shards: u32,
     /// This worker's shards.
@@ -237,6 +239,11 @@ impl Plan {
             timeout: Duration::from_nanos(p.timeout_ns.max(1_000_000)),
             drain: Duration::from_nanos(p.drain_ns),
             warmup: Duration::from_nanos(p.warmup_ns),
+            interval: Duration::from_nanos(if p.interval_ns == 0 {
+                1_000_000_000
+            } else {
+                p.interval_ns.max(1_000_000)
+            }),
             total_shards: p.total_shards.max(1),
             shards: p
                 .shards

@@ -80,6 +80,8 @@ pub struct ShardConfig {
     pub start: Instant,
     /// Requests due before this are not measured; intervals count from here.
     pub warmup: Duration,
+    /// Length of one reported interval.
+    pub interval: Duration,
     /// A request unanswered this long after its write fails as `timeout`.
     pub timeout: Duration,
     /// After the schedule ends, wait at most this long for outstanding replies.
@@ -109,7 +111,7 @@ pub enum ShardEvent {
         /// The first connect error, if any connection failed.
         error: Option<String>,
     },
-    /// Results of one second, by completion time, one [`Stats`] per class.
+    /// Results of one interval (1 s by default), by completion time, one [`Stats`] per class.
     Interval {
         /// Shard index.
         shard: u32,
@@ -331,6 +333,7 @@ struct Shard {
     dirty: Vec<u32>,
     rng: Rng,
     warmup: u64,
+    interval_ns: u64,
     interval_index: u32,
     last_interval: u32,
     intervals_sent: u32,
@@ -398,6 +401,7 @@ impl Shard {
             });
         }
         let measured = end.saturating_sub(warmup);
+        let interval_ns = (cfg.interval.as_nanos() as u64).max(1_000_000);
         Ok(Self {
             ep: Epoll::new()?,
             conns,
@@ -406,7 +410,8 @@ impl Shard {
             rng: Rng::new(cfg.seed),
             warmup,
             interval_index: 0,
-            last_interval: (measured.div_ceil(NS_PER_S).max(1) - 1) as u32,
+            interval_ns,
+            last_interval: (measured.div_ceil(interval_ns).max(1) - 1) as u32,
             intervals_sent: 0,
             conn_errors: Vec::new(),
             cfg,
@@ -524,7 +529,7 @@ impl Shard {
                 next_sweep = now + SWEEP_NS;
             }
             if now >= self.warmup {
-                let idx = (((now - self.warmup) / NS_PER_S) as u32).min(self.last_interval);
+                let idx = (((now - self.warmup) / self.interval_ns) as u32).min(self.last_interval);
                 if idx != self.interval_index {
                     self.ship_interval();
                     self.interval_index = idx;
@@ -538,7 +543,7 @@ impl Shard {
         if self.interval_index >= self.last_interval {
             u64::MAX
         } else {
-            self.warmup + u64::from(self.interval_index + 1) * NS_PER_S
+            self.warmup + u64::from(self.interval_index + 1) * self.interval_ns
         }
     }
 
