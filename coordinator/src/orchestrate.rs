@@ -483,6 +483,22 @@ async fn start_phase(
     (run_id, start_local, started_at)
 }
 
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, Kubernetes deleting the Job).
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// Starts `count` in-process workers that dial `addr` over loopback, the same path remote
 /// workers take. Cores are dealt out round-robin so local workers do not share a core.
 fn start_local_workers(
@@ -544,7 +560,7 @@ async fn wait_for_workers(
         let ev = tokio::select! {
             ev = events.recv() => ev,
             _ = tokio::time::sleep_until(deadline) => None,
-            _ = tokio::signal::ctrl_c() => return Err(RunError::Interrupted),
+            _ = interrupted() => return Err(RunError::Interrupted),
         };
         match ev {
             Some(HubEvent::Joined(link)) => {
@@ -677,9 +693,8 @@ async fn collect(
     );
     let (int_tx, mut int_rx) = oneshot::channel::<()>();
     let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = int_tx.send(());
-        }
+        interrupted().await;
+        let _ = int_tx.send(());
     });
     let result = loop {
         if members.iter().all(|m| m.done || m.lost()) {

@@ -1040,7 +1040,16 @@ impl Shard {
                         }
                     }
                     c.rstart += len;
-                    class.free.push_back(ci as u32);
+                    if class.schedule.is_some() {
+                        class.free.push_back(ci as u32);
+                    } else if c.inflight.is_empty() {
+                        // Closed loop refills a connection's whole pipeline at once, as
+                        // valkey-benchmark does: one write of `pipeline` requests instead of
+                        // a trickle of small ones, which the server reads more cheaply too.
+                        for _ in 0..class.pipeline {
+                            class.free.push_back(ci as u32);
+                        }
+                    }
                 }
                 Err(_) => {
                     self.conn_down(ci, now, "protocol_error", "disconnected");
