@@ -122,14 +122,6 @@ fn check_against_server(
     }
 }
 
-fn histogram(v: &Value) -> crest_worker::hist::Hist {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(v.as_str().expect("histogram string"))
-        .unwrap();
-    crest_worker::hist::decode(&bytes).unwrap()
-}
-
 fn two_workers_against(kind: Kind) {
     let server = Server::start(kind);
     let dir = TempDir::new("two-workers");
@@ -201,11 +193,9 @@ fn worker_killed_mid_run_is_marked_lost_and_the_run_completes() {
         &["--rate", "2000", "--duration", "6s", "--connections", "10"],
     );
     // Wait until the run is under way (the server sees traffic), then kill one worker.
-    let t0 = Instant::now();
-    while server.commandstats().get("get").copied().unwrap_or(0) < 2000 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_calls(2000, || {
+        server.commandstats().get("get").copied().unwrap_or(0)
+    });
     workers[1].kill();
     // Exit 3: a report was written, but it is incomplete.
     let report = finish_with(&dir, &mut coord, Duration::from_secs(60), 3);
@@ -247,11 +237,7 @@ fn coordinator_killed_mid_run_stops_the_load_within_two_seconds() {
         1,
         &["--rate", "3000", "--duration", "30s", "--connections", "10"],
     );
-    let t0 = Instant::now();
-    while total_calls(&server) < 3000 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_calls(3000, || total_calls(&server));
     coord.kill();
     std::thread::sleep(Duration::from_secs(2));
     let at_2s = total_calls(&server);
@@ -290,11 +276,7 @@ fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
             "1:10",
         ],
     );
-    let t0 = Instant::now();
-    while total_calls(&server) < 20_000 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_calls(20_000, || total_calls(&server));
     let reply = server.command(&[b"DEBUG", b"SLEEP", b"0.5"]);
     assert_eq!(reply, crest_worker::resp::Frame::Simple(b"OK".to_vec()));
     let report = finish(&dir, &mut coord, Duration::from_secs(60));
@@ -618,11 +600,7 @@ fn a_frozen_worker_is_marked_lost_and_stops_when_thawed() {
         2,
         &["--rate", "2000", "--duration", "6s", "--connections", "10"],
     );
-    let t0 = Instant::now();
-    while total_calls(&server) < 2000 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_calls(2000, || total_calls(&server));
     let pid = workers[0].child.id() as i32;
     // SAFETY: signalling a child process we own.
     unsafe { libc::kill(pid, libc::SIGSTOP) };

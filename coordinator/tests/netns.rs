@@ -311,14 +311,6 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn histogram(v: &Value) -> crest_worker::hist::Hist {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(v.as_str().expect("histogram string"))
-        .unwrap();
-    crest_worker::hist::decode(&bytes).unwrap()
-}
-
 /// The built cluster: hosts plus the server running on its host.
 struct Cluster {
     // Field order is drop order: processes die before their namespaces go.

@@ -306,3 +306,21 @@ pub fn f(v: &serde_json::Value, key: &str) -> f64 {
         .as_f64()
         .unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
+
+/// Decodes a report histogram (base64 V2 + DEFLATE).
+pub fn histogram(v: &serde_json::Value) -> crest_worker::hist::Hist {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().expect("histogram string"))
+        .unwrap();
+    crest_worker::hist::decode(&bytes).unwrap()
+}
+
+/// Waits (at most 30 s) until `calls()` reaches `n`: the run is under way.
+pub fn wait_for_calls(n: u64, calls: impl Fn() -> u64) {
+    let t0 = Instant::now();
+    while calls() < n {
+        assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

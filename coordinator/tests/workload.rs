@@ -422,11 +422,3 @@ fn the_examples_run_against_valkey() {
     };
     assert_eq!(members, 40_000, "40 ZADDs of 1000 new members each");
 }
-
-fn histogram(v: &Value) -> crest_worker::hist::Hist {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(v.as_str().unwrap())
-        .unwrap();
-    crest_worker::hist::decode(&bytes).unwrap()
-}
