@@ -387,7 +387,12 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
                 .map(|p| Duration::from_nanos(p.duration_ns()))
         })
         .max();
-    let duration = duration.or(longest).unwrap_or(Duration::ZERO);
+    // The measured length: given, or the longest profile — never shorter than a profile, so
+    // no second the workers run falls outside the timeline.
+    let duration = match (duration, longest) {
+        (Some(d), Some(l)) => d.max(l),
+        (d, l) => d.or(l).unwrap_or(Duration::ZERO),
+    };
     if duration.is_zero()
         && classes
             .iter()

@@ -73,7 +73,7 @@ pub struct Final {
 pub struct WorkerBooks {
     /// Intervals received, by index.
     pub intervals: BTreeMap<u32, ByCommand>,
-    /// The worker's own target (requests due) for each interval received.
+    /// The worker's own target rate (requests per second due) for each interval received.
     pub targets: BTreeMap<u32, f64>,
     /// The final message, when it came.
     pub final_: Option<Final>,

@@ -440,13 +440,8 @@ async fn start_phase(
                 classes: (0..phase.classes.len())
                     .map(|c| pb::ShardClass {
                         connections: conns[c][g] as u32,
-                        // A closed-loop class bounded by count with a shard whose share is 0
-                        // must not run unbounded: give it an impossible 0-budget marker.
-                        requests: if phase.budgets[c].is_some() && budgets[c][g] == 0 {
-                            u64::MAX
-                        } else {
-                            budgets[c][g]
-                        },
+                        requests: budgets[c][g],
+                        bounded: phase.budgets[c].is_some(),
                     })
                     .collect(),
             });
@@ -928,13 +923,7 @@ fn build_report(
             )
         })
         .collect();
-    let mut weights: BTreeMap<String, u32> = BTreeMap::new();
-    for c in &cfg.classes {
-        for (k, w) in c.weights() {
-            *weights.entry(k).or_default() += w;
-        }
-    }
-    let classes = cfg
+    let classes: BTreeMap<String, report::ClassReport> = cfg
         .classes
         .iter()
         .map(|c| {
@@ -996,8 +985,8 @@ fn build_report(
                     mix: c.mix.iter().cloned().collect(),
                     keys: c.keys,
                     key_prefix: c.key_prefix.clone(),
-                    key_distribution: format!("{:?}", c.key_dist),
-                    value_sizes: format!("{:?}", c.values),
+                    key_distribution: c.key_dist.to_string(),
+                    value_sizes: c.values.to_string(),
                     connections: c.connections,
                     pipeline: c.pipeline,
                     ttl_s: c.ttl,
@@ -1013,6 +1002,7 @@ fn build_report(
             timeout_s: cfg.timeout.as_secs_f64(),
             drain_s: cfg.drain.as_secs_f64(),
             warmup_s: cfg.warmup.as_secs_f64(),
+            interval_s: cfg.interval.as_secs_f64(),
             seed: cfg.seed.to_string(),
             backlog_limit: cfg.backlog_limit,
         },
@@ -1023,7 +1013,7 @@ fn build_report(
             unsent,
             histograms: report::Histograms::of(&merge::all_commands(&all)),
         },
-        commands: report::commands(&merge::by_name(&all), &weights, target, duration_s),
+        commands: report::commands_over_classes(&merge::by_name(&all), &classes, duration_s),
         classes,
         checks: Checks {
             intervals_match_totals: problems.is_empty(),

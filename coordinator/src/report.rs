@@ -339,6 +339,8 @@ pub struct Settings {
     pub drain_s: f64,
     /// Unmeasured lead-in, seconds.
     pub warmup_s: f64,
+    /// Length of one timeline interval, seconds.
+    pub interval_s: f64,
     /// Seed (a string: JSON readers lose precision on u64).
     pub seed: String,
     /// Requests per shard and class allowed to wait for a free connection.
@@ -557,6 +559,38 @@ impl Report {
         }
         out
     }
+}
+
+/// Per-command summaries over every class: a command's target is the sum of its targets in
+/// each class (a rate where any open-loop class sends it, else "max").
+pub fn commands_over_classes(
+    by: &BTreeMap<String, CmdStats>,
+    classes: &BTreeMap<String, ClassReport>,
+    duration_s: f64,
+) -> BTreeMap<String, Summary> {
+    let mut targets: BTreeMap<String, (f64, bool)> = BTreeMap::new();
+    for c in classes.values() {
+        for (name, s) in &c.commands {
+            let e = targets.entry(name.clone()).or_insert((0.0, false));
+            match s.target_rate {
+                Target::Rate(r) => {
+                    e.0 += r;
+                    e.1 = true;
+                }
+                Target::Max(_) => {}
+            }
+        }
+    }
+    by.iter()
+        .filter(|(_, s)| s.scheduled > 0 || s.error_total() > 0)
+        .map(|(name, s)| {
+            let t = match targets.get(name) {
+                Some((r, true)) => Target::Rate(*r),
+                _ => Target::MAX,
+            };
+            (name.clone(), Summary::of(s, t, duration_s))
+        })
+        .collect()
 }
 
 /// Per-command summaries; each command's target is its weight's share of `target`.

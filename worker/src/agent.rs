@@ -284,7 +284,7 @@ async fn start_run(
                     )
                 }),
                 closed_until: c.closed_for.map(|d| d + plan.warmup),
-                budget: if requests == 0 { u64::MAX } else { requests },
+                budget: requests.unwrap_or(u64::MAX),
                 connections,
                 pipeline: c.pipeline,
             })

@@ -21,6 +21,32 @@ pub enum KeyDist {
     },
 }
 
+impl std::fmt::Display for KeyDist {
+    /// The `--key-dist` spelling: `uniform`, `sequential`, `zipf:0.99`, `gaussian:MEAN:STDDEV`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyDist::Uniform => write!(f, "uniform"),
+            KeyDist::Sequential => write!(f, "sequential"),
+            KeyDist::Zipf(s) => write!(f, "zipf:{s}"),
+            KeyDist::Gaussian { mean, stddev } => write!(f, "gaussian:{mean}:{stddev}"),
+        }
+    }
+}
+
+impl std::fmt::Display for ValueSizes {
+    /// The `--value-size` spelling: `1024`, `100-4096`, `100:3,4096:1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueSizes::Fixed(n) => write!(f, "{n}"),
+            ValueSizes::Range(a, b) => write!(f, "{a}-{b}"),
+            ValueSizes::Weighted(list) => {
+                let parts: Vec<String> = list.iter().map(|(s, w)| format!("{s}:{w}")).collect();
+                write!(f, "{}", parts.join(","))
+            }
+        }
+    }
+}
+
 /// A bad keyspace or value setting.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ShapeError {

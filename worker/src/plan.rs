@@ -46,8 +46,8 @@ pub struct ShardPart {
     pub share: f64,
     /// RNG seed.
     pub seed: u64,
-    /// Per class: (connections, closed-loop request budget or 0).
-    pub classes: Vec<(u32, u64)>,
+    /// Per class: (connections, closed-loop request budget; None: unbounded).
+    pub classes: Vec<(u32, Option<u64>)>,
 }
 
 /// One class, checked.
@@ -256,7 +256,7 @@ impl Plan {
                     classes: s
                         .classes
                         .iter()
-                        .map(|c| (c.connections, c.requests))
+                        .map(|c| (c.connections, c.bounded.then_some(c.requests)))
                         .collect(),
                 })
                 .collect(),

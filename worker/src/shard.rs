@@ -115,7 +115,7 @@ pub enum ShardEvent {
     Interval {
         /// Shard index.
         shard: u32,
-        /// Second since the end of the warm-up.
+        /// Interval since the end of the warm-up.
         index: u32,
         /// Results of that second, per class.
         stats: Vec<Stats>,
@@ -375,7 +375,7 @@ impl Shard {
             let class_end = match (&c.schedule, c.closed_until) {
                 (Some(s), _) => s.profile().duration_ns(),
                 (None, Some(u)) => u.as_nanos() as u64,
-                (None, None) => warmup + NS_PER_S,
+                (None, None) => warmup,
             };
             end = end.max(class_end);
             for _ in 0..c.connections {
@@ -402,6 +402,10 @@ impl Shard {
         }
         let measured = end.saturating_sub(warmup);
         let interval_ns = (cfg.interval.as_nanos() as u64).max(1_000_000);
+        // A closed loop bounded only by its count has no known end: intervals run on.
+        let open_ended = states
+            .iter()
+            .any(|c| c.closed() && c.closed_until.is_none());
         Ok(Self {
             ep: Epoll::new()?,
             conns,
@@ -411,7 +415,11 @@ impl Shard {
             warmup,
             interval_index: 0,
             interval_ns,
-            last_interval: (measured.div_ceil(interval_ns).max(1) - 1) as u32,
+            last_interval: if open_ended {
+                u32::MAX - 1
+            } else {
+                (measured.div_ceil(interval_ns).max(1) - 1) as u32
+            },
             intervals_sent: 0,
             conn_errors: Vec::new(),
             cfg,
@@ -814,9 +822,10 @@ impl Shard {
                 // Only stale tokens were left; the mixer's pick is simply not used.
                 break;
             }
-            let c = &mut self.classes[ci];
-            c.budget -= 1;
+            // Warm-up requests do not use the budget: --requests counts measured requests.
             if now >= self.warmup {
+                let c = &mut self.classes[ci];
+                c.budget -= 1;
                 c.interval.cmds[cmd as usize].scheduled += 1;
             }
         }
