@@ -7,3 +7,5 @@ cd "$(dirname "$0")/.."
 cargo build --workspace --bins --tests
 # One test at a time: the end-to-end tests run real servers and real load on 2 cores.
 cargo test --workspace -- --test-threads="${CREST_TEST_THREADS:-1}"
+./deploy/k8s/validate.sh  # Kubernetes manifests: kustomize render + schema checks, offline
+./deploy/test-compose.sh   # container image + compose cluster, for real (loud skip without a Docker engine)

@@ -479,7 +479,7 @@ async fn start_phase(
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, Kubernetes deleting the Job).
-async fn interrupted() {
+pub async fn interrupted() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {

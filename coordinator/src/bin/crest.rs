@@ -63,10 +63,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(e) => return Ok(usage(format!("--listen {listen}: cannot listen: {e}"))),
             };
             eprintln!("crest: built-in target listening on {}", l.local_addr()?);
-            crest::sink::serve(l, async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+            crest::sink::serve(l, orchestrate::interrupted()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Cmd::Run(args) => {
@@ -76,10 +73,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let out = cfg.out.clone();
             if let Some(dir) = &out
-                && let Err(e) = std::fs::create_dir_all(dir)
+                && let Err(e) = std::fs::create_dir_all(dir).and_then(|()| {
+                    // Fail now, not after the run, when the report cannot be written.
+                    let probe = dir.join(".crest-write-check");
+                    std::fs::write(&probe, b"")?;
+                    std::fs::remove_file(&probe)
+                })
             {
                 return Ok(usage(format!(
-                    "--out {}: cannot create the folder: {e}",
+                    "--out {}: cannot write there: {e}",
                     dir.display()
                 )));
             }
