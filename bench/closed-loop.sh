@@ -4,10 +4,15 @@
 # pinned to core 0. Prints each tool's throughput and CPU seconds (user + sys) per million
 # requests, and the ratios.
 #
+# Both tools write the same keys: without -r redis-benchmark SETs one key over and over, so
+# crest gets --keys 1; KEYS=100000 gives both a 100,000-key space (-r / --keys).
+#
 #   bench/closed-loop.sh [REQUESTS]      default 2,000,000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2000000}
+KEYS=${KEYS:-1}
+if [ "$KEYS" = 1 ]; then RB_KEYS=(); else RB_KEYS=(-r "$KEYS"); fi
 SERVER=${CREST_SERVER:-valkey-server}
 cargo build --release --bins -q
 work=$(mktemp -d); pids=()
@@ -20,7 +25,7 @@ for _ in $(seq 50); do redis-cli -p "$SP" ping >/dev/null 2>&1 && break; sleep 0
 
 # redis-benchmark: CPU from GNU time's user+sys, throughput from its own summary.
 /usr/bin/time -f "%U %S" -o "$work/rb.time" taskset -c 1 redis-benchmark -p "$SP" -c 50 -P 16 \
-  -t set -d 1024 -n "$N" --threads 1 -q > "$work/rb.out" 2>&1
+  -t set -d 1024 -n "$N" --threads 1 "${RB_KEYS[@]}" -q > "$work/rb.out" 2>&1
 rb_rps=$(grep -oE 'SET: [0-9.]+' "$work/rb.out" | awk '{print $2}')
 rb_cpu=$(awk '{print $1 + $2}' "$work/rb.time")
 redis-cli -p "$SP" flushall >/dev/null
@@ -28,7 +33,7 @@ redis-cli -p "$SP" flushall >/dev/null
 # Crest: a remote-style worker process so its CPU is the generator's alone.
 taskset -c 0 target/release/crest run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
   --target "127.0.0.1:$SP" --rate max --requests "$N" --pipeline 16 --connections 50 \
-  --ratio 1:0 --value-size 1024 --seed 1 --out "$work/out" >/dev/null 2>"$work/crest.err" &
+  --ratio 1:0 --value-size 1024 --keys "$KEYS" --key-prefix key: --seed 1 --out "$work/out" >/dev/null 2>"$work/crest.err" &
 cpid=$!; pids+=($cpid)
 target/release/crest-worker --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>"$work/worker.err" &
 wpid=$!; pids+=($wpid)
