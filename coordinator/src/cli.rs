@@ -479,3 +479,51 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         backlog_limit: a.backlog_limit.max(1),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(path: &str) -> Result<RunConfig, ConfigError> {
+        to_config(RunArgs {
+            profile: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)),
+            local_workers: 1,
+            ..Default::default()
+        })
+    }
+
+    /// Every profile the project ships parses and checks: the examples and the one the
+    /// Kubernetes Job mounts.
+    #[test]
+    fn shipped_profiles_parse() {
+        for p in [
+            "../examples/valkey-1m-rps.toml",
+            "../examples/peaks-and-valleys.toml",
+            "../examples/noisy-neighbour.toml",
+            "../examples/zset-growth.toml",
+            "../deploy/k8s/profile.toml",
+        ] {
+            let cfg = load(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert!(!cfg.classes.is_empty(), "{p}");
+        }
+        let k8s = load("../deploy/k8s/profile.toml").unwrap();
+        assert_eq!(k8s.classes[0].connections, 150);
+        assert_eq!(k8s.duration, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let cfg = to_config(RunArgs {
+            profile: Some(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/zset-growth.toml"),
+            ),
+            requests: Some(40),
+            batch: Some(1000),
+            local_workers: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.classes[0].requests, Some(40));
+        assert_eq!(cfg.classes[0].batch, 1000);
+    }
+}
