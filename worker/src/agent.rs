@@ -148,6 +148,8 @@ async fn session(
     let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();
     let mut run: Option<ActiveRun> = None;
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    // Checked ten times a second, so load stops at most 1.1 s after the last word.
+    let mut watchdog = tokio::time::interval(DEAD_MAN / 10);
     let mut last_heard = Instant::now();
     let mut welcomed = false;
     loop {
@@ -190,13 +192,15 @@ async fn session(
                     run = None;
                 }
             }
-            _ = heartbeat.tick() => {
+            _ = watchdog.tick() => {
                 if last_heard.elapsed() > DEAD_MAN {
                     if run.take().is_some() {
                         tracing::warn!("coordinator silent: run stopped and discarded");
                     }
                     return Err(SessionError::Silent);
                 }
+            }
+            _ = heartbeat.tick() => {
                 if welcomed {
                     send(&tx, Out::Heartbeat(pb::Heartbeat {})).await?;
                 }
