@@ -639,3 +639,29 @@ fn a_frozen_worker_is_marked_lost_and_stops_when_thawed() {
     assert_eq!(a, total_calls(&server), "a thawed worker went on sending");
     workers[0].kill();
 }
+
+/// A frozen coordinator (SIGSTOP: its connections stay open but it says nothing): the
+/// workers' dead man's switch stops the load within about a second anyway.
+#[test]
+fn a_frozen_coordinator_stops_the_load_too() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("freeze-coordinator");
+    let (mut coord, _workers) = start_cluster(
+        &dir,
+        &server.addr(),
+        1,
+        &["--rate", "3000", "--duration", "30s", "--connections", "10"],
+    );
+    wait_for_calls(3000, || total_calls(&server));
+    let pid = coord.child.id() as i32;
+    // SAFETY: signalling a child process we own.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(1_500));
+    let a = total_calls(&server);
+    std::thread::sleep(Duration::from_secs(2));
+    let b = total_calls(&server);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    coord.kill();
+    assert_eq!(a, b, "load went on while the coordinator was frozen");
+}
