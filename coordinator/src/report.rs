@@ -204,6 +204,8 @@ pub struct TimelinePoint {
     pub achieved_rate: f64,
     /// Failed requests in this interval (a count).
     pub errors: u64,
+    /// `errors` by kind (ERR, WRONGTYPE, timeout, disconnected, ...).
+    pub errors_by_kind: BTreeMap<String, u64>,
     /// Latency of the replies received in this second.
     pub latency_us: ShortPercentiles,
     /// 99th percentile of schedule lag in this second.
@@ -231,6 +233,7 @@ impl TimelinePoint {
             scheduled: s.scheduled,
             achieved_rate: round2(s.completed as f64 / interval_s),
             errors: s.error_total(),
+            errors_by_kind: error_map(&s.errors),
             latency_us: ShortPercentiles {
                 p50: us(s.latency.value_at_quantile(0.5)),
                 p99: us(s.latency.value_at_quantile(0.99)),

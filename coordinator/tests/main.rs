@@ -451,6 +451,14 @@ fn error_replies_are_counted_by_kind() {
     assert_eq!(u(get, "errors"), 1000, "{get}");
     assert_eq!(u(&get["errors_by_kind"], "WRONGTYPE"), 1000);
     assert_eq!(u(get, "completed"), 0);
+    // Shown per interval too, and the intervals add up.
+    let per_interval: u64 = report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["errors_by_kind"]["WRONGTYPE"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(per_interval, 1000);
 }
 
 fn crest_fails(args: &[&str], needle: &str) {
