@@ -366,6 +366,13 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             *d = Duration::from_secs_f64(d.as_secs_f64() * t);
         }
     }
+    if a.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
+        return Err(err(
+            "--requests",
+            a.requests.unwrap_or_default(),
+            "bounds closed-loop runs only; add --rate max (or use --duration)",
+        ));
+    }
     let mut names = std::collections::HashSet::new();
     let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
     for c in &classes {

@@ -833,7 +833,7 @@ fn progress_sample(
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
         total_s: duration.as_secs_f64(),
-        target_rate: cfg.expected(t0, t0 + iv) * per_s,
+        target_rate: (!cfg.closed_loop()).then(|| cfg.expected(t0, t0 + iv) * per_s),
         achieved_rate: all.completed as f64 * per_s,
         p99_us: all.latency.value_at_quantile(0.99) as f64 / 1_000.0,
         errors,

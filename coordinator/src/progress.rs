@@ -11,8 +11,8 @@ pub struct Sample {
     pub elapsed_s: f64,
     /// Scheduled length.
     pub total_s: f64,
-    /// Rate the profile asked for in the last complete second.
-    pub target_rate: f64,
+    /// Rate the profile asked for in the last complete interval (None: closed loop only).
+    pub target_rate: Option<f64>,
     /// Non-error replies in the last complete second.
     pub achieved_rate: f64,
     /// Latency p99 of the last complete second, µs.
@@ -49,10 +49,11 @@ impl Progress {
     /// Formats one sample as a line.
     pub fn line(s: &Sample) -> String {
         format!(
-            "{:>5.1}s/{:.0}s  target {:>9.0}/s  achieved {:>9.0}/s  p99 {:>8}  errors {}  workers {}/{}",
+            "{:>5.1}s/{:.0}s  target {:>11}  achieved {:>9.0}/s  p99 {:>8}  errors {}  workers {}/{}",
             s.elapsed_s,
             s.total_s,
-            s.target_rate,
+            s.target_rate
+                .map_or_else(|| "max".to_string(), |r| format!("{r:.0}/s")),
             s.achieved_rate,
             human_us(s.p99_us),
             s.errors,

@@ -485,6 +485,11 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     crest_fails(&["run", "--keys", "0"], "--keys");
     crest_fails(&["run", "--connections", "0"], "--connections");
     crest_fails(&["run", "--target", "nonsense"], "--target");
+    crest_fails(&["run", "--requests", "5"], "--requests");
+    crest_fails(&["run", "--mix", "GET=1,FLY=2"], "FLY");
+    crest_fails(&["run", "--key-dist", "zipf:0"], "--key-dist");
+    crest_fails(&["run", "--stages", "5s:10,-1s:4"], "--stages");
+    crest_fails(&["run", "--interval", "1ms"], "--interval");
     crest_fails(
         &["run", "--threads", "2", "--connections", "1"],
         "--connections",
