@@ -909,9 +909,31 @@ fn build_report(
     let iv = cfg.interval.as_nanos() as u64;
     let iv_s = iv as f64 / 1e9;
     let last = (duration_ns.div_ceil(iv).max(1) - 1) as u32;
+    let mut interval_latency = Vec::new();
     let timeline: Vec<TimelinePoint> = (0..=last)
         .map(|k| {
             let by = timeline.remove(&k).unwrap_or_default();
+            let start_s = f64::from(k) * iv_s;
+            interval_latency.push(report::IntervalLatency {
+                start_s,
+                length_s: iv_s,
+                class: None,
+                hist: merge::all_commands(&by).latency,
+            });
+            if cfg.classes.len() > 1 {
+                for c in &cfg.classes {
+                    let mut h = crest_worker::hist::new_hist();
+                    for s in merge::of_class(&by, &c.name).values() {
+                        h.add(&s.latency).expect("same bounds");
+                    }
+                    interval_latency.push(report::IntervalLatency {
+                        start_s,
+                        length_s: iv_s,
+                        class: Some(c.name.clone()),
+                        hist: h,
+                    });
+                }
+            }
             let t0 = u64::from(k) * iv;
             let target = cfg.expected(t0, t0 + iv) / iv_s;
             TimelinePoint::of(
@@ -1026,5 +1048,6 @@ fn build_report(
         },
         timeline,
         connection_errors: report::error_map(&conn_errors),
+        interval_latency,
     }
 }

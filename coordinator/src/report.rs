@@ -406,6 +406,67 @@ pub struct Report {
     pub connection_errors: BTreeMap<String, u64>,
     /// Self-check.
     pub checks: Checks,
+    /// Latency histogram of every interval (merged, and per class), for `latency.hlog`.
+    #[serde(skip)]
+    pub interval_latency: Vec<IntervalLatency>,
+}
+
+/// One interval's latency histogram, whole run (`class` None) or one class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalLatency {
+    /// Interval start, seconds since the measured start.
+    pub start_s: f64,
+    /// Interval length, seconds.
+    pub length_s: f64,
+    /// The class, or None for all classes together.
+    pub class: Option<String>,
+    /// Latency, ns.
+    pub hist: Hist,
+}
+
+/// Writes an HdrHistogram interval log (the `.hlog` format HdrHistogram's log tools read):
+/// one untagged line per interval for the whole run and, with several classes, one line
+/// tagged with the class name. Values are nanoseconds; the max column is in milliseconds.
+///
+/// # Errors
+/// I/O or serialization errors.
+pub fn write_hlog(
+    report: &Report,
+    started_at: std::time::SystemTime,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    use std::time::Duration;
+    let mut serializer = V2DeflateSerializer::new();
+    let mut writer = IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "crest run {}: latency from intended send time, ns",
+            report.run_id
+        ))
+        .with_start_time(started_at)
+        .with_base_time(started_at)
+        .with_max_value_divisor(1e6)
+        .begin_log_with(out, &mut serializer)
+        .map_err(|e| e.to_string())?;
+    for iv in &report.interval_latency {
+        let tag_text = iv.class.as_ref().map(|c| {
+            c.replace(
+                |ch: char| !ch.is_ascii_alphanumeric() && ch != '-' && ch != '_' && ch != ':',
+                "_",
+            )
+        });
+        let tag = tag_text.as_deref().and_then(Tag::new);
+        writer
+            .write_histogram(
+                &iv.hist,
+                Duration::from_secs_f64(iv.start_s),
+                Duration::from_secs_f64(iv.length_s),
+                tag,
+            )
+            .map_err(|e| format!("{e:?}"))?;
+    }
+    Ok(())
 }
 
 /// Formats microseconds for humans: µs below 1 ms, ms below 1 s, else s.

@@ -163,6 +163,24 @@ fn two_workers_against(kind: Kind) {
     let total = histogram(&report["totals"]["histograms"]["latency"]);
     assert_eq!(sum, total);
     assert_eq!(total.len(), u(&report["totals"], "completed"));
+    // latency.hlog, read back with HdrHistogram's own log reader, adds up to the same.
+    let log = std::fs::read(dir.path().join("out/latency.hlog")).unwrap();
+    let mut from_log = crest_worker::hist::new_hist();
+    let mut entries = 0;
+    for e in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&log) {
+        if let Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(iv)) = e {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(iv.encoded_histogram())
+                .unwrap();
+            from_log
+                .add(crest_worker::hist::decode(&bytes).unwrap())
+                .unwrap();
+            entries += 1;
+        }
+    }
+    assert_eq!(entries, secs as usize, "one interval line per second");
+    assert_eq!(from_log, total);
     // Each worker carried its share: two one-shard workers, half each.
     let a = u(&workers[0], "scheduled") as f64;
     let b = u(&workers[1], "scheduled") as f64;

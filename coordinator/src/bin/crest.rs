@@ -94,6 +94,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         let json = serde_json::to_string_pretty(&report)?;
                         write_atomic(&dir.join("report.json"), json.as_bytes())?;
                         write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
+                        let started = humantime::parse_rfc3339(&report.started_at)
+                            .unwrap_or_else(|_| std::time::SystemTime::now());
+                        let mut hlog = Vec::new();
+                        crest::report::write_hlog(&report, started, &mut hlog)
+                            .map_err(|e| anyhow::anyhow!("latency.hlog: {e}"))?;
+                        write_atomic(&dir.join("latency.hlog"), &hlog)?;
                         eprintln!(
                             "crest: report written to {}",
                             dir.join("report.json").display()
