@@ -9,6 +9,7 @@
 //! - [`service`]: the gRPC hub workers dial; sessions become [`service::HubEvent`]s.
 //! - [`orchestrate`]: the run lifecycle: wait, clock offsets, plan, start, collect, lost workers.
 //! - [`merge`]: per-worker, per-command, per-interval results folded by histogram addition.
+//! - [`html`]: `report.html`, one self-contained page with charts.
 //! - [`report`]: `report.json` (schema in `docs/report.md`) and the terminal summary.
 //! - [`progress`]: live progress once a second.
 //! - [`sink`]: the built-in in-memory RESP target.
@@ -18,6 +19,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod html;
 pub mod merge;
 pub mod orchestrate;
 pub mod profile;

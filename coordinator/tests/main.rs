@@ -380,6 +380,12 @@ fn run_without_target_uses_the_builtin_target() {
     assert_eq!(u(&report["totals"], "scheduled"), 4000);
     assert_eq!(u(&report["totals"], "completed"), 4000);
     assert!(read_log(dir.path(), "crest", "stderr").contains("built-in target"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains(report["run_id"].as_str().unwrap()));
+    assert!(
+        !html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "self-contained"
+    );
     let csv = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "{csv}");
 }

@@ -100,6 +100,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         crest::report::write_hlog(&report, started, &mut hlog)
                             .map_err(|e| anyhow::anyhow!("latency.hlog: {e}"))?;
                         write_atomic(&dir.join("latency.hlog"), &hlog)?;
+                        write_atomic(
+                            &dir.join("report.html"),
+                            crest::html::render(&report).as_bytes(),
+                        )?;
                         eprintln!(
                             "crest: report written to {}",
                             dir.join("report.json").display()

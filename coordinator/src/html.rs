@@ -1,0 +1,263 @@
+//! `report.html`: one self-contained page (inline CSS and SVG, no scripts, no network) with
+//! the summary table, rate and latency over time, the workers and the checks.
+
+use crate::report::{Report, Summary, human_us};
+use std::fmt::Write as _;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const W: f64 = 860.0;
+const H: f64 = 220.0;
+const PAD: f64 = 48.0;
+
+/// A line chart of several series over the timeline's x; `log` plots y on a log10 scale.
+fn chart(
+    title: &str,
+    xs: &[f64],
+    series: &[(&str, &str, Vec<f64>)],
+    unit: &str,
+    log: bool,
+) -> String {
+    let mut out = String::new();
+    let x_max = xs.last().copied().unwrap_or(1.0).max(1e-9);
+    let tf = |v: f64| if log { v.max(1.0).log10() } else { v };
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.2.iter().copied())
+        .map(tf)
+        .collect();
+    let y_max = ys
+        .iter()
+        .copied()
+        .fold(0.0f64, f64::max)
+        .max(if log { 1.0 } else { 1e-9 })
+        * 1.05;
+    let y_min = 0.0;
+    let px = |x: f64| PAD + (W - 2.0 * PAD) * x / x_max;
+    let py = |y: f64| H - PAD / 2.0 - (H - PAD) * (tf(y) - y_min) / (y_max - y_min).max(1e-9);
+    let _ = write!(
+        out,
+        "<h2>{}</h2><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\">",
+        esc(title)
+    );
+    let _ = write!(
+        out,
+        "<rect x=\"{PAD}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>",
+        PAD / 2.0,
+        W - 2.0 * PAD,
+        H - PAD
+    );
+    for i in 0..=4 {
+        let frac = f64::from(i) / 4.0;
+        let yv = y_min + (y_max - y_min) * frac;
+        let label = if log { 10f64.powf(yv) } else { yv };
+        let y = H - PAD / 2.0 - (H - PAD) * frac;
+        let text = if unit == "µs" {
+            human_us(label)
+        } else {
+            format!("{label:.0}")
+        };
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{y}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            PAD - 4.0,
+            esc(&text)
+        );
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{x_max:.1} s</text>",
+        W - PAD,
+        H - 4.0
+    );
+    for (k, (name, colour, vals)) in series.iter().enumerate() {
+        // On a log scale an empty interval (no samples) breaks the line instead of diving to 0.
+        let mut runs: Vec<Vec<String>> = vec![Vec::new()];
+        for (x, y) in xs.iter().zip(vals) {
+            if log && *y <= 0.0 {
+                runs.push(Vec::new());
+            } else if let Some(run) = runs.last_mut() {
+                run.push(format!("{:.1},{:.1}", px(*x), py(*y)));
+            }
+        }
+        for run in runs.iter().filter(|r| r.len() == 1) {
+            if let Some((cx, cy)) = run[0].split_once(',') {
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
+                );
+            }
+        }
+        for run in runs.iter().filter(|r| r.len() > 1) {
+            let _ = write!(
+                out,
+                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>",
+                run.join(" ")
+            );
+        }
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text>",
+            PAD + 8.0 + 90.0 * k as f64,
+            PAD / 2.0 - 6.0,
+            esc(name)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+fn row(out: &mut String, name: &str, s: &Summary) {
+    let l = &s.latency_us;
+    let target = match s.target_rate {
+        crate::report::Target::Rate(r) => format!("{r:.0}"),
+        crate::report::Target::Max(_) => "max".into(),
+    };
+    let _ = write!(
+        out,
+        "<tr><td>{}</td><td>{}</td><td>{:.0} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        esc(name),
+        s.completed,
+        s.achieved_rate,
+        target,
+        human_us(l.p50),
+        human_us(l.p90),
+        human_us(l.p99),
+        human_us(l.p999),
+        human_us(l.p9999),
+        human_us(l.max),
+        s.errors
+    );
+}
+
+/// Renders the page.
+pub fn render(r: &Report) -> String {
+    let mut out = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Crest report</title><style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}.warn{color:#a40}</style></head><body>",
+    );
+    let _ = write!(
+        out,
+        "<h1>Crest run {}</h1><p>target <b>{}</b>, {:.1} s measured from {}, {} arrivals, {} worker(s)</p>",
+        esc(&r.run_id),
+        esc(&r.target),
+        r.duration_s,
+        esc(&r.started_at),
+        esc(&r.arrival),
+        r.workers.len()
+    );
+    out.push_str("<h2>Summary</h2><p>Latency is measured from each request's intended send time.</p><table><tr><th>class / command</th><th>completed</th><th>achieved / target per s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>errors</th></tr>");
+    for (class, c) in &r.classes {
+        for (cmd, s) in &c.commands {
+            row(&mut out, &format!("{class} / {cmd}"), s);
+        }
+        if r.classes.len() > 1 {
+            row(&mut out, class, &c.summary);
+        }
+    }
+    row(&mut out, "total", &r.totals.summary);
+    out.push_str("</table>");
+    let t = &r.totals.summary;
+    let _ = write!(
+        out,
+        "<p>service time p50 {} p99 {} · schedule lag p50 {} p99 {} · scheduled {} sent {} completed {} errors {} in flight at end {} unsent {}</p>",
+        human_us(t.service_time_us.p50),
+        human_us(t.service_time_us.p99),
+        human_us(t.schedule_lag_us.p50),
+        human_us(t.schedule_lag_us.p99),
+        t.scheduled,
+        t.sent,
+        t.completed,
+        t.errors,
+        r.totals.in_flight,
+        r.totals.unsent
+    );
+    let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
+    out.push_str(&chart(
+        "Rate per second",
+        &xs,
+        &[
+            (
+                "target",
+                "#888",
+                r.timeline.iter().map(|p| p.target_rate).collect(),
+            ),
+            (
+                "achieved",
+                "#06c",
+                r.timeline.iter().map(|p| p.achieved_rate).collect(),
+            ),
+        ],
+        "/s",
+        false,
+    ));
+    out.push_str(&chart(
+        "Latency per interval (log scale)",
+        &xs,
+        &[
+            (
+                "p50",
+                "#06c",
+                r.timeline.iter().map(|p| p.latency_us.p50).collect(),
+            ),
+            (
+                "p99",
+                "#e80",
+                r.timeline.iter().map(|p| p.latency_us.p99).collect(),
+            ),
+            (
+                "p99.9",
+                "#c00",
+                r.timeline.iter().map(|p| p.latency_us.p999).collect(),
+            ),
+            (
+                "lag p99",
+                "#999",
+                r.timeline.iter().map(|p| p.schedule_lag_p99_us).collect(),
+            ),
+        ],
+        "µs",
+        true,
+    ));
+    out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
+    for w in &r.workers {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0} µs</td><td>{}</td></tr>",
+            esc(&w.name),
+            esc(&w.host),
+            w.shards,
+            w.completed,
+            w.errors,
+            human_us(w.latency_us.p50),
+            human_us(w.latency_us.p99),
+            human_us(w.schedule_lag_us.p99),
+            w.clock_offset_us,
+            if w.lost {
+                format!("LOST: {}", esc(w.lost_reason.as_deref().unwrap_or("")))
+            } else {
+                "ok".into()
+            }
+        );
+    }
+    out.push_str("</table><h2>Checks</h2>");
+    if r.checks.problems.is_empty() && r.checks.generator_bound_intervals.is_empty() {
+        out.push_str("<p>Every worker's intervals add up to its totals; the generator kept its schedule.</p>");
+    }
+    for p in &r.checks.problems {
+        let _ = write!(out, "<p class=\"warn\">{}</p>", esc(p));
+    }
+    if !r.checks.generator_bound_intervals.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"warn\">The generator could not keep its schedule in the intervals starting at {:?} s: latency there describes the client, not the server.</p>",
+            r.checks.generator_bound_intervals
+        );
+    }
+    out.push_str("</body></html>\n");
+    out
+}
