@@ -232,9 +232,6 @@ impl RunConfig {
     }
 }
 
-/// Largest value a Redis server accepts.
-pub const MAX_VALUE: u64 = crest_worker::workload::MAX_VALUE;
-
 /// Checks a class's settings that the parsers cannot check alone.
 ///
 /// # Errors

@@ -140,7 +140,7 @@ pub enum ShardEvent {
 const NS_PER_S: u64 = 1_000_000_000;
 const READ_CHUNK: usize = 64 * 1024;
 /// Largest reply the read buffer grows for in one step (Redis's largest bulk plus framing).
-const MAX_FRAME: usize = 512 * 1024 * 1024 + 64;
+const MAX_FRAME: usize = resp::MAX_BULK_LEN as usize + 64;
 const MAX_EVENTS: usize = 256;
 /// Longest epoll sleep: bounds how late the stop flag is seen.
 const MAX_SLEEP_NS: u64 = 20_000_000;

@@ -13,7 +13,7 @@ use crate::keys::{KeySpace, ValueSizes};
 use crate::rng::Rng;
 
 /// The largest value Redis accepts (proto-max-bulk-len's default).
-pub const MAX_VALUE: u64 = 512 * 1024 * 1024;
+pub const MAX_VALUE: u64 = crate::resp::MAX_BULK_LEN;
 
 /// Built-in commands (Redis spellings, any case).
 pub const BUILTINS: &[&str] = &[
