@@ -114,17 +114,13 @@ fn chart(
 
 fn row(out: &mut String, name: &str, s: &Summary) {
     let l = &s.latency_us;
-    let target = match s.target_rate {
-        crate::report::Target::Rate(r) => format!("{r:.0}"),
-        crate::report::Target::Max(_) => "max".into(),
-    };
     let _ = write!(
         out,
         "<tr><td>{}</td><td>{}</td><td>{:.0} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         esc(name),
         s.completed,
         s.achieved_rate,
-        target,
+        s.target_rate.show(),
         human_us(l.p50),
         human_us(l.p90),
         human_us(l.p99),
@@ -151,15 +147,9 @@ pub fn render(r: &Report) -> String {
         r.workers.len()
     );
     out.push_str("<h2>Summary</h2><p>Latency is measured from each request's intended send time.</p><table><tr><th>class / command</th><th>completed</th><th>achieved / target per s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>errors</th></tr>");
-    for (class, c) in &r.classes {
-        for (cmd, s) in &c.commands {
-            row(&mut out, &format!("{class} / {cmd}"), s);
-        }
-        if r.classes.len() > 1 {
-            row(&mut out, class, &c.summary);
-        }
+    for (label, s) in r.rows() {
+        row(&mut out, &label, s);
     }
-    row(&mut out, "total", &r.totals.summary);
     out.push_str("</table>");
     let t = &r.totals.summary;
     let _ = write!(

@@ -73,6 +73,8 @@ pub struct Final {
 pub struct WorkerBooks {
     /// Intervals received, by index.
     pub intervals: BTreeMap<u32, ByCommand>,
+    /// Failed requests in every interval received so far (kept as they arrive, for progress).
+    pub errors: u64,
     /// The worker's own target rate (requests per second due) for each interval received.
     pub targets: BTreeMap<u32, f64>,
     /// The final message, when it came.
@@ -88,6 +90,7 @@ impl WorkerBooks {
     /// [`HistError`] when a histogram does not decode.
     pub fn add_interval(&mut self, iv: &pb::Interval) -> Result<(), HistError> {
         let by = decode(&iv.commands)?;
+        self.errors += by.values().map(CmdStats::error_total).sum::<u64>();
         add_into(self.intervals.entry(iv.index).or_default(), &by);
         *self.targets.entry(iv.index).or_default() += iv.target_rate;
         Ok(())
@@ -117,8 +120,9 @@ impl WorkerBooks {
         t
     }
 
-    /// Disagreements between the intervals and the final totals, each as one sentence.
-    pub fn check(&self, name: &str) -> Vec<String> {
+    /// Disagreements between the intervals (`sum`, from [`WorkerBooks::sum`]) and the final
+    /// totals, each as one sentence.
+    pub fn check(&self, name: &str, sum: &ByCommand) -> Vec<String> {
         let Some(f) = &self.final_ else {
             return vec![format!(
                 "worker {name}: no final totals ({}); its {} intervals received are counted",
@@ -134,9 +138,9 @@ impl WorkerBooks {
                 self.intervals.len()
             ));
         }
-        let sum = self.sum();
+        let empty = CmdStats::default();
         for (key, t) in &f.totals {
-            let s = sum.get(key).cloned().unwrap_or_default();
+            let s = sum.get(key).unwrap_or(&empty);
             let cmd = format!("{}/{}", key.0, key.1);
             let pairs = [
                 ("scheduled", s.scheduled, t.scheduled),
@@ -248,7 +252,7 @@ mod tests {
             connection_errors: vec![],
         };
         w.finish(&fin).unwrap();
-        assert_eq!(w.check("w1"), Vec::<String>::new());
+        assert_eq!(w.check("w1", &w.sum()), Vec::<String>::new());
         assert_eq!(
             w.sum()[&("c".to_string(), "GET".to_string())].latency.len(),
             5
@@ -256,7 +260,7 @@ mod tests {
 
         let mut short = w.clone();
         short.intervals.remove(&1);
-        let p = short.check("w1");
+        let p = short.check("w1", &short.sum());
         assert!(
             p.iter().any(|s| s.contains("sent 2 intervals, 1 received")),
             "{p:?}"

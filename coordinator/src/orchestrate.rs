@@ -264,12 +264,14 @@ async fn run_inner(
         cfg.duration
     };
     collect(cfg, events, &mut members, &run_id, measured_start, budget).await?;
-    let elapsed = measured_start.elapsed().saturating_sub(Duration::ZERO);
     let elapsed = members
         .iter()
         .filter_map(|m| m.finished_at)
         .max()
-        .map_or(elapsed, |t| t.saturating_duration_since(measured_start));
+        .map_or_else(
+            || measured_start.elapsed(),
+            |t| t.saturating_duration_since(measured_start),
+        );
     Ok(build_report(
         cfg,
         &members,
@@ -822,9 +824,7 @@ fn progress_sample(
         if let Some(iv) = m.books.intervals.get(&latest) {
             add_into(&mut by, iv);
         }
-        for iv in m.books.intervals.values() {
-            errors += iv.values().map(|c| c.error_total()).sum::<u64>();
-        }
+        errors += m.books.errors;
     }
     let all = merge::all_commands(&by);
     let iv = cfg.interval.as_nanos() as u64;
@@ -881,7 +881,7 @@ fn build_report(
         for (k, t) in &m.books.targets {
             *due.entry(*k).or_default() += t;
         }
-        problems.extend(m.books.check(&m.link.info.name));
+        problems.extend(m.books.check(&m.link.info.name, &sum));
         let f = m.books.final_.as_ref();
         in_flight += f.map_or(0, |f| f.in_flight);
         unsent += f.map_or(0, |f| f.unsent);

@@ -73,7 +73,8 @@ impl Target {
         }
     }
 
-    fn show(&self) -> String {
+    /// `20000` or `max`.
+    pub fn show(&self) -> String {
         match self {
             Target::Rate(r) => format!("{r:.0}"),
             Target::Max(_) => "max".into(),
@@ -481,6 +482,26 @@ pub fn human_us(v: f64) -> String {
 }
 
 impl Report {
+    /// The summary rows every rendering shows, in order: per command (`class/command` and a
+    /// row per class when there are several classes), then `total`.
+    pub fn rows(&self) -> Vec<(String, &Summary)> {
+        let mut rows = Vec::new();
+        if self.classes.len() > 1 {
+            for (class, c) in &self.classes {
+                for (name, s) in &c.commands {
+                    rows.push((format!("{class}/{name}"), s));
+                }
+                rows.push((class.clone(), &c.summary));
+            }
+        } else {
+            for (name, s) in &self.commands {
+                rows.push((name.clone(), s));
+            }
+        }
+        rows.push(("total".to_string(), &self.totals.summary));
+        rows
+    }
+
     /// The terminal summary: one row per command and a total row.
     pub fn table(&self) -> String {
         let mut out = String::new();
@@ -532,19 +553,9 @@ impl Report {
                 s.errors
             );
         };
-        if self.classes.len() > 1 {
-            for (class, c) in &self.classes {
-                for (name, s) in &c.commands {
-                    row(&mut out, &format!("{class}/{name}"), s);
-                }
-                row(&mut out, class, &c.summary);
-            }
-        } else {
-            for (name, s) in &self.commands {
-                row(&mut out, name, s);
-            }
+        for (label, s) in self.rows() {
+            row(&mut out, &label, s);
         }
-        row(&mut out, "total", &self.totals.summary);
         let t = &self.totals.summary;
         let _ = writeln!(
             out,

@@ -153,6 +153,24 @@ const SWEEP_NS: u64 = 10_000_000;
 const BACKOFF_MIN_NS: u64 = 10_000_000;
 const BACKOFF_MAX_NS: u64 = 1_000_000_000;
 
+/// Why the requests on a closed connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Unanswered past the timeout: each waited at least that long, so it stays in latency.
+    Timeout,
+    /// The connection broke under them.
+    Disconnected,
+}
+
+impl Failure {
+    fn kind(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Disconnected => "disconnected",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     intended: u64,
@@ -684,12 +702,12 @@ impl Shard {
                     ci as u64,
                 ) {
                     tracing::debug!(error = %e, "epoll_ctl failed");
-                    self.conn_down(ci, now, "epoll", "disconnected");
+                    self.conn_down(ci, now, "epoll", Failure::Disconnected);
                 }
             }
             Err(e) => {
                 let kind = format!("connect: {}", error_kind(&e));
-                self.conn_down(ci, now, &kind, "disconnected");
+                self.conn_down(ci, now, &kind, Failure::Disconnected);
             }
         }
     }
@@ -720,26 +738,26 @@ impl Shard {
             }
             Ok(Some(e)) | Err(e) => {
                 let kind = format!("connect: {}", error_kind(&e));
-                self.conn_down(ci, now, &kind, "disconnected");
+                self.conn_down(ci, now, &kind, Failure::Disconnected);
             }
         }
     }
 
-    /// Closes a connection; every request on it fails as `request_error`.
-    fn conn_down(&mut self, ci: usize, now: u64, conn_error: &str, request_error: &str) {
+    /// Closes a connection; every request on it fails with `failure`.
+    fn conn_down(&mut self, ci: usize, now: u64, conn_error: &str, failure: Failure) {
         add_error(&mut self.conn_errors, conn_error, 1);
         let c = &mut self.conns[ci];
         // Closing the fd removes it from the epoll set.
         drop(c.sock.take());
-        let timed_out = request_error == "timeout";
+
         let class = &mut self.classes[c.class];
         for p in c.inflight.drain(..) {
             if !p.measured {
                 continue;
             }
             let s = &mut class.interval.cmds[p.cmd as usize];
-            add_error(&mut s.errors, request_error, 1);
-            if timed_out {
+            add_error(&mut s.errors, failure.kind(), 1);
+            if failure == Failure::Timeout {
                 // A request given up on waited at least this long: keep it in the latency
                 // histogram so timing out can never make the percentiles look better.
                 hist::record(&mut s.latency, now.saturating_sub(p.intended));
@@ -916,7 +934,7 @@ impl Shard {
                 }
                 _ => {
                     let kind = error_kind(&e);
-                    self.conn_down(ci, now, &kind, "disconnected");
+                    self.conn_down(ci, now, &kind, Failure::Disconnected);
                     return;
                 }
             }
@@ -971,7 +989,7 @@ impl Shard {
             let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), space) };
             if r == 0 {
                 let now = self.now();
-                self.conn_down(ci, now, "eof", "disconnected");
+                self.conn_down(ci, now, "eof", Failure::Disconnected);
                 return;
             }
             if r < 0 {
@@ -981,7 +999,7 @@ impl Shard {
                     Some(libc::EAGAIN) => return,
                     _ => {
                         let now = self.now();
-                        self.conn_down(ci, now, &error_kind(&e), "disconnected");
+                        self.conn_down(ci, now, &error_kind(&e), Failure::Disconnected);
                         return;
                     }
                 }
@@ -1018,7 +1036,7 @@ impl Shard {
                 }
                 Ok(Scan::Reply { kind, len }) => {
                     let Some(p) = c.inflight.pop_front() else {
-                        self.conn_down(ci, now, "unexpected_reply", "disconnected");
+                        self.conn_down(ci, now, "unexpected_reply", Failure::Disconnected);
                         return false;
                     };
                     let class = &mut self.classes[c.class];
@@ -1061,7 +1079,7 @@ impl Shard {
                     }
                 }
                 Err(_) => {
-                    self.conn_down(ci, now, "protocol_error", "disconnected");
+                    self.conn_down(ci, now, "protocol_error", Failure::Disconnected);
                     return false;
                 }
             }
@@ -1082,12 +1100,12 @@ impl Shard {
                             p.written
                         };
                         if now.saturating_sub(since) > timeout {
-                            self.conn_down(ci, now, "timeout", "timeout");
+                            self.conn_down(ci, now, "timeout", Failure::Timeout);
                         }
                     }
                 }
                 ConnState::Connecting { since } if now.saturating_sub(since) > timeout => {
-                    self.conn_down(ci, now, "connect: timed_out", "disconnected");
+                    self.conn_down(ci, now, "connect: timed_out", Failure::Disconnected);
                 }
                 ConnState::Down { retry_at } if now >= retry_at => self.start_connect(ci, now),
                 _ => {}
