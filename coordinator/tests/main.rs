@@ -154,6 +154,8 @@ fn two_workers_against(kind: Kind) {
         assert_eq!(w["lost"], false, "{w}");
         assert!(u(w, "completed") > 0);
         assert!(f(w, "rtt_us") > 0.0);
+        // Workers on this host share the coordinator's clock: the estimate must say so.
+        assert!(f(w, "clock_offset_us").abs() < 2_000.0, "clock offset {w}");
     }
     // The merged latency histogram is exactly the sum of the per-worker histograms.
     let mut sum = crest_worker::hist::new_hist();
@@ -306,6 +308,14 @@ fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
         "latency p99 {latency_p99} µs: the freeze was hidden"
     );
     assert!(service_p99 < 10_000.0, "service time p99 {service_p99} µs");
+    // The requests that came due during the freeze were written only after it: the
+    // generator's own lag shows the stall (so it is not mistaken for pacer trouble, they
+    // are counted as backlogged).
+    assert!(
+        f(&t["schedule_lag_us"], "max") >= 300_000.0,
+        "{}",
+        t["schedule_lag_us"]
+    );
     assert_eq!(u(t, "scheduled"), 50_000);
     assert_eq!(u(t, "errors"), 0);
     assert!(

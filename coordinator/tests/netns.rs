@@ -26,7 +26,7 @@
 use crate::support::*;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -253,16 +253,6 @@ fn spawn_in(ns: &str, prog: &Path, args: &[&str], dir: &Path, name: &str) -> Pro
     Proc::spawn(Path::new(&find_on_path("ip")), &all, dir, name)
 }
 
-fn find_on_path(name: &str) -> PathBuf {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
-        let p = Path::new(dir).join(name);
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("{name} not found on PATH");
-}
-
 /// `redis-cli` run inside namespace `ns` against `host:port`, bounded to 10 s.
 fn redis_cli(ns: &str, host: &str, port: u16, args: &[&str]) -> Result<String, String> {
     let port = port.to_string();
@@ -338,30 +328,10 @@ fn build(case: u32, tag: &str) -> Option<Cluster> {
         })
         .collect();
     let (co, sv) = (hosts.ns("co"), hosts.ns("sv"));
-    let valkey = std::env::var("CREST_VALKEY_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| find_on_path("valkey-server"));
-    let port = SERVER_PORT.to_string();
-    let server = spawn_in(
-        &sv,
-        &valkey,
-        &[
-            "--bind",
-            &server_addr,
-            "--port",
-            &port,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--protected-mode",
-            "no",
-            "--dir",
-            dir.path().to_str().unwrap(),
-        ],
-        dir.path(),
-        "valkey",
-    );
+    let valkey = server_binary(Kind::Valkey);
+    let args = server_args(&server_addr, SERVER_PORT, dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = spawn_in(&sv, &valkey, &args, dir.path(), "valkey");
     // Ready, and reachable across the bridge from the coordinator host and every worker host.
     wait_for(
         "valkey answers PING from the coordinator host",

@@ -51,47 +51,59 @@ pub struct Server {
     _dir: TempDir,
 }
 
-fn find_binary(name: &str, env: &str) -> PathBuf {
-    if let Ok(p) = std::env::var(env) {
-        return PathBuf::from(p);
-    }
+/// `name` on the PATH (panics, naming it, when absent).
+pub fn find_on_path(name: &str) -> PathBuf {
     for dir in std::env::var("PATH").unwrap_or_default().split(':') {
         let p = Path::new(dir).join(name);
-        if p.exists() {
+        if p.is_file() {
             return p;
         }
     }
-    panic!("{name} not found (set {env} or run scripts/install-test-deps.sh)");
+    panic!("{name} not found on PATH (scripts/install-test-deps.sh installs the servers)");
+}
+
+/// The server binary of `kind`: `CREST_REDIS_SERVER` / `CREST_VALKEY_SERVER`, or the PATH.
+pub fn server_binary(kind: Kind) -> PathBuf {
+    let (bin, env) = match kind {
+        Kind::Redis => ("redis-server", "CREST_REDIS_SERVER"),
+        Kind::Valkey => ("valkey-server", "CREST_VALKEY_SERVER"),
+    };
+    std::env::var(env).map_or_else(|_| find_on_path(bin), PathBuf::from)
+}
+
+/// Arguments of a test server: bound to `bind:port`, persistence off, DEBUG allowed from
+/// loopback, files in `dir`.
+pub fn server_args(bind: &str, port: u16, dir: &Path) -> Vec<String> {
+    [
+        "--bind",
+        bind,
+        "--port",
+        &port.to_string(),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--enable-debug-command",
+        "local",
+        "--dir",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([dir.to_string_lossy().into_owned()])
+    .collect()
 }
 
 impl Server {
     /// Starts a server with persistence off and DEBUG allowed from loopback.
     pub fn start(kind: Kind) -> Self {
-        let (bin, env) = match kind {
-            Kind::Redis => ("redis-server", "CREST_REDIS_SERVER"),
-            Kind::Valkey => ("valkey-server", "CREST_VALKEY_SERVER"),
-        };
-        let bin = find_binary(bin, env);
+        let bin = server_binary(kind);
         let mut dir = TempDir::new("server");
         for _ in 0..5 {
             let port = free_port();
             let child = Command::new(&bin)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--protected-mode",
-                    "no",
-                    "--enable-debug-command",
-                    "local",
-                    "--dir",
-                ])
-                .arg(dir.path())
+                .args(server_args("127.0.0.1", port, dir.path()))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

@@ -108,6 +108,13 @@ fn the_server_sees_the_profile_second_by_second() {
             (got - want).abs() <= 0.05 * want + 60.0,
             "second {k}: server counted {got:.0}, profile says {want}"
         );
+        // Crest's own per-second achieved rate agrees with the server's count too (the SETs
+        // and GETs it completed in that second, by its clock).
+        let achieved = f(&timeline[k], "achieved_rate");
+        assert!(
+            (achieved - got).abs() <= 0.05 * got + 60.0,
+            "second {k}: report achieved {achieved:.0}/s, server counted {got:.0}"
+        );
     }
 }
 
