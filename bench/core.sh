@@ -34,17 +34,27 @@ pids+=($cpid)
 wpid=$!
 pids+=($wpid)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# CPU is sampled from just before the start to just after the end of the run.
-for _ in $(seq 100); do grep -q "start in" "$work/crest.err" 2>/dev/null && break; sleep 0.05; done
+# CPU is sampled from just before the start to just after the end of the run: crest prints
+# "crest: run <id>: ..." when it has sent the start instant (1 s ahead), so the window opens
+# before the first request. A window that did not open on that line is not a measurement.
+seen=
+for _ in $(seq 600); do grep -q "^crest: run " "$work/crest.err" 2>/dev/null && { seen=1; break; }; sleep 0.05; done
+[ -n "$seen" ] || { echo "core.sh: the run did not start within 30 s (no 'crest: run' line); no CPU window" >&2; cat "$work/crest.err" >&2; exit 1; }
 c0=$(cpu "$wpid")
+t0=$(date +%s.%N)
 wait "$cpid"
 c1=$(cpu "$wpid")
+t1=$(date +%s.%N)
 HZ=$(getconf CLK_TCK)
 cat "$work/table.txt"
-python3 - "$work/out/report.json" "$c0" "$c1" "$HZ" "$RATE" <<'PY'
+python3 - "$work/out/report.json" "$c0" "$c1" "$HZ" "$RATE" "$t0" "$t1" "$SECS" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 c0, c1, hz, rate = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+window, secs = float(sys.argv[7]) - float(sys.argv[6]), float(sys.argv[8])
+# The window must hold the whole run (lead + schedule + drain), and not much more.
+if not (secs <= window <= secs + 10):
+    sys.exit(f"core.sh: CPU window {window:.1f} s does not cover a {secs:.0f} s run; no figure")
 t = r["totals"]
 reqs = t["completed"] + t["errors"]
 cpu_s = (c1 - c0) / hz
@@ -53,5 +63,6 @@ print(f"achieved/target over the run: {t['achieved_rate'] / t['target_rate']:.4f
 print(f"per-second achieved/target: min {min(per_sec):.4f} max {max(per_sec):.4f}")
 print(f"schedule lag p50 {t['schedule_lag_us']['p50']} us  p99 {t['schedule_lag_us']['p99']} us  p99.9 {t['schedule_lag_us']['p999']} us")
 print(f"latency p50 {t['latency_us']['p50']} us  p99 {t['latency_us']['p99']} us; service time p99 {t['service_time_us']['p99']} us")
+print(f"CPU window: {window:.1f} s for a {secs:.0f} s schedule")
 print(f"worker CPU: {cpu_s:.2f} s for {reqs} requests = {cpu_s / reqs * 1e6:.2f} CPU s per million")
 PY

@@ -25,7 +25,7 @@ if [[ "${SKIP_CARGO:-0}" != 1 ]]; then
     echo "build-image: compiling static binaries into $BIN_DIR" >&2
     # --target keeps RUSTFLAGS away from build scripts and proc macros (they stay dynamic).
     RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-        cargo build --release --locked --target "$TRIPLE" -p crest -p crest-worker --bins
+        cargo build --release --locked --target "$TRIPLE" -p crest -p crest-engine --bins
 fi
 for b in crest crest-worker; do
     [[ -x "$BIN_DIR/$b" ]] || { echo "build-image: $BIN_DIR/$b is missing; run without SKIP_CARGO=1" >&2; exit 1; }

@@ -6,9 +6,9 @@ use crate::config::{
 };
 use crate::profile::{self, FileToml, KeysToml};
 use clap::ValueEnum;
-use crest_worker::keys::ValueSizes;
-use crest_worker::schedule::{Arrival, Profile, Segment};
-use crest_worker::shard::Pacer;
+use crest_model::plan::Pacer;
+use crest_model::schedule::{Arrival, Profile, Segment};
+use crest_model::shapes::ValueSizes;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -476,7 +476,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         seed: a
             .seed
             .or(file.seed)
-            .unwrap_or_else(|| crest_worker::agent::unix_ns() as u64),
+            .unwrap_or_else(|| crest_model::clock::unix_ns() as u64),
         out: a.out,
         listen: a
             .listen

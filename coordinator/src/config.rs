@@ -3,10 +3,10 @@
 //! Every check names the flag, quotes the bad value and says what would be right; the
 //! binary prints that one line and exits with code 2.
 
-use crest_worker::keys::{KeyDist, ValueSizes};
-use crest_worker::schedule::{Arrival, Profile};
-use crest_worker::shard::Pacer;
-use crest_worker::workload::CmdDef;
+use crest_model::plan::Pacer;
+use crest_model::schedule::{Arrival, Profile};
+use crest_model::shapes::{KeyDist, ValueSizes};
+use crest_model::workload::CmdDef;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

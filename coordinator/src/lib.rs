@@ -12,7 +12,6 @@
 //! - [`html`]: `report.html`, one self-contained page with charts.
 //! - [`report`]: `report.json` (schema in `docs/report.md`) and the terminal summary.
 //! - [`progress`]: live progress once a second.
-//! - [`sink`]: the built-in in-memory RESP target.
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
 //! workers → intervals → [`merge::Books`] → [`report::Report`] → stdout and `report.json`.
@@ -26,5 +25,4 @@ pub mod profile;
 pub mod progress;
 pub mod report;
 pub mod service;
-pub mod sink;
 pub mod split;

@@ -2,10 +2,10 @@
 //! that the two agree. Merging is histogram addition; percentiles are only ever read off
 //! merged histograms, never averaged.
 
+use crest_model::hist::HistError;
+use crest_model::stats::{CmdStats, ErrorCounts, add_error};
+use crest_model::wire;
 use crest_proto::pb;
-use crest_worker::hist::HistError;
-use crest_worker::stats::{CmdStats, ErrorCounts, add_error};
-use crest_worker::wire;
 use std::collections::BTreeMap;
 
 /// Per-command results, keyed by (class, command).
@@ -206,7 +206,7 @@ pub fn connection_errors<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crest_worker::hist;
+    use crest_model::hist;
 
     fn cmd(name: &str, values: &[u64], scheduled: u64) -> pb::CommandStats {
         let mut s = CmdStats {

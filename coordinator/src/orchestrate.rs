@@ -13,12 +13,13 @@ use crate::progress::{Progress, Sample};
 use crate::report::{self, Checks, Report, Settings, Target, TimelinePoint, Totals, WorkerReport};
 use crate::service::{self, Hub, HubEvent, WorkerLink};
 use crate::split;
+use crest_engine::agent;
+use crest_model::clock::unix_ns;
+use crest_model::plan::Pacer;
+use crest_model::rng::derive_seed;
+use crest_model::schedule::Arrival;
+use crest_model::shapes::{KeyDist, ValueSizes};
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
-use crest_worker::agent::{self, unix_ns};
-use crest_worker::keys::{KeyDist, ValueSizes};
-use crest_worker::rng::derive_seed;
-use crest_worker::schedule::Arrival;
-use crest_worker::shard::Pacer;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
@@ -112,7 +113,7 @@ async fn run_inner(
                 .map_err(|e| RunError::Failed(e.to_string()))?
                 .port();
             let mut rx = stop.clone();
-            tokio::spawn(crate::sink::serve(l, async move {
+            tokio::spawn(crest_sink::serve(l, async move {
                 let _ = rx.wait_for(|s| *s).await;
             }));
             eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
@@ -293,7 +294,7 @@ struct Phase {
     duration: Duration,
 }
 
-fn profile_pb(segments: &[crest_worker::schedule::Segment]) -> pb::RateProfile {
+fn profile_pb(segments: &[crest_model::schedule::Segment]) -> pb::RateProfile {
     pb::RateProfile {
         segments: segments
             .iter()
@@ -348,7 +349,7 @@ fn class_plan(cfg: &RunConfig, c: &ClassConfig) -> pb::ClassPlan {
         let mut segs = Vec::new();
         if !cfg.warmup.is_zero() {
             let r = p.segments().first().map_or(0.0, |s| s.from_rps);
-            segs.push(crest_worker::schedule::Segment {
+            segs.push(crest_model::schedule::Segment {
                 duration_ns: cfg.warmup.as_nanos() as u64,
                 from_rps: r,
                 to_rps: r,
@@ -507,7 +508,7 @@ fn start_local_workers(
     stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let cores =
-        crest_worker::cpus::pick(cpus, threads).map_err(|e| RunError::Usage(e.to_string()))?;
+        crest_engine::cpus::pick(cpus, threads).map_err(|e| RunError::Usage(e.to_string()))?;
     let host = hostname::get()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "localhost".into());
@@ -922,7 +923,7 @@ fn build_report(
             });
             if cfg.classes.len() > 1 {
                 for c in &cfg.classes {
-                    let mut h = crest_worker::hist::new_hist();
+                    let mut h = crest_model::hist::new_hist();
                     for s in merge::of_class(&by, &c.name).values() {
                         h.add(&s.latency).expect("same bounds");
                     }
@@ -951,7 +952,7 @@ fn build_report(
         .map(|c| {
             let by = merge::of_class(&all, &c.name);
             let t = class_target(c);
-            let mut sum = crest_worker::stats::CmdStats::default();
+            let mut sum = crest_model::stats::CmdStats::default();
             for v in by.values() {
                 sum += v;
             }

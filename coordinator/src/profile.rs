@@ -6,8 +6,8 @@
 //! start, so every worker's share peaks at the same instant.
 
 use crate::config::{parse_duration, parse_size};
-use crest_worker::keys::{KeyDist, ValueSizes};
-use crest_worker::schedule::Segment;
+use crest_model::schedule::Segment;
+use crest_model::shapes::{KeyDist, ValueSizes};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -584,7 +584,7 @@ mod tests {
         let s = sine.segments().unwrap();
         let total: u64 = s.iter().map(|x| x.duration_ns).sum();
         assert!((total as i64 - 20_000_000_000).abs() < 1000);
-        let p = crest_worker::schedule::Profile::new(s).unwrap();
+        let p = crest_model::schedule::Profile::new(s).unwrap();
         // Mean of a sine over whole periods is the midpoint.
         assert!((p.total() / 20.0 - 200.0).abs() < 0.5, "{}", p.total());
         assert!((p.rate_at(2_500_000_000) - 300.0).abs() < 0.5);

@@ -1,8 +1,8 @@
 //! `report.json` (schema_version 1, documented in `docs/report.md`) and the terminal
 //! summary table. Every figure is read off merged histograms and exact counts.
 
-use crest_worker::hist::Hist;
-use crest_worker::stats::{CmdStats, ErrorCounts};
+use crest_model::hist::Hist;
+use crest_model::stats::{CmdStats, ErrorCounts};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -126,7 +126,7 @@ impl Histograms {
     pub fn of(s: &CmdStats) -> Self {
         use base64::Engine as _;
         let enc = |h: &Hist| {
-            base64::engine::general_purpose::STANDARD.encode(crest_worker::hist::encode(h))
+            base64::engine::general_purpose::STANDARD.encode(crest_model::hist::encode(h))
         };
         Self {
             latency: enc(&s.latency),
@@ -700,7 +700,7 @@ pub fn commands(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crest_worker::hist;
+    use crest_model::hist;
 
     #[test]
     fn percentiles_are_read_in_microseconds() {

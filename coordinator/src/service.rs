@@ -179,7 +179,7 @@ impl Coordinator for Hub {
         // Heartbeats keep the worker's dead man's switch from firing while idle.
         let hb_tx = tx.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(crest_worker::agent::HEARTBEAT);
+            let mut tick = tokio::time::interval(crest_proto::HEARTBEAT);
             loop {
                 tick.tick().await;
                 let m = pb::CoordinatorMessage {
@@ -231,8 +231,8 @@ pub async fn serve(
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(1)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(2)))
+        .http2_keepalive_interval(Some(crest_proto::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(crest_proto::KEEPALIVE_TIMEOUT))
         .add_service(pb::coordinator_server::CoordinatorServer::new(hub))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

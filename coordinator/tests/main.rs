@@ -37,7 +37,7 @@ fn start_cluster(
     ];
     args.extend_from_slice(run_args);
     let coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
-    let cores = crest_worker::cpus::allowed();
+    let cores = crest_engine::cpus::allowed();
     let url = format!("http://{listen}");
     let ws = (0..workers)
         .map(|i| {
@@ -158,7 +158,7 @@ fn two_workers_against(kind: Kind) {
         assert!(f(w, "clock_offset_us").abs() < 2_000.0, "clock offset {w}");
     }
     // The merged latency histogram is exactly the sum of the per-worker histograms.
-    let mut sum = crest_worker::hist::new_hist();
+    let mut sum = crest_model::hist::new_hist();
     for w in workers {
         sum.add(histogram(&w["histograms"]["latency"])).unwrap();
     }
@@ -167,7 +167,7 @@ fn two_workers_against(kind: Kind) {
     assert_eq!(total.len(), u(&report["totals"], "completed"));
     // latency.hlog, read back with HdrHistogram's own log reader, adds up to the same.
     let log = std::fs::read(dir.path().join("out/latency.hlog")).unwrap();
-    let mut from_log = crest_worker::hist::new_hist();
+    let mut from_log = crest_model::hist::new_hist();
     let mut entries = 0;
     for e in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&log) {
         if let Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(iv)) = e {
@@ -176,7 +176,7 @@ fn two_workers_against(kind: Kind) {
                 .decode(iv.encoded_histogram())
                 .unwrap();
             from_log
-                .add(crest_worker::hist::decode(&bytes).unwrap())
+                .add(crest_model::hist::decode(&bytes).unwrap())
                 .unwrap();
             entries += 1;
         }
@@ -298,7 +298,7 @@ fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
     );
     wait_for_calls(20_000, || total_calls(&server));
     let reply = server.command(&[b"DEBUG", b"SLEEP", b"0.5"]);
-    assert_eq!(reply, crest_worker::resp::Frame::Simple(b"OK".to_vec()));
+    assert_eq!(reply, crest_resp::Frame::Simple(b"OK".to_vec()));
     let report = finish(&dir, &mut coord, Duration::from_secs(60));
     let t = &report["totals"];
     let latency_p99 = f(&t["latency_us"], "p99");

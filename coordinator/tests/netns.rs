@@ -396,7 +396,7 @@ fn run(c: &Cluster, rate: u32, secs: u32, connections: u32) -> Value {
         c.dir.path(),
         "crest",
     );
-    let cores = crest_worker::cpus::allowed();
+    let cores = crest_engine::cpus::allowed();
     let url = format!("http://{listen}");
     let _workers: Vec<Proc> = c
         .workers
@@ -487,7 +487,7 @@ fn check_report(c: &Cluster, report: &Value, rate: u32, secs: u32) -> HashMap<St
     );
 
     // Merged = Σ per-worker, exactly, bucket by bucket.
-    let mut sum = crest_worker::hist::new_hist();
+    let mut sum = crest_model::hist::new_hist();
     for w in workers {
         sum.add(histogram(&w["histograms"]["latency"])).unwrap();
     }

@@ -1,7 +1,7 @@
 //! Test support: real servers on free loopback ports, the real binaries, and a tiny RESP
 //! client for the server's own counters (`INFO commandstats`).
 
-use crest_worker::resp::Frame;
+use crest_resp::Frame;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -171,7 +171,7 @@ pub fn command(addr: &str, args: &[&[u8]]) -> std::io::Result<Frame> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut out = Vec::new();
-    crest_worker::resp::encode_command(&mut out, args);
+    crest_resp::encode_command(&mut out, args);
     s.write_all(&out)?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
@@ -320,12 +320,12 @@ pub fn f(v: &serde_json::Value, key: &str) -> f64 {
 }
 
 /// Decodes a report histogram (base64 V2 + DEFLATE).
-pub fn histogram(v: &serde_json::Value) -> crest_worker::hist::Hist {
+pub fn histogram(v: &serde_json::Value) -> crest_model::hist::Hist {
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(v.as_str().expect("histogram string"))
         .unwrap();
-    crest_worker::hist::decode(&bytes).unwrap()
+    crest_model::hist::decode(&bytes).unwrap()
 }
 
 /// Waits (at most 30 s) until `calls()` reaches `n`: the run is under way.

@@ -297,11 +297,11 @@ fn prefill_fills_the_keyspace_and_warmup_is_not_counted() {
         ],
         0,
     );
-    let crest_worker::resp::Frame::Integer(n) = server.command(&[b"DBSIZE"]) else {
+    let crest_resp::Frame::Integer(n) = server.command(&[b"DBSIZE"]) else {
         panic!("DBSIZE")
     };
     assert_eq!(n, 3000);
-    let crest_worker::resp::Frame::Bulk(info) = server.command(&[b"INFO", b"stats"]) else {
+    let crest_resp::Frame::Bulk(info) = server.command(&[b"INFO", b"stats"]) else {
         panic!("INFO")
     };
     let info = String::from_utf8_lossy(&info).into_owned();
@@ -423,8 +423,7 @@ fn the_examples_run_against_valkey() {
         assert!(u(t, "completed") > 0, "{file}: {t}");
         assert_eq!(u(t, "errors"), 0, "{file}: {}", t["errors_by_kind"]);
     }
-    let crest_worker::resp::Frame::Integer(members) = server.command(&[b"ZCARD", b"growth0"])
-    else {
+    let crest_resp::Frame::Integer(members) = server.command(&[b"ZCARD", b"growth0"]) else {
         panic!("ZCARD")
     };
     assert_eq!(members, 40_000, "40 ZADDs of 1000 new members each");

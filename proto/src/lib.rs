@@ -1,7 +1,10 @@
-//! Crest's wire contract: `crest.proto` (package `crest.v1`) compiled by tonic/prost.
+//! Crest's wire contract: `crest.proto` (package `crest.v1`) compiled by tonic/prost, and
+//! the protocol's constants (version and timing) that both sides must agree on.
 //!
-//! Everything generated lives in [`pb`]; the worker and coordinator crates turn these
-//! messages into their own domain types at the boundary.
+//! Everything generated lives in [`pb`]; `crest-model`'s `convert` module turns these
+//! messages into domain types at the boundary, checking every field once.
+
+use std::time::Duration;
 
 /// Generated protobuf and gRPC code for `crest.v1`.
 #[allow(clippy::all, missing_docs)]
@@ -10,4 +13,19 @@ pub mod pb {
 }
 
 /// Protocol version carried in `Register`; a worker with another version is refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version 2: typed key distributions and value sizes (`oneof`), a failure kind in
+/// `RunFailed`, no `Interval.target_rate`.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// Silence from the peer longer than this stops the run (the worker's dead man's switch).
+pub const DEAD_MAN: Duration = Duration::from_secs(1);
+
+/// How often each side sends a heartbeat on the session stream.
+pub const HEARTBEAT: Duration = Duration::from_millis(250);
+
+/// HTTP/2 keepalive ping interval, both sides: a dead TCP path is noticed within
+/// `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT` even when no heartbeat is due.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long an HTTP/2 keepalive ping may go unanswered before the connection is dropped.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -5,27 +5,24 @@
 //! for [`DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
 //! as success), and the agent dials again with backoff.
 
-use crate::plan::Plan;
-use crate::schedule::Schedule;
 use crate::shard::{self, ShardClass, ShardConfig, ShardEvent};
-use crate::stats::{ErrorCounts, Stats, add_error};
-use crate::wire;
-use crest_proto::PROTOCOL_VERSION;
+use crest_model::clock::unix_ns;
+use crest_model::plan::Plan;
+use crest_model::schedule::Schedule;
+use crest_model::stats::{ErrorCounts, Stats, add_error};
+use crest_model::wire;
 use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
     worker_message::Msg as Out,
 };
+use crest_proto::{DEAD_MAN, HEARTBEAT, PROTOCOL_VERSION};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Silence from the coordinator longer than this stops the run.
-pub const DEAD_MAN: Duration = Duration::from_secs(1);
-/// How often each side sends a heartbeat.
-pub const HEARTBEAT: Duration = Duration::from_millis(250);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -57,13 +54,6 @@ pub enum AgentError {
     BadUrl(String),
 }
 
-/// Unix time in ns.
-pub fn unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 /// Runs the agent until `shutdown` resolves (or, with `once`, until the first session ends).
 ///
 /// # Errors
@@ -76,8 +66,8 @@ pub async fn run(
         .map_err(|_| AgentError::BadUrl(cfg.coordinator.clone()))?
         .connect_timeout(Duration::from_secs(2))
         .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(1))
-        .keep_alive_timeout(Duration::from_secs(2));
+        .http2_keep_alive_interval(crest_proto::KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(crest_proto::KEEPALIVE_TIMEOUT);
     let id = uuid::Uuid::new_v4().to_string();
     tokio::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
@@ -256,7 +246,7 @@ async fn start_run(
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    let workloads: Vec<Arc<crate::workload::Workload>> = plan
+    let workloads: Vec<Arc<crest_model::workload::Workload>> = plan
         .classes
         .iter()
         .map(|c| Arc::new(c.workload.clone()))
@@ -342,7 +332,7 @@ async fn start_run(
 struct ClassNames {
     name: String,
     commands: Vec<String>,
-    profile: Option<crate::schedule::Profile>,
+    profile: Option<crest_model::schedule::Profile>,
 }
 
 /// Adds per-class results into `into`.

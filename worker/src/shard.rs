@@ -20,12 +20,13 @@
 //!
 //! Requests due before the warm-up ends are sent but not measured: they count nowhere.
 
-use crate::hist;
-use crate::resp::{self, ReplyKind, Scan};
-use crate::rng::Rng;
-use crate::schedule::Schedule;
-use crate::stats::{ErrorCounts, Stats, add_error, add_error_bytes};
-use crate::workload::{Cursor, Mixer, Workload};
+use crest_model::hist;
+use crest_model::plan::Pacer;
+use crest_model::rng::Rng;
+use crest_model::schedule::Schedule;
+use crest_model::stats::{ErrorCounts, Stats, add_error, add_error_bytes};
+use crest_model::workload::{Cursor, Mixer, Workload};
+use crest_resp::{self as resp, ReplyKind, Scan};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -34,15 +35,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
-
-/// How a shard waits for the next intended send time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pacer {
-    /// Sleep in epoll with a nanosecond timeout and 1 µs timer slack; cheap at any rate.
-    Sleep,
-    /// Poll without sleeping: lowest schedule lag, one full core per shard.
-    Spin,
-}
 
 /// One class as one shard runs it.
 pub struct ShardClass {

@@ -63,7 +63,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(e) => return Ok(usage(format!("--listen {listen}: cannot listen: {e}"))),
             };
             eprintln!("crest: built-in target listening on {}", l.local_addr()?);
-            crest::sink::serve(l, orchestrate::interrupted()).await?;
+            crest_sink::serve(l, orchestrate::interrupted()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Cmd::Run(args) => {

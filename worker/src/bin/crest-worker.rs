@@ -2,7 +2,7 @@
 //! is given, goes back to idle. It never listens on any port.
 
 use clap::Parser;
-use crest_worker::{agent, cpus};
+use crest_engine::{agent, cpus};
 use std::process::ExitCode;
 
 /// Crest load worker: dials a coordinator (`crest run --listen ...`) and runs its share of

@@ -1,4 +1,4 @@
-//! The sink: Crest's built-in in-memory RESP2 target.
+//! Crest's built-in in-memory RESP2 target (the sink).
 //!
 //! Its one job is to answer Redis-protocol requests as cheaply as possible. It exists so Crest
 //! runs with no server installed (the default when no `--target` is given, or
@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crest_worker::resp::{
+use crest_resp::{
     Frame, encode_array_header, encode_bulk, encode_integer, parse_integer, parse_request,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1020,7 +1020,7 @@ fn hello(client_id: u64) -> Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crest_worker::resp::encode_command;
+    use crest_resp::encode_command;
     use tokio::sync::oneshot;
     use tokio::task::JoinHandle;
 

@@ -9,11 +9,11 @@
 //! of [`Part`]s with an optional repeated group (`MSET k v k v ...`, `ZADD key s m s m ...`),
 //! so one encoder serves them all without allocating.
 
-use crate::keys::{KeySpace, ValueSizes};
 use crate::rng::Rng;
+use crate::shapes::{KeySpace, ValueSizes};
 
 /// The largest value Redis accepts (proto-max-bulk-len's default).
-pub const MAX_VALUE: u64 = crate::resp::MAX_BULK_LEN;
+pub const MAX_VALUE: u64 = crest_resp::MAX_BULK_LEN;
 
 /// Built-in commands (Redis spellings, any case).
 pub const BUILTINS: &[&str] = &[
@@ -85,7 +85,7 @@ pub enum WorkloadError {
     ZeroWeights,
     /// Keyspace, value or distribution problem.
     #[error("{0}")]
-    Shape(#[from] crate::keys::ShapeError),
+    Shape(#[from] crate::shapes::ShapeError),
     /// Batch of 0.
     #[error("batch must be ≥ 1 (members or keys per call)")]
     Batch,
@@ -442,8 +442,8 @@ impl Mixer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::KeyDist;
-    use crate::resp::Frame;
+    use crate::shapes::KeyDist;
+    use crest_resp::Frame;
 
     fn w(cmds: &[(&str, u32)], batch: u32, ttl: Option<u64>) -> Workload {
         Workload::new(

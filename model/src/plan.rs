@@ -1,11 +1,19 @@
 //! A run plan as the worker uses it, checked once at the wire boundary.
 
-use crate::keys::{KeyDist, KeySpace, ValueSizes};
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
-use crate::shard::Pacer;
+use crate::shapes::{KeyDist, KeySpace, ValueSizes};
 use crate::workload::{CmdDef, Workload, WorkloadError};
 use crest_proto::pb;
 use std::time::Duration;
+
+/// How a shard waits for the next intended send time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacer {
+    /// Sleep in epoll with a nanosecond timeout and 1 µs timer slack; cheap at any rate.
+    Sleep,
+    /// Poll without sleeping: lowest schedule lag, one full core per shard.
+    Spin,
+}
 
 /// A plan the worker cannot run; sent back to the coordinator as `RunFailed`.
 #[derive(Debug, thiserror::Error)]

@@ -2,20 +2,25 @@
 //! value draws and the RESP encoding, per request, on one core — without any I/O. Compare
 //! with the worker's whole CPU per request from `bench/core.sh` to see its share.
 //!
-//!   cargo run --release -p crest-worker --example gen_cost
+//!   cargo run --release -p crest-model --example gen_cost
 
-use crest_worker::keys::{KeyDist, KeySpace, ValueSizes};
-use crest_worker::rng::Rng;
-use crest_worker::schedule::{Arrival, Profile, Segment};
-use crest_worker::workload::{CmdDef, Cursor, Workload};
+use crest_model::rng::Rng;
+use crest_model::schedule::{Arrival, Profile, Segment};
+use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};
+use crest_model::workload::{CmdDef, Cursor, Workload};
 use std::time::Instant;
 
+/// This thread's CPU time in seconds: the first field of `/proc/thread-self/schedstat` is
+/// the time it spent on a CPU, in ns (no `unsafe` getrusage needed).
 fn cpu_s() -> f64 {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .expect("gen_cost needs Linux's /proc/thread-self/schedstat");
+    let ns: f64 = s
+        .split_whitespace()
+        .next()
+        .and_then(|f| f.parse().ok())
+        .expect("schedstat starts with the on-CPU time in ns");
+    ns / 1e9
 }
 
 fn main() {
@@ -59,7 +64,7 @@ fn main() {
         )
         .unwrap();
         let mut sched =
-            crest_worker::schedule::Schedule::new(profile.clone(), Arrival::Poisson, 0.0);
+            crest_model::schedule::Schedule::new(profile.clone(), Arrival::Poisson, 0.0);
         let mut mixer = w.mixer();
         let mut rng = Rng::new(7);
         let mut cur = Cursor::default();

@@ -227,7 +227,7 @@ impl ValueSizes {
     /// [`ShapeError`] on a size of 0 or beyond 512 MB, an empty range, or zero weights.
     pub fn check(&self) -> Result<(), ShapeError> {
         let ok = |v: u64| {
-            if v == 0 || v > crate::workload::MAX_VALUE {
+            if v == 0 || v > crest_resp::MAX_BULK_LEN {
                 Err(ShapeError::ValueSize(v))
             } else {
                 Ok(())

@@ -1,0 +1,25 @@
+//! Crest's shared vocabulary: what a run is (rate profiles, workloads, key and value
+//! shapes), what it measures (stats and HDR histograms), and every conversion between
+//! those domain types and the wire (`crest-proto`), checked once at the boundary.
+//!
+//! The engine and the coordinator both depend on this crate; it depends on neither.
+//!
+//! # Layout
+//! - [`schedule`]: rate profiles λ(t) and intended send times (uniform, Poisson).
+//! - [`shapes`]: key distributions and value sizes.
+//! - [`workload`]: the command vocabulary, the mix and the request encoder.
+//! - [`stats`], [`hist`]: per-command counts and HDR histograms that merge by addition.
+//! - [`rng`]: the seeded generator every random choice comes from.
+//! - [`plan`]: a run plan as a worker receives it, checked.
+//! - [`wire`]: results to and from protobuf.
+//! - [`clock`]: Unix time as the protocol carries it.
+
+pub mod clock;
+pub mod hist;
+pub mod plan;
+pub mod rng;
+pub mod schedule;
+pub mod shapes;
+pub mod stats;
+pub mod wire;
+pub mod workload;
