@@ -7,20 +7,22 @@
 //! - [`profile`]: rate profiles (`--stages`, TOML shapes) and profile files.
 //! - [`split`]: rate and connection splits that lose no remainder.
 //! - [`service`]: the gRPC hub workers dial; sessions become [`service::HubEvent`]s.
-//! - [`orchestrate`]: the run lifecycle: wait, clock offsets, plan, start, collect, lost workers.
+//! - [`orchestrate`]: the run lifecycle behind `run(config, listener, shutdown)`: wait, clock
+//!   offsets, plan, start, collect, lost workers.
 //! - [`merge`]: per-worker, per-command, per-interval results folded by histogram addition.
-//! - [`html`]: `report.html`, one self-contained page with charts.
-//! - [`report`]: `report.json` (schema in `docs/report.md`) and the terminal summary.
+//! - [`report`]: the report built once from results, and its renderers (table, JSON, CSV, hlog, HTML).
+//! - [`output`]: writing the report's files into `--out`, atomically.
 //! - [`progress`]: live progress once a second.
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
-//! workers → intervals → [`merge::Books`] → [`report::Report`] → stdout and `report.json`.
+//! workers → intervals → [`merge::WorkerBooks`] → [`orchestrate::RunResults`] →
+//! [`report::build`] → [`report::Report`] → stdout and [`output::write_all`].
 
 pub mod cli;
 pub mod config;
-pub mod html;
 pub mod merge;
 pub mod orchestrate;
+pub mod output;
 pub mod profile;
 pub mod progress;
 pub mod report;

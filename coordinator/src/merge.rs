@@ -2,9 +2,9 @@
 //! that the two agree. Merging is histogram addition; percentiles are only ever read off
 //! merged histograms, never averaged.
 
+use crest_model::convert;
 use crest_model::hist::HistError;
 use crest_model::stats::{CmdStats, ErrorCounts, add_error};
-use crest_model::wire;
 use crest_proto::pb;
 use std::collections::BTreeMap;
 
@@ -47,7 +47,7 @@ pub fn all_commands(by: &ByCommand) -> CmdStats {
 fn decode(cmds: &[pb::CommandStats]) -> Result<ByCommand, HistError> {
     let mut out = ByCommand::new();
     for c in cmds {
-        let (class, name, s) = wire::from_pb(c)?;
+        let (class, name, s) = convert::stats_from_pb(c)?;
         *out.entry((class, name)).or_default() += &s;
     }
     Ok(out)
@@ -106,7 +106,7 @@ impl WorkerBooks {
             in_flight: f.in_flight,
             unsent: f.unsent,
             intervals: f.intervals,
-            connection_errors: wire::errors_from_pb(&f.connection_errors),
+            connection_errors: convert::errors_from_pb(&f.connection_errors),
         });
         Ok(())
     }
@@ -220,7 +220,7 @@ mod tests {
             hist::record(&mut s.service_time, v / 2);
             hist::record(&mut s.schedule_lag, 10);
         }
-        wire::to_pb("c", &[s], &[name.to_string()]).remove(0)
+        convert::stats_to_pb("c", &[s], &[name.to_string()]).remove(0)
     }
 
     #[test]

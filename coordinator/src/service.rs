@@ -1,6 +1,7 @@
 //! The gRPC side of the coordinator: accepts worker sessions, checks them, and turns the
 //! stream into plain [`HubEvent`]s for the run orchestrator. No run logic lives here.
 
+use crest_model::convert::Registration;
 use crest_proto::PROTOCOL_VERSION;
 use crest_proto::pb::{
     self, coordinator_message::Msg as Out, coordinator_server::Coordinator,
@@ -13,6 +14,11 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+
+/// A worker must register this soon after opening its session.
+const REGISTER_WITHIN: Duration = Duration::from_secs(5);
+/// Messages queued to one worker before sends wait.
+const OUTBOX: usize = 256;
 
 /// A registered worker as the coordinator sees it.
 #[derive(Debug, Clone)]
@@ -90,29 +96,29 @@ impl Hub {
         }
     }
 
-    /// Checks a registration; `Err` carries the refusal reason.
-    pub fn check(&self, r: &pb::Register) -> Result<(), String> {
+    /// Checks a registration: every field in range (`crest_model::convert`), then the
+    /// protocol version and the token. `Err` carries the refusal reason.
+    ///
+    /// # Errors
+    /// The refusal reason, naming the worker and what would be right.
+    pub fn check(&self, r: &pb::Register) -> Result<Registration, String> {
+        let name: String = r.name.chars().take(64).collect();
         if r.protocol_version != PROTOCOL_VERSION {
             return Err(format!(
-                "protocol version mismatch: worker {} speaks version {} (crest {}), this coordinator speaks version {} (crest {}); run the same Crest release on both",
-                r.name,
+                "protocol version mismatch: worker {name} speaks version {} (crest {}), this coordinator speaks version {} (crest {}); run the same Crest release on both",
                 r.protocol_version,
-                r.crest_version,
+                r.crest_version.chars().take(32).collect::<String>(),
                 PROTOCOL_VERSION,
                 env!("CARGO_PKG_VERSION")
             ));
         }
         if !self.token.is_empty() && r.token != self.token {
             return Err(format!(
-                "worker {} gave {} token; start it with the coordinator's --token (or CREST_TOKEN)",
-                r.name,
+                "worker {name} gave {} token; start it with the coordinator's --token (or CREST_TOKEN)",
                 if r.token.is_empty() { "no" } else { "a wrong" }
             ));
         }
-        if r.shards == 0 {
-            return Err(format!("worker {} has 0 shards", r.name));
-        }
-        Ok(())
+        Registration::try_from(r).map_err(|e| format!("worker {name}: registration refused: {e}"))
     }
 }
 
@@ -129,7 +135,7 @@ impl Coordinator for Hub {
         let peer = req.remote_addr();
         let local = req.local_addr();
         let mut inbound = req.into_inner();
-        let first = tokio::time::timeout(Duration::from_secs(5), inbound.message())
+        let first = tokio::time::timeout(REGISTER_WITHIN, inbound.message())
             .await
             .map_err(|_| Status::deadline_exceeded("no Register within 5 s"))??;
         let Some(pb::WorkerMessage {
@@ -140,20 +146,23 @@ impl Coordinator for Hub {
                 "the first message of a session must be Register",
             ));
         };
-        let (tx, rx) = mpsc::channel::<pb::CoordinatorMessage>(256);
-        if let Err(reason) = self.check(&reg) {
-            let _ = self.events.send(HubEvent::Refused {
-                name: reg.name.clone(),
-                reason: reason.clone(),
-            });
-            let _ = tx
-                .send(pb::CoordinatorMessage {
-                    msg: Some(Out::Refused(pb::Refused { reason })),
-                })
-                .await;
-            drop(tx);
-            return Ok(Response::new(Box::pin(ReceiverStream::new(rx).map_ok())));
-        }
+        let (tx, rx) = mpsc::channel::<pb::CoordinatorMessage>(OUTBOX);
+        let reg = match self.check(&reg) {
+            Ok(checked) => checked,
+            Err(reason) => {
+                let _ = self.events.send(HubEvent::Refused {
+                    name: reg.name.clone(),
+                    reason: reason.clone(),
+                });
+                let _ = tx
+                    .send(pb::CoordinatorMessage {
+                        msg: Some(Out::Refused(pb::Refused { reason })),
+                    })
+                    .await;
+                drop(tx);
+                return Ok(Response::new(Box::pin(ReceiverStream::new(rx).map_ok())));
+            }
+        };
         let _ = tx
             .send(pb::CoordinatorMessage {
                 msg: Some(Out::Welcome(pb::Welcome {

@@ -15,16 +15,32 @@ pub const HIGHEST_NS: u64 = 3_600 * 1_000_000_000;
 pub const SIGFIG: u8 = 3;
 
 /// A new empty histogram with Crest's bounds.
+#[allow(clippy::expect_used)]
 pub fn new_hist() -> Hist {
+    // The bounds are constants that the unit tests construct: this cannot fail at run time.
     Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG).expect("constant bounds are valid")
+}
+
+/// `dst += src`. Every histogram in a run comes from [`new_hist`] or [`decode`] (which
+/// re-adds into one), so the bounds always match; if they ever did not, the values are
+/// recorded one by one (clamped) rather than lost or panicking.
+pub fn add(dst: &mut Hist, src: &Hist) {
+    if dst.add(src).is_err() {
+        for v in src.iter_recorded() {
+            let value = v.value_iterated_to().clamp(LOWEST_NS, HIGHEST_NS);
+            dst.saturating_record_n(value, v.count_at_value());
+        }
+    }
 }
 
 /// Serializes with the V2 + DEFLATE encoding (the standard HdrHistogram interchange format).
 pub fn encode(h: &Hist) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + h.len() as usize / 8);
-    V2DeflateSerializer::new()
-        .serialize(h, &mut out)
-        .expect("serializing to a Vec cannot fail");
+    // Writing to a Vec cannot fail, and DEFLATE of a valid histogram cannot either; an
+    // empty encoding would decode as an empty histogram, never as garbage.
+    if V2DeflateSerializer::new().serialize(h, &mut out).is_err() {
+        out.clear();
+    }
     out
 }
 

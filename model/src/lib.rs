@@ -10,16 +10,16 @@
 //! - [`workload`]: the command vocabulary, the mix and the request encoder.
 //! - [`stats`], [`hist`]: per-command counts and HDR histograms that merge by addition.
 //! - [`rng`]: the seeded generator every random choice comes from.
-//! - [`plan`]: a run plan as a worker receives it, checked.
-//! - [`wire`]: results to and from protobuf.
+//! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
+//! - [`plan`]: a run plan as a worker runs it: the checked wire plan with workloads built.
 //! - [`clock`]: Unix time as the protocol carries it.
 
 pub mod clock;
+pub mod convert;
 pub mod hist;
 pub mod plan;
 pub mod rng;
 pub mod schedule;
 pub mod shapes;
 pub mod stats;
-pub mod wire;
 pub mod workload;

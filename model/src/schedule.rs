@@ -46,6 +46,9 @@ pub enum ProfileError {
     /// The profile has no segments or no length.
     #[error("the rate profile is empty; give at least one segment with a duration > 0")]
     Empty,
+    /// The segments add up to more than `u64::MAX` ns (584 years).
+    #[error("the rate profile is longer than 584 years; give shorter segments")]
+    TooLong,
 }
 
 impl Profile {
@@ -65,7 +68,7 @@ impl Profile {
             }
             starts_ns.push(t);
             cum.push(c);
-            t += s.duration_ns;
+            t = t.checked_add(s.duration_ns).ok_or(ProfileError::TooLong)?;
             c += (s.from_rps + s.to_rps) / 2.0 * (s.duration_ns as f64 / NS);
         }
         if t == 0 {
@@ -107,8 +110,14 @@ impl Profile {
         *self.cum.last().expect("never empty")
     }
 
-    /// The same shape with every rate multiplied by `share`.
+    /// The same shape with every rate multiplied by `share`. Shares come checked from the
+    /// wire (finite, in [0, 1]); anything else is taken as 0 rather than trusted.
     pub fn scaled(&self, share: f64) -> Self {
+        let share = if share.is_finite() && share >= 0.0 {
+            share
+        } else {
+            0.0
+        };
         let segs = self
             .segments
             .iter()
@@ -118,7 +127,9 @@ impl Profile {
                 to_rps: s.to_rps * share,
             })
             .collect();
-        Self::new(segs).expect("scaling a valid profile by a share ≥ 0 keeps it valid")
+        // A finite rate times a finite share ≥ 0 is finite and ≥ 0 unless it overflows to ∞;
+        // then the unscaled profile is the safe answer.
+        Self::new(segs).unwrap_or_else(|_| self.clone())
     }
 
     fn segment_at(&self, t_ns: u64) -> Option<usize> {

@@ -81,9 +81,9 @@ impl AddAssign<&CmdStats> for CmdStats {
             add_error(&mut self.errors, k, *n);
         }
         // Same constructor everywhere, so the bounds always match.
-        self.latency.add(&o.latency).expect("same bounds");
-        self.service_time.add(&o.service_time).expect("same bounds");
-        self.schedule_lag.add(&o.schedule_lag).expect("same bounds");
+        hist::add(&mut self.latency, &o.latency);
+        hist::add(&mut self.service_time, &o.service_time);
+        hist::add(&mut self.schedule_lag, &o.schedule_lag);
     }
 }
 

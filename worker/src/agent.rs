@@ -7,10 +7,10 @@
 
 use crate::shard::{self, ShardClass, ShardConfig, ShardEvent};
 use crest_model::clock::unix_ns;
+use crest_model::convert::{self, FailureKind};
 use crest_model::plan::Plan;
 use crest_model::schedule::Schedule;
 use crest_model::stats::{ErrorCounts, Stats, add_error};
-use crest_model::wire;
 use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
     worker_message::Msg as Out,
@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+/// A run may be scheduled to start at most this far ahead (the coordinator's lead is
+/// 1 s, or four round trips on a slow path).
+const MAX_START_LEAD: Duration = Duration::from_secs(60);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -222,28 +225,35 @@ async fn start_run(
 ) -> Result<(), pb::RunFailed> {
     let pb_plan = s.plan.unwrap_or_default();
     let run_id = pb_plan.run_id.clone();
-    let fail = |reason: String| pb::RunFailed {
-        run_id: run_id.clone(),
-        reason,
-    };
+    let fail_as = |kind, reason: String| convert::run_failed(&run_id, kind, reason);
+    let fail = |reason: String| fail_as(FailureKind::TargetUnreachable, reason);
     if let Some(r) = run.as_ref() {
-        return Err(fail(format!(
-            "worker {} is busy with run {}",
-            cfg.name, r.run_id
-        )));
+        return Err(fail_as(
+            FailureKind::Busy,
+            format!("worker {} is busy with run {}", cfg.name, r.run_id),
+        ));
     }
-    let plan = Plan::from_pb(pb_plan, cfg.cores.len()).map_err(|e| fail(e.to_string()))?;
+    let plan = Plan::from_pb(&pb_plan, cfg.cores.len())
+        .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
     let target = tokio::net::lookup_host(plan.target.as_str())
         .await
         .map_err(|e| fail(format!("cannot resolve target {}: {e}", plan.target)))?
         .next()
         .ok_or_else(|| fail(format!("target {} resolves to no address", plan.target)))?;
-    let wait_ns = s.start_at_unix_ns - unix_ns();
-    let start = if wait_ns > 0 {
-        Instant::now() + Duration::from_nanos(wait_ns as u64)
-    } else {
-        Instant::now()
-    };
+    // The start instant is the peer's number: saturate instead of overflowing, and refuse
+    // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
+    let wait = Duration::from_nanos(
+        u64::try_from(s.start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
+    );
+    if wait > MAX_START_LEAD {
+        return Err(fail_as(
+            FailureKind::BadPlan,
+            format!(
+                "start instant is {wait:?} away; a coordinator starts runs within {MAX_START_LEAD:?}"
+            ),
+        ));
+    }
+    let start = Instant::now() + wait;
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
     let workloads: Vec<Arc<crest_model::workload::Workload>> = plan
@@ -268,7 +278,7 @@ async fn start_run(
             .iter()
             .zip(&part.classes)
             .zip(&workloads)
-            .map(|((c, &(connections, requests)), w)| ShardClass {
+            .map(|((c, part_class), w)| ShardClass {
                 workload: w.clone(),
                 schedule: c.profile.as_ref().map(|p| {
                     Schedule::new(
@@ -278,8 +288,8 @@ async fn start_run(
                     )
                 }),
                 closed_until: c.closed_for.map(|d| d + plan.warmup),
-                budget: requests.unwrap_or(u64::MAX),
-                connections,
+                budget: part_class.budget.unwrap_or(u64::MAX),
+                connections: part_class.connections,
                 pipeline: c.pipeline,
             })
             .collect();
@@ -304,7 +314,12 @@ async fn start_run(
         std::thread::Builder::new()
             .name(format!("crest-shard-{}", part.shard))
             .spawn(move || shard::run(sc))
-            .map_err(|e| fail(format!("cannot start shard thread: {e}")))?;
+            .map_err(|e| {
+                fail_as(
+                    FailureKind::Internal,
+                    format!("cannot start shard thread: {e}"),
+                )
+            })?;
     }
     tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
     *run = Some(ActiveRun {
@@ -386,10 +401,11 @@ impl ActiveRun {
                         self.target,
                         error.unwrap_or_else(|| "no connection came up".into())
                     );
-                    out.push(Out::Failed(pb::RunFailed {
-                        run_id: self.run_id.clone(),
+                    out.push(Out::Failed(convert::run_failed(
+                        &self.run_id,
+                        FailureKind::TargetUnreachable,
                         reason,
-                    }));
+                    )));
                     return (out, true);
                 }
             }
@@ -431,7 +447,7 @@ impl ActiveRun {
                         in_flight: self.in_flight,
                         unsent: self.unsent,
                         intervals: self.intervals_sent,
-                        connection_errors: wire::errors_to_pb(&self.conn_errors),
+                        connection_errors: convert::errors_to_pb(&self.conn_errors),
                     }));
                     return (out, true);
                 }
@@ -444,7 +460,7 @@ impl ActiveRun {
         self.classes
             .iter()
             .zip(stats)
-            .flat_map(|(c, s)| wire::to_pb(&c.name, &s.cmds, &c.commands))
+            .flat_map(|(c, s)| convert::stats_to_pb(&c.name, &s.cmds, &c.commands))
             .collect()
     }
 

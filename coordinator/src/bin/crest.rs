@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use crest::cli::{RunArgs, to_config};
 use crest::orchestrate::{self, RunError};
+use crest::{output, report};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -63,7 +64,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(e) => return Ok(usage(format!("--listen {listen}: cannot listen: {e}"))),
             };
             eprintln!("crest: built-in target listening on {}", l.local_addr()?);
-            crest_sink::serve(l, orchestrate::interrupted()).await?;
+            crest_sink::serve(l, signals()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Cmd::Run(args) => {
@@ -71,51 +72,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(c) => c,
                 Err(e) => return Ok(usage(e)),
             };
-            let out = cfg.out.clone();
-            if let Some(dir) = &out
-                && let Err(e) = std::fs::create_dir_all(dir).and_then(|()| {
-                    // Fail now, not after the run, when the report cannot be written.
-                    let probe = dir.join(".crest-write-check");
-                    std::fs::write(&probe, b"")?;
-                    std::fs::remove_file(&probe)
-                })
+            if let Some(dir) = &cfg.out
+                && let Err(e) = output::check_writable(dir)
             {
                 return Ok(usage(format!(
                     "--out {}: cannot write there: {e}",
                     dir.display()
                 )));
             }
-            let res = rt.block_on(orchestrate::run(cfg));
+            let res = rt.block_on(async {
+                let listener = orchestrate::bind(&cfg).await?;
+                orchestrate::run(&cfg, listener, signals()).await
+            });
             rt.shutdown_timeout(Duration::from_millis(500));
             match res {
-                Ok(report) => {
+                Ok(results) => {
+                    let report = report::build(&cfg, &results);
                     print!("{}", report.table());
-                    if let Some(dir) = out {
-                        let json = serde_json::to_string_pretty(&report)?;
-                        write_atomic(&dir.join("report.json"), json.as_bytes())?;
-                        write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
-                        let started = humantime::parse_rfc3339(&report.started_at)
-                            .unwrap_or_else(|_| std::time::SystemTime::now());
-                        let mut hlog = Vec::new();
-                        crest::report::write_hlog(&report, started, &mut hlog)
-                            .map_err(|e| anyhow::anyhow!("latency.hlog: {e}"))?;
-                        write_atomic(&dir.join("latency.hlog"), &hlog)?;
-                        write_atomic(
-                            &dir.join("report.html"),
-                            crest::html::render(&report).as_bytes(),
-                        )?;
-                        eprintln!(
-                            "crest: report written to {}",
-                            dir.join("report.json").display()
-                        );
+                    if let Some(dir) = &cfg.out {
+                        let path = output::write_all(&report, dir).map_err(anyhow::Error::msg)?;
+                        eprintln!("crest: report written to {}", path.display());
                     }
-                    // A report is written either way; exit 3 tells scripts it is incomplete
-                    // (a worker was lost, or the books did not balance).
-                    if report.workers.iter().any(|w| w.lost) || !report.checks.problems.is_empty() {
-                        Ok(ExitCode::from(3))
-                    } else {
-                        Ok(ExitCode::SUCCESS)
-                    }
+                    Ok(report.exit_code())
                 }
                 Err(RunError::Usage(m)) => Ok(usage(m)),
                 Err(RunError::Interrupted) => {
@@ -131,10 +109,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Writes to a temporary name and renames, so a half-written report never passes as whole.
-fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, Kubernetes deleting the Job).
+async fn signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

@@ -1,5 +1,18 @@
-//! `report.json` (schema_version 1, documented in `docs/report.md`) and the terminal
-//! summary table. Every figure is read off merged histograms and exact counts.
+//! The report: one value ([`Report`], serialized as `report.json`, schema in
+//! `docs/report.md`) built once from a run's results by [`build`], and the renderers over
+//! it: the terminal table ([`Report::table`]), `timeline.csv` ([`Report::timeline_csv`]),
+//! `latency.hlog` ([`write_hlog`]) and `report.html` ([`html::render`]). Every figure is
+//! read off merged histograms and exact counts.
+//!
+//! # Layout
+//! - [`build`](mod@build): results → report (merging, timeline, self-checks).
+//! - [`html`]: `report.html`, one self-contained page with charts.
+//! - this module: the report model, the table, CSV and hlog renderers.
+
+pub mod build;
+pub mod html;
+
+pub use build::build;
 
 use crest_model::hist::Hist;
 use crest_model::stats::{CmdStats, ErrorCounts};

@@ -1,0 +1,381 @@
+//! The run lifecycle, from a checked [`RunConfig`] to [`RunResults`]:
+//! (start local workers / built-in target) → wait for workers → clock offsets →
+//! plan and split → common start instant → collect intervals with live progress →
+//! finals, lost workers. Turning results into a report is [`crate::report::build`]'s job.
+//!
+//! The seam is [`run`]`(config, listener, shutdown)`, in the manner of mini-redis's
+//! `server::run`: the caller binds the listener (port 0 in tests) and decides what stops
+//! the run (signals in the binary, a channel in tests), so the whole coordinator can be
+//! driven in-process.
+//!
+//! Lost workers: a worker whose session ends, or who sends nothing for [`SILENCE`], is
+//! marked lost and sent an abort; the run finishes with the others and keeps every interval
+//! the lost worker sent. The coordinator never waits past the schedule end + drain + grace.
+//!
+//! # Layout
+//! - [`cluster`]: local workers, waiting for registrations, clock offsets.
+//! - [`phase`]: a phase's plan (domain → wire through `crest_model::convert`) and its start.
+//! - [`collect`]: intervals and finals in, lost workers out, live progress.
+
+mod cluster;
+mod collect;
+mod phase;
+
+use crate::config::{RunConfig, Workers};
+use crate::merge::{self, WorkerBooks};
+use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
+use crest_model::plan::ClassPlan;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// A worker that sends nothing for this long during a run is lost.
+pub const SILENCE: Duration = Duration::from_secs(3);
+/// Extra wait for finals after the schedule and the drain.
+const GRACE: Duration = Duration::from_secs(5);
+/// Clock pings per worker; the lowest-RTT answer sets the offset.
+const PINGS: u64 = 5;
+/// How long a phase with no time bound (count-bounded closed loop, prefill) may run.
+const UNBOUNDED_PHASE: Duration = Duration::from_secs(3600);
+/// Local workers register over loopback; they get this long.
+const LOCAL_WAIT: Duration = Duration::from_secs(10);
+/// How long the gRPC server gets to close its streams after a run.
+const SERVER_STOP: Duration = Duration::from_secs(2);
+
+/// Why a run did not produce results.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The user can fix it: bad setting, unreachable target, missing workers (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Something else went wrong (exit 1).
+    #[error("{0}")]
+    Failed(String),
+    /// Interrupted by the user (exit 130).
+    #[error("interrupted; workers told to stop")]
+    Interrupted,
+}
+
+/// Everything a run measured, before it becomes a report.
+#[derive(Debug)]
+pub struct RunResults {
+    /// Run id (also the workers' run id).
+    pub run_id: String,
+    /// Wall-clock instant of the measured start (after the warm-up).
+    pub started_at: SystemTime,
+    /// From the measured start to the last worker's final message.
+    pub elapsed: Duration,
+    /// The run went to the built-in target (no `--target`).
+    pub builtin_target: bool,
+    /// Every worker that took part, lost ones included.
+    pub workers: Vec<WorkerResult>,
+}
+
+/// One worker's part of the results.
+#[derive(Debug)]
+pub struct WorkerResult {
+    /// Who.
+    pub info: WorkerInfo,
+    /// Its clock minus ours, ns.
+    pub offset_ns: i64,
+    /// Lowest round trip of the clock pings, ns.
+    pub rtt_ns: u64,
+    /// What it reported.
+    pub books: WorkerBooks,
+}
+
+impl WorkerResult {
+    /// Whether the worker was lost during the run.
+    pub fn lost(&self) -> bool {
+        self.books.lost.is_some()
+    }
+}
+
+struct Member {
+    link: WorkerLink,
+    offset_ns: i64,
+    rtt_ns: u64,
+    books: WorkerBooks,
+    last_seen: Instant,
+    done: bool,
+    finished_at: Option<Instant>,
+}
+
+impl Member {
+    fn lost(&self) -> bool {
+        self.books.lost.is_some()
+    }
+}
+
+/// Binds the address workers dial: loopback port 0 for in-process workers (nobody else
+/// needs to reach it), `--listen` otherwise.
+///
+/// # Errors
+/// [`RunError::Usage`] naming `--listen` when the address cannot be bound.
+pub async fn bind(cfg: &RunConfig) -> Result<TcpListener, RunError> {
+    let listen = match cfg.workers {
+        Workers::Local { .. } => SocketAddr::from(([127, 0, 0, 1], 0)),
+        Workers::Remote { .. } => cfg.listen,
+    };
+    TcpListener::bind(listen)
+        .await
+        .map_err(|e| RunError::Usage(format!("--listen {listen}: cannot listen: {e}")))
+}
+
+/// Runs one load test on `listener` (workers dial it) until it ends or `shutdown`
+/// resolves; returns what every worker measured.
+///
+/// # Errors
+/// [`RunError`] when no results can be had: [`RunError::Interrupted`] after `shutdown`.
+pub async fn run(
+    cfg: &RunConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<RunResults, RunError> {
+    let (ev_tx, mut events) = mpsc::unbounded_channel();
+    let hub = Hub::new(ev_tx, cfg.token.clone());
+    let addr = listener
+        .local_addr()
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    let (int_tx, int_rx) = watch::channel(false);
+    let interrupt_task = tokio::spawn(async move {
+        shutdown.await;
+        let _ = int_tx.send(true);
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = {
+        let mut rx = stop_rx.clone();
+        tokio::spawn(service::serve(hub, listener, async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }))
+    };
+    let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx).await;
+    interrupt_task.abort();
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(SERVER_STOP, server).await;
+    result
+}
+
+/// Resolves when `interrupt` flips to true (or its sender is gone, which never happens
+/// before the run ends).
+async fn interrupted(interrupt: &watch::Receiver<bool>) {
+    let mut rx = interrupt.clone();
+    if rx.wait_for(|v| *v).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn run_inner(
+    cfg: &RunConfig,
+    addr: SocketAddr,
+    events: &mut mpsc::UnboundedReceiver<HubEvent>,
+    stop: watch::Receiver<bool>,
+    interrupt: &watch::Receiver<bool>,
+) -> Result<RunResults, RunError> {
+    // The built-in target, when no --target is given.
+    let builtin_port = match &cfg.target {
+        Some(_) => None,
+        None => {
+            let ip = match cfg.workers {
+                Workers::Local { .. } => [127, 0, 0, 1].into(),
+                Workers::Remote { .. } => cfg.listen.ip(),
+            };
+            let l = tokio::net::TcpListener::bind(SocketAddr::new(ip, 0))
+                .await
+                .map_err(|e| RunError::Failed(format!("cannot start the built-in target: {e}")))?;
+            let port = l
+                .local_addr()
+                .map_err(|e| RunError::Failed(e.to_string()))?
+                .port();
+            let mut rx = stop.clone();
+            tokio::spawn(crest_sink::serve(l, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }));
+            eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
+            Some(port)
+        }
+    };
+    let expected = match &cfg.workers {
+        Workers::Local {
+            count,
+            cpus,
+            threads,
+        } => {
+            cluster::start_local_workers(
+                *count,
+                cpus.as_deref(),
+                *threads,
+                addr,
+                &cfg.token,
+                stop.clone(),
+            )?;
+            *count as usize
+        }
+        Workers::Remote { count, .. } => {
+            eprintln!(
+                "crest: listening on {addr}; waiting for {count} worker(s): crest-worker --coordinator http://<this host>:{}",
+                addr.port()
+            );
+            *count as usize
+        }
+    };
+    let wait = match cfg.workers {
+        Workers::Local { .. } => LOCAL_WAIT,
+        Workers::Remote { wait_timeout, .. } => wait_timeout,
+    };
+    let mut members = cluster::wait_for_workers(events, expected, wait, addr, interrupt).await?;
+    cluster::measure_offsets(events, &mut members).await?;
+
+    let total_shards: u32 = members.iter().map(|m| m.link.info.shards).sum();
+    for c in &cfg.classes {
+        if u64::from(c.connections) < u64::from(total_shards) {
+            return Err(RunError::Usage(format!(
+                "--connections {} (class {}): fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",
+                c.connections, c.name
+            )));
+        }
+    }
+    let target_for = |m: &Member| match (&cfg.target, builtin_port) {
+        (Some(t), _) => t.clone(),
+        (None, Some(port)) => {
+            let ip = m.link.info.local.map_or_else(|| addr.ip(), |a| a.ip());
+            SocketAddr::new(ip, port).to_string()
+        }
+        // The built-in target is started exactly when no target is given.
+        (None, None) => SocketAddr::new(addr.ip(), 0).to_string(),
+    };
+
+    // Prefill: every key of each prefill class written once, closed loop, split across the
+    // shards by key (sequential keys interleaved by shard), excluded from results.
+    let prefill: Vec<ClassPlan> = cfg
+        .classes
+        .iter()
+        .filter(|c| c.prefill)
+        .map(phase::prefill_class)
+        .collect();
+    if !prefill.is_empty() {
+        let budgets: Vec<Option<u64>> = cfg
+            .classes
+            .iter()
+            .filter(|c| c.prefill)
+            .map(|c| Some(c.keys))
+            .collect();
+        let conns: Vec<u32> = cfg
+            .classes
+            .iter()
+            .filter(|c| c.prefill)
+            .map(|c| c.connections)
+            .collect();
+        let keys: u64 = cfg
+            .classes
+            .iter()
+            .filter(|c| c.prefill)
+            .map(|c| c.keys)
+            .sum();
+        eprintln!("crest: prefill: writing {keys} keys");
+        let t0 = Instant::now();
+        let phase = phase::Phase {
+            classes: prefill,
+            budgets,
+            conns,
+            warmup: Duration::ZERO,
+        };
+        let (run_id, _, _) = phase::start(cfg, &members, &phase, total_shards, &target_for).await?;
+        collect::collect(
+            cfg,
+            events,
+            &mut members,
+            &run_id,
+            Instant::now(),
+            UNBOUNDED_PHASE,
+            interrupt,
+        )
+        .await?;
+        let mut written = 0;
+        let mut errors = 0;
+        for m in &mut members {
+            let t = merge::all_commands(&m.books.sum());
+            written += t.completed;
+            errors += t.error_total();
+            if let Some(reason) = &m.books.lost {
+                return Err(RunError::Failed(format!(
+                    "worker {} lost during prefill: {reason}",
+                    m.link.info.name
+                )));
+            }
+            m.books = WorkerBooks::default();
+            m.done = false;
+            m.finished_at = None;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "crest: prefill: {written} keys written in {secs:.1} s ({:.0}/s), {errors} errors",
+            written as f64 / secs.max(1e-9)
+        );
+    }
+
+    let phase = phase::Phase {
+        classes: cfg
+            .classes
+            .iter()
+            .map(|c| phase::class_plan(cfg, c))
+            .collect(),
+        budgets: cfg.classes.iter().map(|c| c.requests).collect(),
+        conns: cfg.classes.iter().map(|c| c.connections).collect(),
+        warmup: cfg.warmup,
+    };
+    let (run_id, start_local, started_at) =
+        phase::start(cfg, &members, &phase, total_shards, &target_for).await?;
+    let conns: u32 = cfg.classes.iter().map(|c| c.connections).sum();
+    eprintln!(
+        "crest: run {run_id}: {} worker(s), {total_shards} shard(s), {} class(es), {conns} connections{}",
+        members.len(),
+        cfg.classes.len(),
+        if cfg.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(", warm-up {:?} not measured", cfg.warmup)
+        }
+    );
+    let measured_start = start_local + cfg.warmup;
+    let budget = if cfg.closed_loop() && cfg.duration.is_zero() {
+        UNBOUNDED_PHASE
+    } else {
+        cfg.duration
+    };
+    collect::collect(
+        cfg,
+        events,
+        &mut members,
+        &run_id,
+        measured_start,
+        budget,
+        interrupt,
+    )
+    .await?;
+    let elapsed = members
+        .iter()
+        .filter_map(|m| m.finished_at)
+        .max()
+        .map_or_else(
+            || measured_start.elapsed(),
+            |t| t.saturating_duration_since(measured_start),
+        );
+    Ok(RunResults {
+        run_id,
+        started_at: started_at + cfg.warmup,
+        elapsed,
+        builtin_target: builtin_port.is_some(),
+        workers: members
+            .into_iter()
+            .map(|m| WorkerResult {
+                info: m.link.info,
+                offset_ns: m.offset_ns,
+                rtt_ns: m.rtt_ns,
+                books: m.books,
+            })
+            .collect(),
+    })
+}

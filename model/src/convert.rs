@@ -1,0 +1,1260 @@
+//! Every conversion between Crest's domain types and the wire (`crest_proto::pb`), both
+//! directions side by side, so a field cannot be written one way and read another.
+//!
+//! Domain → wire is `From` (it cannot fail). Wire → domain is `TryFrom`, and it is the one
+//! place where a field sent by a peer is checked: numbers finite and in range, counts
+//! capped ([`limits`]), clocks and indices never overflowing. A message that fails is
+//! refused with a [`WireError`] naming the field, its value and what would be right; no
+//! peer input can panic this process or make it allocate without bound.
+
+use crate::hist::{self, HistError};
+use crate::plan::Pacer;
+use crate::schedule::{Arrival, Profile, ProfileError, Segment};
+use crate::shapes::{KeyDist, ShapeError, ValueSizes};
+use crate::stats::{CmdStats, ErrorCounts};
+use crest_proto::pb;
+use std::time::Duration;
+
+/// Caps on what a peer may ask for. Each is far above any real run and far below what
+/// would exhaust a machine; a value beyond one is a bug or an attack, never a workload.
+pub mod limits {
+    use std::time::Duration;
+
+    /// Pinned shards one worker may announce (one per core; the largest machines have 512).
+    pub const MAX_SHARDS_PER_WORKER: u32 = 1024;
+    /// Shards in one run, over every worker.
+    pub const MAX_TOTAL_SHARDS: u32 = 65_536;
+    /// Classes in one plan.
+    pub const MAX_CLASSES: usize = 1024;
+    /// Commands in one class's mix: the engine indexes them with a `u16`.
+    pub const MAX_MIX: usize = u16::MAX as usize;
+    /// Segments in one rate profile (a day of 100 ms steps is 864,000).
+    pub const MAX_SEGMENTS: usize = 1_000_000;
+    /// Highest rate of one class, requests per second, cluster-wide.
+    pub const MAX_RATE: f64 = 1e9;
+    /// Longest profile or closed-loop run: 30 days.
+    pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
+    /// Requests in flight per connection.
+    pub const MAX_PIPELINE: u32 = 65_536;
+    /// Keys or members per batched command (MSET, ZADD, ...).
+    pub const MAX_BATCH: u32 = 100_000;
+    /// Connections one shard may open for one class.
+    pub const MAX_CONNECTIONS_PER_SHARD: u32 = 65_536;
+    /// Requests allowed to wait for a free connection, per shard and class.
+    pub const MAX_BACKLOG: u64 = 100_000_000;
+    /// Shortest and longest per-request timeout.
+    pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+    /// Longest per-request timeout.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+    /// Longest drain and warm-up.
+    pub const MAX_DRAIN: Duration = Duration::from_secs(3600);
+    /// Longest warm-up.
+    pub const MAX_WARMUP: Duration = Duration::from_secs(24 * 3600);
+    /// Shortest reported interval.
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+    /// Longest reported interval.
+    pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+    /// Longest TTL in seconds (Redis accepts up to i64 ms; a century is plenty).
+    pub const MAX_TTL_S: u64 = 100 * 365 * 24 * 3600;
+    /// Longest name, prefix or address string, in bytes.
+    pub const MAX_NAME: usize = 1024;
+    /// Longest command template in a mix, in bytes.
+    pub const MAX_TEMPLATE: usize = 64 * 1024;
+    /// Cores one worker may list.
+    pub const MAX_CPUS: usize = 4096;
+}
+
+/// A wire message that is refused: which field, what it held, what would be right.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("field `{field}` = {value}: {why}")]
+pub struct WireError {
+    /// Path of the field, e.g. `classes[0].pipeline`.
+    pub field: String,
+    /// The offending value, quoted.
+    pub value: String,
+    /// What would be right.
+    pub why: String,
+}
+
+impl WireError {
+    fn new(field: impl Into<String>, value: impl std::fmt::Debug, why: impl Into<String>) -> Self {
+        let mut value = format!("{value:?}");
+        if value.len() > 80 {
+            let cut = (0..=80)
+                .rev()
+                .find(|&i| value.is_char_boundary(i))
+                .unwrap_or(0);
+            value.truncate(cut);
+            value.push('…');
+        }
+        Self {
+            field: field.into(),
+            value,
+            why: why.into(),
+        }
+    }
+
+    /// The same error under a parent path: `keys` → `classes[2].keys`.
+    fn under(mut self, parent: &str) -> Self {
+        self.field = format!("{parent}.{}", self.field);
+        self
+    }
+}
+
+fn check_range<T: PartialOrd + Copy + std::fmt::Debug>(
+    field: &str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<T, WireError> {
+    if v < lo || v > hi {
+        return Err(WireError::new(
+            field,
+            v,
+            format!("must be in {lo:?}..={hi:?}"),
+        ));
+    }
+    Ok(v)
+}
+
+fn check_len(field: &str, len: usize, max: usize) -> Result<(), WireError> {
+    if len > max {
+        return Err(WireError::new(
+            field,
+            format!("{len} entries"),
+            format!("at most {max}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_str(field: &str, s: &str, max: usize) -> Result<(), WireError> {
+    if s.len() > max {
+        return Err(WireError::new(
+            field,
+            format!("{} bytes", s.len()),
+            format!("at most {max} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+fn duration(field: &str, ns: u64, lo: Duration, hi: Duration) -> Result<Duration, WireError> {
+    let d = Duration::from_nanos(ns);
+    if d < lo || d > hi {
+        return Err(WireError::new(
+            field,
+            d,
+            format!("must be in {lo:?}..={hi:?}"),
+        ));
+    }
+    Ok(d)
+}
+
+// ---------------------------------------------------------------------------------------
+// Rate profiles.
+
+impl From<&Profile> for pb::RateProfile {
+    fn from(p: &Profile) -> Self {
+        Self {
+            segments: p
+                .segments()
+                .iter()
+                .map(|s| pb::RateSegment {
+                    duration_ns: s.duration_ns,
+                    from_rps: s.from_rps,
+                    to_rps: s.to_rps,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<&pb::RateProfile> for Profile {
+    type Error = WireError;
+
+    fn try_from(p: &pb::RateProfile) -> Result<Self, WireError> {
+        check_len("segments", p.segments.len(), limits::MAX_SEGMENTS)?;
+        let mut total = 0u64;
+        let mut segs = Vec::with_capacity(p.segments.len());
+        for (i, s) in p.segments.iter().enumerate() {
+            for (name, r) in [("from_rps", s.from_rps), ("to_rps", s.to_rps)] {
+                if !(r.is_finite() && (0.0..=limits::MAX_RATE).contains(&r)) {
+                    return Err(WireError::new(
+                        format!("segments[{i}].{name}"),
+                        r,
+                        format!("a finite rate in 0..={:e} requests/s", limits::MAX_RATE),
+                    ));
+                }
+            }
+            total = total
+                .checked_add(s.duration_ns)
+                .filter(|t| Duration::from_nanos(*t) <= limits::MAX_RUN)
+                .ok_or_else(|| {
+                    WireError::new(
+                        format!("segments[{i}].duration_ns"),
+                        s.duration_ns,
+                        format!("the profile may last at most {:?}", limits::MAX_RUN),
+                    )
+                })?;
+            segs.push(Segment {
+                duration_ns: s.duration_ns,
+                from_rps: s.from_rps,
+                to_rps: s.to_rps,
+            });
+        }
+        Profile::new(segs).map_err(|e| match e {
+            ProfileError::Empty | ProfileError::TooLong => {
+                WireError::new("segments", "[]", e.to_string())
+            }
+            ProfileError::BadRate { index, rate } => {
+                WireError::new(format!("segments[{index}]"), rate, e.to_string())
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Key and value shapes.
+
+/// A keyspace as a plan carries it (the engine builds its sampler from this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeySpec {
+    /// Number of keys.
+    pub count: u64,
+    /// Key name prefix.
+    pub prefix: String,
+    /// How keys are drawn.
+    pub dist: KeyDist,
+}
+
+impl From<&KeySpec> for pb::KeySpace {
+    fn from(k: &KeySpec) -> Self {
+        use pb::key_space::Dist;
+        Self {
+            count: k.count,
+            prefix: k.prefix.clone(),
+            dist: Some(match k.dist {
+                KeyDist::Uniform => Dist::Uniform(pb::UniformKeys {}),
+                KeyDist::Zipf(exponent) => Dist::Zipf(pb::ZipfKeys { exponent }),
+                KeyDist::Sequential => Dist::Sequential(pb::SequentialKeys {}),
+                KeyDist::Gaussian { mean, stddev } => {
+                    Dist::Gaussian(pb::GaussianKeys { mean, stddev })
+                }
+            }),
+        }
+    }
+}
+
+impl TryFrom<&pb::KeySpace> for KeySpec {
+    type Error = WireError;
+
+    fn try_from(k: &pb::KeySpace) -> Result<Self, WireError> {
+        use pb::key_space::Dist;
+        check_str("prefix", &k.prefix, limits::MAX_NAME)?;
+        if k.count == 0 {
+            return Err(WireError::new("count", 0, ShapeError::NoKeys.to_string()));
+        }
+        let dist = match &k.dist {
+            None | Some(Dist::Uniform(_)) => KeyDist::Uniform,
+            Some(Dist::Sequential(_)) => KeyDist::Sequential,
+            Some(Dist::Zipf(z)) => {
+                if !(z.exponent.is_finite() && z.exponent > 0.0) {
+                    return Err(WireError::new(
+                        "zipf.exponent",
+                        z.exponent,
+                        "a finite number > 0 (0.99 is YCSB's default)",
+                    ));
+                }
+                KeyDist::Zipf(z.exponent)
+            }
+            Some(Dist::Gaussian(g)) => {
+                if !g.mean.is_finite() {
+                    return Err(WireError::new(
+                        "gaussian.mean",
+                        g.mean,
+                        "a finite key index",
+                    ));
+                }
+                if !(g.stddev.is_finite() && g.stddev > 0.0) {
+                    return Err(WireError::new(
+                        "gaussian.stddev",
+                        g.stddev,
+                        "a finite number of keys > 0",
+                    ));
+                }
+                KeyDist::Gaussian {
+                    mean: g.mean,
+                    stddev: g.stddev,
+                }
+            }
+        };
+        Ok(Self {
+            count: k.count,
+            prefix: k.prefix.clone(),
+            dist,
+        })
+    }
+}
+
+impl From<&ValueSizes> for pb::ValueSizes {
+    fn from(v: &ValueSizes) -> Self {
+        use pb::value_sizes::Kind;
+        Self {
+            kind: Some(match v {
+                ValueSizes::Fixed(bytes) => Kind::Fixed(pb::FixedSize { bytes: *bytes }),
+                ValueSizes::Range(min, max) => Kind::Range(pb::SizeRange {
+                    min: *min,
+                    max: *max,
+                }),
+                ValueSizes::Weighted(list) => Kind::Weighted(pb::WeightedSizes {
+                    sizes: list
+                        .iter()
+                        .map(|&(bytes, weight)| pb::WeightedSize { bytes, weight })
+                        .collect(),
+                }),
+            }),
+        }
+    }
+}
+
+impl TryFrom<&pb::ValueSizes> for ValueSizes {
+    type Error = WireError;
+
+    fn try_from(v: &pb::ValueSizes) -> Result<Self, WireError> {
+        use pb::value_sizes::Kind;
+        let sizes = match &v.kind {
+            None => return Err(WireError::new("kind", "none", "fixed, range or weighted")),
+            Some(Kind::Fixed(f)) => ValueSizes::Fixed(f.bytes),
+            Some(Kind::Range(r)) => ValueSizes::Range(r.min, r.max),
+            Some(Kind::Weighted(w)) => {
+                check_len("weighted.sizes", w.sizes.len(), limits::MAX_MIX)?;
+                ValueSizes::Weighted(w.sizes.iter().map(|s| (s.bytes, s.weight)).collect())
+            }
+        };
+        sizes
+            .check()
+            .map_err(|e| WireError::new("kind", sizes.to_string(), e.to_string()))?;
+        Ok(sizes)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Plans.
+
+/// How a class's requests are paced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Load {
+    /// Open loop: the cluster-wide rate over time.
+    Open(Profile),
+    /// Closed loop: every connection keeps `pipeline` requests in flight, until this long
+    /// after the start (None: until the shards' budgets are spent).
+    Closed {
+        /// When to stop sending.
+        until: Option<Duration>,
+    },
+}
+
+/// One class of a run as the plan carries it: typed, not yet built into a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassPlan {
+    /// Name (results are reported under it).
+    pub name: String,
+    /// Open or closed loop.
+    pub load: Load,
+    /// Command names or templates, with weights.
+    pub mix: Vec<(String, u32)>,
+    /// Keyspace.
+    pub keys: KeySpec,
+    /// Value sizes.
+    pub values: ValueSizes,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
+    /// `EX` seconds on SET and EXPIRE.
+    pub ttl: Option<u64>,
+    /// Keys or members per batched command.
+    pub batch: u32,
+    /// Members or fields per key.
+    pub members: u64,
+    /// Members numbered in order, unique cluster-wide.
+    pub members_sequential: bool,
+    /// LRANGE / ZRANGE / ZRANGEBYSCORE length.
+    pub range: u32,
+}
+
+impl From<&ClassPlan> for pb::ClassPlan {
+    fn from(c: &ClassPlan) -> Self {
+        let (profile, closed_loop, duration_ns) = match &c.load {
+            Load::Open(p) => (Some(p.into()), false, 0),
+            Load::Closed { until } => (
+                None,
+                true,
+                until.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            ),
+        };
+        Self {
+            name: c.name.clone(),
+            profile,
+            closed_loop,
+            duration_ns,
+            mix: c
+                .mix
+                .iter()
+                .map(|(name, weight)| pb::Command {
+                    name: name.clone(),
+                    weight: *weight,
+                })
+                .collect(),
+            keys: Some((&c.keys).into()),
+            values: Some((&c.values).into()),
+            pipeline: c.pipeline,
+            ttl_s: c.ttl.unwrap_or(0),
+            batch: c.batch,
+            members: c.members,
+            members_sequential: c.members_sequential,
+            range: c.range,
+        }
+    }
+}
+
+impl TryFrom<&pb::ClassPlan> for ClassPlan {
+    type Error = WireError;
+
+    fn try_from(c: &pb::ClassPlan) -> Result<Self, WireError> {
+        check_str("name", &c.name, limits::MAX_NAME)?;
+        let load = if c.closed_loop {
+            Load::Closed {
+                until: match c.duration_ns {
+                    0 => None,
+                    ns => Some(duration(
+                        "duration_ns",
+                        ns,
+                        Duration::ZERO,
+                        limits::MAX_RUN,
+                    )?),
+                },
+            }
+        } else {
+            let p = c
+                .profile
+                .as_ref()
+                .ok_or_else(|| WireError::new("profile", "none", "an open-loop class needs one"))?;
+            Load::Open(Profile::try_from(p).map_err(|e| e.under("profile"))?)
+        };
+        if c.mix.is_empty() {
+            return Err(WireError::new("mix", "[]", "at least one command"));
+        }
+        check_len("mix", c.mix.len(), limits::MAX_MIX)?;
+        for (i, m) in c.mix.iter().enumerate() {
+            check_str(&format!("mix[{i}].name"), &m.name, limits::MAX_TEMPLATE)?;
+        }
+        let keys = KeySpec::try_from(
+            c.keys
+                .as_ref()
+                .ok_or_else(|| WireError::new("keys", "none", "a keyspace"))?,
+        )
+        .map_err(|e| e.under("keys"))?;
+        let values = ValueSizes::try_from(
+            c.values
+                .as_ref()
+                .ok_or_else(|| WireError::new("values", "none", "value sizes"))?,
+        )
+        .map_err(|e| e.under("values"))?;
+        Ok(Self {
+            name: c.name.clone(),
+            load,
+            mix: c.mix.iter().map(|m| (m.name.clone(), m.weight)).collect(),
+            keys,
+            values,
+            pipeline: check_range("pipeline", c.pipeline, 1, limits::MAX_PIPELINE)?,
+            ttl: match c.ttl_s {
+                0 => None,
+                s => Some(check_range("ttl_s", s, 1, limits::MAX_TTL_S)?),
+            },
+            batch: check_range("batch", c.batch, 1, limits::MAX_BATCH)?,
+            members: c.members,
+            members_sequential: c.members_sequential,
+            range: c.range,
+        })
+    }
+}
+
+/// One class's part on one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardClassPart {
+    /// Connections the shard opens for the class.
+    pub connections: u32,
+    /// Closed loop: requests the shard sends (None: until the class's time is up).
+    pub budget: Option<u64>,
+}
+
+/// One shard's part of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardPart {
+    /// Index within the worker.
+    pub shard: u32,
+    /// Index within the cluster (phase offsets, interleaved sequences).
+    pub global_index: u32,
+    /// Fraction of each class's rate this shard carries, in [0, 1].
+    pub share: f64,
+    /// RNG seed.
+    pub seed: u64,
+    /// One entry per class of the plan.
+    pub classes: Vec<ShardClassPart>,
+}
+
+impl From<&ShardPart> for pb::ShardPlan {
+    fn from(s: &ShardPart) -> Self {
+        Self {
+            shard: s.shard,
+            global_index: s.global_index,
+            share: s.share,
+            seed: s.seed,
+            classes: s
+                .classes
+                .iter()
+                .map(|c| pb::ShardClass {
+                    connections: c.connections,
+                    requests: c.budget.unwrap_or(0),
+                    bounded: c.budget.is_some(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<&pb::ShardPlan> for ShardPart {
+    type Error = WireError;
+
+    fn try_from(s: &pb::ShardPlan) -> Result<Self, WireError> {
+        if !(s.share.is_finite() && (0.0..=1.0).contains(&s.share)) {
+            return Err(WireError::new(
+                "share",
+                s.share,
+                "a fraction of the rate in [0, 1]",
+            ));
+        }
+        check_len("classes", s.classes.len(), limits::MAX_CLASSES)?;
+        let classes = s
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                Ok(ShardClassPart {
+                    connections: check_range(
+                        &format!("classes[{i}].connections"),
+                        c.connections,
+                        0,
+                        limits::MAX_CONNECTIONS_PER_SHARD,
+                    )?,
+                    budget: c.bounded.then_some(c.requests),
+                })
+            })
+            .collect::<Result<_, WireError>>()?;
+        Ok(Self {
+            shard: check_range("shard", s.shard, 0, limits::MAX_SHARDS_PER_WORKER - 1)?,
+            global_index: check_range(
+                "global_index",
+                s.global_index,
+                0,
+                limits::MAX_TOTAL_SHARDS - 1,
+            )?,
+            share: s.share,
+            seed: s.seed,
+            classes,
+        })
+    }
+}
+
+/// A whole run plan for one worker, typed and checked: what the coordinator builds and
+/// what the worker accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    /// Run id.
+    pub run_id: String,
+    /// Target `host:port`.
+    pub target: String,
+    /// The classes.
+    pub classes: Vec<ClassPlan>,
+    /// Arrival process.
+    pub arrival: Arrival,
+    /// How shards wait.
+    pub pacer: Pacer,
+    /// A request unanswered this long fails as `timeout`.
+    pub timeout: Duration,
+    /// After the schedule, wait this long for replies.
+    pub drain: Duration,
+    /// Unmeasured lead-in.
+    pub warmup: Duration,
+    /// Length of one reported interval.
+    pub interval: Duration,
+    /// Shards in the whole run.
+    pub total_shards: u32,
+    /// This worker's shards.
+    pub shards: Vec<ShardPart>,
+    /// Requests allowed to wait for a free connection, per shard and class.
+    pub backlog_limit: u64,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl From<&RunPlan> for pb::RunPlan {
+    fn from(p: &RunPlan) -> Self {
+        Self {
+            run_id: p.run_id.clone(),
+            target: p.target.clone(),
+            classes: p.classes.iter().map(Into::into).collect(),
+            arrival: match p.arrival {
+                Arrival::Uniform => pb::Arrival::Uniform,
+                Arrival::Poisson => pb::Arrival::Poisson,
+            } as i32,
+            pacer: match p.pacer {
+                Pacer::Sleep => pb::Pacer::Sleep,
+                Pacer::Spin => pb::Pacer::Spin,
+            } as i32,
+            timeout_ns: ns(p.timeout),
+            drain_ns: ns(p.drain),
+            warmup_ns: ns(p.warmup),
+            interval_ns: ns(p.interval),
+            total_shards: p.total_shards,
+            shards: p.shards.iter().map(Into::into).collect(),
+            backlog_limit: p.backlog_limit,
+        }
+    }
+}
+
+impl TryFrom<&pb::RunPlan> for RunPlan {
+    type Error = WireError;
+
+    fn try_from(p: &pb::RunPlan) -> Result<Self, WireError> {
+        check_str("run_id", &p.run_id, limits::MAX_NAME)?;
+        check_str("target", &p.target, limits::MAX_NAME)?;
+        if p.classes.is_empty() {
+            return Err(WireError::new("classes", "[]", "at least one class"));
+        }
+        check_len("classes", p.classes.len(), limits::MAX_CLASSES)?;
+        let classes = p
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ClassPlan::try_from(c).map_err(|e| e.under(&format!("classes[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let total_shards =
+            check_range("total_shards", p.total_shards, 1, limits::MAX_TOTAL_SHARDS)?;
+        check_len(
+            "shards",
+            p.shards.len(),
+            limits::MAX_SHARDS_PER_WORKER as usize,
+        )?;
+        let shards = p
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let part = ShardPart::try_from(s).map_err(|e| e.under(&format!("shards[{i}]")))?;
+                if part.classes.len() != classes.len() {
+                    return Err(WireError::new(
+                        format!("shards[{i}].classes"),
+                        format!("{} entries", part.classes.len()),
+                        format!("one per class ({})", classes.len()),
+                    ));
+                }
+                if part.global_index >= total_shards {
+                    return Err(WireError::new(
+                        format!("shards[{i}].global_index"),
+                        part.global_index,
+                        format!("below total_shards ({total_shards})"),
+                    ));
+                }
+                Ok(part)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            run_id: p.run_id.clone(),
+            target: p.target.clone(),
+            classes,
+            arrival: match pb::Arrival::try_from(p.arrival) {
+                Ok(pb::Arrival::Uniform) => Arrival::Uniform,
+                Ok(pb::Arrival::Poisson) => Arrival::Poisson,
+                Err(_) => return Err(WireError::new("arrival", p.arrival, "uniform or poisson")),
+            },
+            pacer: match pb::Pacer::try_from(p.pacer) {
+                Ok(pb::Pacer::Sleep) => Pacer::Sleep,
+                Ok(pb::Pacer::Spin) => Pacer::Spin,
+                Err(_) => return Err(WireError::new("pacer", p.pacer, "sleep or spin")),
+            },
+            timeout: duration(
+                "timeout_ns",
+                p.timeout_ns,
+                limits::MIN_TIMEOUT,
+                limits::MAX_TIMEOUT,
+            )?,
+            drain: duration("drain_ns", p.drain_ns, Duration::ZERO, limits::MAX_DRAIN)?,
+            warmup: duration("warmup_ns", p.warmup_ns, Duration::ZERO, limits::MAX_WARMUP)?,
+            interval: duration(
+                "interval_ns",
+                p.interval_ns,
+                limits::MIN_INTERVAL,
+                limits::MAX_INTERVAL,
+            )?,
+            total_shards,
+            shards,
+            backlog_limit: check_range("backlog_limit", p.backlog_limit, 1, limits::MAX_BACKLOG)?,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration.
+
+/// A worker's registration, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
+    /// Protocol version the worker speaks.
+    pub protocol_version: u32,
+    /// Worker uuid.
+    pub worker_id: String,
+    /// Name shown in reports.
+    pub name: String,
+    /// Host the worker runs on.
+    pub host: String,
+    /// Pinned shards.
+    pub shards: u32,
+    /// Shared secret ("" for none).
+    pub token: String,
+    /// Crest version of the worker.
+    pub crest_version: String,
+    /// Cores the shards are pinned to.
+    pub cpus: Vec<u32>,
+}
+
+impl From<&Registration> for pb::Register {
+    fn from(r: &Registration) -> Self {
+        Self {
+            protocol_version: r.protocol_version,
+            worker_id: r.worker_id.clone(),
+            name: r.name.clone(),
+            host: r.host.clone(),
+            shards: r.shards,
+            token: r.token.clone(),
+            crest_version: r.crest_version.clone(),
+            cpus: r.cpus.clone(),
+        }
+    }
+}
+
+impl TryFrom<&pb::Register> for Registration {
+    type Error = WireError;
+
+    /// Checks the fields the coordinator sizes things by. The protocol version and the
+    /// token are the caller's to judge (their refusals say more than a range).
+    fn try_from(r: &pb::Register) -> Result<Self, WireError> {
+        for (field, s) in [
+            ("worker_id", &r.worker_id),
+            ("name", &r.name),
+            ("host", &r.host),
+            ("token", &r.token),
+            ("crest_version", &r.crest_version),
+        ] {
+            check_str(field, s, limits::MAX_NAME)?;
+        }
+        check_len("cpus", r.cpus.len(), limits::MAX_CPUS)?;
+        Ok(Self {
+            protocol_version: r.protocol_version,
+            worker_id: r.worker_id.clone(),
+            name: r.name.clone(),
+            host: r.host.clone(),
+            shards: check_range("shards", r.shards, 1, limits::MAX_SHARDS_PER_WORKER)?,
+            token: r.token.clone(),
+            crest_version: r.crest_version.clone(),
+            cpus: r.cpus.clone(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures.
+
+/// Why a worker could not take or finish a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The target does not resolve or refuses every connection: the user's to fix.
+    TargetUnreachable,
+    /// The plan does not pass the worker's checks.
+    BadPlan,
+    /// The worker is in another run.
+    Busy,
+    /// Anything else.
+    Internal,
+}
+
+impl FailureKind {
+    /// Whether the failure is the user's input (exit 2) rather than a run that broke.
+    pub fn is_usage(self) -> bool {
+        matches!(self, Self::TargetUnreachable)
+    }
+}
+
+impl From<FailureKind> for pb::FailureKind {
+    fn from(k: FailureKind) -> Self {
+        match k {
+            FailureKind::TargetUnreachable => Self::FailureTargetUnreachable,
+            FailureKind::BadPlan => Self::FailureBadPlan,
+            FailureKind::Busy => Self::FailureBusy,
+            FailureKind::Internal => Self::FailureInternal,
+        }
+    }
+}
+
+impl From<pb::FailureKind> for FailureKind {
+    fn from(k: pb::FailureKind) -> Self {
+        match k {
+            pb::FailureKind::FailureTargetUnreachable => Self::TargetUnreachable,
+            pb::FailureKind::FailureBadPlan => Self::BadPlan,
+            pb::FailureKind::FailureBusy => Self::Busy,
+            pb::FailureKind::FailureInternal => Self::Internal,
+        }
+    }
+}
+
+/// A `RunFailed` message.
+pub fn run_failed(run_id: &str, kind: FailureKind, reason: String) -> pb::RunFailed {
+    pb::RunFailed {
+        run_id: run_id.to_string(),
+        reason,
+        kind: pb::FailureKind::from(kind) as i32,
+    }
+}
+
+/// The kind of a received `RunFailed`; an unknown number (a newer peer) is `Internal`.
+pub fn failure_kind(f: &pb::RunFailed) -> FailureKind {
+    pb::FailureKind::try_from(f.kind).map_or(FailureKind::Internal, FailureKind::from)
+}
+
+// ---------------------------------------------------------------------------------------
+// Clocks and indices from a peer.
+
+/// `a + b` for wall clocks in Unix ns; `None` past `i64`'s range (year 2262), never a panic.
+pub fn add_ns(a: i64, b: i64) -> Option<i64> {
+    a.checked_add(b)
+}
+
+/// The clock offset of a peer from one ping: `t2 - (t1 + t3) / 2`, and the round trip
+/// `t3 - t1` (0 if the local clock stepped back). `None` when the peer's clock is so far
+/// off that the arithmetic would overflow.
+pub fn clock_offset(t1: i64, t2: i64, t3: i64) -> Option<(i64, u64)> {
+    let rtt = u64::try_from(t3.checked_sub(t1)?.max(0)).ok()?;
+    let mid = i64::try_from((i128::from(t1) + i128::from(t3)) / 2).ok()?;
+    Some((t2.checked_sub(mid)?, rtt))
+}
+
+// ---------------------------------------------------------------------------------------
+// Results.
+
+/// Encodes one class's per-command results; `names[i]` names `cmds[i]`.
+pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::CommandStats> {
+    cmds.iter()
+        .zip(names)
+        .map(|(s, name)| pb::CommandStats {
+            command: name.clone(),
+            class: class.to_string(),
+            scheduled: s.scheduled,
+            sent: s.sent,
+            completed: s.completed,
+            backlogged: s.backlogged,
+            errors: errors_to_pb(&s.errors),
+            latency: Some(pb::Histogram {
+                v2_deflate: hist::encode(&s.latency),
+            }),
+            service_time: Some(pb::Histogram {
+                v2_deflate: hist::encode(&s.service_time),
+            }),
+            schedule_lag: Some(pb::Histogram {
+                v2_deflate: hist::encode(&s.schedule_lag),
+            }),
+        })
+        .collect()
+}
+
+/// Error counts to the wire.
+pub fn errors_to_pb(errors: &ErrorCounts) -> Vec<pb::ErrorCount> {
+    errors
+        .iter()
+        .map(|(k, n)| pb::ErrorCount {
+            kind: k.clone(),
+            count: *n,
+        })
+        .collect()
+}
+
+/// Error counts from the wire.
+pub fn errors_from_pb(errors: &[pb::ErrorCount]) -> ErrorCounts {
+    let mut out = Vec::new();
+    for e in errors {
+        crate::stats::add_error(&mut out, &e.kind, e.count);
+    }
+    out
+}
+
+/// Decodes one command's results: (class, command, results).
+///
+/// # Errors
+/// [`HistError`] when a histogram does not decode.
+pub fn stats_from_pb(c: &pb::CommandStats) -> Result<(String, String, CmdStats), HistError> {
+    let h = |x: &Option<pb::Histogram>| match x {
+        Some(h) => hist::decode(&h.v2_deflate),
+        None => Ok(hist::new_hist()),
+    };
+    Ok((
+        c.class.clone(),
+        c.command.clone(),
+        CmdStats {
+            scheduled: c.scheduled,
+            sent: c.sent,
+            completed: c.completed,
+            backlogged: c.backlogged,
+            errors: errors_from_pb(&c.errors),
+            latency: h(&c.latency)?,
+            service_time: h(&c.service_time)?,
+            schedule_lag: h(&c.schedule_lag)?,
+        },
+    ))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_dist() -> impl Strategy<Value = KeyDist> {
+        prop_oneof![
+            Just(KeyDist::Uniform),
+            Just(KeyDist::Sequential),
+            (0.01f64..5.0).prop_map(KeyDist::Zipf),
+            (0.0f64..1e6, 0.1f64..1e5)
+                .prop_map(|(mean, stddev)| KeyDist::Gaussian { mean, stddev }),
+        ]
+    }
+
+    fn arb_sizes() -> impl Strategy<Value = ValueSizes> {
+        prop_oneof![
+            (1u64..1 << 20).prop_map(ValueSizes::Fixed),
+            (1u64..1000, 0u64..1000).prop_map(|(a, d)| ValueSizes::Range(a, a + d)),
+            prop::collection::vec((1u64..1 << 20, 1u32..100), 1..5).prop_map(ValueSizes::Weighted),
+        ]
+    }
+
+    fn arb_profile() -> impl Strategy<Value = Profile> {
+        prop::collection::vec((1u64..10_000_000_000, 0.0f64..1e6, 0.0f64..1e6), 1..6).prop_map(
+            |segs| {
+                Profile::new(
+                    segs.into_iter()
+                        .map(|(duration_ns, from_rps, to_rps)| Segment {
+                            duration_ns,
+                            from_rps,
+                            to_rps,
+                        })
+                        .collect(),
+                )
+                .unwrap()
+            },
+        )
+    }
+
+    fn arb_class() -> impl Strategy<Value = ClassPlan> {
+        (
+            "[a-z]{1,8}",
+            prop_oneof![
+                arb_profile().prop_map(Load::Open),
+                prop::option::of((1u64..1 << 40).prop_map(Duration::from_nanos))
+                    .prop_map(|until| Load::Closed { until }),
+            ],
+            prop::collection::vec(("[A-Z]{2,6}", 0u32..100), 1..4),
+            (1u64..1 << 40, "[a-z:]{0,6}", arb_dist()),
+            arb_sizes(),
+            (1u32..1000, prop::option::of(1u64..100_000), 1u32..100),
+            (any::<u64>(), any::<bool>(), any::<u32>()),
+        )
+            .prop_map(
+                |(
+                    name,
+                    load,
+                    mix,
+                    (count, prefix, dist),
+                    values,
+                    (pipeline, ttl, batch),
+                    (members, members_sequential, range),
+                )| {
+                    ClassPlan {
+                        name,
+                        load,
+                        mix,
+                        keys: KeySpec {
+                            count,
+                            prefix,
+                            dist,
+                        },
+                        values,
+                        pipeline,
+                        ttl,
+                        batch,
+                        members,
+                        members_sequential,
+                        range,
+                    }
+                },
+            )
+    }
+
+    fn arb_plan() -> impl Strategy<Value = RunPlan> {
+        (
+            prop::collection::vec(arb_class(), 1..3),
+            (
+                1u32..64,
+                prop::collection::vec(
+                    (
+                        0.0f64..=1.0,
+                        any::<u64>(),
+                        0u32..100,
+                        prop::option::of(any::<u64>()),
+                    ),
+                    1..4,
+                ),
+            ),
+            (
+                any::<bool>(),
+                any::<bool>(),
+                1u64..3_600_000,
+                0u64..3_600_000,
+                10u64..60_000,
+                1u64..1_000_000,
+            ),
+        )
+            .prop_map(
+                |(
+                    classes,
+                    (extra, shards),
+                    (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog),
+                )| {
+                    let total_shards = shards.len() as u32 + extra;
+                    let n = classes.len();
+                    RunPlan {
+                        run_id: "r".into(),
+                        target: "127.0.0.1:6379".into(),
+                        classes,
+                        arrival: if poisson {
+                            Arrival::Poisson
+                        } else {
+                            Arrival::Uniform
+                        },
+                        pacer: if spin { Pacer::Spin } else { Pacer::Sleep },
+                        timeout: Duration::from_millis(timeout_ms),
+                        drain: Duration::from_millis(drain_ms),
+                        warmup: Duration::from_millis(drain_ms / 2),
+                        interval: Duration::from_millis(interval_ms),
+                        total_shards,
+                        shards: shards
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, (share, seed, connections, budget))| ShardPart {
+                                shard: i as u32,
+                                global_index: i as u32,
+                                share,
+                                seed,
+                                classes: vec![
+                                    ShardClassPart {
+                                        connections,
+                                        budget
+                                    };
+                                    n
+                                ],
+                            })
+                            .collect(),
+                        backlog_limit: backlog,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// Domain → wire → domain is the identity for every plan the coordinator can build.
+        #[test]
+        fn plan_round_trips(plan in arb_plan()) {
+            let wire = pb::RunPlan::from(&plan);
+            prop_assert_eq!(RunPlan::try_from(&wire).unwrap(), plan);
+        }
+
+        /// Any finite share in [0, 1] passes; NaN, ±∞, negative or above 1 is refused by name.
+        #[test]
+        fn bad_shares_are_refused_by_name(plan in arb_plan(), bad in prop_oneof![
+            Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY),
+            -1e300f64..-1e-300, 1.000_001f64..1e300,
+        ]) {
+            let mut wire = pb::RunPlan::from(&plan);
+            wire.shards[0].share = bad;
+            let e = RunPlan::try_from(&wire).unwrap_err();
+            prop_assert_eq!(e.field, "shards[0].share");
+        }
+
+        /// Rates that are not finite, negative or beyond the cap are refused by name.
+        #[test]
+        fn bad_rates_are_refused_by_name(bad in prop_oneof![
+            Just(f64::NAN), Just(f64::INFINITY), -1e300f64..-1e-300, 1.1e9f64..1e300,
+        ], at_end in any::<bool>()) {
+            let wire = pb::RateProfile {
+                segments: vec![pb::RateSegment {
+                    duration_ns: 1_000_000_000,
+                    from_rps: if at_end { 1.0 } else { bad },
+                    to_rps: if at_end { bad } else { 1.0 },
+                }],
+            };
+            let e = Profile::try_from(&wire).unwrap_err();
+            prop_assert!(e.field.starts_with("segments[0]."), "{}", e);
+        }
+
+        /// A registration is refused for a shard count of 0 or beyond the cap, whatever the
+        /// rest says, and accepted in between.
+        #[test]
+        fn registration_shards_are_capped(shards in any::<u32>()) {
+            let r = pb::Register { shards, name: "w".into(), ..Default::default() };
+            match Registration::try_from(&r) {
+                Ok(ok) => prop_assert!((1..=limits::MAX_SHARDS_PER_WORKER).contains(&ok.shards)),
+                Err(e) => {
+                    prop_assert_eq!(e.field, "shards");
+                    prop_assert!(shards == 0 || shards > limits::MAX_SHARDS_PER_WORKER);
+                }
+            }
+        }
+
+        /// Peer clocks anywhere in i64 give an offset or `None`, never a panic.
+        #[test]
+        fn clock_offsets_never_overflow(t1 in any::<i64>(), t2 in any::<i64>(), t3 in any::<i64>()) {
+            if let Some((_, rtt)) = clock_offset(t1, t2, t3) {
+                prop_assert!(rtt <= u64::MAX);
+            }
+        }
+    }
+
+    #[test]
+    fn huge_fields_name_themselves() {
+        let plan = RunPlan {
+            run_id: "r".into(),
+            target: "t:1".into(),
+            classes: vec![ClassPlan {
+                name: "c".into(),
+                load: Load::Closed { until: None },
+                mix: vec![("GET".into(), 1)],
+                keys: KeySpec {
+                    count: 10,
+                    prefix: "k:".into(),
+                    dist: KeyDist::Uniform,
+                },
+                values: ValueSizes::Fixed(10),
+                pipeline: 1,
+                ttl: None,
+                batch: 1,
+                members: 0,
+                members_sequential: false,
+                range: 10,
+            }],
+            arrival: Arrival::Uniform,
+            pacer: Pacer::Sleep,
+            timeout: Duration::from_secs(1),
+            drain: Duration::ZERO,
+            warmup: Duration::ZERO,
+            interval: Duration::from_secs(1),
+            total_shards: 1,
+            shards: vec![ShardPart {
+                shard: 0,
+                global_index: 0,
+                share: 1.0,
+                seed: 1,
+                classes: vec![ShardClassPart {
+                    connections: 1,
+                    budget: None,
+                }],
+            }],
+            backlog_limit: 10,
+        };
+        let good = pb::RunPlan::from(&plan);
+        assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
+        type Edit = fn(&mut pb::RunPlan);
+        let cases: &[(&str, Edit)] = &[
+            ("total_shards", |p| p.total_shards = u32::MAX),
+            ("total_shards", |p| p.total_shards = 0),
+            ("timeout_ns", |p| p.timeout_ns = u64::MAX),
+            ("timeout_ns", |p| p.timeout_ns = 0),
+            ("interval_ns", |p| p.interval_ns = 1),
+            ("backlog_limit", |p| p.backlog_limit = u64::MAX),
+            ("classes[0].pipeline", |p| p.classes[0].pipeline = 0),
+            ("classes[0].pipeline", |p| p.classes[0].pipeline = u32::MAX),
+            ("classes[0].batch", |p| p.classes[0].batch = u32::MAX),
+            ("classes[0].keys.count", |p| {
+                p.classes[0].keys.as_mut().unwrap().count = 0
+            }),
+            ("classes[0].values.kind", |p| {
+                p.classes[0].values = Some((&ValueSizes::Fixed(u64::MAX)).into())
+            }),
+            ("classes[0].values.kind", |p| {
+                p.classes[0].values = Some(pb::ValueSizes { kind: None })
+            }),
+            ("shards[0].classes[0].connections", |p| {
+                p.shards[0].classes[0].connections = u32::MAX
+            }),
+            ("shards[0].global_index", |p| p.shards[0].global_index = 5),
+            ("shards[0].classes", |p| p.shards[0].classes.clear()),
+            ("arrival", |p| p.arrival = 99),
+            ("classes[0].keys.zipf.exponent", |p| {
+                p.classes[0].keys.as_mut().unwrap().dist =
+                    Some(pb::key_space::Dist::Zipf(pb::ZipfKeys {
+                        exponent: f64::NAN,
+                    }))
+            }),
+            ("classes[0].profile.segments[1].duration_ns", |p| {
+                p.classes[0].closed_loop = false;
+                let seg = pb::RateSegment {
+                    duration_ns: 20 * 24 * 3600 * 1_000_000_000,
+                    from_rps: 1.0,
+                    to_rps: 1.0,
+                };
+                p.classes[0].profile = Some(pb::RateProfile {
+                    segments: vec![seg, seg],
+                });
+            }),
+        ];
+        for (field, edit) in cases {
+            let mut p = good.clone();
+            edit(&mut p);
+            let e = RunPlan::try_from(&p).unwrap_err();
+            assert!(e.field.starts_with(field), "{field}: {e}");
+            assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn failure_kinds_round_trip_and_unknown_is_internal() {
+        for k in [
+            FailureKind::TargetUnreachable,
+            FailureKind::BadPlan,
+            FailureKind::Busy,
+            FailureKind::Internal,
+        ] {
+            assert_eq!(failure_kind(&run_failed("r", k, "x".into())), k);
+        }
+        let newer = pb::RunFailed {
+            kind: 77,
+            ..Default::default()
+        };
+        assert_eq!(failure_kind(&newer), FailureKind::Internal);
+    }
+
+    #[test]
+    fn clock_offset_is_the_midpoint_difference() {
+        assert_eq!(clock_offset(100, 1_000, 300), Some((800, 200)));
+        assert_eq!(clock_offset(300, 0, 100), Some((-200, 0)));
+        assert_eq!(clock_offset(i64::MIN, i64::MAX, 0), None);
+    }
+}
