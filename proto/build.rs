@@ -1,9 +1,8 @@
 //! Compiles `crest.proto` with the vendored protoc, so a fresh machine needs no system protoc.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    // SAFETY: build scripts are single-threaded; nothing else reads the environment here.
-    unsafe { std::env::set_var("PROTOC", protoc) };
+    let mut config = prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     println!("cargo:rerun-if-changed=crest.proto");
-    tonic_build::configure().compile_protos(&["crest.proto"], &["."])?;
+    tonic_build::configure().compile_protos_with_config(config, &["crest.proto"], &["."])?;
     Ok(())
 }

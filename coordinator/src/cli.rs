@@ -32,6 +32,9 @@ pub enum PacerArg {
 }
 
 /// `crest run` flags.
+// The field docs are clap's help text, written for a terminal: `[[class]]` and
+// `zipf[:EXPONENT]` are syntax there, not intra-doc links.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, clap::Args, Default)]
 pub struct RunArgs {
     /// Profile file (TOML: global settings and [[class]] tables); flags override it.
@@ -290,14 +293,16 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
                 (None, Some(v)) => v.sizes().map_err(|e| at(format!("values: {e}")))?,
                 (None, None) => ValueSizes::Fixed(32),
             };
-            let ttl = match &c.ttl {
-                Some(t) => Some(
+            // Flags override the file (the rule for every setting).
+            let ttl = match (a.ttl, &c.ttl) {
+                (Some(t), _) => Some(t.as_secs().max(1)),
+                (None, Some(t)) => Some(
                     parse_duration(t)
                         .map_err(|e| at(format!("ttl: {e}")))?
                         .as_secs()
                         .max(1),
                 ),
-                None => a.ttl.map(|t| t.as_secs().max(1)),
+                (None, None) => None,
             };
             let members_sequential = match c.member_order.as_deref() {
                 None | Some("uniform") => false,
@@ -363,7 +368,13 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         if let Some(d) = duration.as_mut()
             && a.duration.is_none()
         {
-            *d = Duration::from_secs_f64(d.as_secs_f64() * t);
+            *d = Duration::try_from_secs_f64(d.as_secs_f64() * t).map_err(|_| {
+                err(
+                    "--time-scale",
+                    t,
+                    "makes the run longer than any duration can hold; give a smaller factor",
+                )
+            })?;
         }
     }
     if a.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {

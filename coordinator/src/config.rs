@@ -42,7 +42,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         && secs.is_finite()
         && secs >= 0.0
     {
-        return Ok(Duration::from_secs_f64(secs));
+        // try_from: a finite number beyond u64 seconds is an error, not a panic.
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{t:?} seconds is longer than any run can last"));
     }
     humantime::parse_duration(t)
         .map_err(|_| format!("not a duration; expected e.g. 10s, 500ms, 2m (got {t:?})"))

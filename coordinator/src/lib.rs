@@ -16,7 +16,7 @@
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
 //! workers → intervals → [`merge::WorkerBooks`] → [`orchestrate::RunResults`] →
-//! [`report::build`] → [`report::Report`] → stdout and [`output::write_all`].
+//! [`report::build()`] → [`report::Report`] → stdout and [`output::write_all`].
 
 pub mod cli;
 pub mod config;

@@ -15,6 +15,9 @@ use toml::Spanned;
 
 /// Linear pieces per sine period: the chord error at 64 pieces is 0.12% of the amplitude.
 const SINE_PIECES: u32 = 64;
+/// Most segments one class's profile may expand to: the wire's own cap, so a profile that
+/// parses here is never refused by a worker.
+pub const MAX_SEGMENTS: usize = crest_model::convert::limits::MAX_SEGMENTS;
 
 fn seg(d: Duration, from: f64, to: f64) -> Segment {
     Segment {
@@ -171,7 +174,13 @@ impl ShapeToml {
                 return Err(format!("sine `min` {lo} exceeds `max` {hi}"));
             }
             let piece = period.as_secs_f64() / f64::from(SINE_PIECES);
-            let n = (total.as_secs_f64() / piece).ceil() as u64;
+            let n = (total.as_secs_f64() / piece).ceil();
+            if n.is_nan() || n > MAX_SEGMENTS as f64 {
+                return Err(format!(
+                    "sine of {total:?} with period {period:?} makes {n:.0} segments; at most {MAX_SEGMENTS} (give a longer period or a shorter sine)"
+                ));
+            }
+            let n = n as u64;
             let f = |t: f64| {
                 lo + (hi - lo)
                     * (1.0 + (2.0 * std::f64::consts::PI * t / period.as_secs_f64()).sin())
@@ -182,7 +191,11 @@ impl ShapeToml {
                 let t0 = i as f64 * piece;
                 let t1 = ((i + 1) as f64 * piece).min(total.as_secs_f64());
                 if t1 > t0 {
-                    out.push(seg(Duration::from_secs_f64(t1 - t0), f(t0), f(t1)));
+                    out.push(seg(
+                        Duration::try_from_secs_f64(t1 - t0).unwrap_or(Duration::ZERO),
+                        f(t0),
+                        f(t1),
+                    ));
                 }
             }
             return Ok(out);
@@ -194,10 +207,10 @@ impl ShapeToml {
             let at = parse_duration(self.at.as_deref().ok_or("spike needs `at`")?)
                 .map_err(|e| format!("`at`: {e}"))?;
             let width = dur(self.width.as_deref().ok_or("spike needs `width`")?, "width")?;
-            if at + width > total {
+            let end = at.checked_add(width).filter(|e| *e <= total);
+            if end.is_none() {
                 return Err(format!(
-                    "spike `at` + `width` ({:?}) runs past its length ({total:?})",
-                    at + width
+                    "spike `at` {at:?} + `width` {width:?} runs past its length ({total:?})"
                 ));
             }
             let mut out = Vec::new();
@@ -211,7 +224,11 @@ impl ShapeToml {
             }
             return Ok(out);
         }
-        let pts = self.points.as_ref().expect("one kind is set");
+        let Some(pts) = &self.points else {
+            return Err(
+                "each profile entry needs one of hold, ramp, step, sine, spike, points".into(),
+            );
+        };
         if pts.len() < 2 {
             return Err("points needs at least two [time, rate] pairs".into());
         }
@@ -433,6 +450,12 @@ pub fn class_segments(
     if let Some(n) = c.repeat {
         if n == 0 {
             return Err("`repeat` = 0: must be ≥ 1".into());
+        }
+        let total = segs.len().saturating_mul(n as usize);
+        if total > MAX_SEGMENTS {
+            return Err(format!(
+                "`repeat` = {n} makes {total} segments; at most {MAX_SEGMENTS} (repeat less, or describe the profile with fewer entries)"
+            ));
         }
         let one = segs.clone();
         for _ in 1..n {

@@ -41,8 +41,8 @@ impl Default for Progress {
 impl Progress {
     /// Chooses the bar when stderr is a terminal.
     pub fn new() -> Self {
-        // SAFETY: isatty only reads the fd's state.
-        let tty = unsafe { libc::isatty(2) } == 1;
+        use std::io::IsTerminal as _;
+        let tty = std::io::stderr().is_terminal();
         Self { tty, drawn: false }
     }
 

@@ -2,6 +2,9 @@
 //! Valkey servers started here on free loopback ports. Every number checked against the
 //! server's own `INFO commandstats`.
 
+// Tests: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod netns;
 mod support;
 mod workload;

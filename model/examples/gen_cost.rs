@@ -4,6 +4,9 @@
 //!
 //!   cargo run --release -p crest-model --example gen_cost
 
+// A benchmark program: a failed setup should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use crest_model::rng::Rng;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};

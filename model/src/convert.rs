@@ -1129,11 +1129,20 @@ mod tests {
             }
         }
 
-        /// Peer clocks anywhere in i64 give an offset or `None`, never a panic.
+        /// Peer clocks anywhere in i64 give the exact offset and round trip (computed here
+        /// in i128) or `None` when those do not fit, never a panic or a wrapped value.
         #[test]
-        fn clock_offsets_never_overflow(t1 in any::<i64>(), t2 in any::<i64>(), t3 in any::<i64>()) {
-            if let Some((_, rtt)) = clock_offset(t1, t2, t3) {
-                prop_assert!(rtt <= u64::MAX);
+        fn clock_offsets_are_exact_or_none(t1 in any::<i64>(), t2 in any::<i64>(), t3 in any::<i64>()) {
+            let (t1w, t2w, t3w) = (i128::from(t1), i128::from(t2), i128::from(t3));
+            let offset = t2w - (t1w + t3w) / 2;
+            let rtt = (t3w - t1w).max(0);
+            let fits = i64::try_from(t3w - t1w).is_ok() && i64::try_from(offset).is_ok();
+            match clock_offset(t1, t2, t3) {
+                Some((o, r)) => {
+                    prop_assert_eq!(i128::from(o), offset);
+                    prop_assert_eq!(i128::from(r), rtt);
+                }
+                None => prop_assert!(!fits),
             }
         }
     }

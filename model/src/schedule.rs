@@ -102,12 +102,12 @@ impl Profile {
 
     /// Total length.
     pub fn duration_ns(&self) -> u64 {
-        *self.starts_ns.last().expect("never empty")
+        self.starts_ns.last().copied().unwrap_or(0)
     }
 
     /// Expected requests over the whole profile.
     pub fn total(&self) -> f64 {
-        *self.cum.last().expect("never empty")
+        self.cum.last().copied().unwrap_or(0.0)
     }
 
     /// The same shape with every rate multiplied by `share`. Shares come checked from the

@@ -176,7 +176,8 @@ async fn session(
                 }
             }
             ev = next_event(&mut run) => {
-                let r = run.as_mut().expect("event comes from an active run");
+                // next_event is pending without a run, so there always is one here.
+                let Some(r) = run.as_mut() else { continue };
                 let (msgs, done) = r.on_event(ev);
                 for m in msgs {
                     send(&tx, m).await?;

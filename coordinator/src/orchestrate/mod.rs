@@ -1,7 +1,7 @@
 //! The run lifecycle, from a checked [`RunConfig`] to [`RunResults`]:
 //! (start local workers / built-in target) → wait for workers → clock offsets →
 //! plan and split → common start instant → collect intervals with live progress →
-//! finals, lost workers. Turning results into a report is [`crate::report::build`]'s job.
+//! finals, lost workers. Turning results into a report is [`crate::report::build()`]'s job.
 //!
 //! The seam is [`run`]`(config, listener, shutdown)`, in the manner of mini-redis's
 //! `server::run`: the caller binds the listener (port 0 in tests) and decides what stops
@@ -13,9 +13,9 @@
 //! the lost worker sent. The coordinator never waits past the schedule end + drain + grace.
 //!
 //! # Layout
-//! - [`cluster`]: local workers, waiting for registrations, clock offsets.
-//! - [`phase`]: a phase's plan (domain → wire through `crest_model::convert`) and its start.
-//! - [`collect`]: intervals and finals in, lost workers out, live progress.
+//! - `cluster`: local workers, waiting for registrations, clock offsets.
+//! - `phase`: a phase's plan (domain → wire through `crest_model::convert`) and its start.
+//! - `collect`: intervals and finals in, lost workers out, live progress.
 
 mod cluster;
 mod collect;

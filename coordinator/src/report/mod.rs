@@ -1,5 +1,5 @@
 //! The report: one value ([`Report`], serialized as `report.json`, schema in
-//! `docs/report.md`) built once from a run's results by [`build`], and the renderers over
+//! `docs/report.md`) built once from a run's results by [`build()`], and the renderers over
 //! it: the terminal table ([`Report::table`]), `timeline.csv` ([`Report::timeline_csv`]),
 //! `latency.hlog` ([`write_hlog`]) and `report.html` ([`html::render`]). Every figure is
 //! read off merged histograms and exact counts.
