@@ -4,8 +4,10 @@
 use crate::config::{
     self, ClassConfig, ConfigError, RateArg, RunConfig, Workers, check_class, parse_duration,
 };
+use crate::defaults;
 use crate::profile::{self, FileToml, KeysToml};
 use clap::ValueEnum;
+use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::ValueSizes;
@@ -43,19 +45,19 @@ pub struct RunArgs {
     /// Server to load, host:port (default: a built-in in-memory target on loopback).
     #[arg(long, env = "CREST_TARGET")]
     pub target: Option<String>,
-    /// Requests per second across the whole cluster, or `max` for closed loop [default: 1000].
+    /// Requests per second across the whole cluster, or `max` for closed loop.
     #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true)]
     pub rate: Option<RateArg>,
     /// Rate stages, k6-style: "30s:0->50000, 60s:50000, 10s:50000->150000".
     #[arg(long, env = "CREST_STAGES")]
     pub stages: Option<String>,
-    /// How long to send, e.g. 10s, 2m [default: 10s, or the profile's length].
+    /// How long to send, e.g. 10s, 2m (a profile file's length when it has one).
     #[arg(long, env = "CREST_DURATION", value_parser = config::parse_duration)]
     pub duration: Option<Duration>,
     /// Closed loop (--rate max): stop after this many requests in all.
     #[arg(long)]
     pub requests: Option<u64>,
-    /// SET:GET weights, e.g. 1:10 [default: 1:10].
+    /// SET:GET weights, e.g. 1:10.
     #[arg(long, env = "CREST_RATIO", value_parser = config::parse_ratio)]
     pub ratio: Option<(u32, u32)>,
     /// Command weights, e.g. "GET=10,SET=1,ZADD=1" (instead of --ratio).
@@ -64,28 +66,28 @@ pub struct RunArgs {
     /// One command template, e.g. "LPUSH mylist __value__" (instead of --ratio).
     #[arg(long)]
     pub command: Option<String>,
-    /// Keyspace size [default: 100000].
+    /// Keyspace size.
     #[arg(long)]
     pub keys: Option<u64>,
-    /// Key prefix [default: crest:].
+    /// Key prefix.
     #[arg(long)]
     pub key_prefix: Option<String>,
     /// Key distribution: uniform, sequential, zipf[:EXPONENT], gaussian[:MEAN:STDDEV].
     #[arg(long)]
     pub key_dist: Option<String>,
-    /// Value size: 1024, 1k, a range 100-4096, or weighted 100:3,4k:1 [default: 32].
+    /// Value size: 1024, 1k, a range 100-4096, or weighted 100:3,4k:1.
     #[arg(long)]
     pub value_size: Option<String>,
-    /// Connections across the whole cluster (spread over every shard) [default: 50].
+    /// Connections across the whole cluster (spread over every shard).
     #[arg(long, env = "CREST_CONNECTIONS")]
     pub connections: Option<u32>,
-    /// Requests in flight per connection [default: 1].
+    /// Requests in flight per connection.
     #[arg(long)]
     pub pipeline: Option<u32>,
     /// TTL for SET (sent as EX) and EXPIRE, e.g. 60s.
     #[arg(long, value_parser = config::parse_duration)]
     pub ttl: Option<Duration>,
-    /// Members or keys per MSET, MGET, HSET, ZADD, SADD, LPUSH call [default: 1].
+    /// Members or keys per MSET, MGET, HSET, ZADD, SADD, LPUSH call.
     #[arg(long)]
     pub batch: Option<u32>,
     /// Multiply every class's rates by this (try a profile at 1% with 0.01).
@@ -97,22 +99,22 @@ pub struct RunArgs {
     /// Write every key of the keyspace once before the run (excluded from results).
     #[arg(long)]
     pub prefill: bool,
-    /// Timeline resolution: length of one reported interval, 10ms to 60s [default: 1s].
+    /// Timeline resolution: length of one reported interval, 10ms to 60s.
     #[arg(long, value_parser = config::parse_duration)]
     pub interval: Option<Duration>,
     /// Run this long first, excluded from results, e.g. 10s.
     #[arg(long, value_parser = config::parse_duration)]
     pub warmup: Option<Duration>,
-    /// Arrival process [default: uniform].
+    /// Arrival process.
     #[arg(long, value_enum)]
     pub arrival: Option<ArrivalArg>,
-    /// Pacer: sleep (precise, cheap) or spin (lowest lag, one core per shard) [default: sleep].
+    /// Pacer: sleep (precise, cheap) or spin (lowest lag, one core per shard).
     #[arg(long, value_enum)]
     pub pacer: Option<PacerArg>,
-    /// A request unanswered this long fails as `timeout` [default: 5s].
+    /// A request unanswered this long fails as `timeout`.
     #[arg(long, value_parser = config::parse_duration)]
     pub timeout: Option<Duration>,
-    /// After the schedule ends, wait at most this long for replies [default: 2s].
+    /// After the schedule ends, wait at most this long for replies.
     #[arg(long, value_parser = config::parse_duration)]
     pub drain: Option<Duration>,
     /// Seed for keys and Poisson gaps (default: random; the report records it).
@@ -125,14 +127,14 @@ pub struct RunArgs {
     #[arg(long, env = "CREST_WORKERS")]
     pub workers: Option<u32>,
     /// Address workers dial (remote mode).
-    #[arg(long, env = "CREST_LISTEN", default_value = "0.0.0.0:7600")]
+    #[arg(long, env = "CREST_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// How long to wait for remote workers.
-    #[arg(long, env = "CREST_WAIT_TIMEOUT", default_value = "60s", value_parser = config::parse_duration)]
+    #[arg(long, env = "CREST_WAIT_TIMEOUT", value_parser = config::parse_duration)]
     pub wait_timeout: Option<Duration>,
     /// In-process workers when --workers is not given.
-    #[arg(long, default_value_t = 1)]
-    pub local_workers: u32,
+    #[arg(long)]
+    pub local_workers: Option<u32>,
     /// Cores for local workers' shards, e.g. 0-3 (default: all this process may use).
     #[arg(long)]
     pub cpus: Option<String>,
@@ -143,8 +145,8 @@ pub struct RunArgs {
     #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
     pub token: String,
     /// Requests per shard and class allowed to wait for a free connection.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub backlog_limit: u64,
+    #[arg(long)]
+    pub backlog_limit: Option<u64>,
 }
 
 fn err(flag: &'static str, value: impl ToString, why: impl ToString) -> ConfigError {
@@ -157,39 +159,206 @@ fn file_duration(v: &Option<String>, key: &'static str) -> Result<Option<Duratio
         .transpose()
 }
 
-fn mix_from(
-    args: &RunArgs,
-    file_ratio: Option<&str>,
-    file_mix: Option<&std::collections::BTreeMap<String, u32>>,
-) -> Result<Vec<(String, u32)>, ConfigError> {
-    if let Some(c) = &args.command {
-        return Ok(vec![(c.clone(), 1)]);
+/// One class's settings before the defaults: each field is given or not. The flags make
+/// one layer, each class table of the profile file another; [`ClassLayer::over`] puts one
+/// on top of another and [`ClassLayer::resolve`] fills the rest from [`defaults`].
+#[derive(Debug, Clone, Default)]
+struct ClassLayer {
+    requests: Option<u64>,
+    mix: Option<Vec<(String, u32)>>,
+    keys: Option<u64>,
+    key_prefix: Option<String>,
+    key_dist: Option<KeysToml>,
+    values: Option<ValueSizes>,
+    connections: Option<u32>,
+    pipeline: Option<u32>,
+    ttl: Option<u64>,
+    batch: Option<u32>,
+    members: Option<u64>,
+    members_sequential: Option<bool>,
+    range: Option<u32>,
+    prefill: Option<bool>,
+}
+
+impl ClassLayer {
+    /// The layer the command line gives.
+    fn from_flags(a: &RunArgs) -> Result<Self, ConfigError> {
+        let mix = if let Some(c) = &a.command {
+            Some(vec![(c.clone(), 1)])
+        } else if let Some(m) = &a.mix {
+            Some(parse_mix(m)?)
+        } else {
+            a.ratio.map(ratio_mix)
+        };
+        Ok(Self {
+            requests: a.requests,
+            mix,
+            keys: a.keys,
+            key_prefix: a.key_prefix.clone(),
+            key_dist: a
+                .key_dist
+                .as_deref()
+                .map(|d| profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e)))
+                .transpose()?,
+            values: a
+                .value_size
+                .as_deref()
+                .map(|v| profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e)))
+                .transpose()?,
+            connections: a.connections,
+            pipeline: a.pipeline,
+            ttl: a.ttl.map(|t| t.as_secs().max(1)),
+            batch: a.batch,
+            members: None,
+            members_sequential: None,
+            range: None,
+            prefill: a.prefill.then_some(true),
+        })
     }
-    if let Some(m) = &args.mix {
-        let mut out = Vec::new();
-        for item in m.split(',').filter(|s| !s.trim().is_empty()) {
-            let (c, w) = item.split_once('=').ok_or_else(|| {
-                err(
-                    "--mix",
-                    m,
-                    "expected COMMAND=WEIGHT pairs, e.g. GET=10,SET=1",
-                )
-            })?;
-            let w: u32 = w
-                .trim()
-                .parse()
-                .map_err(|_| err("--mix", m, format!("weight {w:?} is not a whole number")))?;
-            out.push((c.trim().to_string(), w));
+
+    /// The layer one class table of the profile file gives.
+    fn from_file(c: &profile::ClassToml) -> Result<Self, String> {
+        let mix = match (&c.ratio, &c.mix) {
+            (Some(r), _) => Some(ratio_mix(
+                config::parse_ratio(r).map_err(|e| format!("ratio {r:?}: {e}"))?,
+            )),
+            (None, Some(m)) => Some(m.iter().map(|(k, v)| (k.clone(), *v)).collect()),
+            (None, None) => None,
+        };
+        Ok(Self {
+            requests: c.requests,
+            mix,
+            keys: c.keys.as_ref().and_then(|k| k.count),
+            key_prefix: c.keys.as_ref().and_then(|k| k.prefix.clone()),
+            key_dist: c.keys.clone(),
+            values: c
+                .values
+                .as_ref()
+                .map(|v| v.sizes().map_err(|e| format!("values: {e}")))
+                .transpose()?,
+            connections: c.connections,
+            pipeline: c.pipeline,
+            ttl: c
+                .ttl
+                .as_deref()
+                .map(|t| {
+                    parse_duration(t)
+                        .map(|d| d.as_secs().max(1))
+                        .map_err(|e| format!("ttl: {e}"))
+                })
+                .transpose()?,
+            batch: c.batch,
+            members: c.members,
+            members_sequential: match c.member_order.as_deref() {
+                None => None,
+                Some("uniform") => Some(false),
+                Some("sequential") => Some(true),
+                Some(o) => {
+                    return Err(format!(
+                        "member_order {o:?}: expected uniform or sequential"
+                    ));
+                }
+            },
+            range: c.range,
+            prefill: c.prefill,
+        })
+    }
+
+    /// `self` where given, `lower` elsewhere. (`--prefill` can only turn prefill on.)
+    fn over(self, lower: Self) -> Self {
+        Self {
+            requests: self.requests.or(lower.requests),
+            mix: self.mix.or(lower.mix),
+            keys: self.keys.or(lower.keys),
+            key_prefix: self.key_prefix.or(lower.key_prefix),
+            key_dist: self.key_dist.or(lower.key_dist),
+            values: self.values.or(lower.values),
+            connections: self.connections.or(lower.connections),
+            pipeline: self.pipeline.or(lower.pipeline),
+            ttl: self.ttl.or(lower.ttl),
+            batch: self.batch.or(lower.batch),
+            members: self.members.or(lower.members),
+            members_sequential: self.members_sequential.or(lower.members_sequential),
+            range: self.range.or(lower.range),
+            prefill: self.prefill.or(lower.prefill),
         }
-        return Ok(out);
     }
-    let ratio = match (args.ratio, file_ratio, file_mix) {
-        (Some(r), _, _) => r,
-        (None, Some(r), _) => config::parse_ratio(r).map_err(|e| err("ratio", r, e))?,
-        (None, None, Some(m)) => return Ok(m.iter().map(|(k, v)| (k.clone(), *v)).collect()),
-        (None, None, None) => (1, 10),
-    };
-    Ok(vec![("SET".into(), ratio.0), ("GET".into(), ratio.1)])
+
+    /// The class, every setting not given taken from [`defaults`]; `dist_err` words a bad
+    /// key distribution (it depends on the final keyspace size).
+    fn resolve(
+        self,
+        name: String,
+        profile: Option<Profile>,
+        dist_err: &dyn Fn(String) -> ConfigError,
+    ) -> Result<ClassConfig, ConfigError> {
+        let keys = self.keys.unwrap_or(defaults::KEYS);
+        let key_dist =
+            profile::key_dist(&self.key_dist.unwrap_or_default(), keys).map_err(dist_err)?;
+        Ok(ClassConfig {
+            name,
+            profile,
+            requests: self.requests,
+            mix: self.mix.unwrap_or_else(|| ratio_mix(defaults::RATIO)),
+            keys,
+            key_prefix: self
+                .key_prefix
+                .unwrap_or_else(|| defaults::KEY_PREFIX.into()),
+            key_dist,
+            values: self
+                .values
+                .unwrap_or(ValueSizes::Fixed(defaults::VALUE_SIZE)),
+            connections: self.connections.unwrap_or(defaults::CONNECTIONS),
+            pipeline: self.pipeline.unwrap_or(defaults::PIPELINE),
+            ttl: self.ttl,
+            batch: self.batch.unwrap_or(defaults::BATCH),
+            members: self.members.unwrap_or(defaults::MEMBERS),
+            members_sequential: self.members_sequential.unwrap_or(false),
+            range: self.range.unwrap_or(defaults::RANGE),
+            prefill: self.prefill.unwrap_or(false),
+        })
+    }
+}
+
+/// `d` when it lies in `lo..=hi`, else an error naming `flag` and the bounds.
+fn bounded(
+    flag: &'static str,
+    d: Duration,
+    lo: Duration,
+    hi: Duration,
+) -> Result<Duration, ConfigError> {
+    if d < lo || d > hi {
+        return Err(err(
+            flag,
+            format!("{d:?}"),
+            format!("must be {lo:?} to {hi:?}"),
+        ));
+    }
+    Ok(d)
+}
+
+fn ratio_mix((set, get): (u32, u32)) -> Vec<(String, u32)> {
+    vec![("SET".into(), set), ("GET".into(), get)]
+}
+
+/// `--mix "GET=10,SET=1"`.
+fn parse_mix(m: &str) -> Result<Vec<(String, u32)>, ConfigError> {
+    let mut out = Vec::new();
+    for item in m.split(',').filter(|s| !s.trim().is_empty()) {
+        let (c, w) = item.split_once('=').ok_or_else(|| {
+            err(
+                "--mix",
+                m,
+                "expected COMMAND=WEIGHT pairs, e.g. GET=10,SET=1",
+            )
+        })?;
+        let w: u32 = w
+            .trim()
+            .parse()
+            .map_err(|_| err("--mix", m, format!("weight {w:?} is not a whole number")))?;
+        out.push((c.trim().to_string(), w));
+    }
+    Ok(out)
 }
 
 /// Builds the run configuration from flags and, when given, a profile file.
@@ -210,7 +379,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let warmup = a
         .warmup
         .or(file_duration(&file.warmup, "warmup")?)
-        .unwrap_or(Duration::ZERO);
+        .unwrap_or(defaults::WARMUP);
     let mut duration = a.duration.or(file_dur);
     if a.stages.is_some() && a.duration.is_some() {
         return Err(err(
@@ -219,124 +388,56 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "--stages sets the length; give one or the other",
         ));
     }
+    // Flags only is a file with one empty class: one path builds every class, flag layer
+    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
+    // classes with one class of the flags (its globals still apply).
+    let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
+    let flags = ClassLayer::from_flags(&a)?;
     let mut classes = Vec::new();
-    if file.classes.is_empty() || a.rate.is_some() || a.stages.is_some() {
-        // One class from the flags (a file's classes are replaced by --rate / --stages).
+    if from_flags {
         let segments: Option<Vec<Segment>> = match (a.rate, &a.stages) {
             (Some(RateArg::Max), _) => None,
             (_, Some(s)) => Some(profile::parse_stages(s).map_err(|e| err("--stages", s, e))?),
-            (Some(RateArg::Rps(r)), None) => Some(vec![Segment {
-                duration_ns: duration.unwrap_or(Duration::from_secs(10)).as_nanos() as u64,
-                from_rps: r,
-                to_rps: r,
-            }]),
-            (None, None) => Some(vec![Segment {
-                duration_ns: duration.unwrap_or(Duration::from_secs(10)).as_nanos() as u64,
-                from_rps: 1000.0,
-                to_rps: 1000.0,
-            }]),
+            (rate, None) => {
+                let r = match rate {
+                    Some(RateArg::Rps(r)) => r,
+                    _ => defaults::RATE_RPS,
+                };
+                let d = duration.unwrap_or(defaults::DURATION);
+                Some(vec![Segment {
+                    duration_ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                    from_rps: r,
+                    to_rps: r,
+                }])
+            }
         };
         if segments.is_none() && duration.is_none() && a.requests.is_none() {
-            duration = Some(Duration::from_secs(10));
+            duration = Some(defaults::DURATION);
         }
-        let keys_toml = match &a.key_dist {
-            Some(d) => profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e))?,
-            None => KeysToml::default(),
-        };
-        let keys = a.keys.unwrap_or(100_000);
-        let key_dist = profile::key_dist(&keys_toml, keys)
-            .map_err(|e| err("--key-dist", a.key_dist.clone().unwrap_or_default(), e))?;
-        let values = match &a.value_size {
-            Some(v) => profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e))?,
-            None => ValueSizes::Fixed(32),
-        };
-        classes.push(ClassConfig {
-            name: "default".into(),
-            profile: segments
-                .map(|s| Profile::new(s).map_err(|e| err("--rate", format!("{:?}", a.rate), e)))
-                .transpose()?,
-            requests: a.requests,
-            mix: mix_from(&a, None, None)?,
-            keys,
-            key_prefix: a.key_prefix.clone().unwrap_or_else(|| "crest:".into()),
-            key_dist,
-            values,
-            connections: a.connections.unwrap_or(50),
-            pipeline: a.pipeline.unwrap_or(1),
-            ttl: a.ttl.map(|t| t.as_secs().max(1)),
-            batch: a.batch.unwrap_or(1),
-            members: 1000,
-            members_sequential: false,
-            range: 10,
-            prefill: a.prefill,
-        });
+        let profile = segments
+            .map(|s| Profile::new(s).map_err(|e| err("--rate", format!("{:?}", a.rate), e)))
+            .transpose()?;
+        classes.push(flags.resolve("default".into(), profile, &|e| {
+            err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
+        })?);
     } else {
         for (i, sc) in file.classes.iter().enumerate() {
             let c = sc.get_ref();
             let line = profile::line_of(&text, sc.span().start);
             let name = c.name.clone().unwrap_or_else(|| format!("class{}", i + 1));
             let at = |e: String| err("class", format!("{name} (line {line})"), e);
-            let segments = profile::class_segments(c, &text, duration).map_err(at)?;
-            let keys = a
-                .keys
-                .or(c.keys.as_ref().and_then(|k| k.count))
-                .unwrap_or(100_000);
-            let keys_toml = match &a.key_dist {
-                Some(d) => profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e))?,
-                None => c.keys.clone().unwrap_or_default(),
-            };
-            let key_dist = profile::key_dist(&keys_toml, keys).map_err(at)?;
-            let values = match (&a.value_size, &c.values) {
-                (Some(v), _) => {
-                    profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e))?
+            let profile = profile::class_segments(c, &text, duration)
+                .map_err(at)?
+                .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
+                .transpose()?;
+            let layer = flags.clone().over(ClassLayer::from_file(c).map_err(at)?);
+            classes.push(layer.resolve(name.clone(), profile, &|e| {
+                if a.key_dist.is_some() {
+                    err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
+                } else {
+                    at(e)
                 }
-                (None, Some(v)) => v.sizes().map_err(|e| at(format!("values: {e}")))?,
-                (None, None) => ValueSizes::Fixed(32),
-            };
-            // Flags override the file (the rule for every setting).
-            let ttl = match (a.ttl, &c.ttl) {
-                (Some(t), _) => Some(t.as_secs().max(1)),
-                (None, Some(t)) => Some(
-                    parse_duration(t)
-                        .map_err(|e| at(format!("ttl: {e}")))?
-                        .as_secs()
-                        .max(1),
-                ),
-                (None, None) => None,
-            };
-            let members_sequential = match c.member_order.as_deref() {
-                None | Some("uniform") => false,
-                Some("sequential") => true,
-                Some(o) => {
-                    return Err(at(format!(
-                        "member_order {o:?}: expected uniform or sequential"
-                    )));
-                }
-            };
-            classes.push(ClassConfig {
-                name: name.clone(),
-                profile: segments
-                    .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
-                    .transpose()?,
-                requests: a.requests.or(c.requests),
-                mix: mix_from(&a, c.ratio.as_deref(), c.mix.as_ref())?,
-                keys,
-                key_prefix: a
-                    .key_prefix
-                    .clone()
-                    .or(c.keys.as_ref().and_then(|k| k.prefix.clone()))
-                    .unwrap_or_else(|| "crest:".into()),
-                key_dist,
-                values,
-                connections: a.connections.or(c.connections).unwrap_or(50),
-                pipeline: a.pipeline.or(c.pipeline).unwrap_or(1),
-                ttl,
-                batch: a.batch.or(c.batch).unwrap_or(1),
-                members: c.members.unwrap_or(1000),
-                members_sequential,
-                range: c.range.unwrap_or(10),
-                prefill: a.prefill || c.prefill.unwrap_or(false),
-            });
+            })?);
         }
     }
     for (flag, v) in [
@@ -385,7 +486,6 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         ));
     }
     let mut names = std::collections::HashSet::new();
-    let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
     for c in &classes {
         check_class(c, from_flags)?;
         if !names.insert(c.name.clone()) {
@@ -433,14 +533,15 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         Some(0) => return Err(err("--workers", 0, "need at least 1 worker")),
         Some(n) => Workers::Remote {
             count: n,
-            wait_timeout: a.wait_timeout.unwrap_or(Duration::from_secs(60)),
+            wait_timeout: a.wait_timeout.unwrap_or(defaults::WAIT_TIMEOUT),
         },
         None => {
-            if a.local_workers == 0 {
+            let count = a.local_workers.unwrap_or(defaults::LOCAL_WORKERS);
+            if count == 0 {
                 return Err(err("--local-workers", 0, "need at least 1 worker"));
             }
             Workers::Local {
-                count: a.local_workers,
+                count,
                 cpus: a.cpus.clone(),
                 threads: a.threads,
             }
@@ -459,11 +560,21 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let timeout = a
         .timeout
         .or(file_duration(&file.timeout, "timeout")?)
-        .unwrap_or(Duration::from_secs(5));
+        .unwrap_or(defaults::TIMEOUT);
     if timeout.is_zero() {
         return Err(err("--timeout", "0s", "must be > 0, e.g. 5s"));
     }
-    let interval = a.interval.unwrap_or(Duration::from_secs(1));
+    // The same bounds a worker checks the plan against (crest_model::convert::limits), so
+    // a setting is refused here, by its flag, not by a worker after the run has started.
+    let timeout = bounded(
+        "--timeout",
+        timeout,
+        limits::MIN_TIMEOUT,
+        limits::MAX_TIMEOUT,
+    )?;
+    let warmup = bounded("--warmup", warmup, Duration::ZERO, limits::MAX_WARMUP)?;
+    let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
+    let interval = a.interval.unwrap_or(defaults::INTERVAL);
     if interval < Duration::from_millis(10) || interval > Duration::from_secs(60) {
         return Err(err(
             "--interval",
@@ -480,21 +591,34 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         arrival,
         pacer,
         timeout,
-        drain: a
-            .drain
-            .or(file_duration(&file.drain, "drain")?)
-            .unwrap_or(Duration::from_secs(2)),
+        drain: bounded(
+            "--drain",
+            a.drain
+                .or(file_duration(&file.drain, "drain")?)
+                .unwrap_or(defaults::DRAIN),
+            Duration::ZERO,
+            limits::MAX_DRAIN,
+        )?,
         seed: a
             .seed
             .or(file.seed)
-            .unwrap_or_else(|| crest_model::clock::unix_ns() as u64),
+            .unwrap_or_else(|| crest_model::clock::unix_ns().unsigned_abs()),
         out: a.out,
         listen: a
             .listen
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 7600))),
+            .unwrap_or_else(|| SocketAddr::from(defaults::LISTEN)),
         workers,
         token: a.token,
-        backlog_limit: a.backlog_limit.max(1),
+        backlog_limit: match a.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
+            n @ 1..=limits::MAX_BACKLOG => n,
+            n => {
+                return Err(err(
+                    "--backlog-limit",
+                    n,
+                    format!("must be 1 to {}", limits::MAX_BACKLOG),
+                ));
+            }
+        },
     })
 }
 
@@ -505,7 +629,6 @@ mod tests {
     fn load(path: &str) -> Result<RunConfig, ConfigError> {
         to_config(RunArgs {
             profile: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)),
-            local_workers: 1,
             ..Default::default()
         })
     }
@@ -537,7 +660,6 @@ mod tests {
             ),
             requests: Some(40),
             batch: Some(1000),
-            local_workers: 1,
             ..Default::default()
         })
         .unwrap();

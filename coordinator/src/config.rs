@@ -3,6 +3,7 @@
 //! Every check names the flag, quotes the bad value and says what would be right; the
 //! binary prints that one line and exits with code 2.
 
+use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile};
 use crest_model::shapes::{KeyDist, ValueSizes};
@@ -276,6 +277,56 @@ pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError>
             "pipeline",
             "0".into(),
             "need at least 1 request in flight per connection",
+        ));
+    }
+    if c.pipeline > limits::MAX_PIPELINE {
+        return Err(f(
+            "--pipeline",
+            "pipeline",
+            c.pipeline.to_string(),
+            &format!(
+                "at most {} requests in flight per connection",
+                limits::MAX_PIPELINE
+            ),
+        ));
+    }
+    if c.batch > limits::MAX_BATCH {
+        return Err(f(
+            "--batch",
+            "batch",
+            c.batch.to_string(),
+            &format!(
+                "at most {} members or keys per batch command",
+                limits::MAX_BATCH
+            ),
+        ));
+    }
+    if c.mix.len() > limits::MAX_MIX {
+        return Err(f(
+            "--mix",
+            "mix",
+            format!("{} commands", c.mix.len()),
+            &format!("at most {} commands in one mix", limits::MAX_MIX),
+        ));
+    }
+    if let Some(ttl) = c.ttl
+        && ttl > limits::MAX_TTL_S
+    {
+        return Err(f(
+            "--ttl",
+            "ttl",
+            format!("{ttl}s"),
+            &format!("at most {} s", limits::MAX_TTL_S),
+        ));
+    }
+    if let Some(p) = &c.profile
+        && p.segments().len() > limits::MAX_SEGMENTS
+    {
+        return Err(f(
+            "--stages",
+            "profile",
+            format!("{} segments", p.segments().len()),
+            &format!("at most {} segments", limits::MAX_SEGMENTS),
         ));
     }
     if c.batch == 0 {

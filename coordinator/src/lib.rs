@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - [`cli`]: `crest run` flags, merged with a profile file into a [`config::RunConfig`].
+//! - [`defaults`]: the one table of defaults that code, `--help` and the README read.
 //! - [`config`]: the checked run configuration: classes, profiles, shapes.
 //! - [`profile`]: rate profiles (`--stages`, TOML shapes) and profile files.
 //! - [`split`]: rate and connection splits that lose no remainder.
@@ -20,6 +21,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod defaults;
 pub mod merge;
 pub mod orchestrate;
 pub mod output;

@@ -1,7 +1,7 @@
 //! `crest`: the coordinator CLI. `crest run` plans and runs a load test; `crest sink` runs
 //! the built-in RESP target alone.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use crest::cli::{RunArgs, to_config};
 use crest::orchestrate::{self, RunError};
 use crest::{output, report};
@@ -30,7 +30,14 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--help` shows each default from the one table the code reads.
+    let matches = Cli::command()
+        .mut_subcommand("run", crest::defaults::annotate)
+        .get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

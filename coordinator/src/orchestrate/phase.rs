@@ -177,6 +177,17 @@ pub(super) async fn start(
     let start_local = Instant::now() + lead;
     let started_at = SystemTime::now() + lead;
     let plans = plans(cfg, members, phase, total_shards, &run_id, target_for);
+    // The worker's own check, run here first: a plan a worker would refuse is a setting
+    // the user can fix (e.g. more connections per shard than a shard may open), said
+    // before any load starts.
+    for (m, plan) in members.iter().zip(&plans) {
+        if let Err(e) = RunPlan::try_from(&pb::RunPlan::from(plan)) {
+            return Err(RunError::Usage(format!(
+                "the plan for worker {} is out of bounds: {e}",
+                m.link.info.name
+            )));
+        }
+    }
     for (m, plan) in members.iter().zip(&plans) {
         let start_at = convert::add_ns(start_unix, m.offset_ns).ok_or_else(|| {
             RunError::Failed(format!(
