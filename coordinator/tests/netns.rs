@@ -1,7 +1,8 @@
 //! Multi-host on one machine: separate hosts made of network namespaces joined by veth pairs
 //! to a bridge, each with its own address. A coordinator host, a server host running a real
 //! valkey-server bound to its own address, and three worker hosts; every process starts with
-//! `ip netns exec`. Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN); skips loudly without it.
+//! `ip netns exec`. Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN): the tests are `#[ignore]`d
+//! (cargo shows them as ignored, not passed) and `scripts/test.sh` runs them when it is root.
 //!
 //! Layout per test (`P` = `crnet-<pid>-<case>`, a fresh `10.a.b.0/24` from pid and case):
 //!
@@ -175,11 +176,11 @@ impl Hosts {
                     || lower.contains("permission denied")
                     || lower.contains("cannot start ip")
                 {
-                    eprintln!(
-                        "\n!!!!!!!!!! SKIPPED: multi-host netns test cannot create network namespaces here ({e}); \
-                         run as root with `ip` (iproute2) installed to exercise it !!!!!!!!!!\n"
+                    // These tests are #[ignore]d unless asked for: asked for and unable to
+                    // run is a failure, never a pass.
+                    panic!(
+                        "netns test asked for (--include-ignored) but network namespaces cannot be made here ({e}); run as root with `ip` (iproute2) installed"
                     );
-                    return None;
                 }
                 panic!("{e}");
             }
@@ -507,9 +508,10 @@ fn p50(w: &Value) -> f64 {
 /// Case 1: coordinator, server and 3 workers each on their own host (namespace + address),
 /// talking over a bridge; the merged report agrees with the server and with its parts.
 #[test]
+#[ignore = "needs root and iproute2 (network namespaces); scripts/test.sh runs it when root"]
 fn three_worker_hosts_across_a_bridge_give_a_merged_report_matching_the_server() {
     let Some(c) = build(0, "netns-plain") else {
-        return;
+        panic!("the netns cluster could not be built");
     };
     let (rate, secs) = (3000, 5);
     let t0 = Instant::now();
@@ -531,9 +533,10 @@ fn three_worker_hosts_across_a_bridge_give_a_merged_report_matching_the_server()
 /// every worker). Its latency rises by the delay, the others' do not, and the merged
 /// histogram is still exactly the sum of the per-worker histograms.
 #[test]
+#[ignore = "needs root and iproute2 (network namespaces); scripts/test.sh runs it when root"]
 fn a_two_ms_delay_on_one_worker_host_raises_only_its_latency_and_merge_stays_exact() {
     let Some(c) = build(1, "netns-delay") else {
-        return;
+        panic!("the netns cluster could not be built");
     };
     let delay_ms = 2.0;
     let (slow_ns, slow_addr) = c.workers[2].clone();

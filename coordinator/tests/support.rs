@@ -2,6 +2,7 @@
 //! client for the server's own counters (`INFO commandstats`).
 
 use crest_resp::Frame;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -335,4 +336,139 @@ pub fn wait_for_calls(n: u64, calls: impl Fn() -> u64) {
         assert!(t0.elapsed() < Duration::from_secs(30), "run never started");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+// ---- Launchers shared by the area modules.
+
+/// Starts a coordinator expecting `workers` remote workers plus those workers (one core
+/// each, alternating over the machine's cores), and returns them with the coordinator's port.
+pub fn start_cluster(
+    dir: &TempDir,
+    target: &str,
+    workers: usize,
+    run_args: &[&str],
+) -> (Proc, Vec<Proc>) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let out = dir.path().join("out");
+    let n = workers.to_string();
+    let mut args = vec![
+        "run",
+        "--listen",
+        &listen,
+        "--workers",
+        &n,
+        "--wait-timeout",
+        "30s",
+        "--target",
+        target,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(run_args);
+    let coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    let cores = crest_engine::cpus::allowed();
+    let url = format!("http://{listen}");
+    let ws = (0..workers)
+        .map(|i| {
+            let cpu = cores[i % cores.len()].to_string();
+            Proc::spawn(
+                &worker_bin(),
+                &[
+                    "--coordinator",
+                    &url,
+                    "--cpus",
+                    &cpu,
+                    "--name",
+                    &format!("w{i}"),
+                ],
+                dir.path(),
+                &format!("worker{i}"),
+            )
+        })
+        .collect();
+    (coord, ws)
+}
+
+pub fn finish(dir: &TempDir, coord: &mut Proc, limit: Duration) -> Value {
+    finish_with(dir, coord, limit, 0)
+}
+
+pub fn finish_with(dir: &TempDir, coord: &mut Proc, limit: Duration, want: i32) -> Value {
+    let code = coord.wait(limit);
+    assert_eq!(
+        code,
+        want,
+        "crest exited {code}: {}",
+        read_log(dir.path(), "crest", "stderr")
+    );
+    read_report(&dir.path().join("out"))
+}
+
+/// The report agrees with the server: total within 1% of R·D, SET:GET within 1% of 1:10,
+/// and report counts equal server counts within the requests in flight at the end.
+pub fn check_against_server(
+    report: &Value,
+    stats: &std::collections::HashMap<String, u64>,
+    rate: f64,
+    secs: f64,
+) {
+    let set_server = stats.get("set").copied().unwrap_or(0);
+    let get_server = stats.get("get").copied().unwrap_or(0);
+    let total_server = set_server + get_server;
+    let expected = rate * secs;
+    assert!(
+        (total_server as f64 - expected).abs() <= 0.01 * expected,
+        "server saw {total_server} SET+GET, expected {expected} ± 1%"
+    );
+    let ratio = set_server as f64 / get_server as f64;
+    assert!(
+        (ratio - 0.1).abs() <= 0.001,
+        "server SET:GET = {set_server}:{get_server} = {ratio}, expected 1:10 ± 1%"
+    );
+    let totals = &report["totals"];
+    let in_flight = u(totals, "in_flight") + u(totals, "unsent");
+    for (cmd, server) in [("SET", set_server), ("GET", get_server)] {
+        let c = &report["commands"][cmd];
+        let answered = u(c, "completed") + u(c, "errors");
+        assert!(
+            answered <= server && server <= answered + in_flight,
+            "{cmd}: report answered {answered} (in flight {in_flight}), server counted {server}"
+        );
+        assert_eq!(u(c, "errors"), 0, "{cmd} errors: {}", c["errors_by_kind"]);
+    }
+    assert_eq!(u(totals, "scheduled"), expected as u64, "scheduled count");
+    assert!(
+        report["checks"]["intervals_match_totals"]
+            .as_bool()
+            .unwrap(),
+        "{}",
+        report["checks"]
+    );
+    let timeline = report["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), secs as usize);
+    for p in timeline {
+        assert!((f(p, "target_rate") - rate).abs() < 1e-6 * rate, "{p}");
+    }
+}
+
+pub fn total_calls(server: &Server) -> u64 {
+    let s = server.commandstats();
+    s.get("get").copied().unwrap_or(0) + s.get("set").copied().unwrap_or(0)
+}
+
+/// Runs `crest` with `args`, expects exit code 2 and `needle` in what it printed, never a
+/// panic; returns stderr.
+pub fn crest_fails(args: &[&str], needle: &str) -> String {
+    let dir = TempDir::new("usage");
+    let mut p = Proc::spawn(&crest_bin(), args, dir.path(), "crest");
+    let code = p.wait(Duration::from_secs(30));
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert_eq!(code, 2, "{args:?} exited {code}: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr lacks {needle:?}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    err
 }

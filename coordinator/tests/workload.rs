@@ -326,20 +326,8 @@ fn bad_profile(body: &str, needle: &str) {
     let dir = TempDir::new("bad-profile");
     let p = dir.path().join("p.toml");
     std::fs::write(&p, body).unwrap();
-    let mut proc = Proc::spawn(
-        &crest_bin(),
-        &["run", "--profile", p.to_str().unwrap()],
-        dir.path(),
-        "crest",
-    );
-    let code = proc.wait(Duration::from_secs(30));
-    let err = read_log(dir.path(), "crest", "stderr");
-    assert_eq!(code, 2, "{body}: exit {code}: {err}");
-    assert!(
-        err.contains(needle),
-        "{body}: stderr lacks {needle:?}: {err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let err = crest_fails(&["run", "--profile", p.to_str().unwrap()], needle);
+    assert_eq!(err.trim().lines().count(), 1, "{body}: one line: {err}");
 }
 
 /// Bad profiles each get one clear line naming the field, and exit code 2.
@@ -427,4 +415,51 @@ fn the_examples_run_against_valkey() {
         panic!("ZCARD")
     };
     assert_eq!(members, 40_000, "40 ZADDs of 1000 new members each");
+}
+
+/// 10 MB values go through the codec both ways without errors.
+#[test]
+fn ten_megabyte_values_work() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("big");
+    let out = dir.path().join("out");
+    let mut run = Proc::spawn(
+        &crest_bin(),
+        &[
+            "run",
+            "--target",
+            &server.addr(),
+            "--rate",
+            "10",
+            "--duration",
+            "2s",
+            "--ratio",
+            "1:1",
+            "--keys",
+            "2",
+            "--value-size",
+            "10MB",
+            "--connections",
+            "2",
+            "--threads",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+        "crest",
+    );
+    let report = finish(&dir, &mut run, Duration::from_secs(60));
+    assert_eq!(
+        u(&report["totals"], "completed"),
+        20,
+        "{}",
+        report["totals"]
+    );
+    assert_eq!(u(&report["totals"], "errors"), 0);
+    let stats = server.commandstats();
+    assert_eq!(
+        stats.get("set").copied().unwrap_or(0) + stats.get("get").copied().unwrap_or(0),
+        20
+    );
 }

@@ -36,8 +36,9 @@ pub mod limits {
     pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
     /// Requests in flight per connection.
     pub const MAX_PIPELINE: u32 = 65_536;
-    /// Keys or members per batched command (MSET, ZADD, ...).
-    pub const MAX_BATCH: u32 = 100_000;
+    /// Keys or members per batched command (MSET, ZADD, ...): the sorted-set study adds
+    /// 250,000 members per ZADD; Redis takes up to 2³⁰ arguments per command.
+    pub const MAX_BATCH: u32 = 1 << 24;
     /// Connections one shard may open for one class.
     pub const MAX_CONNECTIONS_PER_SHARD: u32 = 65_536;
     /// Requests allowed to wait for a free connection, per shard and class.

@@ -1,0 +1,81 @@
+//! The built-in target (`crest sink`, and the default when no `--target` is given): its
+//! counters agree with the report, and it answers every command Crest can send.
+
+use crate::support::*;
+use std::time::{Duration, Instant};
+
+/// The built-in target, run on its own with `crest sink`, agrees with the report too.
+#[test]
+fn sink_counts_match_the_report() {
+    let dir = TempDir::new("sink");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut sink = Proc::spawn(
+        &crest_bin(),
+        &["sink", "--listen", &listen],
+        dir.path(),
+        "sink",
+    );
+    let t0 = Instant::now();
+    while command(&listen, &[b"PING"]).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "sink did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = dir.path().join("out");
+    let mut run = Proc::spawn(
+        &crest_bin(),
+        &[
+            "run",
+            "--target",
+            &listen,
+            "--rate",
+            "3000",
+            "--duration",
+            "2s",
+            "--threads",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+        "crest",
+    );
+    let report = finish(&dir, &mut run, Duration::from_secs(60));
+    check_against_server(&report, &commandstats(&listen), 3000.0, 2.0);
+    sink.kill();
+}
+
+/// Without --target, `crest run` starts the built-in target and says so.
+#[test]
+fn run_without_target_uses_the_builtin_target() {
+    let dir = TempDir::new("builtin");
+    let out = dir.path().join("out");
+    let mut run = Proc::spawn(
+        &crest_bin(),
+        &[
+            "run",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+        "crest",
+    );
+    let report = finish(&dir, &mut run, Duration::from_secs(60));
+    assert_eq!(report["target"], "builtin");
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(u(&report["totals"], "scheduled"), 4000);
+    assert_eq!(u(&report["totals"], "completed"), 4000);
+    assert!(read_log(dir.path(), "crest", "stderr").contains("built-in target"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains(report["run_id"].as_str().unwrap()));
+    assert!(
+        !html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "self-contained"
+    );
+    let csv = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+}

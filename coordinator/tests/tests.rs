@@ -1,0 +1,18 @@
+//! End-to-end tests: the real `crest` and `crest-worker` binaries against real Redis and
+//! Valkey servers started here on free loopback ports, and the coordinator driven
+//! in-process through its `run(config, listener, shutdown)` seam. Every number is checked
+//! against the server's own `INFO commandstats`.
+//!
+//! One module per area; launchers and server helpers live in `support`.
+
+// Tests: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod builtin;
+mod cli;
+mod cluster;
+mod failure;
+mod inprocess;
+mod netns;
+mod support;
+mod workload;
