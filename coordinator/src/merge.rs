@@ -53,6 +53,25 @@ fn decode(cmds: &[pb::CommandStats]) -> Result<ByCommand, HistError> {
     Ok(out)
 }
 
+/// An interval a worker sent that the books cannot take.
+#[derive(Debug, thiserror::Error)]
+pub enum BooksError {
+    /// A histogram does not decode.
+    #[error(transparent)]
+    Hist(#[from] HistError),
+    /// An interval index past the end of the phase.
+    #[error("interval index {index} is past the phase's last interval {last}")]
+    Index {
+        /// The index sent.
+        index: u32,
+        /// The highest index the phase can have.
+        last: u32,
+    },
+    /// A target rate that is not a finite number ≥ 0.
+    #[error("interval target rate {0} is not a finite number ≥ 0")]
+    Rate(f64),
+}
+
 /// A worker's final message.
 #[derive(Debug, Clone, Default)]
 pub struct Final {
@@ -84,11 +103,21 @@ pub struct WorkerBooks {
 }
 
 impl WorkerBooks {
-    /// Adds one interval message.
+    /// Adds one interval message; `last` is the highest interval index the phase can have
+    /// (its schedule, drain and grace), so a worker cannot grow the books without bound.
     ///
     /// # Errors
-    /// [`HistError`] when a histogram does not decode.
-    pub fn add_interval(&mut self, iv: &pb::Interval) -> Result<(), HistError> {
+    /// [`BooksError`] when a histogram does not decode, or the index or rate is nonsense.
+    pub fn add_interval(&mut self, iv: &pb::Interval, last: u32) -> Result<(), BooksError> {
+        if iv.index > last {
+            return Err(BooksError::Index {
+                index: iv.index,
+                last,
+            });
+        }
+        if !(iv.target_rate.is_finite() && iv.target_rate >= 0.0) {
+            return Err(BooksError::Rate(iv.target_rate));
+        }
         let by = decode(&iv.commands)?;
         self.errors += by.values().map(CmdStats::error_total).sum::<u64>();
         add_into(self.intervals.entry(iv.index).or_default(), &by);
@@ -174,7 +203,12 @@ impl WorkerBooks {
         }
         // Every scheduled request is accounted for: answered, failed, in flight or unsent.
         let all = all_commands(&f.totals);
-        let accounted = all.completed + all.error_total() + f.in_flight + f.unsent;
+        // Peer numbers: saturate, so a hostile total reads as a mismatch, not an overflow.
+        let accounted = all
+            .completed
+            .saturating_add(all.error_total())
+            .saturating_add(f.in_flight)
+            .saturating_add(f.unsent);
         if accounted != all.scheduled {
             problems.push(format!(
                 "worker {name}: {} scheduled but {} accounted for (completed {} + errors {} + in flight {} + unsent {})",
@@ -223,24 +257,59 @@ mod tests {
         convert::stats_to_pb("c", &[s], &[name.to_string()]).remove(0)
     }
 
+    /// A worker cannot grow the books past the phase, nor feed them a NaN rate.
+    #[test]
+    fn intervals_past_the_phase_or_with_nonsense_rates_are_refused() {
+        let mut w = WorkerBooks::default();
+        let iv = |index, target_rate| pb::Interval {
+            run_id: "r".into(),
+            index,
+            commands: vec![],
+            target_rate,
+        };
+        assert!(matches!(
+            w.add_interval(&iv(u32::MAX, 1.0), 10),
+            Err(BooksError::Index {
+                index: u32::MAX,
+                last: 10
+            })
+        ));
+        assert!(matches!(
+            w.add_interval(&iv(3, f64::NAN), 10),
+            Err(BooksError::Rate(_))
+        ));
+        assert!(matches!(
+            w.add_interval(&iv(3, -1.0), 10),
+            Err(BooksError::Rate(_))
+        ));
+        w.add_interval(&iv(10, 1.0), 10).unwrap();
+        assert_eq!(w.intervals.len(), 1);
+    }
+
     #[test]
     fn intervals_that_add_up_pass_and_a_missing_one_is_named() {
         let mut w = WorkerBooks::default();
         let a = [100, 200, 300];
         let b = [5_000, 6_000];
-        w.add_interval(&pb::Interval {
-            run_id: "r".into(),
-            index: 0,
-            commands: vec![cmd("GET", &a, 3)],
-            target_rate: 3.0,
-        })
+        w.add_interval(
+            &pb::Interval {
+                run_id: "r".into(),
+                index: 0,
+                commands: vec![cmd("GET", &a, 3)],
+                target_rate: 3.0,
+            },
+            10,
+        )
         .unwrap();
-        w.add_interval(&pb::Interval {
-            run_id: "r".into(),
-            index: 1,
-            commands: vec![cmd("GET", &b, 2)],
-            target_rate: 2.0,
-        })
+        w.add_interval(
+            &pb::Interval {
+                run_id: "r".into(),
+                index: 1,
+                commands: vec![cmd("GET", &b, 2)],
+                target_rate: 2.0,
+            },
+            10,
+        )
         .unwrap();
         let all: Vec<u64> = a.iter().chain(&b).copied().collect();
         let fin = pb::Finished {

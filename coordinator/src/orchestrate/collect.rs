@@ -32,6 +32,12 @@ pub(super) async fn collect(
     interrupt: &watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let deadline = start + duration + cfg.drain + GRACE;
+    // The highest interval index a worker can send in this phase (one past, for the drain's
+    // partial interval); anything later is nonsense, not data.
+    let last_index = u32::try_from(
+        (duration + cfg.drain + GRACE).as_nanos() / cfg.interval.as_nanos().max(1) + 1,
+    )
+    .unwrap_or(u32::MAX);
     let mut progress = Progress::new();
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::from_std(start + PROGRESS_FIRST),
@@ -79,7 +85,7 @@ pub(super) async fn collect(
                 m.last_seen = Instant::now();
                 match msg {
                     In::Interval(iv) if iv.run_id == run_id => {
-                        if let Err(e) = m.books.add_interval(&iv) {
+                        if let Err(e) = m.books.add_interval(&iv, last_index) {
                             lose(m, run_id, format!("sent an unreadable interval: {e}")).await;
                         }
                     }
