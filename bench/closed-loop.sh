@@ -38,8 +38,13 @@ cpid=$!; pids+=($cpid)
 target/release/crest-worker --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>"$work/worker.err" &
 wpid=$!; pids+=($wpid)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-for _ in $(seq 100); do grep -q "start in\|run " "$work/crest.err" 2>/dev/null && break; sleep 0.05; done
+# The CPU window opens on "crest: run <id>: ..." (printed when the start instant is sent,
+# 1 s ahead of the first request); a window that did not open there is not a measurement.
+seen=
+for _ in $(seq 600); do grep -q "^crest: run " "$work/crest.err" 2>/dev/null && { seen=1; break; }; sleep 0.05; done
+[ -n "$seen" ] || { echo "closed-loop.sh: the run did not start within 30 s; no CPU window" >&2; cat "$work/crest.err" >&2; exit 1; }
 c0=$(cpu "$wpid"); wait "$cpid"; c1=$(cpu "$wpid")
+grep -q "crest: report written" "$work/crest.err" || { echo "closed-loop.sh: the run wrote no report; no figure" >&2; cat "$work/crest.err" >&2; exit 1; }
 python3 - "$work/out/report.json" "$c0" "$c1" "$(getconf CLK_TCK)" "$rb_rps" "$rb_cpu" "$N" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

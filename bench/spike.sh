@@ -24,6 +24,10 @@ print("t_s   target   achieved   latency p99 (us)")
 for p in r["timeline"]:
     if 2.5 <= p["t_s"] <= 3.55:
         print(f'{p["t_s"]:4.1f} {p["target_rate"]:8.0f} {p["achieved_rate"]:10.0f} {p["latency_us"]["p99"]:12.1f}')
+# The measurement window is the report's timeline: 6 s at 100 ms is 60 intervals, and the
+# books must balance, or the figures below mean nothing.
+if len(r["timeline"]) != 60 or not r["checks"]["intervals_match_totals"]:
+    sys.exit(f'spike.sh: timeline has {len(r["timeline"])} intervals (want 60), checks {r["checks"]}; no figure')
 first = next(p for p in r["timeline"] if abs(p["t_s"] - 3.0) < 1e-6)
 print(f'first 100 ms interval after the step: achieved {first["achieved_rate"]:.0f}/s = {first["achieved_rate"] / first["target_rate"]:.3f} of target')
 PY

@@ -20,6 +20,8 @@ int main(int argc,char**argv){
   double el = now()-t0;
   struct rusage ru; getrusage(RUSAGE_SELF,&ru);
   double cpu = ru.ru_utime.tv_sec+ru.ru_utime.tv_usec/1e6+ru.ru_stime.tv_sec+ru.ru_stime.tv_usec/1e6;
+  /* The window must hold every sleep: a wall time under n x ns means they did not happen. */
+  if (el < n * (ns / 1e9)) { fprintf(stderr, "wakeup-cost: %d sleeps took %.3f s < %.3f s; no figure\n", n, el, n * (ns / 1e9)); return 1; }
   printf("sleep %ld ns x %d: CPU %.2f us per cycle, wall %.1f us per cycle (overshoot %.1f us)\n",
          ns, n, cpu/n*1e6, el/n*1e6, el/n*1e6 - ns/1e3);
   return 0;
