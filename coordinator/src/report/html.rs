@@ -151,21 +151,8 @@ pub fn render(r: &Report) -> String {
         row(&mut out, &label, s);
     }
     out.push_str("</table>");
-    let t = &r.totals.summary;
-    let _ = write!(
-        out,
-        "<p>service time p50 {} p99 {} · schedule lag p50 {} p99 {} · scheduled {} sent {} completed {} errors {} in flight at end {} unsent {}</p>",
-        human_us(t.service_time_us.p50),
-        human_us(t.service_time_us.p99),
-        human_us(t.schedule_lag_us.p50),
-        human_us(t.schedule_lag_us.p99),
-        t.scheduled,
-        t.sent,
-        t.completed,
-        t.errors,
-        r.totals.in_flight,
-        r.totals.unsent
-    );
+    let (timing, counts) = r.footer();
+    let _ = write!(out, "<p>{} · {}</p>", esc(&timing), esc(&counts.join(" ")));
     let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
     out.push_str(&chart(
         "Rate per second",

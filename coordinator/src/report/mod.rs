@@ -495,6 +495,33 @@ pub fn human_us(v: f64) -> String {
 }
 
 impl Report {
+    /// The totals under the summary, for every renderer: the timing line (service time
+    /// and schedule lag) and the exact counts, one `name value` item each.
+    pub fn footer(&self) -> (String, Vec<String>) {
+        let t = &self.totals.summary;
+        let timing = format!(
+            "service time p50 {} p99 {} p99.9 {}; schedule lag p50 {} p99 {} max {}",
+            human_us(t.service_time_us.p50),
+            human_us(t.service_time_us.p99),
+            human_us(t.service_time_us.p999),
+            human_us(t.schedule_lag_us.p50),
+            human_us(t.schedule_lag_us.p99),
+            human_us(t.schedule_lag_us.max),
+        );
+        let counts = [
+            ("scheduled", t.scheduled),
+            ("sent", t.sent),
+            ("completed", t.completed),
+            ("errors", t.errors),
+            ("in flight at end", self.totals.in_flight),
+            ("unsent", self.totals.unsent),
+        ]
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+        (timing, counts)
+    }
+
     /// The summary rows every rendering shows, in order: per command (`class/command` and a
     /// row per class when there are several classes), then `total`.
     pub fn rows(&self) -> Vec<(String, &Summary)> {
@@ -570,21 +597,12 @@ impl Report {
             row(&mut out, &label, s);
         }
         let t = &self.totals.summary;
+        let (timing, counts) = self.footer();
         let _ = writeln!(
             out,
-            "latency is from each request's intended send time; service time p50 {} p99 {} p99.9 {}; schedule lag p50 {} p99 {} max {}",
-            human_us(t.service_time_us.p50),
-            human_us(t.service_time_us.p99),
-            human_us(t.service_time_us.p999),
-            human_us(t.schedule_lag_us.p50),
-            human_us(t.schedule_lag_us.p99),
-            human_us(t.schedule_lag_us.max),
+            "latency is from each request's intended send time; {timing}"
         );
-        let _ = writeln!(
-            out,
-            "scheduled {}  sent {}  completed {}  errors {}  in flight at end {}  unsent {}",
-            t.scheduled, t.sent, t.completed, t.errors, self.totals.in_flight, self.totals.unsent
-        );
+        let _ = writeln!(out, "{}", counts.join("  "));
         if !t.errors_by_kind.is_empty() {
             let kinds: Vec<String> = t
                 .errors_by_kind
