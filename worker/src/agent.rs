@@ -5,10 +5,10 @@
 //! for [`DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
 //! as success), and the agent dials again with backoff.
 
-use crate::shard::{self, ShardClass, ShardConfig, ShardEvent};
+use crate::assemble;
+use crate::shard::{self, ShardEvent};
 use crest_model::clock::unix_ns;
 use crest_model::plan::Plan;
-use crest_model::schedule::Schedule;
 use crest_model::stats::{ErrorCounts, Stats, add_error};
 use crest_model::wire;
 use crest_proto::pb::{
@@ -173,7 +173,8 @@ async fn session(
                 }
             }
             ev = next_event(&mut run) => {
-                let r = run.as_mut().expect("event comes from an active run");
+                // Always Some: `next_event` never resolves without a run.
+                let Some(r) = run.as_mut() else { continue };
                 let (msgs, done) = r.on_event(ev);
                 for m in msgs {
                     send(&tx, m).await?;
@@ -238,19 +239,14 @@ async fn start_run(
         .map_err(|e| fail(format!("cannot resolve target {}: {e}", plan.target)))?
         .next()
         .ok_or_else(|| fail(format!("target {} resolves to no address", plan.target)))?;
-    let wait_ns = s.start_at_unix_ns - unix_ns();
-    let start = if wait_ns > 0 {
-        Instant::now() + Duration::from_nanos(wait_ns as u64)
-    } else {
-        Instant::now()
-    };
+    // Saturating: both clocks come from outside this process.
+    let wait_ns = u64::try_from(s.start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0);
+    let now = Instant::now();
+    let start = now
+        .checked_add(Duration::from_nanos(wait_ns))
+        .unwrap_or(now);
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    let workloads: Vec<Arc<crest_model::workload::Workload>> = plan
-        .classes
-        .iter()
-        .map(|c| Arc::new(c.workload.clone()))
-        .collect();
     let classes: Vec<ClassNames> = plan
         .classes
         .iter()
@@ -262,49 +258,23 @@ async fn start_run(
         .collect();
     let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
     let warmup_ns = plan.warmup.as_nanos() as u64;
-    for part in &plan.shards {
-        let shard_classes = plan
-            .classes
-            .iter()
-            .zip(&part.classes)
-            .zip(&workloads)
-            .map(|((c, &(connections, requests)), w)| ShardClass {
-                workload: w.clone(),
-                schedule: c.profile.as_ref().map(|p| {
-                    Schedule::new(
-                        p.scaled(part.share),
-                        plan.arrival,
-                        f64::from(part.global_index) / f64::from(plan.total_shards),
-                    )
-                }),
-                closed_until: c.closed_for.map(|d| d + plan.warmup),
-                budget: requests.unwrap_or(u64::MAX),
-                connections,
-                pipeline: c.pipeline,
-            })
-            .collect();
-        let sc = ShardConfig {
-            index: part.shard,
-            global_index: part.global_index,
-            total_shards: plan.total_shards,
-            target,
-            classes: shard_classes,
-            seed: part.seed,
-            pacer: plan.pacer,
-            start,
-            warmup: plan.warmup,
-            interval: plan.interval,
-            timeout: plan.timeout,
-            drain: plan.drain,
-            backlog_limit: plan.backlog_limit,
-            core: cfg.cores.get(part.shard as usize).copied(),
-            stop: stop.clone(),
-            out: etx.clone(),
-        };
-        std::thread::Builder::new()
-            .name(format!("crest-shard-{}", part.shard))
-            .spawn(move || shard::run(sc))
-            .map_err(|e| fail(format!("cannot start shard thread: {e}")))?;
+    let wiring = assemble::Wiring {
+        target,
+        start,
+        cores: cfg.cores.clone(),
+        stop: stop.clone(),
+        out: etx,
+    };
+    let configs = assemble::shard_configs(&plan, &wiring).map_err(|e| fail(e.to_string()))?;
+    for sc in configs {
+        let spawned = std::thread::Builder::new()
+            .name(format!("crest-shard-{}", sc.index))
+            .spawn(move || shard::run(sc));
+        if let Err(e) = spawned {
+            // Shards already started must not run a plan nobody will collect.
+            stop.store(true, Ordering::Relaxed);
+            return Err(fail(format!("cannot start shard thread: {e}")));
+        }
     }
     tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
     *run = Some(ActiveRun {
