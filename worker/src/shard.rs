@@ -657,3 +657,405 @@ impl Shard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crest_model::schedule::{Arrival, Profile};
+    use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};
+    use crest_model::stats::CmdStats;
+    use crest_model::workload::CmdDef;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::thread::JoinHandle;
+    use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_sleep_pacer_polls_inside_the_spin_window_and_sleeps_beyond_it() {
+        assert_eq!(wait_ns(Pacer::Spin, 0, 5 * MS), 0);
+        assert_eq!(wait_ns(Pacer::Sleep, 0, SPIN_WINDOW_NS - 1), 0);
+        assert_eq!(wait_ns(Pacer::Sleep, 0, SPIN_WINDOW_NS), SPIN_WINDOW_NS);
+        assert_eq!(wait_ns(Pacer::Sleep, 10 * MS, 15 * MS), 5 * MS);
+        assert_eq!(wait_ns(Pacer::Sleep, 10 * MS, MS), 0, "late: poll");
+    }
+
+    #[test]
+    fn intervals_end_at_the_last_and_late_results_fold_into_it() {
+        let mut iv = Intervals::new(500 * MS, Duration::from_millis(200), Some(1_100 * MS));
+        // 600 ms measured in 200 ms intervals: 0, 1, 2.
+        assert_eq!(iv.last, Some(2));
+        assert_eq!(iv.at(499 * MS), None, "warm-up");
+        assert_eq!(iv.at(500 * MS), Some(0));
+        assert_eq!(iv.at(899 * MS), Some(1));
+        assert_eq!(iv.at(60_000 * MS), Some(2), "capped at the last");
+        assert_eq!(iv.next_boundary(), 700 * MS);
+        iv.index = 2;
+        assert_eq!(iv.next_boundary(), u64::MAX, "the last one never ends");
+        // A run shorter than one interval still has one.
+        assert_eq!(
+            Intervals::new(0, Duration::from_secs(1), Some(1)).last,
+            Some(0)
+        );
+        assert_eq!(
+            Intervals::new(0, Duration::ZERO, Some(0)).len,
+            MIN_INTERVAL_NS
+        );
+    }
+
+    #[test]
+    fn intervals_of_a_run_bounded_only_by_count_run_on() {
+        let mut iv = Intervals::new(0, Duration::from_secs(1), None);
+        assert_eq!(iv.at(7_500 * MS), Some(7));
+        iv.index = 7;
+        assert_eq!(iv.next_boundary(), 8_000 * MS);
+        iv.index = u32::MAX;
+        assert_eq!(iv.at(u64::MAX), Some(u32::MAX));
+        assert_eq!(
+            iv.next_boundary(),
+            (1 << 32) * 1_000 * MS,
+            "no overflow at the end"
+        );
+    }
+
+    // ---- a shard against scripted servers ----------------------------------------
+
+    /// A server on 127.0.0.1:0 that runs `script` on each connection, each on its own
+    /// thread, until [`Fake::finish`].
+    struct Fake {
+        addr: SocketAddr,
+        stop: Arc<AtomicBool>,
+        accepter: JoinHandle<usize>,
+    }
+
+    impl Fake {
+        fn new(script: impl Fn(usize, TcpStream) + Send + Sync + 'static) -> Self {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let done = stop.clone();
+            let script = Arc::new(script);
+            let accepter = std::thread::spawn(move || {
+                let mut conns = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((s, _)) => {
+                            s.set_nonblocking(false).unwrap();
+                            let (n, script) = (conns.len(), script.clone());
+                            conns.push(std::thread::spawn(move || script(n, s)));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+                let n = conns.len();
+                for c in conns {
+                    c.join().unwrap();
+                }
+                n
+            });
+            Self {
+                addr,
+                stop,
+                accepter,
+            }
+        }
+
+        /// Stops accepting; returns how many connections were accepted. The shard must be
+        /// done (its sockets closed), so every script has seen EOF.
+        fn finish(self) -> usize {
+            self.stop.store(true, Ordering::Relaxed);
+            self.accepter.join().unwrap()
+        }
+    }
+
+    /// Reads requests off `s` and answers each with `answer(n)` (n counts from 0) until the
+    /// peer closes or `answer` says to hang up (None). Returns the requests read.
+    fn answer_each(mut s: TcpStream, answer: impl Fn(usize) -> Option<&'static [u8]>) -> usize {
+        let (mut buf, mut chunk, mut n) = (Vec::new(), [0u8; 4096], 0);
+        loop {
+            while let Ok(Some((_, len))) = crest_resp::parse_request(&buf) {
+                buf.drain(..len);
+                let Some(reply) = answer(n) else { return n + 1 };
+                n += 1;
+                if s.write_all(reply).is_err() {
+                    return n;
+                }
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return n,
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            }
+        }
+    }
+
+    fn workload() -> Arc<Workload> {
+        let cmd = CmdDef::parse("GET", 1, None, 1).unwrap();
+        let keys = KeySpace::new(100, "key:", KeyDist::Uniform).unwrap();
+        Arc::new(
+            Workload::new(
+                vec![(cmd, 1)],
+                keys,
+                ValueSizes::Fixed(8),
+                1,
+                false,
+                None,
+                1,
+            )
+            .unwrap(),
+        )
+    }
+
+    /// `rate` req/s for `ms` from t = 0: exactly rate·ms/1000 requests.
+    fn open(rate: f64, ms: u64) -> Load {
+        let p = Profile::constant(rate, ms * MS).unwrap();
+        Load::Open(Schedule::new(p, Arrival::Uniform, 0.0))
+    }
+
+    fn config(
+        target: SocketAddr,
+        load: Load,
+        connections: u32,
+        pipeline: u32,
+    ) -> (ShardConfig, UnboundedReceiver<ShardEvent>) {
+        let (out, rx) = unbounded_channel();
+        let cfg = ShardConfig {
+            index: 0,
+            global_index: 0,
+            total_shards: 1,
+            target,
+            classes: vec![ShardClass {
+                workload: workload(),
+                load,
+                connections,
+                pipeline,
+            }],
+            seed: 1,
+            pacer: Pacer::Sleep,
+            start: Instant::now() + Duration::from_millis(50),
+            warmup: Duration::ZERO,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(2),
+            drain: Duration::from_secs(1),
+            backlog_limit: 10_000,
+            core: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            out,
+        };
+        (cfg, rx)
+    }
+
+    /// What a finished shard reported.
+    #[derive(Debug)]
+    struct Report {
+        up: u32,
+        connect_error: Option<String>,
+        intervals: Vec<Stats>,
+        totals: CmdStats,
+        in_flight: u64,
+        unsent: u64,
+        conn_errors: ErrorCounts,
+    }
+
+    impl Report {
+        fn conn_errors(&self, kind: &str) -> u64 {
+            self.conn_errors
+                .iter()
+                .filter(|e| e.0 == kind)
+                .map(|e| e.1)
+                .sum()
+        }
+
+        fn errors(&self, kind: &str) -> u64 {
+            self.totals
+                .errors
+                .iter()
+                .filter(|e| e.0 == kind)
+                .map(|e| e.1)
+                .sum()
+        }
+    }
+
+    /// Runs the shard on this thread and collects its events.
+    fn run_shard(cfg: ShardConfig, mut rx: UnboundedReceiver<ShardEvent>) -> Report {
+        run(cfg);
+        let mut r = Report {
+            up: 0,
+            connect_error: None,
+            intervals: Vec::new(),
+            totals: CmdStats::default(),
+            in_flight: 0,
+            unsent: 0,
+            conn_errors: Vec::new(),
+        };
+        let mut finished = false;
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                ShardEvent::Connected { up, error, .. } => {
+                    r.up = up;
+                    r.connect_error = error;
+                }
+                ShardEvent::Interval { stats, .. } => r.intervals.extend(stats),
+                ShardEvent::Finished {
+                    mut totals,
+                    in_flight,
+                    unsent,
+                    intervals,
+                    connection_errors,
+                    ..
+                } => {
+                    assert_eq!(intervals as usize, r.intervals.len());
+                    r.totals = totals.remove(0).cmds.remove(0);
+                    r.in_flight = in_flight;
+                    r.unsent = unsent;
+                    r.conn_errors = connection_errors;
+                    finished = true;
+                }
+            }
+        }
+        assert!(finished, "no Finished event");
+        let mut sum = Stats::default();
+        for s in &r.intervals {
+            sum += s;
+        }
+        assert_eq!(sum.cmds[0], r.totals, "totals are the sum of the intervals");
+        r
+    }
+
+    #[test]
+    fn a_timed_out_request_fails_as_timeout_and_keeps_its_latency() {
+        // Reads everything, answers nothing.
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b""));
+        });
+        let (mut cfg, rx) = config(fake.addr, open(10.0, 100), 1, 1);
+        cfg.timeout = Duration::from_millis(50);
+        let t0 = Instant::now();
+        let r = run_shard(cfg, rx);
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        fake.finish();
+        assert_eq!(r.up, 1);
+        assert_eq!((r.totals.scheduled, r.totals.sent), (1, 1));
+        assert_eq!(r.totals.completed, 0);
+        assert_eq!(r.errors("timeout"), 1);
+        assert_eq!(r.conn_errors("timeout"), 1);
+        // Given up on after the 50 ms timeout (the sweep runs every 10 ms), and measured
+        // from the intended time.
+        assert_eq!(r.totals.latency.len(), 1);
+        let l = r.totals.latency.max();
+        assert!((50 * MS..500 * MS).contains(&l), "latency {l}");
+        assert_eq!(r.totals.service_time.len(), 0);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+    }
+
+    #[test]
+    fn a_dropped_connection_fails_its_requests_then_comes_back_after_the_backoff() {
+        // The first connection hangs up on its first request; later ones answer.
+        let fake = Fake::new(|n, s| {
+            answer_each(s, |_| (n > 0).then_some(b"+OK\r\n".as_slice()));
+        });
+        let (cfg, rx) = config(fake.addr, open(200.0, 250), 1, 4);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 2, "one reconnect");
+        assert_eq!(r.totals.scheduled, 50);
+        assert_eq!(
+            r.conn_errors("eof") + r.conn_errors("reset"),
+            1,
+            "{:?}",
+            r.conn_errors
+        );
+        let lost = r.errors("disconnected");
+        assert!(lost >= 1);
+        assert_eq!(r.totals.completed + lost, 50, "{:?}", r.totals.errors);
+        // Requests due while it was down waited in the backlog, keeping their times.
+        assert!(r.totals.backlogged >= 1);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+    }
+
+    #[test]
+    fn an_extra_reply_is_counted_as_unexpected_and_never_crashes() {
+        // Every request gets its answer and one more.
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"+OK\r\n+OK\r\n"));
+        });
+        let (cfg, rx) = config(fake.addr, open(20.0, 250), 1, 1);
+        let r = run_shard(cfg, rx);
+        let conns = fake.finish();
+        assert_eq!(r.totals.scheduled, 5);
+        assert_eq!(r.totals.completed, 5);
+        assert_eq!(r.totals.error_total(), 0);
+        assert_eq!(r.conn_errors("unexpected_reply"), 5);
+        assert_eq!(conns, 5, "each extra reply costs the connection");
+    }
+
+    #[test]
+    fn a_garbage_reply_is_a_protocol_error_that_closes_the_connection() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"!garbage\r\n"));
+        });
+        let (cfg, rx) = config(fake.addr, open(20.0, 250), 1, 1);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 5);
+        assert_eq!(r.totals.scheduled, 5);
+        assert_eq!(r.totals.completed, 0);
+        assert_eq!(r.errors("disconnected"), 5);
+        assert_eq!(r.conn_errors("protocol_error"), 5);
+    }
+
+    #[test]
+    fn a_closed_loop_sends_exactly_its_budget() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"$1\r\nx\r\n"));
+        });
+        let load = Load::Closed {
+            until: None,
+            budget: Some(1_000),
+        };
+        let (cfg, rx) = config(fake.addr, load, 3, 8);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 3);
+        assert_eq!(r.up, 3);
+        let t = &r.totals;
+        assert_eq!((t.scheduled, t.sent, t.completed), (1_000, 1_000, 1_000));
+        assert_eq!(t.error_total(), 0);
+        assert_eq!(t.latency.len(), 1_000);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+    }
+
+    #[test]
+    fn a_refused_connect_is_reported_and_what_was_due_stays_unsent() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let (mut cfg, rx) = config(addr, open(10.0, 100), 1, 1);
+        cfg.drain = Duration::from_millis(30);
+        let r = run_shard(cfg, rx);
+        assert_eq!(r.up, 0);
+        assert_eq!(r.connect_error.as_deref(), Some("connect: refused"));
+        assert!(r.conn_errors("connect: refused") >= 2, "it keeps retrying");
+        assert_eq!((r.totals.scheduled, r.totals.backlogged), (1, 1));
+        assert_eq!((r.in_flight, r.unsent), (0, 1));
+    }
+
+    #[test]
+    fn the_stop_flag_ends_a_shard_at_once() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"+OK\r\n"));
+        });
+        let (cfg, mut rx) = config(fake.addr, open(1_000.0, 60_000), 1, 1);
+        let stop = cfg.stop.clone();
+        let t0 = Instant::now();
+        let shard = std::thread::spawn(move || run(cfg));
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::Relaxed);
+        shard.join().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        fake.finish();
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(ShardEvent::Connected { up: 1, .. })
+        ));
+    }
+}
