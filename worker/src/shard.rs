@@ -3,7 +3,7 @@
 //! channel that carries finished intervals out.
 //!
 //! A shard runs every class of the run side by side, each with its own connections,
-//! pipeline, schedule, backlog and results ([`crate::class`]). The loop, each turn:
+//! pipeline, schedule, backlog and results (module `class`). The loop, each turn:
 //! 1. every request whose intended time has come is scheduled: it goes to a connection of
 //!    its class with a free pipeline slot, or waits in the class's backlog keeping its
 //!    intended time (closed-loop classes instead fill every free slot at once);
@@ -11,7 +11,7 @@
 //! 3. epoll waits until the next intended time (precise sleep, `epoll_pwait2` with 1 µs
 //!    timer slack) or returns at once (`--pacer spin`);
 //! 4. readable connections get one `read` each and every complete reply is matched with
-//!    its request (replies come back in order on a connection, [`crate::conn`]); slots
+//!    its request (replies come back in order on a connection, module `conn`); slots
 //!    that came free take backlogged requests; every 10 ms a sweep times out requests
 //!    and reconnects closed connections whose backoff has passed;
 //! 5. when the clock crosses an interval boundary, the interval's results are shipped.
@@ -126,7 +126,7 @@ pub enum ShardEvent {
         shard: u32,
         /// Interval since the end of the warm-up.
         index: u32,
-        /// Results of that second, per class.
+        /// Results of that interval, per class.
         stats: Vec<Stats>,
     },
     /// The run is over for this shard.
