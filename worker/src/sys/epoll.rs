@@ -6,8 +6,8 @@
 //! where `epoll_wait` rounds down to whole milliseconds. On older kernels the first wait
 //! sees `ENOSYS` and every later one uses `epoll_wait`; the loop then polls out the rest.
 //!
-//! This is the only file of the engine with `unsafe` code: five syscalls, each in its own
-//! block.
+//! This is the only file of the engine with `unsafe` code: six blocks, five of them
+//! syscalls and one taking ownership of the descriptor `epoll_create1` returns.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
