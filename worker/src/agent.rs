@@ -5,11 +5,11 @@
 //! for [`DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
 //! as success), and the agent dials again with backoff.
 
-use crate::shard::{self, ShardClass, ShardConfig, ShardEvent};
+use crate::assemble;
+use crate::shard::{self, ShardEvent};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::plan::Plan;
-use crest_model::schedule::Schedule;
 use crest_model::stats::{ErrorCounts, Stats, add_error};
 use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
@@ -176,7 +176,7 @@ async fn session(
                 }
             }
             ev = next_event(&mut run) => {
-                // next_event is pending without a run, so there always is one here.
+                // Always Some: `next_event` never resolves without a run.
                 let Some(r) = run.as_mut() else { continue };
                 let (msgs, done) = r.on_event(ev);
                 for m in msgs {
@@ -254,14 +254,10 @@ async fn start_run(
             ),
         ));
     }
-    let start = Instant::now() + wait;
+    let now = Instant::now();
+    let start = now.checked_add(wait).unwrap_or(now);
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    let workloads: Vec<Arc<crest_model::workload::Workload>> = plan
-        .classes
-        .iter()
-        .map(|c| Arc::new(c.workload.clone()))
-        .collect();
     let classes: Vec<ClassNames> = plan
         .classes
         .iter()
@@ -273,54 +269,27 @@ async fn start_run(
         .collect();
     let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
     let warmup_ns = plan.warmup.as_nanos() as u64;
-    for part in &plan.shards {
-        let shard_classes = plan
-            .classes
-            .iter()
-            .zip(&part.classes)
-            .zip(&workloads)
-            .map(|((c, part_class), w)| ShardClass {
-                workload: w.clone(),
-                schedule: c.profile.as_ref().map(|p| {
-                    Schedule::new(
-                        p.scaled(part.share),
-                        plan.arrival,
-                        f64::from(part.global_index) / f64::from(plan.total_shards),
-                    )
-                }),
-                closed_until: c.closed_for.map(|d| d + plan.warmup),
-                budget: part_class.budget.unwrap_or(u64::MAX),
-                connections: part_class.connections,
-                pipeline: c.pipeline,
-            })
-            .collect();
-        let sc = ShardConfig {
-            index: part.shard,
-            global_index: part.global_index,
-            total_shards: plan.total_shards,
-            target,
-            classes: shard_classes,
-            seed: part.seed,
-            pacer: plan.pacer,
-            start,
-            warmup: plan.warmup,
-            interval: plan.interval,
-            timeout: plan.timeout,
-            drain: plan.drain,
-            backlog_limit: plan.backlog_limit,
-            core: cfg.cores.get(part.shard as usize).copied(),
-            stop: stop.clone(),
-            out: etx.clone(),
-        };
-        std::thread::Builder::new()
-            .name(format!("crest-shard-{}", part.shard))
-            .spawn(move || shard::run(sc))
-            .map_err(|e| {
-                fail_as(
-                    FailureKind::Internal,
-                    format!("cannot start shard thread: {e}"),
-                )
-            })?;
+    let wiring = assemble::Wiring {
+        target,
+        start,
+        cores: cfg.cores.clone(),
+        stop: stop.clone(),
+        out: etx,
+    };
+    let configs = assemble::shard_configs(&plan, &wiring)
+        .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
+    for sc in configs {
+        let spawned = std::thread::Builder::new()
+            .name(format!("crest-shard-{}", sc.index))
+            .spawn(move || shard::run(sc));
+        if let Err(e) = spawned {
+            // Shards already started must not run a plan nobody will collect.
+            stop.store(true, Ordering::Relaxed);
+            return Err(fail_as(
+                FailureKind::Internal,
+                format!("cannot start shard thread: {e}"),
+            ));
+        }
     }
     tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
     *run = Some(ActiveRun {

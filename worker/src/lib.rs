@@ -3,15 +3,35 @@
 //! The `crest-worker` binary is this crate's agent behind a command line.
 //!
 //! # Layout
-//! - [`shard`]: one pinned thread: connections, epoll loop, pacing, measurement.
+//! - [`shard`]: one pinned thread and its loop (schedule, flush, wait, handle events, ship
+//!   intervals), interval rollover, finish; the shard's configuration and events.
+//! - `class` (private): one class in a shard: open-loop schedule or closed-loop budget,
+//!   dispatch onto free pipeline slots, the backlog, results.
+//! - `conn` (private): one connection: socket, buffers, state and backoff, and reply
+//!   matching as a pure function of the read buffer and the requests in flight.
+//! - `sys` (private): epoll with nanosecond waits, timer slack, errno names; the crate's
+//!   only `unsafe` code.
+//! - [`assemble`]: a checked plan → one shard configuration per core.
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
 //! - [`cpus`]: which cores the shards run on.
 //!
-//! Data flow: coordinator → `StartRun` → [`agent`] → one [`shard`] thread per core →
-//! `ShardEvent::Interval` per interval → [`agent`] sums shards → `Interval` to the coordinator.
-//! What a run is (plans, workloads, stats) comes from `crest-model`; the bytes on the
-//! target's wire from `crest-resp`.
+//! Data flow: coordinator → `StartRun` → [`agent`] → [`assemble`] → one [`shard`] thread
+//! per core → `ShardEvent::Interval` per interval → [`agent`] sums shards → `Interval` to
+//! the coordinator. What a run is (plans, workloads, stats) comes from `crest-model`; the
+//! bytes on the target's wire from `crest-resp`.
+
+// The engine faces the network: a panic there kills a worker mid-run. Tests may unwrap.
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::undocumented_unsafe_blocks
+)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
+pub mod assemble;
+mod class;
+mod conn;
 pub mod cpus;
 pub mod shard;
+mod sys;

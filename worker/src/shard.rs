@@ -3,7 +3,7 @@
 //! channel that carries finished intervals out.
 //!
 //! A shard runs every class of the run side by side, each with its own connections,
-//! pipeline, schedule, backlog and results. The loop, each turn:
+//! pipeline, schedule, backlog and results (module `class`). The loop, each turn:
 //! 1. every request whose intended time has come is scheduled: it goes to a connection of
 //!    its class with a free pipeline slot, or waits in the class's backlog keeping its
 //!    intended time (closed-loop classes instead fill every free slot at once);
@@ -11,7 +11,10 @@
 //! 3. epoll waits until the next intended time (precise sleep, `epoll_pwait2` with 1 µs
 //!    timer slack) or returns at once (`--pacer spin`);
 //! 4. readable connections get one `read` each and every complete reply is matched with
-//!    its request (replies come back in order on a connection).
+//!    its request (replies come back in order on a connection, module `conn`); slots
+//!    that came free take backlogged requests; every 10 ms a sweep times out requests
+//!    and reconnects closed connections whose backoff has passed;
+//! 5. when the clock crosses an interval boundary, the interval's results are shipped.
 //!
 //! Connections are non-blocking sockets registered once, level-triggered for reads: a
 //! read that fills less than the buffer means the socket is drained, so no extra read is
@@ -20,32 +23,45 @@
 //!
 //! Requests due before the warm-up ends are sent but not measured: they count nowhere.
 
-use crest_model::hist;
+use crate::class::{ClassId, ClassState, Failure, Outbox};
+use crate::conn::{Conn, ConnId, ConnState, Due, Received};
+use crate::sys::epoll::{self, Epoll, Events, Ready};
+use crate::sys::error_kind;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
-use crest_model::stats::{ErrorCounts, Stats, add_error, add_error_bytes};
-use crest_model::workload::{Cursor, Mixer, Workload};
-use crest_resp::{self as resp, ReplyKind, Scan};
-use std::collections::VecDeque;
+use crest_model::stats::{ErrorCounts, Stats, add_error};
+use crest_model::workload::{Cursor, Workload};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
+/// How a class's requests come.
+#[derive(Debug, Clone)]
+pub enum Load {
+    /// Open loop: at intended send times, whether or not replies keep up.
+    Open(Schedule),
+    /// Closed loop: every free pipeline slot gets a request at once.
+    Closed {
+        /// Stop sending at this time since the start, warm-up included (None: only the
+        /// budget bounds the class).
+        until: Option<Duration>,
+        /// Measured requests to send in all (None: unbounded). Warm-up requests do not
+        /// use it.
+        budget: Option<u64>,
+    },
+}
+
 /// One class as one shard runs it.
+#[derive(Debug)]
 pub struct ShardClass {
     /// What to send.
     pub workload: Arc<Workload>,
-    /// Open loop: intended send times (already scaled to this shard's share).
-    pub schedule: Option<Schedule>,
-    /// Closed loop: stop sending at this time since the start (None: only the budget).
-    pub closed_until: Option<Duration>,
-    /// Closed loop: requests to send in all (u64::MAX: unbounded).
-    pub budget: u64,
+    /// When to send (an open-loop schedule is already scaled to this shard's share).
+    pub load: Load,
     /// Connections this shard opens for the class.
     pub connections: u32,
     /// Requests in flight per connection.
@@ -53,6 +69,7 @@ pub struct ShardClass {
 }
 
 /// Everything one shard needs for one run.
+#[derive(Debug)]
 pub struct ShardConfig {
     /// Index within the worker.
     pub index: u32,
@@ -109,7 +126,7 @@ pub enum ShardEvent {
         shard: u32,
         /// Interval since the end of the warm-up.
         index: u32,
-        /// Results of that second, per class.
+        /// Results of that interval, per class.
         stats: Vec<Stats>,
     },
     /// The run is over for this shard.
@@ -129,10 +146,7 @@ pub enum ShardEvent {
     },
 }
 
-const NS_PER_S: u64 = 1_000_000_000;
-const READ_CHUNK: usize = 64 * 1024;
-/// Largest reply the read buffer grows for in one step (Redis's largest bulk plus framing).
-const MAX_FRAME: usize = resp::MAX_BULK_LEN as usize + 64;
+/// Most events handled per wait.
 const MAX_EVENTS: usize = 256;
 /// Longest epoll sleep: bounds how late the stop flag is seen.
 const MAX_SLEEP_NS: u64 = 20_000_000;
@@ -142,196 +156,84 @@ const MAX_SLEEP_NS: u64 = 20_000_000;
 const SPIN_WINDOW_NS: u64 = 40_000;
 /// How often unanswered requests are checked for timeouts.
 const SWEEP_NS: u64 = 10_000_000;
-const BACKOFF_MIN_NS: u64 = 10_000_000;
-const BACKOFF_MAX_NS: u64 = 1_000_000_000;
+/// Timer slack of a shard thread: the kernel's default 50 µs would dominate the pacer's
+/// error at high rates.
+const TIMER_SLACK_NS: u64 = 1_000;
+/// First connections get at most this long, even when the start is further away...
+const CONNECT_WAIT_MAX: Duration = Duration::from_secs(5);
+/// ...and at least this long, even when the start has passed.
+const CONNECT_WAIT_MIN: Duration = Duration::from_millis(500);
+/// Shortest interval: a shard ships one message per interval.
+const MIN_INTERVAL_NS: u64 = 1_000_000;
 
-/// Why the requests on a closed connection failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Failure {
-    /// Unanswered past the timeout: each waited at least that long, so it stays in latency.
-    Timeout,
-    /// The connection broke under them.
-    Disconnected,
+/// ns from `start` to now (0 before it).
+#[inline]
+fn ns_since(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
 }
 
-impl Failure {
-    fn kind(self) -> &'static str {
-        match self {
-            Failure::Timeout => "timeout",
-            Failure::Disconnected => "disconnected",
+/// How long step 3 may block when the loop next needs to run at `wake`.
+#[inline]
+fn wait_ns(pacer: Pacer, now: u64, wake: u64) -> u64 {
+    match pacer {
+        Pacer::Spin => 0,
+        Pacer::Sleep => {
+            // A sleep shorter than the wake-up latency only adds lag (and a wake-up costs
+            // ~25 µs of CPU on a VM, more than spinning that long).
+            let t = wake.saturating_sub(now);
+            if t < SPIN_WINDOW_NS { 0 } else { t }
         }
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    intended: u64,
-    written: u64,
-    cmd: u16,
-    measured: bool,
+/// Which interval is open: results are shipped when the clock crosses into the next one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Intervals {
+    /// Interval 0 starts here (ns since the start).
+    warmup: u64,
+    len: u64,
+    /// The interval being filled.
+    index: u32,
+    /// The last interval: late results fold into it. None: the run has no known end
+    /// (a closed loop bounded only by its request count), so intervals run on.
+    last: Option<u32>,
+    /// Intervals shipped so far.
+    shipped: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    intended: u64,
-    cmd: u16,
-}
-
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-enum ConnState {
-    Connecting { since: u64 },
-    Up,
-    Down { retry_at: u64 },
-}
-
-struct Conn {
-    class: usize,
-    sock: Option<socket2::Socket>,
-    state: ConnState,
-    backoff: u64,
-    wbuf: Vec<u8>,
-    wpos: usize,
-    want_out: bool,
-    /// Requests in order; the last `unwritten` are in `wbuf` but not yet written.
-    inflight: VecDeque<Pending>,
-    unwritten: usize,
-    rbuf: Vec<u8>,
-    rstart: usize,
-    rend: usize,
-    /// Do not scan again until `rend` reaches this.
-    need: usize,
-    dirty: bool,
-}
-
-impl Conn {
-    fn new(class: usize) -> Self {
+impl Intervals {
+    /// Intervals of `len` from `warmup` up to `end` (None: open-ended).
+    fn new(warmup: u64, len: Duration, end: Option<u64>) -> Self {
+        let len = (len.as_nanos() as u64).max(MIN_INTERVAL_NS);
+        let last = end.map(|end| {
+            let measured = end.saturating_sub(warmup);
+            u32::try_from(measured.div_ceil(len).max(1) - 1).unwrap_or(u32::MAX)
+        });
         Self {
-            class,
-            sock: None,
-            state: ConnState::Down { retry_at: 0 },
-            backoff: BACKOFF_MIN_NS,
-            wbuf: Vec::with_capacity(16 * 1024),
-            wpos: 0,
-            want_out: false,
-            inflight: VecDeque::new(),
-            unwritten: 0,
-            rbuf: vec![0; READ_CHUNK],
-            rstart: 0,
-            rend: 0,
-            need: 0,
-            dirty: false,
+            warmup,
+            len,
+            index: 0,
+            last,
+            shipped: 0,
         }
     }
 
-    fn fd(&self) -> RawFd {
-        self.sock.as_ref().map_or(-1, |s| s.as_raw_fd())
-    }
-}
-
-/// Per-class state of a running shard.
-struct ClassState {
-    workload: Arc<Workload>,
-    schedule: Option<Schedule>,
-    closed_until: Option<u64>,
-    budget: u64,
-    pipeline: usize,
-    next_due: Option<u64>,
-    mixer: Mixer,
-    cursor: Cursor,
-    /// One token per free pipeline slot (a connection index); stale tokens are skipped.
-    free: VecDeque<u32>,
-    backlog: VecDeque<Queued>,
-    interval: Stats,
-    totals: Stats,
-}
-
-impl ClassState {
-    fn closed(&self) -> bool {
-        self.schedule.is_none()
+    /// The interval `now` falls in (capped at the last); None during the warm-up.
+    #[inline]
+    fn at(&self, now: u64) -> Option<u32> {
+        let since = now.checked_sub(self.warmup)?;
+        let i = u32::try_from(since / self.len).unwrap_or(u32::MAX);
+        Some(self.last.map_or(i, |last| i.min(last)))
     }
 
-    /// Whether this class may still start requests at `now`.
-    fn sending(&self, now: u64) -> bool {
-        if self.closed() {
-            self.budget > 0 && self.closed_until.is_none_or(|u| now < u)
-        } else {
-            self.next_due.is_some()
+    /// When the open interval ends (never, for the last one).
+    #[inline]
+    fn next_boundary(&self) -> u64 {
+        if self.last.is_some_and(|last| self.index >= last) {
+            return u64::MAX;
         }
-    }
-}
-
-struct Epoll {
-    fd: RawFd,
-    precise: bool,
-}
-
-impl Epoll {
-    fn new() -> io::Result<Self> {
-        // SAFETY: plain syscall, no pointers.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self { fd, precise: true })
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: ev lives across the call; fd validity is the kernel's to check.
-        let r = unsafe { libc::epoll_ctl(self.fd, op, fd, &mut ev) };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Waits up to `timeout_ns` (0 = poll) for events.
-    fn wait(&mut self, events: &mut [libc::epoll_event], timeout_ns: u64) -> usize {
-        let n = if self.precise {
-            let ts = libc::timespec {
-                tv_sec: (timeout_ns / NS_PER_S) as libc::time_t,
-                tv_nsec: (timeout_ns % NS_PER_S) as libc::c_long,
-            };
-            // SAFETY: events and ts outlive the call; lengths match.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_epoll_pwait2,
-                    self.fd,
-                    events.as_mut_ptr(),
-                    events.len() as libc::c_int,
-                    &ts as *const libc::timespec,
-                    std::ptr::null::<libc::sigset_t>(),
-                    0usize,
-                )
-            };
-            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-                // Kernels before 5.11: millisecond epoll_wait, rounded down, then the loop
-                // polls until the time comes.
-                self.precise = false;
-                return 0;
-            }
-            r as i64
-        } else {
-            let ms = (timeout_ns / 1_000_000) as libc::c_int;
-            // SAFETY: as above.
-            (unsafe {
-                libc::epoll_wait(
-                    self.fd,
-                    events.as_mut_ptr(),
-                    events.len() as libc::c_int,
-                    ms,
-                )
-            }) as i64
-        };
-        if n < 0 { 0 } else { n as usize }
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.fd) };
+        let n = u64::from(self.index) + 1;
+        self.warmup.saturating_add(n.saturating_mul(self.len))
     }
 }
 
@@ -340,13 +242,11 @@ struct Shard {
     ep: Epoll,
     conns: Vec<Conn>,
     classes: Vec<ClassState>,
-    dirty: Vec<u32>,
+    /// Connections with requests to write this turn.
+    dirty: Vec<ConnId>,
     rng: Rng,
-    warmup: u64,
-    interval_ns: u64,
-    interval_index: u32,
-    last_interval: u32,
-    intervals_sent: u32,
+    timeout: u64,
+    intervals: Intervals,
     conn_errors: ErrorCounts,
 }
 
@@ -355,8 +255,8 @@ pub fn run(mut cfg: ShardConfig) {
     if let Some(core) = cfg.core {
         core_affinity::set_for_current(core);
     }
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0) };
+    // Best effort: without it the pacer is only less precise.
+    let _ = epoll::set_timer_slack_ns(TIMER_SLACK_NS);
     let index = cfg.index;
     let out = cfg.out.clone();
     let want = cfg.classes.iter().map(|c| c.connections).sum();
@@ -377,60 +277,38 @@ pub fn run(mut cfg: ShardConfig) {
 impl Shard {
     fn new(cfg: ShardConfig, classes: Vec<ShardClass>) -> io::Result<Self> {
         let warmup = cfg.warmup.as_nanos() as u64;
-        let mut end = 0u64;
         let mut conns = Vec::new();
         let mut states = Vec::new();
-        for (ci, c) in classes.into_iter().enumerate() {
-            let n = c.workload.names().len();
-            let class_end = match (&c.schedule, c.closed_until) {
-                (Some(s), _) => s.profile().duration_ns(),
-                (None, Some(u)) => u.as_nanos() as u64,
-                (None, None) => warmup,
+        for (i, c) in classes.into_iter().enumerate() {
+            let id = ClassId(i as u32);
+            conns.extend((0..c.connections).map(|_| Conn::new(id)));
+            // Sequential keys and members interleave across the cluster's shards.
+            let cursor = Cursor {
+                key: u64::from(cfg.global_index),
+                member: u64::from(cfg.global_index),
+                stride: u64::from(cfg.total_shards.max(1)),
             };
-            end = end.max(class_end);
-            for _ in 0..c.connections {
-                conns.push(Conn::new(ci));
-            }
-            states.push(ClassState {
-                mixer: c.workload.mixer(),
-                cursor: Cursor {
-                    key: u64::from(cfg.global_index),
-                    member: u64::from(cfg.global_index),
-                    stride: u64::from(cfg.total_shards.max(1)),
-                },
-                workload: c.workload,
-                schedule: c.schedule,
-                closed_until: c.closed_until.map(|u| u.as_nanos() as u64),
-                budget: c.budget,
-                pipeline: c.pipeline.max(1) as usize,
-                next_due: None,
-                free: VecDeque::new(),
-                backlog: VecDeque::new(),
-                interval: Stats::new(n),
-                totals: Stats::new(n),
-            });
+            states.push(ClassState::new(
+                c.workload,
+                c.load,
+                c.pipeline,
+                warmup,
+                cfg.backlog_limit,
+                cursor,
+            ));
         }
-        let measured = end.saturating_sub(warmup);
-        let interval_ns = (cfg.interval.as_nanos() as u64).max(1_000_000);
-        // A closed loop bounded only by its count has no known end: intervals run on.
-        let open_ended = states
+        let end = states
             .iter()
-            .any(|c| c.closed() && c.closed_until.is_none());
+            .map(ClassState::end)
+            .try_fold(warmup, |end, e| e.map(|e| end.max(e)));
         Ok(Self {
             ep: Epoll::new()?,
             conns,
             classes: states,
             dirty: Vec::new(),
             rng: Rng::new(cfg.seed),
-            warmup,
-            interval_index: 0,
-            interval_ns,
-            last_interval: if open_ended {
-                u32::MAX - 1
-            } else {
-                (measured.div_ceil(interval_ns).max(1) - 1) as u32
-            },
-            intervals_sent: 0,
+            timeout: cfg.timeout.as_nanos() as u64,
+            intervals: Intervals::new(warmup, cfg.interval, end),
             conn_errors: Vec::new(),
             cfg,
         })
@@ -439,7 +317,7 @@ impl Shard {
     /// ns since the run's start (0 before it).
     #[inline]
     fn now(&self) -> u64 {
-        self.cfg.start.elapsed().as_nanos() as u64
+        ns_since(self.cfg.start)
     }
 
     fn stopped(&self) -> bool {
@@ -451,8 +329,8 @@ impl Shard {
     }
 
     fn outstanding(&self) -> bool {
-        self.classes.iter().any(|c| !c.backlog.is_empty())
-            || self.conns.iter().any(|c| !c.inflight.is_empty())
+        self.classes.iter().any(ClassState::has_backlog)
+            || self.conns.iter().any(|c| c.in_flight() > 0)
     }
 
     fn run(&mut self) {
@@ -460,22 +338,12 @@ impl Shard {
         if self.stopped() {
             return;
         }
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        let mut events = Events::with_capacity(MAX_EVENTS);
         for c in &mut self.classes {
-            if let Some(s) = c.schedule.as_mut() {
-                c.next_due = s.next(&mut self.rng);
-            }
+            c.start(&mut self.rng);
         }
         let mut next_sweep = SWEEP_NS;
-        // Wait for the start instant (connections were opened before it).
-        loop {
-            let until = self.cfg.start.saturating_duration_since(Instant::now());
-            if until.is_zero() || self.stopped() {
-                break;
-            }
-            let t = until.as_nanos().min(MAX_SLEEP_NS as u128) as u64;
-            self.ep.wait(&mut events[..1], t);
-        }
+        self.wait_for_start(&mut events);
         let mut drain_end: Option<u64> = None;
         loop {
             if self.stopped() {
@@ -483,20 +351,7 @@ impl Shard {
             }
             let mut now = self.now();
             // 1. Schedule everything that is due; closed-loop classes fill free slots.
-            for ci in 0..self.classes.len() {
-                if self.classes[ci].closed() {
-                    self.fill_closed(ci, now);
-                    continue;
-                }
-                while let Some(t) = self.classes[ci].next_due {
-                    if t > now {
-                        break;
-                    }
-                    self.schedule(ci, t);
-                    let c = &mut self.classes[ci];
-                    c.next_due = c.schedule.as_mut().and_then(|s| s.next(&mut self.rng));
-                }
-            }
+            self.send_due(now);
             // 2. One write per connection with new requests.
             self.flush_dirty();
             if !self.sending(now) {
@@ -505,150 +360,163 @@ impl Shard {
                     break;
                 }
             }
-            // 3. Wait.
-            let mut wake = now + MAX_SLEEP_NS;
-            for c in &self.classes {
-                if let Some(t) = c.next_due {
-                    wake = wake.min(t);
-                }
-                if let Some(u) = c.closed_until {
-                    wake = wake.min(u.max(now));
-                }
-            }
-            wake = wake.min(next_sweep).min(self.next_interval_boundary());
-            if let Some(end) = drain_end {
-                wake = wake.min(end);
-            }
-            let timeout = match self.cfg.pacer {
-                Pacer::Spin => 0,
-                Pacer::Sleep => {
-                    // A sleep shorter than the wake-up latency only adds lag (and a wake-up
-                    // costs ~25 µs of CPU on a VM, more than spinning that long).
-                    let t = wake.saturating_sub(now);
-                    if t < SPIN_WINDOW_NS { 0 } else { t }
-                }
-            };
-            let n = self.ep.wait(&mut events, timeout);
-            // 4. Handle readiness.
+            // 3. Wait for replies or the next intended time.
+            let wake = self.wake_at(now, next_sweep, drain_end);
+            let n = self
+                .ep
+                .wait(&mut events, wait_ns(self.cfg.pacer, now, wake));
+            // 4. Handle readiness; slots that came free take backlogged requests.
             if n > 0 {
                 now = self.now();
-                for ev in &events[..n] {
-                    self.on_event(ev.u64 as usize, ev.events, now);
+                for (token, ready) in events.iter() {
+                    self.on_event(token, ready, now);
                 }
             }
-            for ci in 0..self.classes.len() {
-                if !self.classes[ci].backlog.is_empty() {
-                    self.drain_backlog(ci);
-                }
-            }
+            self.drain_backlogs();
             now = self.now();
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + SWEEP_NS;
             }
-            if now >= self.warmup {
-                let idx = (((now - self.warmup) / self.interval_ns) as u32).min(self.last_interval);
-                if idx != self.interval_index {
-                    self.ship_interval();
-                    self.interval_index = idx;
-                }
-            }
+            // 5. Ship the interval the clock has left.
+            self.roll_interval(now);
         }
         self.finish();
     }
 
-    fn next_interval_boundary(&self) -> u64 {
-        if self.interval_index >= self.last_interval {
-            u64::MAX
-        } else {
-            self.warmup + u64::from(self.interval_index + 1) * self.interval_ns
+    /// Sleeps until the start instant (connections were opened before it). Events are
+    /// left for the loop: registration is level-triggered, so none is lost.
+    fn wait_for_start(&mut self, events: &mut Events) {
+        loop {
+            let until = self.cfg.start.saturating_duration_since(Instant::now());
+            if until.is_zero() || self.stopped() {
+                return;
+            }
+            let t = until.as_nanos().min(u128::from(MAX_SLEEP_NS)) as u64;
+            self.ep.wait(events, t);
+        }
+    }
+
+    /// The time the loop must be awake at: the next intended time, a closed loop's end,
+    /// the next sweep or interval boundary, the end of the drain; at most `MAX_SLEEP_NS`
+    /// away so the stop flag is seen.
+    fn wake_at(&self, now: u64, next_sweep: u64, drain_end: Option<u64>) -> u64 {
+        let mut wake = now + MAX_SLEEP_NS;
+        for c in &self.classes {
+            if let Some(t) = c.wake_at(now) {
+                wake = wake.min(t);
+            }
+        }
+        wake = wake.min(next_sweep).min(self.intervals.next_boundary());
+        if let Some(end) = drain_end {
+            wake = wake.min(end);
+        }
+        wake
+    }
+
+    fn send_due(&mut self, now: u64) {
+        let mut out = Outbox {
+            conns: &mut self.conns,
+            rng: &mut self.rng,
+            dirty: &mut self.dirty,
+        };
+        for c in &mut self.classes {
+            c.send_due(now, &mut out);
+        }
+    }
+
+    fn drain_backlogs(&mut self) {
+        for i in 0..self.classes.len() {
+            if !self.classes[i].has_backlog() {
+                continue;
+            }
+            let mut out = Outbox {
+                conns: &mut self.conns,
+                rng: &mut self.rng,
+                dirty: &mut self.dirty,
+            };
+            self.classes[i].drain_backlog(&mut out);
+            self.flush_dirty();
+        }
+    }
+
+    fn roll_interval(&mut self, now: u64) {
+        let open = self.intervals.index;
+        if let Some(index) = self.intervals.at(now).filter(|&i| i != open) {
+            self.ship_interval();
+            self.intervals.index = index;
         }
     }
 
     fn ship_interval(&mut self) {
-        let mut stats = Vec::with_capacity(self.classes.len());
-        for c in &mut self.classes {
-            let n = c.interval.cmds.len();
-            let s = std::mem::replace(&mut c.interval, Stats::new(n));
-            c.totals += &s;
-            stats.push(s);
-        }
-        self.intervals_sent += 1;
+        let stats = self
+            .classes
+            .iter_mut()
+            .map(ClassState::take_interval)
+            .collect();
+        self.intervals.shipped += 1;
         let _ = self.cfg.out.send(ShardEvent::Interval {
             shard: self.cfg.index,
-            index: self.interval_index,
+            index: self.intervals.index,
             stats,
         });
     }
 
     fn finish(&mut self) {
-        let (mut in_flight, mut unsent) = (0u64, 0u64);
-        for c in &self.classes {
-            unsent += c
-                .backlog
-                .iter()
-                .filter(|q| q.intended >= self.warmup)
-                .count() as u64;
-        }
+        let mut unsent: u64 = self.classes.iter().map(ClassState::unsent).sum();
+        let mut in_flight = 0;
         for c in &self.conns {
-            for (i, p) in c.inflight.iter().enumerate() {
-                if !p.measured {
-                    continue;
-                }
-                if i >= c.inflight.len() - c.unwritten {
-                    unsent += 1;
-                } else {
-                    in_flight += 1;
-                }
-            }
+            let (written, unwritten) = c.leftovers();
+            in_flight += written;
+            unsent += unwritten;
         }
         self.ship_interval();
         let totals = self
             .classes
             .iter_mut()
-            .map(|c| std::mem::take(&mut c.totals))
+            .map(ClassState::take_totals)
             .collect();
         let _ = self.cfg.out.send(ShardEvent::Finished {
             shard: self.cfg.index,
             totals,
             in_flight,
             unsent,
-            intervals: self.intervals_sent,
+            intervals: self.intervals.shipped,
             connection_errors: std::mem::take(&mut self.conn_errors),
         });
     }
 
     // ---- connections -------------------------------------------------------------
 
-    /// Opens every connection before the start, waiting up to the start instant (or 5 s).
+    /// Opens every connection before the start, waiting up to the start instant (within
+    /// `CONNECT_WAIT_MIN..=CONNECT_WAIT_MAX`), and reports how many came up.
     fn connect_all(&mut self) {
-        for ci in 0..self.conns.len() {
-            self.start_connect(ci, 0);
+        for i in 0..self.conns.len() {
+            self.start_connect(ConnId(i as u32), 0);
         }
         let deadline = Instant::now()
             .max(self.cfg.start)
-            .min(Instant::now() + Duration::from_secs(5))
-            .max(Instant::now() + Duration::from_millis(500));
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+            .min(Instant::now() + CONNECT_WAIT_MAX)
+            .max(Instant::now() + CONNECT_WAIT_MIN);
+        let mut events = Events::with_capacity(MAX_EVENTS);
         while self
             .conns
             .iter()
-            .any(|c| matches!(c.state, ConnState::Connecting { .. }))
+            .any(|c| matches!(c.state(), ConnState::Connecting { .. }))
             && Instant::now() < deadline
             && !self.stopped()
         {
             let t = deadline.saturating_duration_since(Instant::now());
-            let n = self
-                .ep
-                .wait(&mut events, t.as_nanos().min(MAX_SLEEP_NS as u128) as u64);
-            for ev in &events[..n] {
-                self.on_event(ev.u64 as usize, ev.events, 0);
+            let t = t.as_nanos().min(u128::from(MAX_SLEEP_NS)) as u64;
+            self.ep.wait(&mut events, t);
+            for (token, ready) in events.iter() {
+                self.on_event(token, ready, 0);
             }
         }
         let up = self
             .conns
             .iter()
-            .filter(|c| c.state == ConnState::Up)
+            .filter(|c| c.state() == ConnState::Up)
             .count() as u32;
         let want = self.conns.len() as u32;
         let error = (up < want).then(|| {
@@ -665,221 +533,73 @@ impl Shard {
         });
     }
 
-    fn start_connect(&mut self, ci: usize, now: u64) {
-        let addr = self.cfg.target;
-        let res = (|| -> io::Result<socket2::Socket> {
-            let sock = socket2::Socket::new(
-                socket2::Domain::for_address(addr),
-                socket2::Type::STREAM.nonblocking().cloexec(),
-                Some(socket2::Protocol::TCP),
-            )?;
-            sock.set_nodelay(true)?;
-            match sock.connect(&addr.into()) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-                Err(e) => return Err(e),
-            }
-            Ok(sock)
-        })();
-        match res {
-            Ok(sock) => {
-                let fd = sock.as_raw_fd();
-                let c = &mut self.conns[ci];
-                c.sock = Some(sock);
-                c.state = ConnState::Connecting { since: now };
-                if let Err(e) = self.ep.ctl(
-                    libc::EPOLL_CTL_ADD,
-                    fd,
-                    (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32,
-                    ci as u64,
-                ) {
-                    tracing::debug!(error = %e, "epoll_ctl failed");
-                    self.conn_down(ci, now, "epoll", Failure::Disconnected);
-                }
-            }
-            Err(e) => {
-                let kind = format!("connect: {}", error_kind(&e));
-                self.conn_down(ci, now, &kind, Failure::Disconnected);
-            }
+    fn start_connect(&mut self, id: ConnId, now: u64) {
+        let conn = &mut self.conns[id.index()];
+        if let Err(kind) = conn.connect(id, &self.ep, self.cfg.target, now) {
+            self.conn_down(id, now, &kind, Failure::Disconnected);
         }
     }
 
-    fn on_connected(&mut self, ci: usize, now: u64) {
-        let err = self.conns[ci]
-            .sock
-            .as_ref()
-            .map(|s| s.take_error())
-            .unwrap_or(Ok(None));
-        match err {
-            Ok(None) => {
-                let fd = self.conns[ci].fd();
-                let _ = self.ep.ctl(
-                    libc::EPOLL_CTL_MOD,
-                    fd,
-                    (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-                    ci as u64,
-                );
-                let c = &mut self.conns[ci];
-                c.state = ConnState::Up;
-                c.backoff = BACKOFF_MIN_NS;
-                c.want_out = false;
-                let class = &mut self.classes[c.class];
-                for _ in 0..class.pipeline {
-                    class.free.push_back(ci as u32);
-                }
-            }
-            Ok(Some(e)) | Err(e) => {
-                let kind = format!("connect: {}", error_kind(&e));
-                self.conn_down(ci, now, &kind, Failure::Disconnected);
-            }
+    fn on_connected(&mut self, id: ConnId, now: u64) {
+        let conn = &mut self.conns[id.index()];
+        match conn.finish_connect(id, &self.ep) {
+            Ok(()) => self.classes[conn.class.index()].on_up(id),
+            Err(kind) => self.conn_down(id, now, &kind, Failure::Disconnected),
         }
     }
 
     /// Closes a connection; every request on it fails with `failure`.
-    fn conn_down(&mut self, ci: usize, now: u64, conn_error: &str, failure: Failure) {
+    fn conn_down(&mut self, id: ConnId, now: u64, conn_error: &str, failure: Failure) {
         add_error(&mut self.conn_errors, conn_error, 1);
-        let c = &mut self.conns[ci];
-        // Closing the fd removes it from the epoll set.
-        drop(c.sock.take());
-
-        let class = &mut self.classes[c.class];
-        for p in c.inflight.drain(..) {
-            if !p.measured {
-                continue;
-            }
-            let s = &mut class.interval.cmds[p.cmd as usize];
-            add_error(&mut s.errors, failure.kind(), 1);
-            if failure == Failure::Timeout {
-                // A request given up on waited at least this long: keep it in the latency
-                // histogram so timing out can never make the percentiles look better.
-                hist::record(&mut s.latency, now.saturating_sub(p.intended));
-            }
-        }
-        c.unwritten = 0;
-        c.wbuf.clear();
-        c.wpos = 0;
-        c.rstart = 0;
-        c.rend = 0;
-        c.need = 0;
-        c.dirty = false;
-        c.want_out = false;
-        c.state = ConnState::Down {
-            retry_at: now + c.backoff,
-        };
-        c.backoff = (c.backoff * 2).min(BACKOFF_MAX_NS);
+        let conn = &mut self.conns[id.index()];
+        let class = &mut self.classes[conn.class.index()];
+        conn.close(now, |p| class.on_failed(p, failure, now));
     }
 
-    fn on_event(&mut self, ci: usize, flags: u32, now: u64) {
-        let Some(c) = self.conns.get(ci) else { return };
-        match c.state {
+    fn on_event(&mut self, token: u64, ready: Ready, now: u64) {
+        let Some(id) = ConnId::from_token(token) else {
+            return;
+        };
+        let Some(conn) = self.conns.get(id.index()) else {
+            return;
+        };
+        match conn.state() {
             ConnState::Connecting { .. } => {
-                if flags & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-                    self.on_connected(ci, now);
+                if ready.connect_done() {
+                    self.on_connected(id, now);
                 }
             }
             ConnState::Up => {
-                // Readable, or the peer is gone (then the read sees EOF or the error).
-                if flags
-                    & (libc::EPOLLIN | libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32
-                    != 0
-                {
-                    self.on_readable(ci);
+                if ready.readable() {
+                    self.on_readable(id);
                 }
-                if self.conns[ci].state == ConnState::Up
-                    && flags & libc::EPOLLOUT as u32 != 0
-                    && self.conns[ci].want_out
-                {
+                let conn = &self.conns[id.index()];
+                if conn.state() == ConnState::Up && ready.writable() && conn.want_out() {
                     let now = self.now();
-                    self.flush(ci, now);
+                    self.flush(id, now);
                 }
             }
             ConnState::Down { .. } => {}
         }
     }
 
-    // ---- sending -----------------------------------------------------------------
-
-    fn schedule(&mut self, ci: usize, intended: u64) {
-        let c = &mut self.classes[ci];
-        let cmd = c.mixer.pick() as u16;
-        let measured = intended >= self.warmup;
-        if measured {
-            c.interval.cmds[cmd as usize].scheduled += 1;
-        }
-        let q = Queued { intended, cmd };
-        if !c.backlog.is_empty() || !self.dispatch(ci, q) {
-            let c = &mut self.classes[ci];
-            let full = c.backlog.len() >= self.cfg.backlog_limit;
-            if measured {
-                let s = &mut c.interval.cmds[cmd as usize];
-                if full {
-                    add_error(&mut s.errors, "backlog_full", 1);
-                } else {
-                    s.backlogged += 1;
+    /// Fails requests unanswered for longer than the timeout, and reconnects closed
+    /// connections whose backoff has passed.
+    fn sweep(&mut self, now: u64) {
+        for i in 0..self.conns.len() {
+            let id = ConnId(i as u32);
+            match self.conns[i].due(now, self.timeout) {
+                Due::Timeout => self.conn_down(id, now, "timeout", Failure::Timeout),
+                Due::ConnectTimeout => {
+                    self.conn_down(id, now, "connect: timed_out", Failure::Disconnected);
                 }
-            }
-            if !full {
-                c.backlog.push_back(q);
-            }
-        }
-    }
-
-    /// Closed loop: every free slot gets a request now, within the budget and the time.
-    fn fill_closed(&mut self, ci: usize, now: u64) {
-        while self.classes[ci].sending(now) && !self.classes[ci].free.is_empty() {
-            let cmd = self.classes[ci].mixer.pick() as u16;
-            if !self.dispatch(ci, Queued { intended: now, cmd }) {
-                // Only stale tokens were left; the mixer's pick is simply not used.
-                break;
-            }
-            // Warm-up requests do not use the budget: --requests counts measured requests.
-            if now >= self.warmup {
-                let c = &mut self.classes[ci];
-                c.budget -= 1;
-                c.interval.cmds[cmd as usize].scheduled += 1;
+                Due::Retry => self.start_connect(id, now),
+                Due::Nothing => {}
             }
         }
     }
 
-    /// Puts a request on a connection of its class with a free slot; false when none has one.
-    fn dispatch(&mut self, ci: usize, q: Queued) -> bool {
-        let class = &mut self.classes[ci];
-        while let Some(conn) = class.free.pop_front() {
-            let c = &mut self.conns[conn as usize];
-            if c.state != ConnState::Up || c.inflight.len() >= class.pipeline {
-                continue; // stale token
-            }
-            class.workload.encode(
-                q.cmd as usize,
-                &mut self.rng,
-                &mut class.cursor,
-                &mut c.wbuf,
-            );
-            c.inflight.push_back(Pending {
-                intended: q.intended,
-                written: 0,
-                cmd: q.cmd,
-                measured: q.intended >= self.warmup,
-            });
-            c.unwritten += 1;
-            if !c.dirty {
-                c.dirty = true;
-                self.dirty.push(conn);
-            }
-            return true;
-        }
-        false
-    }
-
-    fn drain_backlog(&mut self, ci: usize) {
-        while let Some(q) = self.classes[ci].backlog.front().copied() {
-            if !self.dispatch(ci, q) {
-                break;
-            }
-            self.classes[ci].backlog.pop_front();
-        }
-        self.flush_dirty();
-    }
+    // ---- sending -----------------------------------------------------------------
 
     fn flush_dirty(&mut self) {
         if self.dirty.is_empty() {
@@ -887,234 +607,452 @@ impl Shard {
         }
         let now = self.now();
         let mut dirty = std::mem::take(&mut self.dirty);
-        for &ci in &dirty {
-            self.conns[ci as usize].dirty = false;
-            if !self.conns[ci as usize].want_out {
-                self.flush(ci as usize, now);
+        for &id in &dirty {
+            let conn = &mut self.conns[id.index()];
+            conn.clear_dirty();
+            // A connection waiting for writability is flushed when epoll says so.
+            if !conn.want_out() {
+                self.flush(id, now);
             }
         }
         dirty.clear();
         self.dirty = dirty;
     }
 
-    fn flush(&mut self, ci: usize, now: u64) {
-        let c = &mut self.conns[ci];
-        while c.wpos < c.wbuf.len() {
-            let buf = &c.wbuf[c.wpos..];
-            // SAFETY: buf is a live slice; the fd is ours.
-            let r =
-                unsafe { libc::send(c.fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
-            if r >= 0 {
-                c.wpos += r as usize;
-                continue;
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => {
-                    if !c.want_out {
-                        c.want_out = true;
-                        let fd = c.fd();
-                        let _ = self.ep.ctl(
-                            libc::EPOLL_CTL_MOD,
-                            fd,
-                            (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32,
-                            ci as u64,
-                        );
-                    }
-                    return;
-                }
-                _ => {
-                    let kind = error_kind(&e);
-                    self.conn_down(ci, now, &kind, Failure::Disconnected);
-                    return;
-                }
-            }
+    fn flush(&mut self, id: ConnId, now: u64) {
+        let conn = &mut self.conns[id.index()];
+        let class = &mut self.classes[conn.class.index()];
+        if let Err(e) = conn.flush(id, &self.ep, now, |p| class.on_sent(p, now)) {
+            self.conn_down(id, now, &error_kind(&e), Failure::Disconnected);
         }
-        c.wbuf.clear();
-        c.wpos = 0;
-        if c.want_out {
-            c.want_out = false;
-            let fd = c.fd();
-            let _ = self.ep.ctl(
-                libc::EPOLL_CTL_MOD,
-                fd,
-                (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-                ci as u64,
-            );
-        }
-        let c = &mut self.conns[ci];
-        let class = &mut self.classes[c.class];
-        let first = c.inflight.len() - c.unwritten;
-        for p in c.inflight.range_mut(first..) {
-            p.written = now;
-            if p.measured {
-                let s = &mut class.interval.cmds[p.cmd as usize];
-                s.sent += 1;
-                hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
-            }
-        }
-        c.unwritten = 0;
     }
 
     // ---- receiving ---------------------------------------------------------------
 
-    fn on_readable(&mut self, ci: usize) {
+    fn on_readable(&mut self, id: ConnId) {
         loop {
-            let c = &mut self.conns[ci];
-            if c.rbuf.len() - c.rend < READ_CHUNK / 4 {
-                if c.rstart > 0 {
-                    c.rbuf.copy_within(c.rstart..c.rend, 0);
-                    c.rend -= c.rstart;
-                    c.need = c.need.saturating_sub(c.rstart);
-                    c.rstart = 0;
+            let conn = &mut self.conns[id.index()];
+            match conn.receive() {
+                Received::WouldBlock => return,
+                Received::Closed(kind) => {
+                    let now = self.now();
+                    self.conn_down(id, now, &kind, Failure::Disconnected);
+                    return;
                 }
-                if c.rbuf.len() - c.rend < READ_CHUNK / 4 {
-                    let want = (c.rbuf.len() * 2).max(c.need.min(MAX_FRAME) + READ_CHUNK);
-                    c.rbuf.resize(want, 0);
-                }
-            }
-            let space = c.rbuf.len() - c.rend;
-            let fd = c.fd();
-            let buf = &mut c.rbuf[c.rend..];
-            // SAFETY: buf is a live, writable slice of `space` bytes.
-            let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), space) };
-            if r == 0 {
-                let now = self.now();
-                self.conn_down(ci, now, "eof", Failure::Disconnected);
-                return;
-            }
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN) => return,
-                    _ => {
-                        let now = self.now();
-                        self.conn_down(ci, now, &error_kind(&e), Failure::Disconnected);
+                Received::Data { filled } => {
+                    if conn.reply_ready() {
+                        let now = ns_since(self.cfg.start);
+                        let class = &mut self.classes[conn.class.index()];
+                        if let Err(fault) = conn.take_replies(|r| class.on_reply(id, r, now)) {
+                            self.conn_down(id, now, fault.kind(), Failure::Disconnected);
+                            return;
+                        }
+                    }
+                    // A short read drained the socket: no need to spend a syscall on EAGAIN.
+                    if !filled {
                         return;
                     }
                 }
-            }
-            let r = r as usize;
-            c.rend += r;
-            if c.rend >= c.need {
-                let now = self.now();
-                if !self.parse_replies(ci, now) {
-                    return;
-                }
-            }
-            // A short read drained the socket: no need to spend a syscall seeing EAGAIN.
-            if r < space {
-                return;
-            }
-        }
-    }
-
-    /// Matches complete replies with their requests. False when the connection was closed.
-    fn parse_replies(&mut self, ci: usize, now: u64) -> bool {
-        loop {
-            let c = &mut self.conns[ci];
-            if c.rstart == c.rend {
-                c.rstart = 0;
-                c.rend = 0;
-                c.need = 0;
-                return true;
-            }
-            match resp::scan_reply(&c.rbuf[c.rstart..c.rend]) {
-                Ok(Scan::Incomplete { need }) => {
-                    c.need = c.rstart + need;
-                    return true;
-                }
-                Ok(Scan::Reply { kind, len }) => {
-                    let Some(p) = c.inflight.pop_front() else {
-                        self.conn_down(ci, now, "unexpected_reply", Failure::Disconnected);
-                        return false;
-                    };
-                    let class = &mut self.classes[c.class];
-                    let early = c.inflight.len() < c.unwritten;
-                    if early {
-                        // A reply for a request whose write had not finished: the server
-                        // answered early (e.g. an error for a partial command). It was sent.
-                        c.unwritten = c.inflight.len();
-                    }
-                    if p.measured {
-                        let s = &mut class.interval.cmds[p.cmd as usize];
-                        if early {
-                            s.sent += 1;
-                            hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
-                        }
-                        match kind {
-                            ReplyKind::Value => {
-                                s.completed += 1;
-                                hist::record(&mut s.latency, now.saturating_sub(p.intended));
-                                let written = if p.written == 0 {
-                                    p.intended
-                                } else {
-                                    p.written
-                                };
-                                hist::record(&mut s.service_time, now.saturating_sub(written));
-                            }
-                            ReplyKind::Error(k) => add_error_bytes(&mut s.errors, k),
-                        }
-                    }
-                    c.rstart += len;
-                    if class.schedule.is_some() {
-                        class.free.push_back(ci as u32);
-                    } else if c.inflight.is_empty() {
-                        // Closed loop refills a connection's whole pipeline at once, as
-                        // valkey-benchmark does: one write of `pipeline` requests instead of
-                        // a trickle of small ones, which the server reads more cheaply too.
-                        for _ in 0..class.pipeline {
-                            class.free.push_back(ci as u32);
-                        }
-                    }
-                }
-                Err(_) => {
-                    self.conn_down(ci, now, "protocol_error", Failure::Disconnected);
-                    return false;
-                }
-            }
-        }
-    }
-
-    /// Fails requests unanswered for longer than the timeout, and reconnects closed
-    /// connections whose backoff has passed.
-    fn sweep(&mut self, now: u64) {
-        let timeout = self.cfg.timeout.as_nanos() as u64;
-        for ci in 0..self.conns.len() {
-            match self.conns[ci].state {
-                ConnState::Up => {
-                    if let Some(p) = self.conns[ci].inflight.front() {
-                        let since = if p.written == 0 {
-                            p.intended
-                        } else {
-                            p.written
-                        };
-                        if now.saturating_sub(since) > timeout {
-                            self.conn_down(ci, now, "timeout", Failure::Timeout);
-                        }
-                    }
-                }
-                ConnState::Connecting { since } if now.saturating_sub(since) > timeout => {
-                    self.conn_down(ci, now, "connect: timed_out", Failure::Disconnected);
-                }
-                ConnState::Down { retry_at } if now >= retry_at => self.start_connect(ci, now),
-                _ => {}
             }
         }
     }
 }
 
-/// A short, stable name for an I/O error (counted by kind, so no free text).
-fn error_kind(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::ECONNREFUSED) => "refused".into(),
-        Some(libc::ECONNRESET) => "reset".into(),
-        Some(libc::EPIPE) => "broken_pipe".into(),
-        Some(libc::ETIMEDOUT) => "timed_out".into(),
-        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => "unreachable".into(),
-        Some(code) => format!("errno_{code}"),
-        None => e.kind().to_string(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crest_model::schedule::{Arrival, Profile};
+    use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};
+    use crest_model::stats::CmdStats;
+    use crest_model::workload::CmdDef;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::thread::JoinHandle;
+    use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_sleep_pacer_polls_inside_the_spin_window_and_sleeps_beyond_it() {
+        assert_eq!(wait_ns(Pacer::Spin, 0, 5 * MS), 0);
+        assert_eq!(wait_ns(Pacer::Sleep, 0, SPIN_WINDOW_NS - 1), 0);
+        assert_eq!(wait_ns(Pacer::Sleep, 0, SPIN_WINDOW_NS), SPIN_WINDOW_NS);
+        assert_eq!(wait_ns(Pacer::Sleep, 10 * MS, 15 * MS), 5 * MS);
+        assert_eq!(wait_ns(Pacer::Sleep, 10 * MS, MS), 0, "late: poll");
+    }
+
+    #[test]
+    fn intervals_end_at_the_last_and_late_results_fold_into_it() {
+        let mut iv = Intervals::new(500 * MS, Duration::from_millis(200), Some(1_100 * MS));
+        // 600 ms measured in 200 ms intervals: 0, 1, 2.
+        assert_eq!(iv.last, Some(2));
+        assert_eq!(iv.at(499 * MS), None, "warm-up");
+        assert_eq!(iv.at(500 * MS), Some(0));
+        assert_eq!(iv.at(899 * MS), Some(1));
+        assert_eq!(iv.at(60_000 * MS), Some(2), "capped at the last");
+        assert_eq!(iv.next_boundary(), 700 * MS);
+        iv.index = 2;
+        assert_eq!(iv.next_boundary(), u64::MAX, "the last one never ends");
+        // A run shorter than one interval still has one.
+        assert_eq!(
+            Intervals::new(0, Duration::from_secs(1), Some(1)).last,
+            Some(0)
+        );
+        assert_eq!(
+            Intervals::new(0, Duration::ZERO, Some(0)).len,
+            MIN_INTERVAL_NS
+        );
+    }
+
+    #[test]
+    fn intervals_of_a_run_bounded_only_by_count_run_on() {
+        let mut iv = Intervals::new(0, Duration::from_secs(1), None);
+        assert_eq!(iv.at(7_500 * MS), Some(7));
+        iv.index = 7;
+        assert_eq!(iv.next_boundary(), 8_000 * MS);
+        iv.index = u32::MAX;
+        assert_eq!(iv.at(u64::MAX), Some(u32::MAX));
+        assert_eq!(
+            iv.next_boundary(),
+            (1 << 32) * 1_000 * MS,
+            "no overflow at the end"
+        );
+    }
+
+    // ---- a shard against scripted servers ----------------------------------------
+
+    /// A server on 127.0.0.1:0 that runs `script` on each connection, each on its own
+    /// thread, until [`Fake::finish`].
+    struct Fake {
+        addr: SocketAddr,
+        stop: Arc<AtomicBool>,
+        accepter: JoinHandle<usize>,
+    }
+
+    impl Fake {
+        fn new(script: impl Fn(usize, TcpStream) + Send + Sync + 'static) -> Self {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let done = stop.clone();
+            let script = Arc::new(script);
+            let accepter = std::thread::spawn(move || {
+                let mut conns = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((s, _)) => {
+                            s.set_nonblocking(false).unwrap();
+                            let (n, script) = (conns.len(), script.clone());
+                            conns.push(std::thread::spawn(move || script(n, s)));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+                let n = conns.len();
+                for c in conns {
+                    c.join().unwrap();
+                }
+                n
+            });
+            Self {
+                addr,
+                stop,
+                accepter,
+            }
+        }
+
+        /// Stops accepting; returns how many connections were accepted. The shard must be
+        /// done (its sockets closed), so every script has seen EOF.
+        fn finish(self) -> usize {
+            self.stop.store(true, Ordering::Relaxed);
+            self.accepter.join().unwrap()
+        }
+    }
+
+    /// Reads requests off `s` and answers each with `answer(n)` (n counts from 0) until the
+    /// peer closes or `answer` says to hang up (None). Returns the requests read.
+    fn answer_each(mut s: TcpStream, answer: impl Fn(usize) -> Option<&'static [u8]>) -> usize {
+        let (mut buf, mut chunk, mut n) = (Vec::new(), [0u8; 4096], 0);
+        loop {
+            while let Ok(Some((_, len))) = crest_resp::parse_request(&buf) {
+                buf.drain(..len);
+                let Some(reply) = answer(n) else { return n + 1 };
+                n += 1;
+                if s.write_all(reply).is_err() {
+                    return n;
+                }
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return n,
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            }
+        }
+    }
+
+    fn workload() -> Arc<Workload> {
+        let cmd = CmdDef::parse("GET", 1, None, 1).unwrap();
+        let keys = KeySpace::new(100, "key:", KeyDist::Uniform).unwrap();
+        Arc::new(
+            Workload::new(
+                vec![(cmd, 1)],
+                keys,
+                ValueSizes::Fixed(8),
+                1,
+                false,
+                None,
+                1,
+            )
+            .unwrap(),
+        )
+    }
+
+    /// `rate` req/s for `ms` from t = 0: exactly rate·ms/1000 requests.
+    fn open(rate: f64, ms: u64) -> Load {
+        let p = Profile::constant(rate, ms * MS).unwrap();
+        Load::Open(Schedule::new(p, Arrival::Uniform, 0.0))
+    }
+
+    fn config(
+        target: SocketAddr,
+        load: Load,
+        connections: u32,
+        pipeline: u32,
+    ) -> (ShardConfig, UnboundedReceiver<ShardEvent>) {
+        let (out, rx) = unbounded_channel();
+        let cfg = ShardConfig {
+            index: 0,
+            global_index: 0,
+            total_shards: 1,
+            target,
+            classes: vec![ShardClass {
+                workload: workload(),
+                load,
+                connections,
+                pipeline,
+            }],
+            seed: 1,
+            pacer: Pacer::Sleep,
+            start: Instant::now() + Duration::from_millis(50),
+            warmup: Duration::ZERO,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(2),
+            drain: Duration::from_secs(1),
+            backlog_limit: 10_000,
+            core: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            out,
+        };
+        (cfg, rx)
+    }
+
+    /// What a finished shard reported.
+    #[derive(Debug)]
+    struct Report {
+        up: u32,
+        connect_error: Option<String>,
+        intervals: Vec<Stats>,
+        totals: CmdStats,
+        in_flight: u64,
+        unsent: u64,
+        conn_errors: ErrorCounts,
+    }
+
+    impl Report {
+        fn conn_errors(&self, kind: &str) -> u64 {
+            self.conn_errors
+                .iter()
+                .filter(|e| e.0 == kind)
+                .map(|e| e.1)
+                .sum()
+        }
+
+        fn errors(&self, kind: &str) -> u64 {
+            self.totals
+                .errors
+                .iter()
+                .filter(|e| e.0 == kind)
+                .map(|e| e.1)
+                .sum()
+        }
+    }
+
+    /// Runs the shard on this thread and collects its events.
+    fn run_shard(cfg: ShardConfig, mut rx: UnboundedReceiver<ShardEvent>) -> Report {
+        run(cfg);
+        let mut r = Report {
+            up: 0,
+            connect_error: None,
+            intervals: Vec::new(),
+            totals: CmdStats::default(),
+            in_flight: 0,
+            unsent: 0,
+            conn_errors: Vec::new(),
+        };
+        let mut finished = false;
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                ShardEvent::Connected { up, error, .. } => {
+                    r.up = up;
+                    r.connect_error = error;
+                }
+                ShardEvent::Interval { stats, .. } => r.intervals.extend(stats),
+                ShardEvent::Finished {
+                    mut totals,
+                    in_flight,
+                    unsent,
+                    intervals,
+                    connection_errors,
+                    ..
+                } => {
+                    assert_eq!(intervals as usize, r.intervals.len());
+                    r.totals = totals.remove(0).cmds.remove(0);
+                    r.in_flight = in_flight;
+                    r.unsent = unsent;
+                    r.conn_errors = connection_errors;
+                    finished = true;
+                }
+            }
+        }
+        assert!(finished, "no Finished event");
+        let mut sum = Stats::default();
+        for s in &r.intervals {
+            sum += s;
+        }
+        assert_eq!(sum.cmds[0], r.totals, "totals are the sum of the intervals");
+        r
+    }
+
+    #[test]
+    fn a_timed_out_request_fails_as_timeout_and_keeps_its_latency() {
+        // Reads everything, answers nothing.
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b""));
+        });
+        let (mut cfg, rx) = config(fake.addr, open(10.0, 100), 1, 1);
+        cfg.timeout = Duration::from_millis(50);
+        let t0 = Instant::now();
+        let r = run_shard(cfg, rx);
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        fake.finish();
+        assert_eq!(r.up, 1);
+        assert_eq!((r.totals.scheduled, r.totals.sent), (1, 1));
+        assert_eq!(r.totals.completed, 0);
+        assert_eq!(r.errors("timeout"), 1);
+        assert_eq!(r.conn_errors("timeout"), 1);
+        // Given up on after the 50 ms timeout (the sweep runs every 10 ms), and measured
+        // from the intended time.
+        assert_eq!(r.totals.latency.len(), 1);
+        let l = r.totals.latency.max();
+        assert!((50 * MS..500 * MS).contains(&l), "latency {l}");
+        assert_eq!(r.totals.service_time.len(), 0);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+    }
+
+    #[test]
+    fn a_dropped_connection_fails_its_requests_then_comes_back_after_the_backoff() {
+        // The first connection hangs up on its first request; later ones answer.
+        let fake = Fake::new(|n, s| {
+            answer_each(s, |_| (n > 0).then_some(b"+OK\r\n".as_slice()));
+        });
+        let (cfg, rx) = config(fake.addr, open(200.0, 250), 1, 4);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 2, "one reconnect");
+        assert_eq!(r.totals.scheduled, 50);
+        // EOF, or a reset / broken pipe when a request went out after the server's close.
+        let broke = ["eof", "reset", "broken_pipe"].map(|k| r.conn_errors(k));
+        assert_eq!(broke.iter().sum::<u64>(), 1, "{:?}", r.conn_errors);
+        let lost = r.errors("disconnected");
+        assert!(lost >= 1);
+        assert_eq!(r.totals.completed + lost, 50, "{:?}", r.totals.errors);
+        // Requests due while it was down waited in the backlog, keeping their times.
+        assert!(r.totals.backlogged >= 1);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+    }
+
+    #[test]
+    fn an_extra_reply_is_counted_as_unexpected_and_never_crashes() {
+        // Every request gets its answer and one more.
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"+OK\r\n+OK\r\n"));
+        });
+        let (cfg, rx) = config(fake.addr, open(20.0, 250), 1, 1);
+        let r = run_shard(cfg, rx);
+        let conns = fake.finish();
+        assert_eq!(r.totals.scheduled, 5);
+        assert_eq!(r.totals.completed, 5);
+        assert_eq!(r.totals.error_total(), 0);
+        assert_eq!(r.conn_errors("unexpected_reply"), 5);
+        assert_eq!(conns, 5, "each extra reply costs the connection");
+    }
+
+    #[test]
+    fn a_garbage_reply_is_a_protocol_error_that_closes_the_connection() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"!garbage\r\n"));
+        });
+        let (cfg, rx) = config(fake.addr, open(20.0, 250), 1, 1);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 5);
+        assert_eq!(r.totals.scheduled, 5);
+        assert_eq!(r.totals.completed, 0);
+        assert_eq!(r.errors("disconnected"), 5);
+        assert_eq!(r.conn_errors("protocol_error"), 5);
+    }
+
+    #[test]
+    fn a_closed_loop_sends_exactly_its_budget() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"$1\r\nx\r\n"));
+        });
+        let load = Load::Closed {
+            until: None,
+            budget: Some(1_000),
+        };
+        let (cfg, rx) = config(fake.addr, load, 3, 8);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 3);
+        assert_eq!(r.up, 3);
+        let t = &r.totals;
+        assert_eq!((t.scheduled, t.sent, t.completed), (1_000, 1_000, 1_000));
+        assert_eq!(t.error_total(), 0);
+        assert_eq!(t.latency.len(), 1_000);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+    }
+
+    #[test]
+    fn a_refused_connect_is_reported_and_what_was_due_stays_unsent() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let (mut cfg, rx) = config(addr, open(10.0, 100), 1, 1);
+        cfg.drain = Duration::from_millis(30);
+        let r = run_shard(cfg, rx);
+        assert_eq!(r.up, 0);
+        assert_eq!(r.connect_error.as_deref(), Some("connect: refused"));
+        assert!(r.conn_errors("connect: refused") >= 2, "it keeps retrying");
+        assert_eq!((r.totals.scheduled, r.totals.backlogged), (1, 1));
+        assert_eq!((r.in_flight, r.unsent), (0, 1));
+    }
+
+    #[test]
+    fn the_stop_flag_ends_a_shard_at_once() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"+OK\r\n"));
+        });
+        let (cfg, mut rx) = config(fake.addr, open(1_000.0, 60_000), 1, 1);
+        let stop = cfg.stop.clone();
+        let t0 = Instant::now();
+        let shard = std::thread::spawn(move || run(cfg));
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::Relaxed);
+        shard.join().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        fake.finish();
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(ShardEvent::Connected { up: 1, .. })
+        ));
     }
 }
