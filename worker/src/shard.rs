@@ -443,6 +443,14 @@ impl Shard {
     fn roll_interval(&mut self, now: u64) {
         let open = self.intervals.index;
         if let Some(index) = self.intervals.at(now).filter(|&i| i != open) {
+            // Requests due before the boundary belong to the interval it closes, even when
+            // this loop turn comes late (a busy core): schedule them into it before it
+            // ships, so `scheduled` per interval follows the intended times exactly.
+            let boundary = self.intervals.next_boundary();
+            if boundary != u64::MAX && boundary > 0 {
+                self.send_due(boundary - 1);
+                self.flush_dirty();
+            }
             self.ship_interval();
             self.intervals.index = index;
         }
