@@ -31,6 +31,10 @@
 //! `cmdstat_client|id`); `usec` is always 0; `HELLO` ignores `AUTH` and `SETNAME`; only
 //! database 0 exists; `COMMAND` publishes no table.
 
+// Nothing a client sends may panic the server; tests may unwrap.
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 mod cmd;
 mod info;
 mod server;
