@@ -134,18 +134,29 @@ pub(crate) fn lookup(name: &[u8]) -> Option<usize> {
         .ok()
 }
 
+/// `+OK`.
 pub(crate) const OK: &[u8] = b"+OK\r\n";
+/// The nil bulk string: a missing key or field.
 pub(crate) const NIL: &[u8] = b"$-1\r\n";
+/// The nil array: `LPOP key count` on a missing key.
 pub(crate) const NIL_ARRAY: &[u8] = b"*-1\r\n";
+/// An empty array: a range over a missing key.
 pub(crate) const EMPTY_ARRAY: &[u8] = b"*0\r\n";
+/// `:0`.
 pub(crate) const ZERO: &[u8] = b":0\r\n";
+/// `:1`.
 pub(crate) const ONE: &[u8] = b":1\r\n";
 
+/// A command for one type met a key of another.
 pub(crate) const WRONGTYPE: &str =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// An integer argument or value that `string2ll` refuses.
 pub(crate) const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+/// A score that `strtod` refuses, or NaN.
 pub(crate) const NOT_A_FLOAT: &str = "ERR value is not a valid float";
+/// A negative count (`LPOP key -1`).
 pub(crate) const NOT_POSITIVE: &str = "ERR value is out of range, must be positive";
+/// An option Redis does not know in that place, or conflicting options.
 pub(crate) const SYNTAX_ERROR: &str = "ERR syntax error";
 
 /// The state one command runs with.
