@@ -472,3 +472,32 @@ pub fn crest_fails(args: &[&str], needle: &str) -> String {
     assert!(!err.contains("panicked"), "{err}");
     err
 }
+
+/// Every shipped example profile, with the flags that make it a short test run.
+pub const EXAMPLE_RUNS: [(&str, &[&str]); 4] = [
+    (
+        "valkey-1m-rps.toml",
+        &[
+            "--rate-scale",
+            "0.004",
+            "--time-scale",
+            "0.04",
+            "--keys",
+            "5000",
+        ],
+    ),
+    (
+        "peaks-and-valleys.toml",
+        &["--rate-scale", "0.02", "--time-scale", "0.02"],
+    ),
+    (
+        "noisy-neighbour.toml",
+        &["--rate-scale", "0.02", "--time-scale", "0.05"],
+    ),
+    ("zset-growth.toml", &["--batch", "1000", "--requests", "40"]),
+];
+
+/// `examples/`.
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}

@@ -377,30 +377,8 @@ fn bad_profiles_name_the_field_and_exit_2() {
 #[test]
 fn the_examples_run_against_valkey() {
     let server = Server::start(Kind::Valkey);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let runs: [(&str, &[&str]); 4] = [
-        (
-            "valkey-1m-rps.toml",
-            &[
-                "--rate-scale",
-                "0.004",
-                "--time-scale",
-                "0.04",
-                "--keys",
-                "5000",
-            ],
-        ),
-        (
-            "peaks-and-valleys.toml",
-            &["--rate-scale", "0.02", "--time-scale", "0.02"],
-        ),
-        (
-            "noisy-neighbour.toml",
-            &["--rate-scale", "0.02", "--time-scale", "0.05"],
-        ),
-        ("zset-growth.toml", &["--batch", "1000", "--requests", "40"]),
-    ];
-    for (file, extra) in runs {
+    let root = examples_dir();
+    for (file, extra) in EXAMPLE_RUNS {
         let dir = TempDir::new("example");
         let path = root.join(file);
         let addr = server.addr();
