@@ -47,6 +47,7 @@ c1=$(cpu "$wpid")
 t1=$(date +%s.%N)
 HZ=$(getconf CLK_TCK)
 cat "$work/table.txt"
+[ -n "${KEEP:-}" ] && cp "$work/out/report.json" "$KEEP"
 python3 - "$work/out/report.json" "$c0" "$c1" "$HZ" "$RATE" "$t0" "$t1" "$SECS" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
