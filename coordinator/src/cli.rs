@@ -328,11 +328,13 @@ fn bounded(
     hi: Duration,
 ) -> Result<Duration, ConfigError> {
     if d < lo || d > hi {
-        return Err(err(
-            flag,
-            format!("{d:?}"),
-            format!("must be {lo:?} to {hi:?}"),
-        ));
+        let show = |d: Duration| humantime::format_duration(d).to_string();
+        let why = if lo.is_zero() {
+            format!("must be at most {}", show(hi))
+        } else {
+            format!("must be {} to {}", show(lo), show(hi))
+        };
+        return Err(err(flag, format!("{d:?}"), why));
     }
     Ok(d)
 }
@@ -454,10 +456,23 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         let (r, t) = (a.rate_scale.unwrap_or(1.0), a.time_scale.unwrap_or(1.0));
         for c in &mut classes {
             if let Some(p) = &c.profile {
+                let longest = limits::MAX_RUN.as_nanos() as f64;
+                if p.duration_ns() as f64 * t > longest {
+                    return Err(err(
+                        "--time-scale",
+                        t,
+                        format!(
+                            "makes class {} last longer than {}; give a smaller factor",
+                            c.name,
+                            humantime::format_duration(limits::MAX_RUN)
+                        ),
+                    ));
+                }
                 let segs = p
                     .segments()
                     .iter()
                     .map(|s| Segment {
+                        // At most MAX_RUN (checked above), so the cast cannot saturate.
                         duration_ns: ((s.duration_ns as f64) * t).round().max(1.0) as u64,
                         from_rps: s.from_rps * r,
                         to_rps: s.to_rps * r,

@@ -320,6 +320,23 @@ pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError>
         ));
     }
     if let Some(p) = &c.profile
+        && let Some(r) = p
+            .segments()
+            .iter()
+            .flat_map(|s| [s.from_rps, s.to_rps])
+            .find(|r| *r > limits::MAX_RATE)
+    {
+        return Err(f(
+            "--rate",
+            "rate",
+            format!("{r:e}"),
+            &format!(
+                "a class may ask for at most {:e} requests/s (from --rate, --stages, the profile and --rate-scale)",
+                limits::MAX_RATE
+            ),
+        ));
+    }
+    if let Some(p) = &c.profile
         && p.segments().len() > limits::MAX_SEGMENTS
     {
         return Err(f(

@@ -18,6 +18,22 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     crest_fails(&["run", "--key-dist", "zipf:0"], "--key-dist");
     crest_fails(&["run", "--stages", "5s:10,-1s:4"], "--stages");
     crest_fails(&["run", "--interval", "1ms"], "--interval");
+    // Absurd sizes are refused by name before any load, never a panic or a giant allocation.
+    crest_fails(&["run", "--duration", "1e20"], "--duration");
+    crest_fails(&["run", "--duration", "1e9"], "--duration");
+    crest_fails(&["run", "--warmup", "100000000s"], "--warmup");
+    crest_fails(&["run", "--timeout", "0s"], "--timeout");
+    crest_fails(&["run", "--rate", "1e12"], "--rate");
+    crest_fails(&["run", "--pipeline", "1000000"], "--pipeline");
+    crest_fails(&["run", "--backlog-limit", "0"], "--backlog-limit");
+    crest_fails(
+        &["run", "--threads", "1", "--connections", "10000000"],
+        "--connections",
+    );
+    crest_fails(
+        &["run", "--stages", "5s:100", "--time-scale", "1e300"],
+        "--time-scale",
+    );
     crest_fails(
         &["run", "--threads", "2", "--connections", "1"],
         "--connections",

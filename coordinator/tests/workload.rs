@@ -371,6 +371,19 @@ fn bad_profiles_name_the_field_and_exit_2() {
         "[[class]]\nname = \"c\"\nstages = \"5s:10\"\nrate = 5\n",
         "only one",
     );
+    // Unbounded expansion from one line of input: refused at once, not after gigabytes.
+    bad_profile(
+        "[[class]]\nname = \"c\"\nrepeat = 1000000000\nprofile = [ { hold = \"1s\", rate = 10 } ]\n",
+        "repeat",
+    );
+    bad_profile(
+        "[[class]]\nname = \"c\"\nprofile = [ { sine = \"1000000s\", period = \"1ns\", min = 1, max = 2 } ]\n",
+        "segments",
+    );
+    bad_profile(
+        "[[class]]\nname = \"c\"\nprofile = [ { hold = \"1e20\", rate = 10 } ]\n",
+        "hold",
+    );
 }
 
 /// Every shipped example runs, scaled down, against a real server without errors.

@@ -24,6 +24,7 @@ mod phase;
 use crate::config::{RunConfig, Workers};
 use crate::merge::{self, WorkerBooks};
 use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
+use crest_model::convert::limits;
 use crest_model::plan::ClassPlan;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -230,6 +231,15 @@ async fn run_inner(
 
     let total_shards: u32 = members.iter().map(|m| m.link.info.shards).sum();
     for c in &cfg.classes {
+        let per_shard = u64::from(c.connections).div_ceil(u64::from(total_shards.max(1)));
+        if per_shard > u64::from(limits::MAX_CONNECTIONS_PER_SHARD) {
+            return Err(RunError::Usage(format!(
+                "--connections {} (class {}): {per_shard} per shard over the {total_shards} shards the workers run; a shard opens at most {}: add workers or threads, or use fewer connections",
+                c.connections,
+                c.name,
+                limits::MAX_CONNECTIONS_PER_SHARD
+            )));
+        }
         if u64::from(c.connections) < u64::from(total_shards) {
             return Err(RunError::Usage(format!(
                 "--connections {} (class {}): fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",
