@@ -1,6 +1,9 @@
 //! The engine in process: one shard against the built-in sink on loopback, its counts
-//! checked against each other and against the sink's own `INFO commandstats`.
+//! checked against each other and against the sink's own `INFO commandstats`; and
+//! (`agent`) the agent against a scripted coordinator that sends nonsense plans.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod agent;
 
 use crest_engine::shard::{self, Load, ShardClass, ShardConfig, ShardEvent};
 use crest_model::plan::Pacer;
