@@ -35,7 +35,10 @@ impl Coordinator for Scripted {
     ) -> Result<Response<OutStream>, Status> {
         let (tx, rx) = mpsc::channel::<Out>(16);
         self.sessions.send((req.into_inner(), tx)).unwrap();
-        let out = ReceiverStream::new(rx).map(|m| Ok(pb::CoordinatorMessage { msg: Some(m) }));
+        // tonic's stream item is Result<_, Status>; its size is tonic's, not ours.
+        #[allow(clippy::result_large_err)]
+        let wrap = |m| Ok(pb::CoordinatorMessage { msg: Some(m) });
+        let out = ReceiverStream::new(rx).map(wrap);
         Ok(Response::new(Box::pin(out)))
     }
 }
