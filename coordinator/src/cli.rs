@@ -368,15 +368,7 @@ fn parse_mix(m: &str) -> Result<Vec<(String, u32)>, ConfigError> {
 /// # Errors
 /// [`ConfigError`] naming the flag or file key, the value and what would be right.
 pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
-    let (file, text) = match &a.profile {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| err("--profile", p.display(), format!("cannot read: {e}")))?;
-            let f = profile::parse_file(&text).map_err(|e| err("--profile", p.display(), e))?;
-            (f, text)
-        }
-        None => (FileToml::default(), String::new()),
-    };
+    let (file, text) = read_profile(&a)?;
     let file_dur = file_duration(&file.duration, "duration")?;
     let warmup = a
         .warmup
@@ -390,109 +382,9 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "--stages sets the length; give one or the other",
         ));
     }
-    // Flags only is a file with one empty class: one path builds every class, flag layer
-    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
-    // classes with one class of the flags (its globals still apply).
     let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
-    let flags = ClassLayer::from_flags(&a)?;
-    let mut classes = Vec::new();
-    if from_flags {
-        let segments: Option<Vec<Segment>> = match (a.rate, &a.stages) {
-            (Some(RateArg::Max), _) => None,
-            (_, Some(s)) => Some(profile::parse_stages(s).map_err(|e| err("--stages", s, e))?),
-            (rate, None) => {
-                let r = match rate {
-                    Some(RateArg::Rps(r)) => r,
-                    _ => defaults::RATE_RPS,
-                };
-                let d = duration.unwrap_or(defaults::DURATION);
-                Some(vec![Segment {
-                    duration_ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-                    from_rps: r,
-                    to_rps: r,
-                }])
-            }
-        };
-        if segments.is_none() && duration.is_none() && a.requests.is_none() {
-            duration = Some(defaults::DURATION);
-        }
-        let profile = segments
-            .map(|s| Profile::new(s).map_err(|e| err("--rate", format!("{:?}", a.rate), e)))
-            .transpose()?;
-        classes.push(flags.resolve("default".into(), profile, &|e| {
-            err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
-        })?);
-    } else {
-        for (i, sc) in file.classes.iter().enumerate() {
-            let c = sc.get_ref();
-            let line = profile::line_of(&text, sc.span().start);
-            let name = c.name.clone().unwrap_or_else(|| format!("class{}", i + 1));
-            let at = |e: String| err("class", format!("{name} (line {line})"), e);
-            let profile = profile::class_segments(c, &text, duration)
-                .map_err(at)?
-                .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
-                .transpose()?;
-            let layer = flags.clone().over(ClassLayer::from_file(c).map_err(at)?);
-            classes.push(layer.resolve(name.clone(), profile, &|e| {
-                if a.key_dist.is_some() {
-                    err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
-                } else {
-                    at(e)
-                }
-            })?);
-        }
-    }
-    for (flag, v) in [
-        ("--rate-scale", a.rate_scale),
-        ("--time-scale", a.time_scale),
-    ] {
-        if let Some(x) = v
-            && !(x.is_finite() && x > 0.0)
-        {
-            return Err(err(flag, x, "must be a number > 0"));
-        }
-    }
-    if a.rate_scale.is_some() || a.time_scale.is_some() {
-        let (r, t) = (a.rate_scale.unwrap_or(1.0), a.time_scale.unwrap_or(1.0));
-        for c in &mut classes {
-            if let Some(p) = &c.profile {
-                let longest = limits::MAX_RUN.as_nanos() as f64;
-                if p.duration_ns() as f64 * t > longest {
-                    return Err(err(
-                        "--time-scale",
-                        t,
-                        format!(
-                            "makes class {} last longer than {}; give a smaller factor",
-                            c.name,
-                            humantime::format_duration(limits::MAX_RUN)
-                        ),
-                    ));
-                }
-                let segs = p
-                    .segments()
-                    .iter()
-                    .map(|s| Segment {
-                        // At most MAX_RUN (checked above), so the cast cannot saturate.
-                        duration_ns: ((s.duration_ns as f64) * t).round().max(1.0) as u64,
-                        from_rps: s.from_rps * r,
-                        to_rps: s.to_rps * r,
-                    })
-                    .collect();
-                c.profile = Some(Profile::new(segs).map_err(|e| err("--rate-scale", r, e))?);
-            }
-        }
-        if let Some(d) = duration.as_mut()
-            && a.duration.is_none()
-        {
-            *d = Duration::try_from_secs_f64(d.as_secs_f64() * t).map_err(|_| {
-                err(
-                    "--time-scale",
-                    t,
-                    "makes the run longer than any duration can hold; give a smaller factor",
-                )
-            })?;
-        }
-    }
+    let mut classes = build_classes(&a, &file, &text, &mut duration)?;
+    scale(&a, &mut classes, &mut duration)?;
     if a.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
         return Err(err(
             "--requests",
@@ -544,24 +436,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "expected host:port, e.g. 127.0.0.1:6379",
         ));
     }
-    let workers = match a.workers {
-        Some(0) => return Err(err("--workers", 0, "need at least 1 worker")),
-        Some(n) => Workers::Remote {
-            count: n,
-            wait_timeout: a.wait_timeout.unwrap_or(defaults::WAIT_TIMEOUT),
-        },
-        None => {
-            let count = a.local_workers.unwrap_or(defaults::LOCAL_WORKERS);
-            if count == 0 {
-                return Err(err("--local-workers", 0, "need at least 1 worker"));
-            }
-            Workers::Local {
-                count,
-                cpus: a.cpus.clone(),
-                threads: a.threads,
-            }
-        }
-    };
+    let workers = workers(&a)?;
     let arrival = match (a.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
         (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
@@ -637,6 +512,164 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     })
 }
 
+/// The profile file named by `--profile` (parsed) and its text (for line numbers).
+fn read_profile(a: &RunArgs) -> Result<(FileToml, String), ConfigError> {
+    Ok(match &a.profile {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| err("--profile", p.display(), format!("cannot read: {e}")))?;
+            let f = profile::parse_file(&text).map_err(|e| err("--profile", p.display(), e))?;
+            (f, text)
+        }
+        None => (FileToml::default(), String::new()),
+    })
+}
+
+/// Every class of the run: flag layer over file layer over the defaults. `duration` is
+/// the run length so far (flag or file); a flags-only closed loop gets the default.
+fn build_classes(
+    a: &RunArgs,
+    file: &FileToml,
+    text: &str,
+    duration: &mut Option<Duration>,
+) -> Result<Vec<ClassConfig>, ConfigError> {
+    // Flags only is a file with one empty class: one path builds every class, flag layer
+    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
+    // classes with one class of the flags (its globals still apply).
+    let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
+    let flags = ClassLayer::from_flags(a)?;
+    let mut classes = Vec::new();
+    if from_flags {
+        let segments: Option<Vec<Segment>> = match (a.rate, &a.stages) {
+            (Some(RateArg::Max), _) => None,
+            (_, Some(s)) => Some(profile::parse_stages(s).map_err(|e| err("--stages", s, e))?),
+            (rate, None) => {
+                let r = match rate {
+                    Some(RateArg::Rps(r)) => r,
+                    _ => defaults::RATE_RPS,
+                };
+                let d = duration.unwrap_or(defaults::DURATION);
+                Some(vec![Segment {
+                    duration_ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                    from_rps: r,
+                    to_rps: r,
+                }])
+            }
+        };
+        if segments.is_none() && duration.is_none() && a.requests.is_none() {
+            *duration = Some(defaults::DURATION);
+        }
+        let profile = segments
+            .map(|s| Profile::new(s).map_err(|e| err("--rate", format!("{:?}", a.rate), e)))
+            .transpose()?;
+        classes.push(flags.resolve("default".into(), profile, &|e| {
+            err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
+        })?);
+    } else {
+        for (i, sc) in file.classes.iter().enumerate() {
+            let c = sc.get_ref();
+            let line = profile::line_of(text, sc.span().start);
+            let name = c.name.clone().unwrap_or_else(|| format!("class{}", i + 1));
+            let at = |e: String| err("class", format!("{name} (line {line})"), e);
+            let profile = profile::class_segments(c, text, *duration)
+                .map_err(at)?
+                .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
+                .transpose()?;
+            let layer = flags.clone().over(ClassLayer::from_file(c).map_err(at)?);
+            classes.push(layer.resolve(name.clone(), profile, &|e| {
+                if a.key_dist.is_some() {
+                    err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
+                } else {
+                    at(e)
+                }
+            })?);
+        }
+    }
+    Ok(classes)
+}
+
+/// `--rate-scale` and `--time-scale`, applied to every profile and to the run length.
+fn scale(
+    a: &RunArgs,
+    classes: &mut [ClassConfig],
+    duration: &mut Option<Duration>,
+) -> Result<(), ConfigError> {
+    for (flag, v) in [
+        ("--rate-scale", a.rate_scale),
+        ("--time-scale", a.time_scale),
+    ] {
+        if let Some(x) = v
+            && !(x.is_finite() && x > 0.0)
+        {
+            return Err(err(flag, x, "must be a number > 0"));
+        }
+    }
+    if a.rate_scale.is_some() || a.time_scale.is_some() {
+        let (r, t) = (a.rate_scale.unwrap_or(1.0), a.time_scale.unwrap_or(1.0));
+        for c in classes.iter_mut() {
+            if let Some(p) = &c.profile {
+                let longest = limits::MAX_RUN.as_nanos() as f64;
+                if p.duration_ns() as f64 * t > longest {
+                    return Err(err(
+                        "--time-scale",
+                        t,
+                        format!(
+                            "makes class {} last longer than {}; give a smaller factor",
+                            c.name,
+                            humantime::format_duration(limits::MAX_RUN)
+                        ),
+                    ));
+                }
+                let segs = p
+                    .segments()
+                    .iter()
+                    .map(|s| Segment {
+                        // At most MAX_RUN (checked above), so the cast cannot saturate.
+                        duration_ns: ((s.duration_ns as f64) * t).round().max(1.0) as u64,
+                        from_rps: s.from_rps * r,
+                        to_rps: s.to_rps * r,
+                    })
+                    .collect();
+                c.profile = Some(Profile::new(segs).map_err(|e| err("--rate-scale", r, e))?);
+            }
+        }
+        if let Some(d) = duration.as_mut()
+            && a.duration.is_none()
+        {
+            *d = Duration::try_from_secs_f64(d.as_secs_f64() * t).map_err(|_| {
+                err(
+                    "--time-scale",
+                    t,
+                    "makes the run longer than any duration can hold; give a smaller factor",
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the workers come from: `--workers N` remote ones, or in-process ones.
+fn workers(a: &RunArgs) -> Result<Workers, ConfigError> {
+    Ok(match a.workers {
+        Some(0) => return Err(err("--workers", 0, "need at least 1 worker")),
+        Some(n) => Workers::Remote {
+            count: n,
+            wait_timeout: a.wait_timeout.unwrap_or(defaults::WAIT_TIMEOUT),
+        },
+        None => {
+            let count = a.local_workers.unwrap_or(defaults::LOCAL_WORKERS);
+            if count == 0 {
+                return Err(err("--local-workers", 0, "need at least 1 worker"));
+            }
+            Workers::Local {
+                count,
+                cpus: a.cpus.clone(),
+                threads: a.threads,
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -665,6 +698,60 @@ mod tests {
         let k8s = load("../deploy/k8s/profile.toml").unwrap();
         assert_eq!(k8s.classes[0].connections, 150);
         assert_eq!(k8s.duration, Duration::from_secs(60));
+    }
+
+    fn with_file(body: &str, tag: &str, edit: impl FnOnce(&mut RunArgs)) -> RunConfig {
+        let path =
+            std::env::temp_dir().join(format!("crest-cli-{tag}-{}.toml", std::process::id()));
+        std::fs::write(&path, body).unwrap();
+        let mut a = RunArgs {
+            profile: Some(path.clone()),
+            ..Default::default()
+        };
+        edit(&mut a);
+        let cfg = to_config(a);
+        std::fs::remove_file(&path).unwrap();
+        cfg.unwrap()
+    }
+
+    /// Regression (issue 7): the file's `ttl` used to win over `--ttl`. Every setting is
+    /// flag, then file, then the defaults table.
+    #[test]
+    fn flag_then_file_then_default_for_every_layered_setting() {
+        let body = "duration = \"2s\"\n[[class]]\nname = \"c\"\nrate = 100\nttl = \"30s\"\nconnections = 7\npipeline = 3\n";
+        let file = with_file(body, "file", |_| {});
+        let c = &file.classes[0];
+        assert_eq!((c.ttl, c.connections, c.pipeline), (Some(30), 7, 3));
+        assert_eq!(c.batch, defaults::BATCH);
+        assert_eq!(c.keys, defaults::KEYS);
+        assert_eq!(c.key_prefix, defaults::KEY_PREFIX);
+        assert_eq!(c.mix, ratio_mix(defaults::RATIO));
+        assert_eq!(file.timeout, defaults::TIMEOUT);
+        let flags = with_file(body, "flags", |a| {
+            a.ttl = Some(Duration::from_secs(5));
+            a.connections = Some(9);
+            a.batch = Some(4);
+        });
+        let c = &flags.classes[0];
+        assert_eq!(
+            (c.ttl, c.connections, c.pipeline, c.batch),
+            (Some(5), 9, 3, 4)
+        );
+    }
+
+    /// Flags only is the same path as a file with one empty class: the defaults table.
+    #[test]
+    fn flags_only_takes_the_defaults_table() {
+        let cfg = to_config(RunArgs::default()).unwrap();
+        let c = &cfg.classes[0];
+        assert_eq!(c.connections, defaults::CONNECTIONS);
+        assert_eq!(c.pipeline, defaults::PIPELINE);
+        assert_eq!(c.values, ValueSizes::Fixed(defaults::VALUE_SIZE));
+        assert_eq!(cfg.duration, defaults::DURATION);
+        assert_eq!(cfg.interval, defaults::INTERVAL);
+        assert_eq!(cfg.backlog_limit, defaults::BACKLOG_LIMIT);
+        let p = c.profile.as_ref().unwrap();
+        assert_eq!(p.segments()[0].from_rps, defaults::RATE_RPS);
     }
 
     #[test]
