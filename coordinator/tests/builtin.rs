@@ -21,25 +21,9 @@ fn sink_counts_match_the_report() {
         assert!(t0.elapsed() < Duration::from_secs(10), "sink did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let out = dir.path().join("out");
-    let mut run = Proc::spawn(
-        &crest_bin(),
-        &[
-            "run",
-            "--target",
-            &listen,
-            "--rate",
-            "3000",
-            "--duration",
-            "2s",
-            "--threads",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir.path(),
-        "crest",
-    );
+    let crest =
+        CrestRun::new(&dir).args(&["--target", &listen, "--rate", "3000", "--duration", "2s"]);
+    let mut run = crest.spawn();
     let report = finish(&dir, &mut run, Duration::from_secs(60));
     check_against_server(&report, &commandstats(&listen), 3000.0, 2.0);
     sink.kill();
@@ -49,21 +33,11 @@ fn sink_counts_match_the_report() {
 #[test]
 fn run_without_target_uses_the_builtin_target() {
     let dir = TempDir::new("builtin");
-    let out = dir.path().join("out");
-    let mut run = Proc::spawn(
-        &crest_bin(),
-        &[
-            "run",
-            "--rate",
-            "2000",
-            "--duration",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir.path(),
-        "crest",
-    );
+    let crest = CrestRun::new(&dir)
+        .all_threads()
+        .args(&["--rate", "2000", "--duration", "2s"]);
+    let out = crest.out();
+    let mut run = crest.spawn();
     let report = finish(&dir, &mut run, Duration::from_secs(60));
     assert_eq!(report["target"], "builtin");
     assert_eq!(report["schema_version"], 1);
@@ -88,23 +62,11 @@ fn every_example_runs_against_the_builtin_target_with_zero_errors() {
     for (file, extra) in EXAMPLE_RUNS {
         let dir = TempDir::new("example-builtin");
         let path = examples_dir().join(file);
-        let out = dir.path().join("out");
-        let mut args = vec![
-            "run",
-            "--profile",
-            path.to_str().unwrap(),
-            "--threads",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ];
+        let mut args = vec!["--profile", path.to_str().unwrap()];
         args.extend_from_slice(extra);
-        let mut p = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
-        let code = p.wait(Duration::from_secs(120));
+        let report = CrestRun::new(&dir).args(&args).run(0);
         let err = read_log(dir.path(), "crest", "stderr");
-        assert_eq!(code, 0, "{file}: exit {code}: {err}");
         assert!(err.contains("built-in target"), "{file}: {err}");
-        let report = read_report(&out);
         let t = &report["totals"];
         assert!(u(t, "completed") > 0, "{file}: {t}");
         assert_eq!(u(t, "errors"), 0, "{file}: {}", t["errors_by_kind"]);

@@ -213,29 +213,19 @@ fn error_replies_are_counted_by_kind() {
         server.command(&[b"RPUSH", key.as_bytes(), b"x"]);
     }
     let dir = TempDir::new("errors");
-    let out = dir.path().join("out");
-    let mut run = Proc::spawn(
-        &crest_bin(),
-        &[
-            "run",
-            "--target",
-            &server.addr(),
-            "--rate",
-            "500",
-            "--duration",
-            "2s",
-            "--ratio",
-            "0:1",
-            "--keys",
-            "10",
-            "--threads",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir.path(),
-        "crest",
-    );
+    let crest = CrestRun::new(&dir).args(&[
+        "--target",
+        &server.addr(),
+        "--rate",
+        "500",
+        "--duration",
+        "2s",
+        "--ratio",
+        "0:1",
+        "--keys",
+        "10",
+    ]);
+    let mut run = crest.spawn();
     let report = finish(&dir, &mut run, Duration::from_secs(60));
     let get = &report["commands"]["GET"];
     assert_eq!(u(get, "errors"), 1000, "{get}");

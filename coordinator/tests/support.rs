@@ -501,3 +501,77 @@ pub const EXAMPLE_RUNS: [(&str, &[&str]); 4] = [
 pub fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
+
+/// One `crest run` as the tests start it: `crest run ARGS --threads 1 --out DIR/out`
+/// (one shard, so counts per connection are predictable on 2 cores).
+pub struct CrestRun<'a> {
+    dir: &'a TempDir,
+    args: Vec<String>,
+    one_thread: bool,
+}
+
+impl<'a> CrestRun<'a> {
+    /// A run whose files go under `dir`.
+    pub fn new(dir: &'a TempDir) -> Self {
+        Self {
+            dir,
+            args: vec!["run".into()],
+            one_thread: true,
+        }
+    }
+
+    /// Exactly `args` (starting with `run`, choosing their own `--threads`), plus `--out`.
+    pub fn exactly(dir: &'a TempDir, args: &[&str]) -> Self {
+        Self {
+            dir,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            one_thread: false,
+        }
+    }
+
+    /// Appends arguments.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Lets the local worker use every core (no `--threads 1`).
+    pub fn all_threads(mut self) -> Self {
+        self.one_thread = false;
+        self
+    }
+
+    /// Where the report goes.
+    pub fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// Starts it.
+    pub fn spawn(self) -> Proc {
+        let out = self.out().to_str().unwrap().to_string();
+        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        if self.one_thread {
+            args.extend_from_slice(&["--threads", "1"]);
+        }
+        args.extend_from_slice(&["--out", &out]);
+        Proc::spawn(&crest_bin(), &args, self.dir.path(), "crest")
+    }
+
+    /// Runs it to the end (at most 120 s), asserts its exit code and returns its report
+    /// (`Null` for exit code 2, which writes none).
+    pub fn run(self, want: i32) -> Value {
+        let (dir, out, args) = (self.dir, self.out(), self.args.clone());
+        let mut p = self.spawn();
+        let code = p.wait(Duration::from_secs(120));
+        assert_eq!(
+            code,
+            want,
+            "crest {args:?} exited {code}: {}",
+            read_log(dir.path(), "crest", "stderr")
+        );
+        if want == 2 {
+            return Value::Null;
+        }
+        read_report(&out)
+    }
+}

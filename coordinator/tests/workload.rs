@@ -8,22 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn run_crest(dir: &TempDir, args: &[&str], want: i32) -> Value {
-    let out = dir.path().join("out");
-    let mut a: Vec<&str> = args.to_vec();
-    let o = out.to_str().unwrap().to_string();
-    a.extend_from_slice(&["--out", &o]);
-    let mut p = Proc::spawn(&crest_bin(), &a, dir.path(), "crest");
-    let code = p.wait(Duration::from_secs(120));
-    assert_eq!(
-        code,
-        want,
-        "crest {args:?} exited {code}: {}",
-        read_log(dir.path(), "crest", "stderr")
-    );
-    if want == 2 {
-        return Value::Null;
-    }
-    read_report(&out)
+    CrestRun::exactly(dir, args).run(want)
 }
 
 fn calls(stats: &HashMap<String, u64>, cmd: &str) -> u64 {
@@ -48,29 +33,19 @@ fn the_server_sees_the_profile_second_by_second() {
     let expected = [
         1500.0, 2500.0, 3000.0, 3000.0, 6000.0, 0.0, 0.0, 2000.0, 2000.0,
     ];
-    let out = dir.path().join("out");
-    let o = out.to_str().unwrap().to_string();
     let addr = server.addr();
-    let mut p = Proc::spawn(
-        &crest_bin(),
-        &[
-            "run",
-            "--target",
-            &addr,
-            "--stages",
-            stages,
-            "--ratio",
-            "1:4",
-            "--connections",
-            "20",
-            "--threads",
-            "1",
-            "--out",
-            &o,
-        ],
-        dir.path(),
-        "crest",
-    );
+    let crest = CrestRun::new(&dir).args(&[
+        "--target",
+        &addr,
+        "--stages",
+        stages,
+        "--ratio",
+        "1:4",
+        "--connections",
+        "20",
+    ]);
+    let out = crest.out();
+    let mut p = crest.spawn();
     // Sample the server's counter with wall-clock times until crest exits.
     let mut samples: Vec<(f64, u64)> = Vec::new();
     let t0 = Instant::now();
@@ -421,33 +396,23 @@ fn the_examples_run_against_valkey() {
 fn ten_megabyte_values_work() {
     let server = Server::start(Kind::Valkey);
     let dir = TempDir::new("big");
-    let out = dir.path().join("out");
-    let mut run = Proc::spawn(
-        &crest_bin(),
-        &[
-            "run",
-            "--target",
-            &server.addr(),
-            "--rate",
-            "10",
-            "--duration",
-            "2s",
-            "--ratio",
-            "1:1",
-            "--keys",
-            "2",
-            "--value-size",
-            "10MB",
-            "--connections",
-            "2",
-            "--threads",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir.path(),
-        "crest",
-    );
+    let crest = CrestRun::new(&dir).args(&[
+        "--target",
+        &server.addr(),
+        "--rate",
+        "10",
+        "--duration",
+        "2s",
+        "--ratio",
+        "1:1",
+        "--keys",
+        "2",
+        "--value-size",
+        "10MB",
+        "--connections",
+        "2",
+    ]);
+    let mut run = crest.spawn();
     let report = finish(&dir, &mut run, Duration::from_secs(60));
     assert_eq!(
         u(&report["totals"], "completed"),
