@@ -382,8 +382,11 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "--stages sets the length; give one or the other",
         ));
     }
+    // Flags only is a file with one empty class: one path builds every class, flag layer
+    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
+    // classes with one class of the flags (its globals still apply).
     let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
-    let mut classes = build_classes(&a, &file, &text, &mut duration)?;
+    let mut classes = build_classes(&a, &file, &text, from_flags, &mut duration)?;
     scale(&a, &mut classes, &mut duration)?;
     if a.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
         return Err(err(
@@ -525,18 +528,16 @@ fn read_profile(a: &RunArgs) -> Result<(FileToml, String), ConfigError> {
     })
 }
 
-/// Every class of the run: flag layer over file layer over the defaults. `duration` is
-/// the run length so far (flag or file); a flags-only closed loop gets the default.
+/// Every class of the run: flag layer over file layer over the defaults; with
+/// `from_flags`, the one class of the flags. `duration` is the run length so far (flag or
+/// file); a flags-only closed loop gets the default.
 fn build_classes(
     a: &RunArgs,
     file: &FileToml,
     text: &str,
+    from_flags: bool,
     duration: &mut Option<Duration>,
 ) -> Result<Vec<ClassConfig>, ConfigError> {
-    // Flags only is a file with one empty class: one path builds every class, flag layer
-    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
-    // classes with one class of the flags (its globals still apply).
-    let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
     let flags = ClassLayer::from_flags(a)?;
     let mut classes = Vec::new();
     if from_flags {

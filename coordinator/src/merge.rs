@@ -37,8 +37,13 @@ pub fn add_into(a: &mut ByCommand, b: &ByCommand) {
 
 /// Sum over every command.
 pub fn all_commands(by: &ByCommand) -> CmdStats {
+    sum(by.values())
+}
+
+/// The sum of some results (histograms added, counts summed).
+pub fn sum<'a>(stats: impl IntoIterator<Item = &'a CmdStats>) -> CmdStats {
     let mut t = CmdStats::default();
-    for v in by.values() {
+    for v in stats {
         t += v;
     }
     t

@@ -144,30 +144,9 @@ fn workers_serve_a_second_run_without_restart() {
         err[at + 13..].split(';').next().unwrap().to_string()
     };
     let out = dir.path().join("out2");
-    let mut coord2 = Proc::spawn(
-        &crest_bin(),
-        &[
-            "run",
-            "--listen",
-            &listen,
-            "--workers",
-            "1",
-            "--wait-timeout",
-            "20s",
-            "--target",
-            &server.addr(),
-            "--rate",
-            "1000",
-            "--duration",
-            "1s",
-            "--connections",
-            "4",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir.path(),
-        "crest2",
-    );
+    let mut args = coordinator_args(&listen, 1, "20s", &server.addr(), &out);
+    args.extend(["--rate", "1000", "--duration", "1s", "--connections", "4"].map(String::from));
+    let mut coord2 = Proc::spawn(&crest_bin(), &strs(&args), dir.path(), "crest2");
     assert_eq!(
         coord2.wait(Duration::from_secs(60)),
         0,

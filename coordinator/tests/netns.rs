@@ -362,54 +362,38 @@ fn run(c: &Cluster, rate: u32, secs: u32, connections: u32) -> Value {
     let listen = format!("{}:{COORD_PORT}", c.coord_addr);
     let target = format!("{}:{SERVER_PORT}", c.server_addr);
     let out = c.dir.path().join("out");
-    let (rate_s, dur_s, conn_s, n) = (
+    let mut args = coordinator_args(&listen, WORKERS, "30s", &target, &out);
+    let (rate, secs, connections) = (
         rate.to_string(),
         format!("{secs}s"),
         connections.to_string(),
-        WORKERS.to_string(),
     );
-    let mut coord = spawn_in(
-        &c.co,
-        &crest_bin(),
-        &[
-            "run",
-            "--listen",
-            &listen,
-            "--workers",
-            &n,
-            "--wait-timeout",
-            "30s",
-            "--target",
-            &target,
+    args.extend(
+        [
             "--rate",
-            &rate_s,
+            &rate,
             "--duration",
-            &dur_s,
+            &secs,
             "--connections",
-            &conn_s,
+            &connections,
             "--ratio",
             "1:10",
             "--keys",
             "1000",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        c.dir.path(),
-        "crest",
+        ]
+        .map(String::from),
     );
-    let cores = crest_engine::cpus::allowed();
-    let url = format!("http://{listen}");
+    let mut coord = spawn_in(&c.co, &crest_bin(), &strs(&args), c.dir.path(), "crest");
     let _workers: Vec<Proc> = c
         .workers
         .iter()
         .enumerate()
         .map(|(i, (ns, _))| {
-            let cpu = cores[i % cores.len()].to_string();
-            let name = format!("w{i}");
+            let args = worker_args(&listen, i);
             spawn_in(
                 ns,
                 &worker_bin(),
-                &["--coordinator", &url, "--cpus", &cpu, "--name", &name],
+                &strs(&args),
                 c.dir.path(),
                 &format!("worker{i}"),
             )

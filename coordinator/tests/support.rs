@@ -348,46 +348,70 @@ pub fn start_cluster(
     workers: usize,
     run_args: &[&str],
 ) -> (Proc, Vec<Proc>) {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let out = dir.path().join("out");
-    let n = workers.to_string();
-    let mut args = vec![
-        "run",
-        "--listen",
-        &listen,
-        "--workers",
-        &n,
-        "--wait-timeout",
-        "30s",
-        "--target",
-        target,
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(run_args);
-    let coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
-    let cores = crest_engine::cpus::allowed();
-    let url = format!("http://{listen}");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut args = coordinator_args(&listen, workers, "30s", target, &dir.path().join("out"));
+    args.extend(run_args.iter().map(|a| a.to_string()));
+    let coord = Proc::spawn(&crest_bin(), &strs(&args), dir.path(), "crest");
     let ws = (0..workers)
         .map(|i| {
-            let cpu = cores[i % cores.len()].to_string();
+            let args = worker_args(&listen, i);
             Proc::spawn(
                 &worker_bin(),
-                &[
-                    "--coordinator",
-                    &url,
-                    "--cpus",
-                    &cpu,
-                    "--name",
-                    &format!("w{i}"),
-                ],
+                &strs(&args),
                 dir.path(),
                 &format!("worker{i}"),
             )
         })
         .collect();
     (coord, ws)
+}
+
+/// `crest run` for a coordinator on `listen` that waits up to `wait` for `workers` remote
+/// workers and writes its report to `out`.
+pub fn coordinator_args(
+    listen: &str,
+    workers: usize,
+    wait: &str,
+    target: &str,
+    out: &Path,
+) -> Vec<String> {
+    [
+        "run",
+        "--listen",
+        listen,
+        "--workers",
+        &workers.to_string(),
+        "--wait-timeout",
+        wait,
+        "--target",
+        target,
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// `crest-worker` arguments for worker `i` of a coordinator on `listen`: named `w<i>`, one
+/// core each, alternating over the cores this process may use.
+pub fn worker_args(listen: &str, i: usize) -> Vec<String> {
+    let cores = crest_engine::cpus::allowed();
+    let cpu = cores[i % cores.len()].to_string();
+    [
+        "--coordinator",
+        &format!("http://{listen}"),
+        "--cpus",
+        &cpu,
+        "--name",
+        &format!("w{i}"),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Borrows owned arguments for [`Proc::spawn`].
+pub fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 pub fn finish(dir: &TempDir, coord: &mut Proc, limit: Duration) -> Value {

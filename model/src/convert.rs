@@ -568,15 +568,16 @@ impl TryFrom<&pb::ShardPlan> for ShardPart {
 }
 
 /// A whole run plan for one worker, typed and checked: what the coordinator builds and
-/// what the worker accepts.
+/// what the worker accepts. `C` is how a class is held: [`ClassPlan`] on the wire, the
+/// built workload once the worker has it (`crate::plan::Plan`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunPlan {
+pub struct RunPlan<C = ClassPlan> {
     /// Run id.
     pub run_id: String,
     /// Target `host:port`.
     pub target: String,
     /// The classes.
-    pub classes: Vec<ClassPlan>,
+    pub classes: Vec<C>,
     /// Arrival process.
     pub arrival: Arrival,
     /// How shards wait.
@@ -595,6 +596,29 @@ pub struct RunPlan {
     pub shards: Vec<ShardPart>,
     /// Requests allowed to wait for a free connection, per shard and class.
     pub backlog_limit: u64,
+}
+
+impl<C> RunPlan<C> {
+    /// The same plan with each class turned into `D` by `f`; the first error stops it.
+    ///
+    /// # Errors
+    /// The first error `f` returns.
+    pub fn try_map_classes<D, E>(self, f: impl FnMut(&C) -> Result<D, E>) -> Result<RunPlan<D>, E> {
+        Ok(RunPlan {
+            classes: self.classes.iter().map(f).collect::<Result<_, E>>()?,
+            run_id: self.run_id,
+            target: self.target,
+            arrival: self.arrival,
+            pacer: self.pacer,
+            timeout: self.timeout,
+            drain: self.drain,
+            warmup: self.warmup,
+            interval: self.interval,
+            total_shards: self.total_shards,
+            shards: self.shards,
+            backlog_limit: self.backlog_limit,
+        })
+    }
 }
 
 fn ns(d: Duration) -> u64 {

@@ -2,7 +2,7 @@
 //! built into a [`Workload`].
 
 pub use crate::convert::{ClassPlan, KeySpec, Load, RunPlan, ShardClassPart, ShardPart, WireError};
-use crate::schedule::{Arrival, Profile};
+use crate::schedule::Profile;
 use crate::shapes::KeySpace;
 use crate::workload::{CmdDef, Workload, WorkloadError};
 use crest_proto::pb;
@@ -51,34 +51,8 @@ pub struct ClassSpec {
     pub pipeline: u32,
 }
 
-/// A checked run plan.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// Run id.
-    pub run_id: String,
-    /// host:port.
-    pub target: String,
-    /// The classes.
-    pub classes: Vec<ClassSpec>,
-    /// Arrival process.
-    pub arrival: Arrival,
-    /// Pacer.
-    pub pacer: Pacer,
-    /// Per-request timeout.
-    pub timeout: Duration,
-    /// Drain after the schedule ends.
-    pub drain: Duration,
-    /// Unmeasured lead-in.
-    pub warmup: Duration,
-    /// Length of one reported interval.
-    pub interval: Duration,
-    /// Shards in the whole cluster.
-    pub total_shards: u32,
-    /// This worker's shards.
-    pub shards: Vec<ShardPart>,
-    /// Per-shard backlog bound.
-    pub backlog_limit: usize,
-}
+/// A checked run plan with every class built: what a worker runs.
+pub type Plan = RunPlan<ClassSpec>;
 
 impl ClassSpec {
     /// Builds one checked class; `seed` seeds its workload.
@@ -141,24 +115,6 @@ impl Plan {
             });
         }
         let seed = p.shards.first().map_or(0, |s| s.seed);
-        let classes = p
-            .classes
-            .iter()
-            .map(|c| ClassSpec::build(c, seed))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            run_id: p.run_id,
-            target: p.target,
-            classes,
-            arrival: p.arrival,
-            pacer: p.pacer,
-            timeout: p.timeout,
-            drain: p.drain,
-            warmup: p.warmup,
-            interval: p.interval,
-            total_shards: p.total_shards,
-            shards: p.shards,
-            backlog_limit: usize::try_from(p.backlog_limit).unwrap_or(usize::MAX),
-        })
+        p.try_map_classes(|c| ClassSpec::build(c, seed))
     }
 }

@@ -97,7 +97,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             interval: plan.interval,
             timeout: plan.timeout,
             drain: plan.drain,
-            backlog_limit: plan.backlog_limit,
+            backlog_limit: usize::try_from(plan.backlog_limit).unwrap_or(usize::MAX),
             core: wiring.cores.get(part.shard as usize).copied(),
             stop: wiring.stop.clone(),
             out: wiring.out.clone(),

@@ -170,25 +170,34 @@ pub(super) async fn start(
     target_for: &dyn Fn(&Member) -> String,
 ) -> Result<(String, Instant, SystemTime), RunError> {
     let run_id = uuid::Uuid::new_v4().to_string();
+    // Each plan goes to the wire once, and the worker's own check runs on that message
+    // here first: a plan a worker would refuse is a setting the user can fix (e.g. more
+    // connections per shard than a shard may open), said before any load starts.
+    let mut wire = Vec::with_capacity(members.len());
+    for (m, plan) in members.iter().zip(plans(
+        cfg,
+        members,
+        phase,
+        total_shards,
+        &run_id,
+        target_for,
+    )) {
+        let msg = pb::RunPlan::from(&plan);
+        if let Err(e) = RunPlan::try_from(&msg) {
+            return Err(RunError::Usage(format!(
+                "the plan for worker {} is out of bounds: {e}",
+                m.link.info.name
+            )));
+        }
+        wire.push(msg);
+    }
     let max_rtt = members.iter().map(|m| m.rtt_ns).max().unwrap_or(0);
     let lead = MIN_LEAD.max(Duration::from_nanos(max_rtt).saturating_mul(LEAD_RTTS));
     let lead_ns = i64::try_from(lead.as_nanos()).unwrap_or(i64::MAX);
     let start_unix = unix_ns().saturating_add(lead_ns);
     let start_local = Instant::now() + lead;
     let started_at = SystemTime::now() + lead;
-    let plans = plans(cfg, members, phase, total_shards, &run_id, target_for);
-    // The worker's own check, run here first: a plan a worker would refuse is a setting
-    // the user can fix (e.g. more connections per shard than a shard may open), said
-    // before any load starts.
-    for (m, plan) in members.iter().zip(&plans) {
-        if let Err(e) = RunPlan::try_from(&pb::RunPlan::from(plan)) {
-            return Err(RunError::Usage(format!(
-                "the plan for worker {} is out of bounds: {e}",
-                m.link.info.name
-            )));
-        }
-    }
-    for (m, plan) in members.iter().zip(&plans) {
+    for (m, plan) in members.iter().zip(wire) {
         let start_at = convert::add_ns(start_unix, m.offset_ns).ok_or_else(|| {
             RunError::Failed(format!(
                 "worker {}: clock offset {} ns puts the start out of range",
@@ -198,7 +207,7 @@ pub(super) async fn start(
         let sent = m
             .link
             .send(Out::Start(pb::StartRun {
-                plan: Some(plan.into()),
+                plan: Some(plan),
                 start_at_unix_ns: start_at,
             }))
             .await;

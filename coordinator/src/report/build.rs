@@ -86,16 +86,18 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
         .map(|k| {
             let by = timeline.remove(&k).unwrap_or_default();
             let start_s = f64::from(k) * iv_s;
+            let sum = merge::all_commands(&by);
             interval_latency.push(IntervalLatency {
                 start_s,
                 length_s: iv_s,
                 class: None,
-                hist: merge::all_commands(&by).latency,
+                hist: sum.latency.clone(),
             });
             if cfg.classes.len() > 1 {
                 for c in &cfg.classes {
+                    // Added in place: no copy of every command's histograms per interval.
                     let mut h = crest_model::hist::new_hist();
-                    for s in merge::of_class(&by, &c.name).values() {
+                    for (_, s) in by.iter().filter(|((class, _), _)| *class == c.name) {
                         hist::add(&mut h, &s.latency);
                     }
                     interval_latency.push(IntervalLatency {
@@ -108,13 +110,7 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             }
             let t0 = u64::from(k).saturating_mul(iv);
             let target = cfg.expected(t0, t0.saturating_add(iv)) / iv_s;
-            TimelinePoint::of(
-                k,
-                iv_s,
-                &merge::all_commands(&by),
-                target,
-                due.get(&k).copied().unwrap_or(0.0),
-            )
+            TimelinePoint::of(k, iv_s, &sum, target, due.get(&k).copied().unwrap_or(0.0))
         })
         .collect();
     let classes: BTreeMap<String, ClassReport> = cfg
@@ -123,10 +119,7 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
         .map(|c| {
             let by = merge::of_class(&all, &c.name);
             let t = class_target(c);
-            let mut sum = crest_model::stats::CmdStats::default();
-            for v in by.values() {
-                sum += v;
-            }
+            let sum = merge::sum(by.values());
             (
                 c.name.clone(),
                 ClassReport {
@@ -137,6 +130,7 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             )
         })
         .collect();
+    let total = merge::all_commands(&all);
     let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
     Report {
         schema_version: SCHEMA_VERSION,
@@ -202,10 +196,10 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
         },
         workers,
         totals: Totals {
-            summary: Summary::of(&merge::all_commands(&all), target, duration_s),
+            summary: Summary::of(&total, target, duration_s),
             in_flight,
             unsent,
-            histograms: Histograms::of(&merge::all_commands(&all)),
+            histograms: Histograms::of(&total),
         },
         commands: commands_over_classes(&merge::by_name(&all), &classes, duration_s),
         classes,

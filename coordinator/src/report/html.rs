@@ -113,22 +113,18 @@ fn chart(
 }
 
 fn row(out: &mut String, name: &str, s: &Summary) {
-    let l = &s.latency_us;
     let _ = write!(
         out,
-        "<tr><td>{}</td><td>{}</td><td>{:.0} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        "<tr><td>{}</td><td>{}</td><td>{:.0} / {}</td>",
         esc(name),
         s.completed,
         s.achieved_rate,
         s.target_rate.show(),
-        human_us(l.p50),
-        human_us(l.p90),
-        human_us(l.p99),
-        human_us(l.p999),
-        human_us(l.p9999),
-        human_us(l.max),
-        s.errors
     );
+    for cell in s.latency_us.cells() {
+        let _ = write!(out, "<td>{cell}</td>");
+    }
+    let _ = write!(out, "<td>{}</td></tr>", s.errors);
 }
 
 /// Renders the page.
