@@ -46,13 +46,13 @@ pub struct RunArgs {
     #[arg(long, env = "CREST_TARGET")]
     pub target: Option<String>,
     /// Requests per second across the whole cluster, or `max` for closed loop.
-    #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true)]
+    #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
     pub rate: Option<RateArg>,
     /// Rate stages, k6-style: "30s:0->50000, 60s:50000, 10s:50000->150000".
     #[arg(long, env = "CREST_STAGES")]
     pub stages: Option<String>,
     /// How long to send, e.g. 10s, 2m (a profile file's length when it has one).
-    #[arg(long, env = "CREST_DURATION", value_parser = config::parse_duration)]
+    #[arg(long, env = "CREST_DURATION", value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Closed loop (--rate max): stop after this many requests in all.
     #[arg(long)]
@@ -61,10 +61,10 @@ pub struct RunArgs {
     #[arg(long, env = "CREST_RATIO", value_parser = config::parse_ratio)]
     pub ratio: Option<(u32, u32)>,
     /// Command weights, e.g. "GET=10,SET=1,ZADD=1" (instead of --ratio).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ratio")]
     pub mix: Option<String>,
     /// One command template, e.g. "LPUSH mylist __value__" (instead of --ratio).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["ratio", "mix"])]
     pub command: Option<String>,
     /// Keyspace size.
     #[arg(long)]
@@ -85,7 +85,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub pipeline: Option<u32>,
     /// TTL for SET (sent as EX) and EXPIRE, e.g. 60s.
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub ttl: Option<Duration>,
     /// Members or keys per MSET, MGET, HSET, ZADD, SADD, LPUSH call.
     #[arg(long)]
@@ -100,10 +100,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub prefill: bool,
     /// Timeline resolution: length of one reported interval, 10ms to 60s.
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub interval: Option<Duration>,
     /// Run this long first, excluded from results, e.g. 10s.
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub warmup: Option<Duration>,
     /// Arrival process.
     #[arg(long, value_enum)]
@@ -112,13 +112,13 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub pacer: Option<PacerArg>,
     /// A request unanswered this long fails as `timeout`.
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub timeout: Option<Duration>,
     /// After the schedule ends, wait at most this long for replies.
-    #[arg(long, value_parser = config::parse_duration)]
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub drain: Option<Duration>,
     /// Seed for keys and Poisson gaps (default: random; the report records it).
-    #[arg(long)]
+    #[arg(long, value_parser = config::parse_seed, allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// Folder for report.json and timeline.csv.
     #[arg(long, env = "CREST_OUT")]
@@ -130,7 +130,7 @@ pub struct RunArgs {
     #[arg(long, env = "CREST_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// How long to wait for remote workers.
-    #[arg(long, env = "CREST_WAIT_TIMEOUT", value_parser = config::parse_duration)]
+    #[arg(long, env = "CREST_WAIT_TIMEOUT", value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub wait_timeout: Option<Duration>,
     /// In-process workers when --workers is not given.
     #[arg(long)]
@@ -147,6 +147,50 @@ pub struct RunArgs {
     /// Requests per shard and class allowed to wait for a free connection.
     #[arg(long)]
     pub backlog_limit: Option<u64>,
+}
+
+/// A command-line error from clap as Crest's one line (without the `crest: ` prefix):
+/// `--rate "1e400": <why>` for a value its parser refused, clap's own first sentence (plus
+/// its suggestion, and where to look) for the rest. Help and version are not errors.
+pub fn clap_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let get = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => v.first().cloned(),
+        _ => None,
+    };
+    if matches!(
+        e.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) && let (Some(arg), Some(value)) =
+        (get(ContextKind::InvalidArg), get(ContextKind::InvalidValue))
+        && !value.is_empty()
+    {
+        // "--rate <RATE>" → "--rate".
+        let flag = arg.split_whitespace().next().unwrap_or(&arg);
+        let why = match (std::error::Error::source(e), get(ContextKind::ValidValue)) {
+            (Some(src), _) => src.to_string(),
+            (None, Some(_)) => match e.get(ContextKind::ValidValue) {
+                Some(ContextValue::Strings(v)) => format!("expected one of {}", v.join(", ")),
+                _ => "not a valid value".into(),
+            },
+            (None, None) => "not a valid value".into(),
+        };
+        return format!("{flag} {value:?}: {why}");
+    }
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .trim_end()
+        .to_string();
+    match (e.kind(), get(ContextKind::SuggestedArg)) {
+        (ErrorKind::ArgumentConflict, _) => format!("{first}; give one or the other"),
+        (_, Some(s)) => format!("{first}; did you mean {s}?"),
+        (_, None) => format!("{first}; see --help"),
+    }
 }
 
 fn err(flag: &'static str, value: impl ToString, why: impl ToString) -> ConfigError {
@@ -184,6 +228,13 @@ impl ClassLayer {
     /// The layer the command line gives.
     fn from_flags(a: &RunArgs) -> Result<Self, ConfigError> {
         let mix = if let Some(c) = &a.command {
+            if c.trim().is_empty() {
+                return Err(err(
+                    "--command",
+                    c,
+                    "is empty; give a command template, e.g. \"LPUSH mylist __value__\"",
+                ));
+            }
             Some(vec![(c.clone(), 1)])
         } else if let Some(m) = &a.mix {
             Some(parse_mix(m)?)
@@ -354,10 +405,18 @@ fn parse_mix(m: &str) -> Result<Vec<(String, u32)>, ConfigError> {
                 "expected COMMAND=WEIGHT pairs, e.g. GET=10,SET=1",
             )
         })?;
-        let w: u32 = w
-            .trim()
-            .parse()
-            .map_err(|_| err("--mix", m, format!("weight {w:?} is not a whole number")))?;
+        let w = w.trim();
+        let w: u32 = w.parse().map_err(|_| {
+            let why = if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) {
+                format!(
+                    "weight {w} is too large; weights are whole numbers 0 to {}",
+                    u32::MAX
+                )
+            } else {
+                format!("weight {w:?} is not a whole number; expected e.g. GET=10,SET=1")
+            };
+            err("--mix", m, why)
+        })?;
         out.push((c.trim().to_string(), w));
     }
     Ok(out)
@@ -397,7 +456,14 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     }
     let mut names = std::collections::HashSet::new();
     for c in &classes {
-        check_class(c, from_flags)?;
+        check_class(c, from_flags).map_err(|mut e| {
+            // The flags' mix came from --command when it was given: name that flag.
+            if let (true, "--mix", Some(cmd)) = (from_flags, e.flag, &a.command) {
+                e.flag = "--command";
+                e.value = cmd.clone();
+            }
+            e
+        })?;
         if !names.insert(c.name.clone()) {
             return Err(err(
                 "class",
@@ -550,6 +616,9 @@ fn build_classes(
                     _ => defaults::RATE_RPS,
                 };
                 let d = duration.unwrap_or(defaults::DURATION);
+                if d.is_zero() {
+                    return Err(err("--duration", "0s", "must be > 0, e.g. 10s"));
+                }
                 Some(vec![Segment {
                     duration_ns: u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
                     from_rps: r,
@@ -561,7 +630,12 @@ fn build_classes(
             *duration = Some(defaults::DURATION);
         }
         let profile = segments
-            .map(|s| Profile::new(s).map_err(|e| err("--rate", format!("{:?}", a.rate), e)))
+            .map(|s| {
+                Profile::new(s).map_err(|e| match a.rate {
+                    Some(RateArg::Rps(r)) => err("--rate", r, e),
+                    _ => err("--rate", defaults::RATE_RPS, e),
+                })
+            })
             .transpose()?;
         classes.push(flags.resolve("default".into(), profile, &|e| {
             err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
@@ -572,6 +646,15 @@ fn build_classes(
             let line = profile::line_of(text, sc.span().start);
             let name = c.name.clone().unwrap_or_else(|| format!("class{}", i + 1));
             let at = |e: String| err("class", format!("{name} (line {line})"), e);
+            if name.trim().is_empty() || name.chars().any(char::is_control) {
+                return Err(err(
+                    "name",
+                    &name,
+                    format!(
+                        "the class at line {line} has an empty name or one with control characters; give it one like \"small\", or leave name out"
+                    ),
+                ));
+            }
             let profile = profile::class_segments(c, text, *duration)
                 .map_err(at)?
                 .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))

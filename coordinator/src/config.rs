@@ -39,6 +39,9 @@ impl ConfigError {
 /// Parses a duration like `10s`, `500ms`, `2m`, `1h30m` (humantime syntax; a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err("a duration cannot be negative; expected e.g. 10s, 500ms, 2m".into());
+    }
     if let Ok(secs) = t.parse::<f64>()
         && secs.is_finite()
         && secs >= 0.0
@@ -68,6 +71,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("size {t:?} is too large"))
+}
+
+/// Parses `--seed`: a whole number 0 to 2^64 − 1.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number from 0 to {}", u64::MAX))
 }
 
 /// Parses a `SET:GET` ratio like `1:10` into the two weights.
@@ -104,9 +114,15 @@ pub fn parse_rate(s: &str) -> Result<RateArg, String> {
     let r: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("expected requests per second, e.g. 20000, or max (got {s:?})"))?;
-    if !r.is_finite() || r <= 0.0 {
-        return Err(format!("rate must be > 0 requests per second (got {s:?})"));
+        .map_err(|_| "expected requests per second, e.g. 20000, or max".to_string())?;
+    if r.is_nan() || r <= 0.0 {
+        return Err("must be > 0 requests per second, e.g. 20000, or max".into());
+    }
+    if r > limits::MAX_RATE {
+        return Err(format!(
+            "more than the {:.0} requests per second any run can schedule; give e.g. 20000, or max for closed loop",
+            limits::MAX_RATE
+        ));
     }
     Ok(RateArg::Rps(r))
 }

@@ -1,6 +1,7 @@
 //! The command line as a user meets it: bad input gets one clear line and exit code 2.
 
 use crate::support::*;
+use std::process::Command;
 
 /// Bad input: one clear line naming what is wrong, exit code 2, never a panic.
 #[test]
@@ -44,5 +45,141 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     crest_fails(
         &["run", "--target", &target, "--duration", "2s"],
         "cannot connect",
+    );
+}
+
+/// The exact line for each bad input a user was seen to type: what is wrong and what
+/// would be right, on one line, exit code 2 (the table is the contract; change a line
+/// here only when the message gets better).
+#[test]
+fn each_bad_input_gets_its_exact_line() {
+    let dir = TempDir::new("lines");
+    let empty_name = dir.path().join("empty-name.toml");
+    std::fs::write(
+        &empty_name,
+        "duration = \"1s\"\n[[class]]\nname = \"\"\nrate = 10\n",
+    )
+    .unwrap();
+    let empty_name = empty_name.to_string_lossy().into_owned();
+    let table: &[(&[&str], &str)] = &[
+        (
+            &["--duration", "0s"],
+            r#"--duration "0s": must be > 0, e.g. 10s"#,
+        ),
+        (
+            &["--duration", "-1s"],
+            r#"--duration "-1s": a duration cannot be negative; expected e.g. 10s, 500ms, 2m"#,
+        ),
+        (
+            &["--seed", "-1"],
+            r#"--seed "-1": expected a whole number from 0 to 18446744073709551615"#,
+        ),
+        (
+            &["--rate", "1e400"],
+            r#"--rate "1e400": more than the 1000000000 requests per second any run can schedule; give e.g. 20000, or max for closed loop"#,
+        ),
+        (
+            &["--rate", "0"],
+            r#"--rate "0": must be > 0 requests per second, e.g. 20000, or max"#,
+        ),
+        (
+            &["--mix", "GET=99999999999999999999"],
+            r#"--mix "GET=99999999999999999999": weight 99999999999999999999 is too large; weights are whole numbers 0 to 4294967295"#,
+        ),
+        (
+            &["--mix", "GET=x"],
+            r#"--mix "GET=x": weight "x" is not a whole number; expected e.g. GET=10,SET=1"#,
+        ),
+        (
+            &["--command", ""],
+            r#"--command "": is empty; give a command template, e.g. "LPUSH mylist __value__""#,
+        ),
+        (
+            &["--command", "SET __nope__ __value__"],
+            r#"--command "SET __nope__ __value__": unknown placeholder __nope__; known: __key__ __value__ __field__ __member__ __score__ __ttl__ __rand_int__ __data__"#,
+        ),
+        (
+            &["--rate", "100", "--stages", "1s:100"],
+            "the argument '--rate <RATE>' cannot be used with '--stages <STAGES>'; give one or the other",
+        ),
+        (
+            &["--ratio", "1:2", "--mix", "GET=1"],
+            "the argument '--ratio <RATIO>' cannot be used with '--mix <MIX>'; give one or the other",
+        ),
+        (
+            &["--command", "GET k", "--mix", "GET=1"],
+            "the argument '--command <COMMAND>' cannot be used with '--mix <MIX>'; give one or the other",
+        ),
+        (
+            &["--rat", "5"],
+            "unexpected argument '--rat' found; did you mean --rate?",
+        ),
+        (
+            &["--pacer", "fast"],
+            r#"--pacer "fast": expected one of sleep, spin"#,
+        ),
+        (
+            &["--duration"],
+            "a value is required for '--duration <DURATION>' but none was supplied; see --help",
+        ),
+        (
+            &["--profile", &empty_name],
+            r#"name "": the class at line 2 has an empty name or one with control characters; give it one like "small", or leave name out"#,
+        ),
+        (
+            &["--threads", "2", "--rate", "1e9"],
+            "--rate (class default): a peak of 1000000000 requests/s is 500000000 per shard over the 2 shards the workers run; a shard schedules at most 5000000/s: use at least 200 shards (more workers or threads) or a lower rate",
+        ),
+    ];
+    for (flags, line) in table {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        let err = crest_fails(&args, line);
+        // Errors found once workers registered follow the lines that say so.
+        let last = err.trim_end().lines().last().unwrap_or_default();
+        assert_eq!(last, format!("crest: {line}"), "{flags:?}: {err}");
+        if !flags.contains(&"1e9") {
+            assert_eq!(err.trim_end().lines().count(), 1, "{flags:?}: {err}");
+        }
+    }
+}
+
+/// More connections than the open-file limit allows: one line before any load, not
+/// thousands of `EMFILE` connect failures and exit 0.
+#[test]
+fn connections_beyond_the_open_file_limit_are_refused_up_front() {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" run --connections 1000 --duration 1s"#)
+        .arg(crest_bin())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("crest: worker local-0: 1000 connections need ")
+            && last.contains(
+                "open files, but the limit is 256 (hard limit 256); raise it (ulimit -n "
+            )
+            && last.ends_with("or use fewer --connections"),
+        "{err}"
+    );
+}
+
+/// A server that wants a password: one line with the server's own words, exit 2, before
+/// the run starts (not a report of `NOAUTH=...` and exit 0).
+#[test]
+fn a_server_that_wants_a_password_stops_the_run_before_it_starts() {
+    let server = Server::start(Kind::Redis);
+    server.command(&[b"CONFIG", b"SET", b"requirepass", b"s3cret"]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let err = crest_fails(&["run", "--target", &target, "--duration", "2s"], "NOAUTH");
+    assert_eq!(
+        err.trim_end().lines().last().unwrap_or_default(),
+        format!(
+            "crest: --target: worker local-0: target {target} refuses the generator: NOAUTH Authentication required. (the server requires a password; Crest does not authenticate yet: load a server without requirepass)"
+        ),
+        "{err}"
     );
 }

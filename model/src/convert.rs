@@ -41,6 +41,9 @@ pub mod limits {
     pub const MAX_BATCH: u32 = 1 << 24;
     /// Connections one shard may open for one class.
     pub const MAX_CONNECTIONS_PER_SHARD: u32 = 65_536;
+    /// Requests per second one shard can schedule: 200 ns per request, beyond what any
+    /// shard sends (a plan above it would only measure the generator falling behind).
+    pub const MAX_RATE_PER_SHARD: f64 = 5e6;
     /// Requests allowed to wait for a free connection, per shard and class.
     pub const MAX_BACKLOG: u64 = 100_000_000;
     /// Shortest and longest per-request timeout.
@@ -811,6 +814,11 @@ pub enum FailureKind {
     BadPlan,
     /// The worker is in another run.
     Busy,
+    /// The target answers but refuses the generator (a password is required, too many
+    /// clients): the user's to fix.
+    TargetRefused,
+    /// The worker's machine cannot hold the plan (its open-file limit): the user's to fix.
+    WorkerLimit,
     /// Anything else.
     Internal,
 }
@@ -818,7 +826,10 @@ pub enum FailureKind {
 impl FailureKind {
     /// Whether the failure is the user's input (exit 2) rather than a run that broke.
     pub fn is_usage(self) -> bool {
-        matches!(self, Self::TargetUnreachable)
+        matches!(
+            self,
+            Self::TargetUnreachable | Self::TargetRefused | Self::WorkerLimit
+        )
     }
 }
 
@@ -828,6 +839,8 @@ impl From<FailureKind> for pb::FailureKind {
             FailureKind::TargetUnreachable => Self::FailureTargetUnreachable,
             FailureKind::BadPlan => Self::FailureBadPlan,
             FailureKind::Busy => Self::FailureBusy,
+            FailureKind::TargetRefused => Self::FailureTargetRefused,
+            FailureKind::WorkerLimit => Self::FailureWorkerLimit,
             FailureKind::Internal => Self::FailureInternal,
         }
     }
@@ -839,6 +852,8 @@ impl From<pb::FailureKind> for FailureKind {
             pb::FailureKind::FailureTargetUnreachable => Self::TargetUnreachable,
             pb::FailureKind::FailureBadPlan => Self::BadPlan,
             pb::FailureKind::FailureBusy => Self::Busy,
+            pb::FailureKind::FailureTargetRefused => Self::TargetRefused,
+            pb::FailureKind::FailureWorkerLimit => Self::WorkerLimit,
             pb::FailureKind::FailureInternal => Self::Internal,
         }
     }

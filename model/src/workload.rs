@@ -92,6 +92,30 @@ pub enum WorkloadError {
     /// An empty template.
     #[error("command template is empty")]
     EmptyTemplate,
+    /// A word shaped like a placeholder that is none (a typo would be sent literally).
+    #[error("unknown placeholder {0}; known: {list}", list = PLACEHOLDERS.join(" "))]
+    UnknownPlaceholder(String),
+}
+
+/// The placeholders a template may use.
+pub const PLACEHOLDERS: [&str; 8] = [
+    "__key__",
+    "__value__",
+    "__field__",
+    "__member__",
+    "__score__",
+    "__ttl__",
+    "__rand_int__",
+    "__data__",
+];
+
+/// `__word__`: two underscores, letters, digits or underscores, two underscores.
+fn is_placeholder_shaped(w: &str) -> bool {
+    w.len() > 4
+        && w.starts_with("__")
+        && w.ends_with("__")
+        && w.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric())
+        && w.bytes().any(|b| b.is_ascii_alphanumeric())
 }
 
 fn lit(s: &str) -> Part {
@@ -196,20 +220,26 @@ impl CmdDef {
     /// index) are placeholders, everything else is sent as written.
     ///
     /// # Errors
-    /// [`WorkloadError::EmptyTemplate`] when there are no words.
+    /// [`WorkloadError::EmptyTemplate`] when there are no words,
+    /// [`WorkloadError::UnknownPlaceholder`] for a word like `__nope__`.
     pub fn template(spec: &str) -> Result<Self, WorkloadError> {
         let head: Vec<Part> = spec
             .split_whitespace()
-            .map(|w| match w {
-                "__key__" | "__rand_int__" => Part::Key,
-                "__value__" | "__data__" => Part::Value,
-                "__field__" => Part::Field,
-                "__member__" => Part::Member,
-                "__score__" => Part::Score,
-                "__ttl__" => Part::Ttl,
-                other => lit(other),
+            .map(|w| {
+                Ok(match w {
+                    "__key__" | "__rand_int__" => Part::Key,
+                    "__value__" | "__data__" => Part::Value,
+                    "__field__" => Part::Field,
+                    "__member__" => Part::Member,
+                    "__score__" => Part::Score,
+                    "__ttl__" => Part::Ttl,
+                    other if is_placeholder_shaped(other) => {
+                        return Err(WorkloadError::UnknownPlaceholder(other.to_string()));
+                    }
+                    other => lit(other),
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let name = match head.first() {
             Some(Part::Lit(b)) => String::from_utf8_lossy(b).to_ascii_uppercase(),
             Some(_) => return Err(WorkloadError::UnknownCommand(spec.to_string())),
@@ -500,6 +530,20 @@ mod tests {
         assert_eq!(&a[2][..], &a[3][1..], "score and member share a number");
         let wl = w(&[("SET", 1)], 1, Some(30));
         assert_eq!(args(&wl, 0)[3..], [b"EX".to_vec(), b"30".to_vec()]);
+    }
+
+    #[test]
+    fn a_misspelt_placeholder_is_refused_by_name_not_sent_literally() {
+        assert_eq!(
+            CmdDef::template("SET __nope__ __value__").err(),
+            Some(WorkloadError::UnknownPlaceholder("__nope__".into()))
+        );
+        // Underscores elsewhere are ordinary text.
+        assert!(CmdDef::template("SET my__key__ __value__").is_ok());
+        assert!(CmdDef::template("SET ____ __value__").is_ok());
+        for p in PLACEHOLDERS {
+            assert!(CmdDef::template(&format!("SET k{p} {p}")).is_ok(), "{p}");
+        }
     }
 
     #[test]

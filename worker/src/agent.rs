@@ -241,6 +241,33 @@ async fn start_run(
         .map_err(|e| fail(format!("cannot resolve target {}: {e}", plan.target)))?
         .next()
         .ok_or_else(|| fail(format!("target {} resolves to no address", plan.target)))?;
+    // One open file per connection, plus what the process holds already (a margin for the
+    // rest): refuse up front rather than fail connects one by one with EMFILE.
+    let conns: u64 = plan
+        .shards
+        .iter()
+        .flat_map(|p| p.classes.iter())
+        .map(|c| u64::from(c.connections))
+        .sum();
+    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count() as u64);
+    let need = conns + open + 64;
+    match crate::sys::rlimit::ensure_nofile(need) {
+        Ok(lim) if lim.soft < need => {
+            return Err(fail_as(
+                FailureKind::WorkerLimit,
+                format!(
+                    "{conns} connections need {need} open files, but the limit is {} (hard limit {}); raise it (ulimit -n {need}, or docker run --ulimit nofile={need}) or use fewer --connections",
+                    lim.soft, lim.hard
+                ),
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open-file limit"),
+    }
+    crate::probe::probe(target).await.map_err(|e| match e {
+        crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
+        crate::probe::Refusal::Refused { .. } => fail_as(FailureKind::TargetRefused, e.to_string()),
+    })?;
     // The start instant is the peer's number: saturate instead of overflowing, and refuse
     // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
     let wait = Duration::from_nanos(

@@ -9,11 +9,13 @@
 //!   dispatch onto free pipeline slots, the backlog, results.
 //! - `conn` (private): one connection: socket, buffers, state and backoff, and reply
 //!   matching as a pure function of the read buffer and the requests in flight.
-//! - `sys` (private): epoll with nanosecond waits, timer slack, errno names; the crate's
-//!   only `unsafe` code.
+//! - `sys` (private): epoll with nanosecond waits, timer slack, errno names, the open-file
+//!   limit; the crate's only `unsafe` code.
 //! - [`assemble`]: a checked plan → one shard configuration per core.
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
 //! - [`cpus`]: which cores the shards run on.
+//! - [`probe`]: one question to the target before a run, so a server that refuses the
+//!   generator (a password, maxclients) stops the run with its own words.
 //!
 //! Data flow: coordinator → `StartRun` → [`agent`] → [`assemble`] → one [`shard`] thread
 //! per core → `ShardEvent::Interval` per interval → [`agent`] sums shards → `Interval` to
@@ -28,5 +30,6 @@ pub mod assemble;
 mod class;
 mod conn;
 pub mod cpus;
+pub mod probe;
 pub mod shard;
 mod sys;

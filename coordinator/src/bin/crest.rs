@@ -5,6 +5,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use crest::cli::{RunArgs, to_config};
 use crest::orchestrate::{self, RunError};
 use crest::{output, report};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -33,10 +34,12 @@ fn main() -> ExitCode {
     // `--help` shows each default from the one table the code reads.
     let matches = Cli::command()
         .mut_subcommand("run", crest::defaults::annotate)
-        .get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
+        .try_get_matches();
+    let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        // Help and version go to stdout as clap writes them; every error is one line.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => return usage(crest::cli::clap_line(&e)),
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(cli) {
         Ok(code) => code,

@@ -6,7 +6,7 @@ use crate::config::RunConfig;
 use crate::merge::{self, ByCommand, add_into};
 use crate::progress::{Progress, Sample};
 use crate::service::HubEvent;
-use crest_model::convert;
+use crest_model::convert::{self, FailureKind};
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -108,12 +108,15 @@ pub(super) async fn collect(
                         }
                         progress.finish();
                         let msg = format!("worker {name}: {}", f.reason);
-                        break Err(if convert::failure_kind(&f).is_usage() {
-                            RunError::Usage(format!(
+                        break Err(match convert::failure_kind(&f) {
+                            FailureKind::TargetUnreachable => RunError::Usage(format!(
                                 "--target: {msg}; check the address and that the server is up"
-                            ))
-                        } else {
-                            RunError::Failed(msg)
+                            )),
+                            FailureKind::TargetRefused => {
+                                RunError::Usage(format!("--target: {msg}"))
+                            }
+                            k if k.is_usage() => RunError::Usage(msg),
+                            _ => RunError::Failed(msg),
                         });
                     }
                     _ => {}

@@ -240,6 +240,21 @@ async fn run_inner(
                 limits::MAX_CONNECTIONS_PER_SHARD
             )));
         }
+        let peak = c.profile.as_ref().map_or(0.0, |p| {
+            p.segments()
+                .iter()
+                .map(|s| s.from_rps.max(s.to_rps))
+                .fold(0.0, f64::max)
+        });
+        let per_shard_rate = peak / f64::from(total_shards.max(1));
+        if per_shard_rate > limits::MAX_RATE_PER_SHARD {
+            let need = (peak / limits::MAX_RATE_PER_SHARD).ceil();
+            return Err(RunError::Usage(format!(
+                "--rate (class {}): a peak of {peak:.0} requests/s is {per_shard_rate:.0} per shard over the {total_shards} shards the workers run; a shard schedules at most {:.0}/s: use at least {need:.0} shards (more workers or threads) or a lower rate",
+                c.name,
+                limits::MAX_RATE_PER_SHARD
+            )));
+        }
         if u64::from(c.connections) < u64::from(total_shards) {
             return Err(RunError::Usage(format!(
                 "--connections {} (class {}): fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",

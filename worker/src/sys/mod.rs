@@ -1,8 +1,10 @@
 //! The engine's contact with the operating system below what `std` and socket2 offer:
 //! an epoll instance with a nanosecond wait, the thread's timer slack, and short names
-//! for errno values. Every `unsafe` block of the engine lives in [`epoll`].
+//! for errno values. Every `unsafe` block of the engine lives in [`epoll`] and [`rlimit`] (the
+//! open-file limit).
 
 pub mod epoll;
+pub mod rlimit;
 
 use std::io;
 
