@@ -454,6 +454,20 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "bounds closed-loop runs only; add --rate max (or use --duration)",
         ));
     }
+    let segments: usize = classes
+        .iter()
+        .filter_map(|c| c.profile.as_ref().map(|p| p.segments().len()))
+        .sum();
+    if segments > limits::MAX_SEGMENTS {
+        return Err(err(
+            "profile",
+            format!("{} classes", classes.len()),
+            format!(
+                "the classes' rate profiles make {segments} segments together; at most {} (use fewer or longer segments, or repeat less)",
+                limits::MAX_SEGMENTS
+            ),
+        ));
+    }
     let mut names = std::collections::HashSet::new();
     for c in &classes {
         check_class(c, from_flags).map_err(|mut e| {

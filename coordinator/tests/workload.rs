@@ -351,6 +351,15 @@ fn bad_profiles_name_the_field_and_exit_2() {
         "[[class]]\nname = \"c\"\nrepeat = 1000000000\nprofile = [ { hold = \"1s\", rate = 10 } ]\n",
         "repeat",
     );
+    // A million segments would make a plan no gRPC message carries: refused by name.
+    bad_profile(
+        "[[class]]\nname = \"c\"\nrepeat = 1000000\nprofile = [ { hold = \"1ms\", rate = 10 } ]\n",
+        "repeat",
+    );
+    bad_profile(
+        "[[class]]\nname = \"a\"\nrepeat = 60000\nprofile = [ { hold = \"1ms\", rate = 10 } ]\n[[class]]\nname = \"b\"\nrepeat = 60000\nprofile = [ { hold = \"1ms\", rate = 10 } ]\n",
+        "120000 segments together",
+    );
     bad_profile(
         "[[class]]\nname = \"c\"\nprofile = [ { sine = \"1000000s\", period = \"1ns\", min = 1, max = 2 } ]\n",
         "segments",

@@ -28,8 +28,9 @@ pub mod limits {
     pub const MAX_CLASSES: usize = 1024;
     /// Commands in one class's mix: the engine indexes them with a `u16`.
     pub const MAX_MIX: usize = u16::MAX as usize;
-    /// Segments in one rate profile (a day of 100 ms steps is 864,000).
-    pub const MAX_SEGMENTS: usize = 1_000_000;
+    /// Segments in all of a run's rate profiles together: a day at 1 s steps fits, and
+    /// the plan stays well inside one gRPC message (~25 bytes a segment, 4 MB a message).
+    pub const MAX_SEGMENTS: usize = 100_000;
     /// Highest rate of one class, requests per second, cluster-wide.
     pub const MAX_RATE: f64 = 1e9;
     /// Longest profile or closed-loop run: 30 days.
