@@ -13,6 +13,8 @@
 //!   only `unsafe` code.
 //! - [`assemble`]: a checked plan → one shard configuration per core.
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
+//! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
+//!   rustls configurations of both ends, a failed dial worded as one line.
 //! - [`cpus`]: which cores the shards run on.
 //!
 //! Data flow: coordinator → `StartRun` → [`agent`] → [`assemble`] → one [`shard`] thread
@@ -27,6 +29,7 @@ pub mod agent;
 pub mod assemble;
 mod class;
 mod conn;
+pub mod control_tls;
 pub mod cpus;
 pub mod shard;
 mod sys;
