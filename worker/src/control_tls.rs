@@ -21,8 +21,6 @@ use tokio_rustls::rustls::{
     server::WebPkiClientVerifier,
 };
 
-pub use tokio_rustls::rustls::ServerConfig as RustlsServerConfig;
-
 /// A control-plane TLS file that cannot be used: the flag, the file, and what is wrong
 /// and what would be right.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -375,10 +373,8 @@ pub fn explain_dial(url: &str, tls: bool, err: &(dyn StdError + 'static)) -> Dia
         if let Some(r) = e.downcast_ref::<rustls::Error>() {
             rustls_err.get_or_insert(r);
         }
-        if let Some(h) = e.downcast_ref::<h2::Error>() {
-            if let Some(r) = h.reason() {
-                h2_reason.get_or_insert(u32::from(r));
-            }
+        if let Some(r) = e.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
+            h2_reason.get_or_insert(u32::from(r));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if let Some(r) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {

@@ -32,7 +32,7 @@ struct Args {
     control_client_key: Option<PathBuf>,
     /// Allow --token over plaintext http:// to a non-loopback host (the token crosses the
     /// network in the clear).
-    #[arg(long, env = "CREST_INSECURE")]
+    #[arg(long, env = "CREST_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     insecure: bool,
     /// Cores for the shards, e.g. 2-7 (default: every core this process may use).
     #[arg(long, env = "CREST_CPUS")]
