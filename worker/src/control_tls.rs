@@ -621,6 +621,32 @@ mod tests {
     }
 
     #[test]
+    fn certificate_problems_are_named_and_end_the_worker() {
+        let url = "https://10.0.0.1:7600";
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let f = explain_dial(url, true, &io);
+        assert!(f.fatal);
+        assert!(
+            f.line
+                .contains("is not signed by a CA this worker trusts: give --control-ca"),
+            "{}",
+            f.line
+        );
+        // After h2 only the text of the alert is left.
+        let io = std::io::Error::other("received fatal alert: CertificateRequired");
+        let f = explain_dial(url, true, &io);
+        assert!(f.fatal);
+        assert!(
+            f.line.contains("requires a client certificate"),
+            "{}",
+            f.line
+        );
+    }
+
+    #[test]
     fn a_refused_connection_says_so_and_retries() {
         let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let f = explain_dial("http://127.0.0.1:7600", false, &io);
