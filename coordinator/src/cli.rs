@@ -144,6 +144,16 @@ pub struct RunArgs {
     /// Shared secret every worker must present.
     #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
     pub token: String,
+    /// Serve the workers' control plane over TLS with this certificate (PEM chain); workers
+    /// then dial https:// with --control-ca.
+    #[arg(long, env = "CREST_CONTROL_CERT")]
+    pub control_cert: Option<PathBuf>,
+    /// Private key (PEM) of --control-cert.
+    #[arg(long, env = "CREST_CONTROL_KEY")]
+    pub control_key: Option<PathBuf>,
+    /// Mutual TLS: workers must present a certificate (--control-client-cert) signed by this CA.
+    #[arg(long, env = "CREST_CONTROL_CLIENT_CA")]
+    pub control_client_ca: Option<PathBuf>,
     /// Requests per shard and class allowed to wait for a free connection.
     #[arg(long)]
     pub backlog_limit: Option<u64>,
@@ -582,6 +592,13 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             .unwrap_or_else(|| SocketAddr::from(defaults::LISTEN)),
         workers,
         token: a.token,
+        control_tls: crest_engine::control_tls::ServerFiles {
+            cert: a.control_cert,
+            key: a.control_key,
+            client_ca: a.control_client_ca,
+        }
+        .load()
+        .map_err(|e| err(e.flag, e.path.display(), e.why))?,
         backlog_limit: match a.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
             n @ 1..=limits::MAX_BACKLOG => n,
             n => {

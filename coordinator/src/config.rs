@@ -231,6 +231,9 @@ pub struct RunConfig {
     pub workers: Workers,
     /// Shared secret.
     pub token: String,
+    /// TLS for the remote workers' control plane (`--control-cert`...), checked; `None`:
+    /// plaintext. In-process workers always dial a plaintext loopback listener.
+    pub control_tls: Option<crest_engine::control_tls::ServerTls>,
     /// Backlog bound per shard and class.
     pub backlog_limit: u64,
 }

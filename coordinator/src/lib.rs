@@ -7,7 +7,9 @@
 //! - [`config`]: the checked run configuration: classes, profiles, shapes.
 //! - [`profile`]: rate profiles (`--stages`, TOML shapes) and profile files.
 //! - [`split`]: rate and connection splits that lose no remainder.
-//! - [`service`]: the gRPC hub workers dial; sessions become [`service::HubEvent`]s.
+//! - [`service`]: the gRPC hub workers dial, behind an accept loop that serves TLS
+//!   (`--control-cert`) or plaintext and refuses a client of the other kind in one line;
+//!   sessions become [`service::HubEvent`]s.
 //! - [`orchestrate`]: the run lifecycle behind `run(config, listener, shutdown)`: wait, clock
 //!   offsets, plan, start, collect, lost workers.
 //! - [`merge`]: per-worker, per-command, per-interval results folded by histogram addition.

@@ -1,15 +1,31 @@
 //! The gRPC side of the coordinator: accepts worker sessions, checks them, and turns the
 //! stream into plain [`HubEvent`]s for the run orchestrator. No run logic lives here.
+//!
+//! Connections come through our own accept loop, not tonic's: it looks at the first byte
+//! a client sends (0x16 opens a TLS handshake) so that a listener of one kind tells a
+//! client of the other kind what is wrong instead of failing in silence, and logs one
+//! line per peer and cause (at most one a minute), never a storm from a retrying worker.
+//! - TLS listener (`--control-cert`): a TLS client is handshaken (with a client
+//!   certificate check under `--control-client-ca`); a plaintext one gets an HTTP/2
+//!   GOAWAY with `INADEQUATE_SECURITY` and nothing else: no plaintext request is ever
+//!   read, let alone answered.
+//! - Plaintext listener: a TLS client is closed (it sees a handshake that never
+//!   completes); a plaintext client is served.
 
+use crest_engine::control_tls::{self, ServerTls};
 use crest_model::convert::Registration;
 use crest_proto::PROTOCOL_VERSION;
 use crest_proto::pb::{
     self, coordinator_message::Msg as Out, coordinator_server::Coordinator,
     worker_message::Msg as In,
 };
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -19,6 +35,14 @@ use tonic::{Request, Response, Status, Streaming};
 const REGISTER_WITHIN: Duration = Duration::from_secs(5);
 /// Messages queued to one worker before sends wait.
 const OUTBOX: usize = 256;
+/// A client must send its first byte (TLS ClientHello or HTTP/2 preface) this soon.
+const FIRST_BYTE_WITHIN: Duration = Duration::from_secs(5);
+/// And finish its TLS handshake this soon.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
+/// One log line per peer address and cause of refusal per this long.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
+/// Connections being sniffed or handshaken at once; more wait in the kernel's backlog.
+const MAX_PENDING: usize = 256;
 
 /// A registered worker as the coordinator sees it.
 #[derive(Debug, Clone)]
@@ -228,23 +252,227 @@ trait MapOk: Stream<Item = pb::CoordinatorMessage> + Sized {
 }
 impl<S: Stream<Item = pb::CoordinatorMessage>> MapOk for S {}
 
-/// Serves the hub on `listener` until `shutdown` resolves.
+/// Serves the hub on `listener` until `shutdown` resolves: TLS when `tls` is given,
+/// plaintext otherwise (see the module docs for what each tells a client of the other kind).
 ///
 /// # Errors
 /// Transport errors from tonic.
 pub async fn serve(
     hub: Hub,
     listener: tokio::net::TcpListener,
+    tls: Option<ServerTls>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    tonic::transport::Server::builder()
-        .tcp_nodelay(true)
+    let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(crest_proto::KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(crest_proto::KEEPALIVE_TIMEOUT))
-        .add_service(pb::coordinator_server::CoordinatorServer::new(hub))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+        .add_service(pb::coordinator_server::CoordinatorServer::new(hub));
+    let log = Arc::new(RefusalLog::default());
+    match tls {
+        None => {
+            let (tx, rx) = mpsc::channel::<Result<TcpStream, std::io::Error>>(16);
+            let accept = tokio::spawn(accept_loop(listener, log, move |stream, peer, log| {
+                let tx = tx.clone();
+                async move {
+                    match first_byte(&stream).await {
+                        Some(TLS_HANDSHAKE) => log.refused(
+                            peer,
+                            "tls-on-plaintext",
+                            "a TLS client on this plaintext listener; start crest run with --control-cert/--control-key, or dial the worker with http://",
+                        ),
+                        Some(_) => {
+                            let _ = tx.send(Ok(stream)).await;
+                        }
+                        None => {}
+                    }
+                }
+            }));
+            let res = router
+                .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
+                .await;
+            accept.abort();
+            res
+        }
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+            let mutual = tls.mutual;
+            let (tx, rx) = mpsc::channel::<
+                Result<tokio_rustls::server::TlsStream<TcpStream>, std::io::Error>,
+            >(16);
+            let accept = tokio::spawn(accept_loop(listener, log, move |stream, peer, log| {
+                let tx = tx.clone();
+                let acceptor = acceptor.clone();
+                async move {
+                    match first_byte(&stream).await {
+                        Some(TLS_HANDSHAKE) => {
+                            match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(stream))
+                                .await
+                            {
+                                Ok(Ok(s)) => {
+                                    let _ = tx.send(Ok(s)).await;
+                                }
+                                Ok(Err(e)) => {
+                                    let (kind, why) = handshake_refusal(&e, mutual);
+                                    log.refused(peer, kind, &why);
+                                }
+                                Err(_) => {
+                                    log.refused(peer, "tls-timeout", "no TLS handshake within 10 s")
+                                }
+                            }
+                        }
+                        Some(_) => {
+                            log.refused(
+                                peer,
+                                "plaintext-on-tls",
+                                "a plaintext client on this TLS listener; dial the worker with --coordinator https://… and --control-ca (the CA that signed --control-cert)",
+                            );
+                            refuse_plaintext(stream).await;
+                        }
+                        None => {}
+                    }
+                }
+            }));
+            let res = router
+                .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
+                .await;
+            accept.abort();
+            res
+        }
+    }
+}
+
+/// The first byte of every TLS connection: a handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// Accepts connections and hands each to `handle` on its own task, at most
+/// [`MAX_PENDING`] at once.
+async fn accept_loop<F, Fut>(listener: tokio::net::TcpListener, log: Arc<RefusalLog>, handle: F)
+where
+    F: Fn(TcpStream, SocketAddr, Arc<RefusalLog>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING));
+    loop {
+        let Ok(permit) = pending.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of file descriptors and the like: try again shortly.
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let fut = handle(stream, peer, log.clone());
+        tokio::spawn(async move {
+            fut.await;
+            drop(permit);
+        });
+    }
+}
+
+/// The first byte the client sent, without consuming it; `None` when it sent nothing
+/// in time or closed.
+async fn first_byte(stream: &TcpStream) -> Option<u8> {
+    let mut b = [0u8; 1];
+    match tokio::time::timeout(FIRST_BYTE_WITHIN, stream.peek(&mut b)).await {
+        Ok(Ok(1)) => Some(b[0]),
+        _ => None,
+    }
+}
+
+/// Answers a plaintext HTTP/2 client on the TLS listener: a SETTINGS frame (the server
+/// preface the client waits for) and a GOAWAY with `INADEQUATE_SECURITY` (RFC 9113 §7)
+/// saying TLS is required, then the close. Whatever the client sent is read and thrown
+/// away unparsed, so the close is a FIN the client reads after the GOAWAY, not a reset.
+async fn refuse_plaintext(mut stream: TcpStream) {
+    const DEBUG: &[u8] = b"this coordinator requires TLS: dial https:// with --control-ca";
+    let mut out = Vec::with_capacity(9 + 9 + 8 + DEBUG.len());
+    // SETTINGS, empty: length 0, type 0x4, flags 0, stream 0.
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    // GOAWAY: type 0x7, stream 0; last stream id 0, the error code, debug data.
+    let len = (8 + DEBUG.len()) as u32;
+    out.extend_from_slice(&len.to_be_bytes()[1..]);
+    out.extend_from_slice(&[0x7, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&control_tls::INADEQUATE_SECURITY.to_be_bytes());
+    out.extend_from_slice(DEBUG);
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = stream.write_all(&out).await;
+        let _ = stream.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let mut total = 0usize;
+        // Bounded: at most 64 KiB or 2 s of whatever the client sends.
+        while total < 64 * 1024 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+}
+
+/// Why a TLS handshake was refused, in words, and a short kind for the log's rate limit.
+fn handshake_refusal(e: &std::io::Error, mutual: bool) -> (&'static str, String) {
+    use tokio_rustls::rustls::Error as R;
+    let inner = e.get_ref().and_then(|i| i.downcast_ref::<R>());
+    match inner {
+        Some(R::NoCertificatesPresented) => (
+            "no-client-cert",
+            "the worker presented no client certificate, and --control-client-ca requires one; give the worker --control-client-cert/--control-client-key".to_string(),
+        ),
+        Some(R::InvalidCertificate(c)) if mutual => (
+            "bad-client-cert",
+            format!(
+                "the worker's client certificate was rejected ({c:?}); it must be signed by --control-client-ca"
+            ),
+        ),
+        Some(R::AlertReceived(a)) => (
+            "alert",
+            format!(
+                "the worker ended the TLS handshake ({a:?}): it does not trust this coordinator's certificate; give it --control-ca with the CA that signed --control-cert"
+            ),
+        ),
+        Some(other) => ("tls", format!("TLS handshake failed: {other}")),
+        None => ("tls", format!("TLS handshake failed: {e}")),
+    }
+}
+
+/// Logs refused connections: one line per peer address and cause per
+/// [`REFUSAL_LOG_EVERY`], so a worker retrying with backoff is told once, not in a storm.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Mutex<HashMap<(std::net::IpAddr, &'static str), std::time::Instant>>,
+}
+
+impl RefusalLog {
+    fn refused(&self, peer: SocketAddr, kind: &'static str, why: &str) {
+        if self.should_log(peer, kind) {
+            tracing::warn!("refused a control connection from {peer}: {why}");
+        }
+    }
+
+    fn should_log(&self, peer: SocketAddr, kind: &'static str) -> bool {
+        let Ok(mut last) = self.last.lock() else {
+            return true;
+        };
+        // Bounded: a flood of distinct addresses forgets the oldest news, not memory.
+        if last.len() >= 4096 {
+            last.clear();
+        }
+        let now = std::time::Instant::now();
+        match last.get(&(peer.ip(), kind)) {
+            Some(t) if now.duration_since(*t) < REFUSAL_LOG_EVERY => false,
+            _ => {
+                last.insert((peer.ip(), kind), now);
+                true
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -277,6 +505,24 @@ mod tests {
         assert!(
             e.contains(&format!("speaks version {PROTOCOL_VERSION}")),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_retrying_peer_is_logged_once_per_cause() {
+        let log = RefusalLog::default();
+        let a: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let a2: SocketAddr = "10.0.0.1:5001".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        assert!(log.should_log(a, "plaintext-on-tls"));
+        assert!(
+            !log.should_log(a2, "plaintext-on-tls"),
+            "same host, new port: still quiet"
+        );
+        assert!(log.should_log(a, "no-client-cert"), "a new cause is told");
+        assert!(
+            log.should_log(b, "plaintext-on-tls"),
+            "another host is told"
         );
     }
 

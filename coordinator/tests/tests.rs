@@ -11,6 +11,7 @@
 mod builtin;
 mod cli;
 mod cluster;
+mod control_tls;
 mod failure;
 mod inprocess;
 mod netns;

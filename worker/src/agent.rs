@@ -4,8 +4,14 @@
 //! one active run. Dead man's switch: if the session ends, errors, or brings no message
 //! for [`DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
 //! as success), and the agent dials again with backoff.
+//!
+//! Dialling: `http://` is plaintext, `https://` is TLS ([`crate::control_tls`]). A dial that
+//! fails is worded by [`control_tls::explain_dial`]: a closed port or a plaintext/TLS
+//! mismatch is retried with backoff (one line per cause, then one per 30 s); a certificate
+//! problem, like a refusal, ends the agent: retrying cannot fix it.
 
 use crate::assemble;
+use crate::control_tls::{self, ClientTls};
 use crate::shard::{self, ShardEvent};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
@@ -44,6 +50,9 @@ pub struct AgentConfig {
     pub cores: Vec<core_affinity::CoreId>,
     /// Stop dialling after a session ends (used by in-process workers).
     pub once: bool,
+    /// TLS material for an `https://` coordinator (`None`: the system's CAs, no client
+    /// certificate). Must be `None` for an `http://` one.
+    pub tls: Option<ClientTls>,
 }
 
 /// Why the agent stopped for good.
@@ -53,8 +62,18 @@ pub enum AgentError {
     #[error("coordinator refused this worker: {0}")]
     Refused(String),
     /// The coordinator URL does not parse.
-    #[error("bad coordinator address {0:?}; expected a URL like http://host:7600")]
+    #[error(
+        "bad coordinator address {0:?}; expected a URL like https://host:7600 or http://host:7600"
+    )]
     BadUrl(String),
+    /// TLS files were given for an `http://` coordinator.
+    #[error(
+        "--coordinator {0}: --control-ca/--control-client-cert are for TLS; dial https://… (or drop them)"
+    )]
+    TlsOverHttp(String),
+    /// The TLS session cannot be set up (a certificate problem); retrying cannot help.
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// Runs the agent until `shutdown` resolves (or, with `once`, until the first session ends).
@@ -65,33 +84,70 @@ pub async fn run(
     cfg: AgentConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AgentError> {
-    let endpoint = tonic::transport::Endpoint::from_shared(cfg.coordinator.clone())
+    let mut endpoint = tonic::transport::Endpoint::from_shared(cfg.coordinator.clone())
         .map_err(|_| AgentError::BadUrl(cfg.coordinator.clone()))?
         .connect_timeout(Duration::from_secs(2))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(crest_proto::KEEPALIVE_INTERVAL)
         .keep_alive_timeout(crest_proto::KEEPALIVE_TIMEOUT);
+    let tls = match endpoint.uri().scheme_str() {
+        Some("https") => {
+            let t = cfg.tls.clone().unwrap_or_default();
+            endpoint = endpoint
+                .tls_config(t.tonic_config())
+                .map_err(|e| AgentError::Tls(format!("--coordinator {}: {e}", cfg.coordinator)))?;
+            true
+        }
+        Some("http") if cfg.tls.is_some() => {
+            return Err(AgentError::TlsOverHttp(cfg.coordinator.clone()));
+        }
+        Some("http") => false,
+        _ => return Err(AgentError::BadUrl(cfg.coordinator.clone())),
+    };
     let id = uuid::Uuid::new_v4().to_string();
     tokio::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
-    let mut last_warn: Option<Instant> = None;
+    let mut last_warn: Option<(Instant, String)> = None;
+    // After a normal end the coordinator is usually gone for good (one `crest run`):
+    // dialling it in vain is the idle state, told at INFO, not a warning.
+    let mut after_end = false;
     loop {
         let outcome = tokio::select! {
             _ = &mut shutdown => return Ok(()),
-            r = session(&cfg, &endpoint, &id) => r,
+            r = session(&cfg, &endpoint, &id, tls) => r,
         };
-        match outcome {
-            Ok(()) => {
+        let line = match outcome {
+            Ok(reason) => {
                 backoff = BACKOFF_MIN;
-                tracing::info!("session with coordinator ended");
+                after_end = true;
+                last_warn = None;
+                tracing::info!(%reason, "session with coordinator ended; waiting for the next run");
+                None
             }
             Err(SessionError::Refused(r)) => return Err(AgentError::Refused(r)),
+            Err(SessionError::Dial(f)) if f.fatal => return Err(AgentError::Tls(f.line)),
+            Err(SessionError::Dial(f)) => Some(format!("{}; retrying with backoff", f.line)),
             Err(e) => {
-                // Rate-limited: a missing coordinator is the normal idle state.
-                if last_warn.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
-                    tracing::warn!(coordinator = %cfg.coordinator, error = %e, "no session with coordinator; retrying with backoff");
-                    last_warn = Some(Instant::now());
+                after_end = false;
+                Some(format!(
+                    "session with the coordinator at {} failed: {e}; dialling again with backoff",
+                    cfg.coordinator
+                ))
+            }
+        };
+        if let Some(line) = line {
+            // Rate-limited: a missing coordinator is the normal idle state. A new cause is
+            // told at once, the same one again after 30 s.
+            let again = last_warn
+                .as_ref()
+                .is_none_or(|(t, l)| *l != line || t.elapsed() > Duration::from_secs(30));
+            if again {
+                if after_end {
+                    tracing::info!("{line}");
+                } else {
+                    tracing::warn!("{line}");
                 }
+                last_warn = Some((Instant::now(), line));
             }
         }
         if cfg.once {
@@ -109,22 +165,30 @@ pub async fn run(
 enum SessionError {
     #[error("refused: {0}")]
     Refused(String),
-    #[error("connect: {0}")]
-    Connect(#[from] tonic::transport::Error),
-    #[error("stream: {0}")]
-    Status(#[from] tonic::Status),
+    /// No session came up: the dial or the first exchange failed.
+    #[error("{}", .0.line)]
+    Dial(control_tls::DialFailure),
+    /// The session broke while a run was active (that run is discarded).
+    #[error("the session broke during a run ({0}); the run was stopped and discarded")]
+    LostMidRun(String),
     #[error("coordinator silent for more than {DEAD_MAN:?}")]
     Silent,
     #[error("outbound stream closed")]
     Closed,
 }
 
+/// One session; `Ok` carries why it ended normally (the coordinator closed it while no
+/// run was active: the usual end of a `crest run`).
 async fn session(
     cfg: &AgentConfig,
     endpoint: &tonic::transport::Endpoint,
     id: &str,
-) -> Result<(), SessionError> {
-    let channel = endpoint.connect().await?;
+    tls: bool,
+) -> Result<String, SessionError> {
+    let dial = |e: &(dyn std::error::Error + 'static)| {
+        SessionError::Dial(control_tls::explain_dial(&cfg.coordinator, tls, e))
+    };
+    let channel = endpoint.connect().await.map_err(|e| dial(&e))?;
     let mut client = CoordinatorClient::new(channel);
     let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
     let register = pb::Register {
@@ -138,7 +202,11 @@ async fn session(
         cpus: cfg.cores.iter().map(|c| c.id as u32).collect(),
     };
     send(&tx, Out::Register(register)).await?;
-    let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let mut inbound = client
+        .session(ReceiverStream::new(rx))
+        .await
+        .map_err(|e| dial(&e))?
+        .into_inner();
     let mut run: Option<ActiveRun> = None;
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     // Checked ten times a second, so load stops at most 1.1 s after the last word.
@@ -148,7 +216,16 @@ async fn session(
     loop {
         tokio::select! {
             m = inbound.message() => {
-                let Some(m) = m? else { return Ok(()) };
+                let m = match m {
+                    Ok(Some(m)) => m,
+                    Ok(None) if run.is_some() => return Err(SessionError::LostMidRun("the coordinator closed the session".into())),
+                    Ok(None) => return Ok("the coordinator closed the session".into()),
+                    // Before the welcome it is a dial problem (a TLS alert, a GOAWAY).
+                    Err(e) if !welcomed => return Err(dial(&e)),
+                    Err(e) if run.is_some() => return Err(SessionError::LostMidRun(e.message().to_string())),
+                    // The coordinator went away between runs: its `crest run` is over.
+                    Err(e) => return Ok(e.message().to_string()),
+                };
                 last_heard = Instant::now();
                 match m.msg {
                     Some(In::Welcome(_)) => {

@@ -13,6 +13,8 @@
 //!   limit; the crate's only `unsafe` code.
 //! - [`assemble`]: a checked plan → one shard configuration per core.
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
+//! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
+//!   rustls configurations of both ends, a failed dial worded as one line.
 //! - [`cpus`]: which cores the shards run on.
 //! - [`probe`]: one question to the target before a run, so a server that refuses the
 //!   generator (a password, maxclients) stops the run with its own words.
@@ -29,6 +31,7 @@ pub mod agent;
 pub mod assemble;
 mod class;
 mod conn;
+pub mod control_tls;
 pub mod cpus;
 pub mod probe;
 pub mod shard;

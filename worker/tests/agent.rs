@@ -125,6 +125,7 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
                 token: String::new(),
                 cores: vec![core_affinity::CoreId { id: 0 }],
                 once: true,
+                tls: None,
             },
             async {
                 let _ = stop_rx.await;

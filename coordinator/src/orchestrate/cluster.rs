@@ -49,6 +49,8 @@ pub(super) fn start_local_workers(
             token: token.to_string(),
             cores: mine,
             once: true,
+            // Loopback: the in-process workers dial a plaintext listener of their own.
+            tls: None,
         };
         let mut rx = stop.clone();
         tokio::spawn(async move {
@@ -68,7 +70,7 @@ pub(super) async fn wait_for_workers(
     events: &mut mpsc::UnboundedReceiver<HubEvent>,
     expected: usize,
     wait: Duration,
-    addr: SocketAddr,
+    dial: &str,
     interrupt: &watch::Receiver<bool>,
 ) -> Result<Vec<Member>, RunError> {
     let deadline = tokio::time::Instant::now() + wait;
@@ -116,15 +118,14 @@ pub(super) async fn wait_for_workers(
                     .map(|r| format!("; refused: {r}"))
                     .unwrap_or_default();
                 return Err(RunError::Usage(format!(
-                    "waited {:?} for {expected} worker(s); {} arrived{}{refused}. Start `crest-worker --coordinator http://<this host>:{}` on each client node, or lower --workers / raise --wait-timeout",
+                    "waited {:?} for {expected} worker(s); {} arrived{}{refused}. Start `{dial}` on each client node, or lower --workers / raise --wait-timeout",
                     wait,
                     members.len(),
                     if names.is_empty() {
                         String::new()
                     } else {
                         format!(" ({})", names.join(", "))
-                    },
-                    addr.port()
+                    }
                 )));
             }
         }

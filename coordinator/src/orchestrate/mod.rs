@@ -148,7 +148,8 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = {
         let mut rx = stop_rx.clone();
-        tokio::spawn(service::serve(hub, listener, async move {
+        let tls = served_tls(cfg).cloned();
+        tokio::spawn(service::serve(hub, listener, tls, async move {
             let _ = rx.wait_for(|s| *s).await;
         }))
     };
@@ -157,6 +158,15 @@ pub async fn run(
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(SERVER_STOP, server).await;
     result
+}
+
+/// The TLS the listener serves: the configured one for remote workers; none for
+/// in-process workers, which dial loopback (nothing leaves the host).
+fn served_tls(cfg: &RunConfig) -> Option<&crest_engine::control_tls::ServerTls> {
+    match cfg.workers {
+        Workers::Local { .. } => None,
+        Workers::Remote { .. } => cfg.control_tls.as_ref(),
+    }
 }
 
 /// Resolves when `interrupt` flips to true (or its sender is gone, which never happens
@@ -198,6 +208,21 @@ async fn run_inner(
             Some(port)
         }
     };
+    let dial = match served_tls(cfg) {
+        Some(t) => format!(
+            "crest-worker --coordinator https://<this host>:{} --control-ca <CA of --control-cert>{}",
+            addr.port(),
+            if t.mutual {
+                " --control-client-cert <cert> --control-client-key <key>"
+            } else {
+                ""
+            }
+        ),
+        None => format!(
+            "crest-worker --coordinator http://<this host>:{}",
+            addr.port()
+        ),
+    };
     let expected = match &cfg.workers {
         Workers::Local {
             count,
@@ -216,9 +241,23 @@ async fn run_inner(
         }
         Workers::Remote { count, .. } => {
             eprintln!(
-                "crest: listening on {addr}; waiting for {count} worker(s): crest-worker --coordinator http://<this host>:{}",
-                addr.port()
+                "crest: listening on {addr}{}; waiting for {count} worker(s): {dial}",
+                if cfg.control_tls.is_some() {
+                    " (TLS)"
+                } else {
+                    ""
+                }
             );
+            if cfg.control_tls.is_none() && !addr.ip().is_loopback() {
+                eprintln!(
+                    "crest: warning: the control plane on {addr} is plaintext{}: serve TLS with --control-cert/--control-key",
+                    if cfg.token.is_empty() {
+                        " and, with no --token, open to any worker that dials it"
+                    } else {
+                        ", so the token crosses the network in the clear"
+                    }
+                );
+            }
             *count as usize
         }
     };
@@ -226,7 +265,7 @@ async fn run_inner(
         Workers::Local { .. } => LOCAL_WAIT,
         Workers::Remote { wait_timeout, .. } => wait_timeout,
     };
-    let mut members = cluster::wait_for_workers(events, expected, wait, addr, interrupt).await?;
+    let mut members = cluster::wait_for_workers(events, expected, wait, &dial, interrupt).await?;
     cluster::measure_offsets(events, &mut members).await?;
 
     let total_shards: u32 = members.iter().map(|m| m.link.info.shards).sum();

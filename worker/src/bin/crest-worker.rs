@@ -1,8 +1,14 @@
 //! `crest-worker`: a long-lived load worker. Dials the coordinator, registers, runs what it
 //! is given, goes back to idle. It never listens on any port.
+//!
+//! Control-plane security: `--coordinator https://…` dials TLS, trusting `--control-ca`
+//! (or the system's CAs); mutual TLS adds `--control-client-cert/--control-client-key`.
+//! A token is never sent in the clear to another host: `http://` to a non-loopback host
+//! with a token is refused unless `--insecure`.
 
 use clap::Parser;
-use crest_engine::{agent, cpus};
+use crest_engine::{agent, control_tls, cpus};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Crest load worker: dials a coordinator (`crest run --listen ...`) and runs its share of
@@ -10,9 +16,24 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "crest-worker", version)]
 struct Args {
-    /// Coordinator URL, e.g. http://10.0.0.1:7600.
+    /// Coordinator URL: https://10.0.0.1:7600 (TLS; see --control-ca) or http://… (plaintext).
     #[arg(long, env = "CREST_COORDINATOR")]
     coordinator: String,
+    /// CA certificate (PEM) that signed the coordinator's --control-cert (default with
+    /// https://: the system's CAs).
+    #[arg(long, env = "CREST_CONTROL_CA")]
+    control_ca: Option<PathBuf>,
+    /// This worker's certificate (PEM), for a coordinator that requires mutual TLS
+    /// (crest run --control-client-ca).
+    #[arg(long, env = "CREST_CONTROL_CLIENT_CERT")]
+    control_client_cert: Option<PathBuf>,
+    /// The private key (PEM) of --control-client-cert.
+    #[arg(long, env = "CREST_CONTROL_CLIENT_KEY")]
+    control_client_key: Option<PathBuf>,
+    /// Allow --token over plaintext http:// to a non-loopback host (the token crosses the
+    /// network in the clear).
+    #[arg(long, env = "CREST_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
+    insecure: bool,
     /// Cores for the shards, e.g. 2-7 (default: every core this process may use).
     #[arg(long, env = "CREST_CPUS")]
     cpus: Option<String>,
@@ -53,6 +74,27 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let files = control_tls::ClientFiles {
+        ca: args.control_ca,
+        cert: args.control_client_cert,
+        key: args.control_client_key,
+    };
+    let tls = match files.load() {
+        Ok(t) if files.any() => Some(t),
+        Ok(_) => None,
+        Err(e) => {
+            eprintln!("crest-worker: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match control_tls::plaintext_rule(&args.coordinator, !args.token.is_empty(), args.insecure) {
+        Ok(None) => {}
+        Ok(Some(warning)) => tracing::warn!("{warning}"),
+        Err(line) => {
+            eprintln!("crest-worker: {line}");
+            return Ok(ExitCode::from(2));
+        }
+    }
     let host = hostname::get()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "unknown".into());
@@ -63,6 +105,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         token: args.token,
         cores,
         once: false,
+        tls,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

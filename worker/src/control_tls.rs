@@ -1,0 +1,659 @@
+//! TLS for the control plane (coordinator ↔ worker gRPC): reading PEM files with errors
+//! that name the file and the flag, the rustls configurations of both ends, and turning a
+//! failed dial into one line a person can act on.
+//!
+//! Both ends use rustls with the `ring` provider, the one tonic's `tls` feature brings.
+//! The coordinator serves TLS on its own accept loop (it must tell a plaintext client from
+//! a TLS one, see `crest::service`); the worker dials through tonic's `ClientTlsConfig`
+//! with the same PEM bytes this module has already checked.
+//!
+//! This is TLS to the *coordinator*; TLS to the load target is a separate matter with its
+//! own flags.
+
+use std::error::Error as StdError;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_rustls::rustls::{
+    self, AlertDescription, CertificateError, ClientConfig, RootCertStore, ServerConfig,
+    crypto::CryptoProvider,
+    pki_types::{CertificateDer, PrivateKeyDer},
+    server::WebPkiClientVerifier,
+};
+
+/// A control-plane TLS file that cannot be used: the flag, the file, and what is wrong
+/// and what would be right.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag} {}: {why}", path.display())]
+pub struct TlsFileError {
+    /// The flag that named the file, e.g. `--control-cert`.
+    pub flag: &'static str,
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong and what would be right.
+    pub why: String,
+}
+
+impl TlsFileError {
+    fn new(flag: &'static str, path: &Path, why: impl Into<String>) -> Self {
+        Self {
+            flag,
+            path: path.to_path_buf(),
+            why: why.into(),
+        }
+    }
+}
+
+const WANT_CERT: &str = "expected a PEM certificate (-----BEGIN CERTIFICATE-----)";
+const WANT_KEY: &str =
+    "expected a PEM private key (-----BEGIN PRIVATE KEY-----, PKCS#8, RSA or EC)";
+
+/// The crypto provider both ends use (the one tonic's `tls` feature compiles in).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    std::fs::read(path).map_err(|e| TlsFileError::new(flag, path, format!("cannot read: {e}")))
+}
+
+/// Reads every certificate of a PEM file (at least one).
+///
+/// # Errors
+/// [`TlsFileError`] naming `flag` and the file.
+pub fn read_certs(
+    flag: &'static str,
+    path: &Path,
+) -> Result<(Vec<u8>, Vec<CertificateDer<'static>>), TlsFileError> {
+    let pem = read(flag, path)?;
+    let bad = |why: String| TlsFileError::new(flag, path, format!("{why}; {WANT_CERT}"));
+    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(format!("malformed PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad("no certificate in it".into()));
+    }
+    for c in &certs {
+        webpki_parse(c).map_err(|e| bad(format!("not a valid X.509 certificate: {e}")))?;
+    }
+    Ok((pem, certs))
+}
+
+/// Parses a certificate the way rustls will (as a trust anchor, which any well-formed
+/// certificate can be), so a broken file fails here and not at the first handshake.
+fn webpki_parse(c: &CertificateDer<'_>) -> Result<(), String> {
+    let mut roots = RootCertStore::empty();
+    roots.add(c.clone()).map_err(|e| e.to_string())
+}
+
+/// Reads the private key of a PEM file.
+///
+/// # Errors
+/// [`TlsFileError`] naming `flag` and the file.
+pub fn read_key(
+    flag: &'static str,
+    path: &Path,
+) -> Result<(Vec<u8>, PrivateKeyDer<'static>), TlsFileError> {
+    let pem = read(flag, path)?;
+    let bad = |why: String| TlsFileError::new(flag, path, format!("{why}; {WANT_KEY}"));
+    let key = rustls_pemfile::private_key(&mut pem.as_slice())
+        .map_err(|e| bad(format!("malformed PEM: {e}")))?
+        .ok_or_else(|| bad("no private key in it".into()))?;
+    provider()
+        .key_provider
+        .load_private_key(key.clone_key())
+        .map_err(|e| bad(format!("unusable key: {e}")))?;
+    Ok((pem, key))
+}
+
+/// A CA file as a root store (every certificate in it is trusted).
+fn read_roots(flag: &'static str, path: &Path) -> Result<(Vec<u8>, RootCertStore), TlsFileError> {
+    let (pem, certs) = read_certs(flag, path)?;
+    let mut roots = RootCertStore::empty();
+    for c in certs {
+        roots
+            .add(c)
+            .map_err(|e| TlsFileError::new(flag, path, format!("not usable as a CA: {e}")))?;
+    }
+    Ok((pem, roots))
+}
+
+/// Where the coordinator's control-plane TLS material lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFiles {
+    /// `--control-cert`: the coordinator's certificate chain.
+    pub cert: Option<PathBuf>,
+    /// `--control-key`: its private key.
+    pub key: Option<PathBuf>,
+    /// `--control-client-ca`: when given, workers must present a certificate it signed.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// The coordinator's checked control-plane TLS: a rustls server configuration.
+#[derive(Clone)]
+pub struct ServerTls {
+    /// The rustls configuration (ALPN h2).
+    pub config: Arc<ServerConfig>,
+    /// Workers must present a client certificate.
+    pub mutual: bool,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("mutual", &self.mutual)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerFiles {
+    /// Reads and checks the files; `None` when no TLS flag is given.
+    ///
+    /// # Errors
+    /// [`TlsFileError`] naming the flag and the file: unreadable, no certificate, no key,
+    /// a key that does not match the certificate, or a flag without its partner.
+    pub fn load(&self) -> Result<Option<ServerTls>, TlsFileError> {
+        let (cert_path, key_path) = match (&self.cert, &self.key) {
+            (None, None) => {
+                if let Some(ca) = &self.client_ca {
+                    return Err(TlsFileError::new(
+                        "--control-client-ca",
+                        ca,
+                        "mutual TLS needs the coordinator's own certificate too; give --control-cert and --control-key",
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some(c), Some(k)) => (c, k),
+            (Some(c), None) => {
+                return Err(TlsFileError::new(
+                    "--control-cert",
+                    c,
+                    "needs --control-key (the certificate's private key)",
+                ));
+            }
+            (None, Some(k)) => {
+                return Err(TlsFileError::new(
+                    "--control-key",
+                    k,
+                    "needs --control-cert (the certificate it belongs to)",
+                ));
+            }
+        };
+        let (_, certs) = read_certs("--control-cert", cert_path)?;
+        let (_, key) = read_key("--control-key", key_path)?;
+        let builder = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| {
+                TlsFileError::new(
+                    "--control-cert",
+                    cert_path,
+                    format!("TLS setup failed: {e}"),
+                )
+            })?;
+        let builder = match &self.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let (_, roots) = read_roots("--control-client-ca", ca)?;
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(roots.into(), provider())
+                        .build()
+                        .map_err(|e| {
+                            TlsFileError::new(
+                                "--control-client-ca",
+                                ca,
+                                format!("not usable as a CA: {e}"),
+                            )
+                        })?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+            TlsFileError::new(
+                "--control-key",
+                key_path,
+                pair_error(&e, "--control-cert", cert_path),
+            )
+        })?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Some(ServerTls {
+            config: Arc::new(config),
+            mutual: self.client_ca.is_some(),
+        }))
+    }
+}
+
+fn pair_error(e: &rustls::Error, cert_flag: &str, cert: &Path) -> String {
+    match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "this key does not belong to the certificate in {cert_flag} {}; give the key it was issued for",
+            cert.display()
+        ),
+        other => format!(
+            "cannot pair it with the certificate in {cert_flag} {}: {other}",
+            cert.display()
+        ),
+    }
+}
+
+/// Where a worker's control-plane TLS material lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientFiles {
+    /// `--control-ca`: the CA that signed the coordinator's certificate (default: the
+    /// system's CAs).
+    pub ca: Option<PathBuf>,
+    /// `--control-client-cert`: this worker's certificate, for mutual TLS.
+    pub cert: Option<PathBuf>,
+    /// `--control-client-key`: its private key.
+    pub key: Option<PathBuf>,
+}
+
+/// A worker's checked control-plane TLS material (PEM bytes, already parsed once).
+#[derive(Debug, Clone, Default)]
+pub struct ClientTls {
+    ca_pem: Option<Vec<u8>>,
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ClientFiles {
+    /// True when any TLS file is given.
+    pub fn any(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.key.is_some()
+    }
+
+    /// Reads and checks the files.
+    ///
+    /// # Errors
+    /// [`TlsFileError`] naming the flag and the file.
+    pub fn load(&self) -> Result<ClientTls, TlsFileError> {
+        let ca_pem = match &self.ca {
+            Some(ca) => Some(read_roots("--control-ca", ca)?.0),
+            None => None,
+        };
+        let identity = match (&self.cert, &self.key) {
+            (None, None) => None,
+            (Some(c), Some(k)) => {
+                let (cert_pem, certs) = read_certs("--control-client-cert", c)?;
+                let (key_pem, key) = read_key("--control-client-key", k)?;
+                let roots = RootCertStore::empty();
+                ClientConfig::builder_with_provider(provider())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| {
+                        TlsFileError::new(
+                            "--control-client-cert",
+                            c,
+                            format!("TLS setup failed: {e}"),
+                        )
+                    })?
+                    .with_root_certificates(roots)
+                    .with_client_auth_cert(certs, key)
+                    .map_err(|e| {
+                        TlsFileError::new(
+                            "--control-client-key",
+                            k,
+                            pair_error(&e, "--control-client-cert", c),
+                        )
+                    })?;
+                Some((cert_pem, key_pem))
+            }
+            (Some(c), None) => {
+                return Err(TlsFileError::new(
+                    "--control-client-cert",
+                    c,
+                    "needs --control-client-key (the certificate's private key)",
+                ));
+            }
+            (None, Some(k)) => {
+                return Err(TlsFileError::new(
+                    "--control-client-key",
+                    k,
+                    "needs --control-client-cert (the certificate it belongs to)",
+                ));
+            }
+        };
+        Ok(ClientTls { ca_pem, identity })
+    }
+}
+
+impl ClientTls {
+    /// tonic's client configuration for these files: the CA (or the system's CAs) and,
+    /// for mutual TLS, this worker's identity.
+    pub fn tonic_config(&self) -> tonic::transport::ClientTlsConfig {
+        let mut c = tonic::transport::ClientTlsConfig::new();
+        c = match &self.ca_pem {
+            Some(pem) => c.ca_certificate(tonic::transport::Certificate::from_pem(pem)),
+            None => c.with_native_roots(),
+        };
+        if let Some((cert, key)) = &self.identity {
+            c = c.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        c
+    }
+
+    /// Whether a CA file was given (else the system's CAs are trusted).
+    pub fn has_ca(&self) -> bool {
+        self.ca_pem.is_some()
+    }
+
+    /// Whether this worker presents a client certificate.
+    pub fn has_identity(&self) -> bool {
+        self.identity.is_some()
+    }
+}
+
+/// What a failed dial means, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DialFailure {
+    /// One line, without the program name: what is wrong and what would be right.
+    pub line: String,
+    /// Retrying cannot help (a certificate problem): the worker should stop.
+    pub fatal: bool,
+}
+
+/// The HTTP/2 `INADEQUATE_SECURITY` error code: a TLS coordinator answers a plaintext
+/// client with a GOAWAY carrying it (RFC 9113 §7).
+pub const INADEQUATE_SECURITY: u32 = 0xc;
+
+/// Words a failed dial (or a session that failed before it was registered) to `url`.
+/// `tls` is whether the worker dialled with TLS. The error chain is searched for the
+/// cause: a rustls error, an HTTP/2 GOAWAY, or an I/O error.
+pub fn explain_dial(url: &str, tls: bool, err: &(dyn StdError + 'static)) -> DialFailure {
+    let reach = |why: String| DialFailure {
+        line: format!("cannot reach the coordinator at {url}: {why}"),
+        fatal: false,
+    };
+    let mut rustls_err: Option<&rustls::Error> = None;
+    let mut h2_reason: Option<u32> = None;
+    let mut io_kind: Option<std::io::ErrorKind> = None;
+    let mut io_text: Option<String> = None;
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    let mut texts: Vec<String> = Vec::new();
+    while let Some(e) = cur {
+        texts.push(e.to_string());
+        if let Some(r) = e.downcast_ref::<rustls::Error>() {
+            rustls_err.get_or_insert(r);
+        }
+        if let Some(r) = e.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
+            h2_reason.get_or_insert(u32::from(r));
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(r) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                rustls_err.get_or_insert(r);
+            }
+            io_kind.get_or_insert(io.kind());
+            io_text.get_or_insert_with(|| io.to_string());
+        }
+        cur = e.source();
+    }
+    let all = texts.join(": ");
+    if let Some(r) = rustls_err {
+        return certificate_problem(url, r);
+    }
+    // h2 keeps only the kind and text of an I/O error, so a TLS alert the coordinator sent
+    // after the handshake (TLS 1.3 checks the client's certificate then) is known by its
+    // text: rustls words it "received fatal alert: <Description>".
+    if let Some(alert) = texts
+        .iter()
+        .find_map(|t| t.split("received fatal alert: ").nth(1))
+        .and_then(|a| alert_by_name(a.trim()))
+    {
+        return certificate_problem(url, &rustls::Error::AlertReceived(alert));
+    }
+    if h2_reason == Some(INADEQUATE_SECURITY) {
+        return DialFailure {
+            line: format!(
+                "the coordinator at {url} requires TLS (crest run --control-cert) and refused this plaintext connection; dial https://… and give --control-ca (the CA that signed the coordinator's certificate)"
+            ),
+            fatal: true,
+        };
+    }
+    use std::io::ErrorKind as K;
+    match io_kind {
+        Some(K::ConnectionRefused) => {
+            reach("connection refused; is `crest run --listen` up there?".into())
+        }
+        Some(K::TimedOut) => {
+            reach("connection timed out; is the address right and the port open?".into())
+        }
+        Some(K::UnexpectedEof | K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted)
+            if tls =>
+        {
+            reach(format!(
+                "{} during the TLS handshake; a plaintext coordinator (crest run without --control-cert)? then dial http://…",
+                io_text.unwrap_or_else(|| "connection closed".into())
+            ))
+        }
+        Some(K::UnexpectedEof | K::ConnectionReset | K::BrokenPipe | K::ConnectionAborted) => {
+            reach(format!(
+                "{}; if the coordinator serves TLS (crest run --control-cert), dial https://… with --control-ca",
+                io_text.unwrap_or_else(|| "connection closed".into())
+            ))
+        }
+        Some(_) => reach(io_text.unwrap_or(all)),
+        None if all.contains("dns error") || all.contains("failed to lookup address") => {
+            reach(format!(
+                "cannot resolve the host ({})",
+                texts.last().cloned().unwrap_or_default()
+            ))
+        }
+        None if !tls
+            && (all.contains("connection closed")
+                || all.contains("broken pipe")
+                || all.contains("h2 protocol error")) =>
+        {
+            reach(format!(
+                "the connection closed before HTTP/2 was up ({}); if the coordinator serves TLS (crest run --control-cert), dial https://… with --control-ca",
+                texts.last().cloned().unwrap_or_default()
+            ))
+        }
+        None => reach(texts.last().cloned().unwrap_or(all)),
+    }
+}
+
+fn alert_by_name(name: &str) -> Option<AlertDescription> {
+    use AlertDescription as A;
+    [
+        A::CertificateRequired,
+        A::HandshakeFailure,
+        A::BadCertificate,
+        A::UnknownCA,
+        A::CertificateExpired,
+        A::CertificateUnknown,
+        A::AccessDenied,
+        A::DecryptError,
+    ]
+    .into_iter()
+    .find(|a| format!("{a:?}") == name)
+}
+
+/// Names a TLS problem the worker (or the coordinator, by alert) found.
+fn certificate_problem(url: &str, e: &rustls::Error) -> DialFailure {
+    let fatal = |line: String| DialFailure { line, fatal: true };
+    match e {
+        rustls::Error::InvalidCertificate(c) => {
+            let what = match c {
+                CertificateError::UnknownIssuer => "is not signed by a CA this worker trusts: give --control-ca the CA that signed the coordinator's --control-cert".to_string(),
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => format!(
+                    "is not valid for the host in {url}: dial a name or address the certificate lists (its subjectAltName), or reissue it with this one"
+                ),
+                CertificateError::Expired | CertificateError::ExpiredContext { .. } => "has expired: reissue it".to_string(),
+                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => "is not valid yet: check both clocks".to_string(),
+                other => format!("was rejected ({other:?})"),
+            };
+            fatal(format!(
+                "TLS to the coordinator at {url} failed: the coordinator's certificate {what}"
+            ))
+        }
+        rustls::Error::AlertReceived(AlertDescription::CertificateRequired)
+        | rustls::Error::AlertReceived(AlertDescription::HandshakeFailure) => fatal(format!(
+            "the coordinator at {url} requires a client certificate (mutual TLS, crest run --control-client-ca): give --control-client-cert and --control-client-key"
+        )),
+        rustls::Error::AlertReceived(
+            a @ (AlertDescription::BadCertificate
+            | AlertDescription::UnknownCA
+            | AlertDescription::CertificateExpired
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::AccessDenied),
+        ) => fatal(format!(
+            "the coordinator at {url} refused this worker's client certificate ({a:?}): give --control-client-cert a certificate signed by the coordinator's --control-client-ca"
+        )),
+        rustls::Error::InvalidMessage(_) => DialFailure {
+            line: format!(
+                "cannot reach the coordinator at {url}: it does not speak TLS ({e}); a plaintext coordinator (crest run without --control-cert)? then dial http://…"
+            ),
+            fatal: false,
+        },
+        other => fatal(format!("TLS to the coordinator at {url} failed: {other}")),
+    }
+}
+
+/// The rule for plaintext dials (`http://`), checked before a worker starts:
+/// - to a loopback host: fine, nothing leaves the machine;
+/// - to another host *with a token*: refused unless `insecure` (`--insecure`): the token
+///   would cross the network in the clear, and anyone who reads it can feed workers plans;
+/// - to another host without a token: allowed, with a warning (returned as `Ok(Some)`).
+///
+/// `https://` URLs are always fine here (the TLS session protects the token).
+///
+/// # Errors
+/// The refusal line, naming what is wrong and what would be right.
+pub fn plaintext_rule(url: &str, token: bool, insecure: bool) -> Result<Option<String>, String> {
+    let Ok(uri) = url.parse::<tonic::transport::Uri>() else {
+        return Ok(None);
+    };
+    if uri.scheme_str() != Some("http") {
+        return Ok(None);
+    }
+    let host = uri.host().unwrap_or_default();
+    if is_loopback_host(host) {
+        return Ok(None);
+    }
+    if token && !insecure {
+        return Err(format!(
+            "--coordinator {url}: refusing to send the token in the clear to {host}; serve TLS (crest run --control-cert/--control-key, then here --coordinator https://… --control-ca CA.pem), or pass --insecure (CREST_INSECURE=1) on a network you trust"
+        ));
+    }
+    Ok(Some(format!(
+        "the control plane to {url} is plaintext: anyone on the path can read the plans{}; use https:// with --control-ca",
+        if token {
+            " and the token"
+        } else {
+            " and, with no --token, impersonate the coordinator"
+        }
+    )))
+}
+
+/// True when `host` (a URL's host) is a loopback name or address.
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    if h.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_are_told_apart() {
+        assert!(is_loopback_host("127.0.0.1"));
+        assert!(is_loopback_host("localhost"));
+        assert!(is_loopback_host("[::1]"));
+        assert!(!is_loopback_host("10.0.0.1"));
+        assert!(!is_loopback_host("coordinator"));
+    }
+
+    #[test]
+    fn a_token_over_plaintext_to_another_host_needs_insecure() {
+        assert_eq!(
+            plaintext_rule("http://127.0.0.1:7600", true, false),
+            Ok(None)
+        );
+        assert_eq!(
+            plaintext_rule("https://10.0.0.1:7600", true, false),
+            Ok(None)
+        );
+        let e = plaintext_rule("http://10.0.0.1:7600", true, false).unwrap_err();
+        assert!(
+            e.contains("refusing to send the token in the clear to 10.0.0.1"),
+            "{e}"
+        );
+        assert!(e.contains("--insecure"), "{e}");
+        let w = plaintext_rule("http://10.0.0.1:7600", true, true).unwrap();
+        assert!(w.is_some_and(|w| w.contains("plaintext")));
+        assert!(
+            plaintext_rule("http://coordinator:7600", false, false)
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_named_with_its_flag() {
+        let e = ClientFiles {
+            ca: Some("/nonexistent/ca.pem".into()),
+            ..Default::default()
+        }
+        .load()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("--control-ca /nonexistent/ca.pem: cannot read:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_key_without_its_certificate_is_refused() {
+        let e = ServerFiles {
+            key: Some("k.pem".into()),
+            ..Default::default()
+        }
+        .load()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "--control-key k.pem: needs --control-cert (the certificate it belongs to)"
+        );
+    }
+
+    #[test]
+    fn certificate_problems_are_named_and_end_the_worker() {
+        let url = "https://10.0.0.1:7600";
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let f = explain_dial(url, true, &io);
+        assert!(f.fatal);
+        assert!(
+            f.line
+                .contains("is not signed by a CA this worker trusts: give --control-ca"),
+            "{}",
+            f.line
+        );
+        // After h2 only the text of the alert is left.
+        let io = std::io::Error::other("received fatal alert: CertificateRequired");
+        let f = explain_dial(url, true, &io);
+        assert!(f.fatal);
+        assert!(
+            f.line.contains("requires a client certificate"),
+            "{}",
+            f.line
+        );
+    }
+
+    #[test]
+    fn a_refused_connection_says_so_and_retries() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let f = explain_dial("http://127.0.0.1:7600", false, &io);
+        assert_eq!(
+            f.line,
+            "cannot reach the coordinator at http://127.0.0.1:7600: connection refused; is `crest run --listen` up there?"
+        );
+        assert!(!f.fatal);
+    }
+}
