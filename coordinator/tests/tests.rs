@@ -12,6 +12,7 @@ mod builtin;
 mod cli;
 mod cluster;
 mod failure;
+mod hostile;
 mod inprocess;
 mod netns;
 mod support;
