@@ -288,6 +288,7 @@ mod tests {
             index,
             commands: vec![],
             target_rate,
+            error_messages: vec![],
         };
         assert!(matches!(
             w.add_interval(&iv(u32::MAX, 1.0), 10),
