@@ -160,10 +160,9 @@ impl Kinds {
     pub fn take_new(&mut self) -> Vec<(String, String)> {
         let mut out: Vec<_> = self.known[self.new..].to_vec();
         self.new = self.known.len();
-        if std::mem::take(&mut self.other_new) {
-            if let Some(m) = &self.other {
-                out.push((OTHER.to_string(), m.clone()));
-            }
+        let other_new = std::mem::take(&mut self.other_new);
+        if let Some(m) = self.other.as_ref().filter(|_| other_new) {
+            out.push((OTHER.to_string(), m.clone()));
         }
         out
     }

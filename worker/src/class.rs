@@ -232,10 +232,11 @@ impl ClassState {
         // The bound was hit: the shard cannot keep this rate. Once the class's time is
         // over, nothing more of its schedule is created (a frozen shard that thaws, or an
         // unschedulable rate, must not keep the run going past its end).
-        if let Arrivals::Open { schedule, next_due } = &mut self.arrivals {
-            if next_due.is_some_and(|t| t <= due) && now >= schedule.profile().duration_ns() {
-                *next_due = None;
-            }
+        if let Arrivals::Open { schedule, next_due } = &mut self.arrivals
+            && next_due.is_some_and(|t| t <= due)
+            && now >= schedule.profile().duration_ns()
+        {
+            *next_due = None;
         }
     }
 
