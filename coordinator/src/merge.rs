@@ -90,6 +90,8 @@ pub struct Final {
     pub intervals: u32,
     /// Connection failures.
     pub connection_errors: ErrorCounts,
+    /// The server's first message of each error kind.
+    pub error_messages: Vec<(String, String)>,
 }
 
 /// One worker's part of the books.
@@ -141,6 +143,7 @@ impl WorkerBooks {
             unsent: f.unsent,
             intervals: f.intervals,
             connection_errors: convert::errors_from_pb(&f.connection_errors),
+            error_messages: convert::messages_from_pb(&f.error_messages),
         });
         Ok(())
     }
@@ -229,6 +232,20 @@ impl WorkerBooks {
     }
 }
 
+/// The first message of each error kind over the workers that finished (the first
+/// worker's, in order, when several saw a kind).
+pub fn error_messages<'a>(
+    workers: impl Iterator<Item = &'a WorkerBooks>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for f in workers.filter_map(|w| w.final_.as_ref()) {
+        for (k, m) in &f.error_messages {
+            out.entry(k.clone()).or_insert_with(|| m.clone());
+        }
+    }
+    out
+}
+
 /// Connection errors summed over workers.
 pub fn connection_errors<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> ErrorCounts {
     let mut out = Vec::new();
@@ -271,6 +288,7 @@ mod tests {
             index,
             commands: vec![],
             target_rate,
+            error_messages: vec![],
         };
         assert!(matches!(
             w.add_interval(&iv(u32::MAX, 1.0), 10),
@@ -302,6 +320,7 @@ mod tests {
                 index: 0,
                 commands: vec![cmd("GET", &a, 3)],
                 target_rate: 3.0,
+                error_messages: vec![],
             },
             10,
         )
@@ -312,6 +331,7 @@ mod tests {
                 index: 1,
                 commands: vec![cmd("GET", &b, 2)],
                 target_rate: 2.0,
+                error_messages: vec![],
             },
             10,
         )
@@ -324,6 +344,7 @@ mod tests {
             unsent: 0,
             intervals: 2,
             connection_errors: vec![],
+            error_messages: vec![],
         };
         w.finish(&fin).unwrap();
         assert_eq!(w.check("w1", &w.sum()), Vec::<String>::new());

@@ -13,6 +13,7 @@ mod cli;
 mod cluster;
 mod control_tls;
 mod failure;
+mod hostile;
 mod inprocess;
 mod netns;
 mod support;

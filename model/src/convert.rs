@@ -939,6 +939,46 @@ pub fn errors_from_pb(errors: &[pb::ErrorCount]) -> ErrorCounts {
     out
 }
 
+/// Most error messages read from one peer message; more are ignored (a worker sends at
+/// most one per kind, and kinds are bounded).
+pub const MAX_PEER_MESSAGES: usize = 4 * crate::stats::MAX_KINDS;
+
+/// Error kinds' first messages to the wire.
+pub fn messages_to_pb(messages: &[(String, String)]) -> Vec<pb::ErrorMessage> {
+    messages
+        .iter()
+        .map(|(kind, message)| pb::ErrorMessage {
+            kind: kind.clone(),
+            message: message.clone(),
+        })
+        .collect()
+}
+
+/// Error kinds' first messages from a peer, cleaned and bounded again: at most
+/// [`MAX_PEER_MESSAGES`], each kind and message cut and made printable as the engine does.
+pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .take(MAX_PEER_MESSAGES)
+        .map(|m| {
+            // Already cut by the worker (200 bytes and `...`): only cut anything longer.
+            let cut =
+                &m.message.as_bytes()[..m.message.len().min(crate::stats::MAX_MESSAGE_LEN + 3)];
+            let message = cut
+                .iter()
+                .map(|&b| {
+                    if b.is_ascii_graphic() || b == b' ' {
+                        char::from(b)
+                    } else {
+                        '?'
+                    }
+                })
+                .collect();
+            (crate::stats::clean_kind(m.kind.as_bytes()), message)
+        })
+        .collect()
+}
+
 /// Decodes one command's results: (class, command, results).
 ///
 /// # Errors

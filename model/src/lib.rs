@@ -7,8 +7,10 @@
 //! # Layout
 //! - [`schedule`]: rate profiles λ(t) and intended send times (uniform, Poisson).
 //! - [`shapes`]: key distributions and value sizes.
-//! - [`workload`]: the command vocabulary, the mix and the request encoder.
-//! - [`stats`], [`hist`]: per-command counts and HDR histograms that merge by addition.
+//! - [`workload`]: the command vocabulary, the mix and the request encoder (to a plain
+//!   buffer, or a [`Wire`](workload::Wire) that takes large values by reference).
+//! - [`stats`], [`hist`]: per-command counts and HDR histograms that merge by addition, and
+//!   the bounded set of error kinds with their first messages.
 //! - [`rng`]: the seeded generator every random choice comes from.
 //! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
 //! - [`plan`]: a run plan as a worker runs it: the checked wire plan with workloads built.

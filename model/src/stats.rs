@@ -18,11 +18,182 @@ pub fn add_error(errors: &mut ErrorCounts, kind: &str, n: u64) {
     }
 }
 
-/// Like [`add_error`] for a kind given as raw bytes from a server reply.
-pub fn add_error_bytes(errors: &mut ErrorCounts, kind: &[u8]) {
-    match errors.iter_mut().find(|(k, _)| k.as_bytes() == kind) {
-        Some((_, c)) => *c += 1,
-        None => errors.push((String::from_utf8_lossy(kind).into_owned(), 1)),
+/// Most distinct server error kinds a shard, and then a worker, counts by name; later
+/// kinds count as [`OTHER`] (random error codes must not grow the books without bound).
+pub const MAX_KINDS: usize = 32;
+/// Longest kind kept, in bytes; longer first words are cut.
+pub const MAX_KIND_LEN: usize = 32;
+/// Longest server message kept for a kind, in bytes (then `...`).
+pub const MAX_MESSAGE_LEN: usize = 200;
+/// The kind of server errors past the first [`MAX_KINDS`].
+pub const OTHER: &str = "other";
+/// Kinds the engine itself counts (never server words, never folded into [`OTHER`]): a
+/// request given up after its intended time passed `--timeout` ago, sent (`timeout`) or
+/// never written (`timeout_unsent`); its connection broke (`disconnected`); no room in
+/// the backlog (`backlog_full`); its reply was over the buffering caps (`reply_too_large`).
+pub const ENGINE_KINDS: &[&str] = &[
+    "timeout",
+    "timeout_unsent",
+    "disconnected",
+    "backlog_full",
+    "reply_too_large",
+    OTHER,
+];
+
+/// `bytes` as a kind: at most [`MAX_KIND_LEN`] bytes, printable ASCII (anything else is
+/// `?`), so it is valid UTF-8 and safe as a JSON key and on a terminal; `(empty)` for none.
+pub fn clean_kind(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "(empty)".into();
+    }
+    bytes[..bytes.len().min(MAX_KIND_LEN)]
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() {
+                char::from(b)
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
+/// `bytes` as a message: at most [`MAX_MESSAGE_LEN`] bytes (then `...`), printable ASCII
+/// and spaces (anything else is `?`).
+pub fn clean_message(bytes: &[u8]) -> String {
+    let mut m: String = bytes[..bytes.len().min(MAX_MESSAGE_LEN)]
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                char::from(b)
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if bytes.len() > MAX_MESSAGE_LEN {
+        m.push_str("...");
+    }
+    m
+}
+
+/// Whether `kind` is cleaned (as [`clean_kind`] makes it) from `raw`, without allocating.
+fn same_kind(kind: &str, raw: &[u8]) -> bool {
+    let raw = &raw[..raw.len().min(MAX_KIND_LEN)];
+    if raw.is_empty() {
+        return kind == "(empty)";
+    }
+    kind.len() == raw.len()
+        && kind
+            .bytes()
+            .zip(raw)
+            .all(|(k, &r)| k == if r.is_ascii_graphic() { r } else { b'?' })
+}
+
+/// The server error kinds seen so far, at most [`MAX_KINDS`], each with the server's first
+/// message for it; later kinds are [`OTHER`]. A shard keeps one; a worker keeps one to fold
+/// its shards' kinds into the same bound.
+#[derive(Debug, Clone, Default)]
+pub struct Kinds {
+    /// (kind, first message), in the order first seen.
+    known: Vec<(String, String)>,
+    /// The first message of a kind counted as [`OTHER`].
+    other: Option<String>,
+    /// Entries of `known` (and `other`) not yet taken by [`Kinds::take_new`].
+    new: usize,
+    other_new: bool,
+}
+
+impl Kinds {
+    /// The kind an error reply with first word `kind` and message `message` counts under.
+    /// Allocates only for a kind not seen before.
+    pub fn resolve(&mut self, kind: &[u8], message: &[u8]) -> &str {
+        match self.known.iter().position(|(k, _)| same_kind(k, kind)) {
+            Some(i) => &self.known[i].0,
+            None => self.admit(clean_kind(kind), || clean_message(message)),
+        }
+    }
+
+    /// [`Kinds::resolve`] for a kind (and its first message) another shard already named:
+    /// engine kinds pass unchanged.
+    pub fn fold(&mut self, kind: &str, message: Option<&str>) -> &str {
+        if let Some(k) = ENGINE_KINDS.iter().find(|k| **k == kind) {
+            if *k == OTHER && self.other.is_none() {
+                self.other = message.map(str::to_string);
+                self.other_new = self.other.is_some();
+            }
+            return k;
+        }
+        match self.known.iter().position(|(k, _)| k == kind) {
+            Some(i) => &self.known[i].0,
+            None => self.admit(kind.to_string(), || {
+                message.map(str::to_string).unwrap_or_default()
+            }),
+        }
+    }
+
+    fn admit(&mut self, kind: String, message: impl FnOnce() -> String) -> &str {
+        if self.known.len() < MAX_KINDS {
+            self.known.push((kind, message()));
+            &self.known[self.known.len() - 1].0
+        } else {
+            if self.other.is_none() {
+                self.other = Some(message());
+                self.other_new = true;
+            }
+            OTHER
+        }
+    }
+
+    /// The first message of a kind, if it was seen.
+    pub fn message(&self, kind: &str) -> Option<&str> {
+        if kind == OTHER {
+            return self.other.as_deref();
+        }
+        self.known
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map(|(_, m)| m.as_str())
+    }
+
+    /// (kind, first message) of the kinds seen since the last call, in the order seen.
+    pub fn take_new(&mut self) -> Vec<(String, String)> {
+        let mut out: Vec<_> = self.known[self.new..].to_vec();
+        self.new = self.known.len();
+        let other_new = std::mem::take(&mut self.other_new);
+        if let Some(m) = self.other.as_ref().filter(|_| other_new) {
+            out.push((OTHER.to_string(), m.clone()));
+        }
+        out
+    }
+
+    /// Every (kind, first message) seen, [`OTHER`]'s last.
+    pub fn all(&self) -> Vec<(String, String)> {
+        let mut out = self.known.clone();
+        if let Some(m) = &self.other {
+            out.push((OTHER.to_string(), m.clone()));
+        }
+        out
+    }
+}
+
+/// Rewrites the kinds of `errors` through `kinds` (a worker folding its shards' results
+/// into one bound), merging counts that land on the same kind.
+pub fn fold_kinds(errors: &mut ErrorCounts, kinds: &mut Kinds) {
+    if errors.iter().all(|(k, _)| kinds.is_known(k)) {
+        return;
+    }
+    let old = std::mem::take(errors);
+    for (k, n) in old {
+        let k = kinds.fold(&k, None).to_string();
+        add_error(errors, &k, n);
+    }
+}
+
+impl Kinds {
+    /// Whether `kind` passes [`Kinds::fold`] unchanged and without being admitted.
+    fn is_known(&self, kind: &str) -> bool {
+        ENGINE_KINDS.contains(&kind) || self.known.iter().any(|(k, _)| k == kind)
     }
 }
 
@@ -39,7 +210,7 @@ pub struct CmdStats {
     /// is in `schedule_lag` and `latency`; it is the server's slowness, not the pacer's).
     pub backlogged: u64,
     /// Failed requests by kind: server error replies by their first word (`ERR`,
-    /// `WRONGTYPE`...), `timeout`, `disconnected`, `backlog_full`.
+    /// `WRONGTYPE`..., bounded by [`Kinds`]), and the [`ENGINE_KINDS`].
     pub errors: ErrorCounts,
     /// Completion − intended send time, ns.
     pub latency: Hist,
@@ -111,5 +282,71 @@ impl AddAssign<&Stats> for Stats {
         for (a, b) in self.cmds.iter_mut().zip(&o.cmds) {
             *a += b;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_short_printable_and_keep_their_first_message() {
+        let mut k = Kinds::default();
+        assert_eq!(
+            k.resolve(b"NOAUTH", b"NOAUTH Authentication required."),
+            "NOAUTH"
+        );
+        assert_eq!(k.resolve(b"NOAUTH", b"NOAUTH something else"), "NOAUTH");
+        assert_eq!(k.message("NOAUTH"), Some("NOAUTH Authentication required."));
+        let long = [b'K'; 100];
+        assert_eq!(k.resolve(&long, &long), "K".repeat(MAX_KIND_LEN));
+        assert_eq!(k.resolve(b"\xff\x1b[31m", b"\xff\x1b[31m red"), "??[31m");
+        assert_eq!(k.resolve(b"", b""), "(empty)");
+        let mut big = b"ERR ".to_vec();
+        big.resize(1_000_000, b'x');
+        assert_eq!(k.resolve(b"ERR", &big), "ERR");
+        let m = k.message("ERR").unwrap();
+        assert_eq!(m.len(), MAX_MESSAGE_LEN + 3);
+        assert!(m.starts_with("ERR xxx") && m.ends_with("..."));
+        let new = k.take_new();
+        assert_eq!(new.len(), 5);
+        assert!(k.take_new().is_empty());
+    }
+
+    #[test]
+    fn kinds_past_the_bound_are_other_with_the_first_message() {
+        let mut k = Kinds::default();
+        for i in 0..MAX_KINDS {
+            let name = format!("E{i}");
+            assert_eq!(k.resolve(name.as_bytes(), b"m"), name);
+        }
+        assert_eq!(k.resolve(b"E999", b"E999 first"), OTHER);
+        assert_eq!(k.resolve(b"E1000", b"E1000 second"), OTHER);
+        assert_eq!(
+            k.resolve(b"E3", b"again"),
+            "E3",
+            "known kinds keep their name"
+        );
+        assert_eq!(k.message(OTHER), Some("E999 first"));
+        assert_eq!(k.all().len(), MAX_KINDS + 1);
+    }
+
+    #[test]
+    fn a_worker_folds_its_shards_kinds_into_the_same_bound() {
+        let mut worker = Kinds::default();
+        let mut errors: ErrorCounts = (0..40).map(|i| (format!("E{i}"), 1)).collect();
+        errors.push(("timeout".into(), 7));
+        errors.push(("other".into(), 2));
+        fold_kinds(&mut errors, &mut worker);
+        assert_eq!(errors.len(), MAX_KINDS + 2);
+        let other = errors.iter().find(|e| e.0 == OTHER).unwrap().1;
+        assert_eq!(other, 2 + 8);
+        assert_eq!(errors.iter().find(|e| e.0 == "timeout").unwrap().1, 7);
+        assert_eq!(errors.iter().map(|e| e.1).sum::<u64>(), 40 + 7 + 2);
+        // The same kinds again map the same way.
+        let mut again: ErrorCounts = vec![("E39".into(), 1), ("E0".into(), 1)];
+        fold_kinds(&mut again, &mut worker);
+        assert_eq!(again, vec![(OTHER.to_string(), 1), ("E0".to_string(), 1)]);
     }
 }

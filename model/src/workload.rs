@@ -11,6 +11,7 @@
 
 use crate::rng::Rng;
 use crate::shapes::{KeySpace, ValueSizes};
+use std::sync::Arc;
 
 /// The largest value Redis accepts (proto-max-bulk-len's default).
 pub const MAX_VALUE: u64 = crest_resp::MAX_BULK_LEN;
@@ -272,7 +273,31 @@ pub struct Workload {
     /// Members are numbered in order (growth: every ZADD adds new members) instead of drawn.
     pub members_sequential: bool,
     ttl: Vec<u8>,
-    value: Vec<u8>,
+    /// The bytes every value is a prefix of; shared, so a connection can write a large
+    /// value straight from here ([`Wire::value`]) instead of copying it per request.
+    value: Arc<[u8]>,
+}
+
+/// Where [`Workload::encode_to`] writes a request: small parts are copied into `bytes`,
+/// and each value (always a prefix of [`Workload::value_bytes`]) goes through `value`, so a
+/// writer may refer to the shared bytes instead of copying them.
+pub trait Wire {
+    /// The buffer small parts are appended to.
+    fn bytes(&mut self) -> &mut Vec<u8>;
+    /// A value: `shared[..len]` of the workload's value bytes.
+    fn value(&mut self, shared: &[u8], len: usize);
+}
+
+impl Wire for Vec<u8> {
+    #[inline]
+    fn bytes(&mut self) -> &mut Vec<u8> {
+        self
+    }
+
+    #[inline]
+    fn value(&mut self, shared: &[u8], len: usize) {
+        self.extend_from_slice(&shared[..len]);
+    }
 }
 
 /// Per-shard cursor state of a workload (sequential keys and members).
@@ -306,7 +331,7 @@ impl Workload {
         values.check()?;
         // Printable pseudo-random bytes: incompressible enough, readable in redis-cli.
         let mut rng = Rng::new(seed);
-        let value = (0..values.max())
+        let value: Arc<[u8]> = (0..values.max())
             .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.below(36) as usize])
             .collect();
         Ok(Self {
@@ -318,6 +343,11 @@ impl Workload {
             ttl: ttl.unwrap_or(60).to_string().into_bytes(),
             value,
         })
+    }
+
+    /// The shared bytes every value is a prefix of (as long as the largest value).
+    pub fn value_bytes(&self) -> &Arc<[u8]> {
+        &self.value
     }
 
     /// Names of the commands in mix order; a command's index here is its index in results.
@@ -338,10 +368,18 @@ impl Workload {
     /// members from `rng` and `cur`.
     #[inline]
     pub fn encode(&self, cmd: usize, rng: &mut Rng, cur: &mut Cursor, out: &mut Vec<u8>) {
+        self.encode_to(cmd, rng, cur, out);
+    }
+
+    /// [`Workload::encode`] to any [`Wire`]: the same bytes in the same order, with each
+    /// value handed over as a length into [`Workload::value_bytes`].
+    #[inline]
+    pub fn encode_to(&self, cmd: usize, rng: &mut Rng, cur: &mut Cursor, out: &mut impl Wire) {
         let def = &self.commands[cmd].0;
-        out.push(b'*');
-        push_uint(out, def.argc() as u64);
-        out.extend_from_slice(b"\r\n");
+        let b = out.bytes();
+        b.push(b'*');
+        push_uint(b, def.argc() as u64);
+        b.extend_from_slice(b"\r\n");
         let mut member = None;
         for p in &def.head {
             self.part(p, rng, cur, &mut member, out);
@@ -375,18 +413,26 @@ impl Workload {
         rng: &mut Rng,
         cur: &mut Cursor,
         member: &mut Option<u64>,
-        out: &mut Vec<u8>,
+        wire: &mut impl Wire,
     ) {
+        if let Part::Value = p {
+            let n = self.values.next(rng) as usize;
+            let b = wire.bytes();
+            b.push(b'$');
+            push_uint(b, n as u64);
+            b.extend_from_slice(b"\r\n");
+            wire.value(&self.value, n);
+            wire.bytes().extend_from_slice(b"\r\n");
+            return;
+        }
+        let out = wire.bytes();
         match p {
             Part::Lit(b) => bulk(out, b),
             Part::Key => {
                 let k = self.keys.next(rng, &mut cur.key, cur.stride);
                 prefixed_number(out, &self.keys.prefix, k);
             }
-            Part::Value => {
-                let n = self.values.next(rng) as usize;
-                bulk(out, &self.value[..n]);
-            }
+            Part::Value => {}
             Part::Field => prefixed_number(out, b"f", rng.below(self.members)),
             Part::Score => {
                 // A score and the member after it share one number, so ZRANGEBYSCORE ranges

@@ -13,6 +13,11 @@
 //! an error; bytes that can never become a valid frame are a [`RespError`]. No input panics.
 //! Limits follow Redis: bulk strings up to 512 MB (`proto-max-bulk-len`), inline requests up
 //! to 64 KB (`PROTO_INLINE_MAX_SIZE`), arrays up to `i32::MAX` elements (`processMultibulkBuffer`).
+//! A simple-string or error line may be at most [`MAX_LINE_LEN`] long, so a peer that never
+//! sends CRLF cannot grow a reader's buffer forever. What a reader may *buffer* in all (an
+//! array of `i32::MAX` small elements is legal but 6 GB) is the reader's own cap: the engine
+//! bounds it per connection and per shard, and [`bulk_prefix`] lets it stream a large
+//! top-level bulk string past without buffering it.
 
 use thiserror::Error;
 
@@ -28,6 +33,10 @@ pub const MAX_DEPTH: usize = 64;
 
 /// Longest inline request line, in bytes: Redis's `PROTO_INLINE_MAX_SIZE` (64 KB).
 pub const MAX_INLINE_LEN: usize = 64 * 1024;
+
+/// Longest simple-string or error line, CRLF excluded: 4 MiB. Real servers send lines of
+/// a few hundred bytes (error messages, `+OK`); 4 MiB keeps a 1 MB error message legal.
+pub const MAX_LINE_LEN: usize = 4 * 1024 * 1024;
 
 /// Longest header of an integer, bulk or array frame between the type byte and CR.
 /// `-9223372036854775808` is 20 bytes; a header longer than this without a CR is garbage,
@@ -84,6 +93,10 @@ pub enum RespError {
     /// An array with more than [`MAX_ARRAY_LEN`] elements; carries the announced count.
     #[error("array length {0} exceeds the {MAX_ARRAY_LEN} element limit")]
     TooManyElements(u64),
+    /// A simple-string or error line with no CR in its first [`MAX_LINE_LEN`] bytes; carries
+    /// the number of bytes seen.
+    #[error("line of {0} bytes without CRLF exceeds the {MAX_LINE_LEN} byte limit")]
+    LineTooLong(usize),
     /// An inline request line with no LF in its first [`MAX_INLINE_LEN`] bytes; carries the
     /// number of bytes seen.
     #[error("too big inline request ({0} bytes without a newline)")]
@@ -98,9 +111,14 @@ pub enum RespError {
 pub enum ReplyKind<'a> {
     /// Any non-error reply, including nil, integers and arrays (even arrays holding errors).
     Value,
-    /// A top-level error reply; carries the first word of its message, e.g. `b"ERR"`,
-    /// `b"WRONGTYPE"`, `b"MOVED"`, which is what failures are counted by.
-    Error(&'a [u8]),
+    /// A top-level error reply.
+    Error {
+        /// The first word of its message, e.g. `b"ERR"`, `b"WRONGTYPE"`, `b"MOVED"`, which
+        /// is what failures are counted by.
+        kind: &'a [u8],
+        /// The whole message after the `-`, CRLF excluded (`kind` is its prefix).
+        message: &'a [u8],
+    },
 }
 
 /// Outcome of scanning the front of a read buffer for one top-level reply.
@@ -148,12 +166,30 @@ pub fn scan_reply(buf: &[u8]) -> Result<Scan<'_>, RespError> {
         Step::Done(len) => {
             let kind = if buf[0] == b'-' {
                 // The frame is `-message\r\n`; `len >= 3` since it was complete.
-                ReplyKind::Error(first_word(&buf[1..len - 2]))
+                let message = &buf[1..len - 2];
+                ReplyKind::Error {
+                    kind: first_word(message),
+                    message,
+                }
             } else {
                 ReplyKind::Value
             };
             Ok(Scan::Reply { kind, len })
         }
+    }
+}
+
+/// The top-level bulk string at the front of `buf` whose header is complete: (header
+/// length, payload length). `None` for anything else (not a bulk, nil, header incomplete
+/// or malformed; [`scan_reply`] says which). A reader can skip the payload without
+/// buffering it and keep only the header and the final CRLF.
+pub fn bulk_prefix(buf: &[u8]) -> Option<(usize, usize)> {
+    if buf.first() != Some(&b'$') {
+        return None;
+    }
+    match bulk_header(buf, 1) {
+        Ok(Some((Some(len), start))) => Some((start, len)),
+        _ => None,
     }
 }
 
@@ -316,7 +352,11 @@ fn parse_at(buf: &[u8], pos: usize, depth: usize) -> Result<Option<(Frame, usize
 /// Finds the CRLF ending a line that starts at `start`; returns the offset just past the LF.
 fn line_end(buf: &[u8], start: usize) -> Result<Option<usize>, RespError> {
     let rest = buf.get(start..).unwrap_or_default();
-    let Some(cr) = rest.iter().position(|&b| b == b'\r') else {
+    let window = &rest[..rest.len().min(MAX_LINE_LEN + 1)];
+    let Some(cr) = window.iter().position(|&b| b == b'\r') else {
+        if rest.len() > MAX_LINE_LEN {
+            return Err(RespError::LineTooLong(rest.len()));
+        }
         return Ok(None);
     };
     match rest.get(cr + 1) {
@@ -632,7 +672,10 @@ mod tests {
             assert_eq!(
                 scan_reply(reply),
                 Ok(Scan::Reply {
-                    kind: ReplyKind::Error(kind),
+                    kind: ReplyKind::Error {
+                        kind,
+                        message: &reply[1..reply.len() - 2]
+                    },
                     len: reply.len()
                 }),
                 "{}",
@@ -856,6 +899,57 @@ mod tests {
         assert_eq!(scan_reply(&nested(100_000)), Err(RespError::TooDeep));
     }
 
+    /// A line with no CRLF is read as incomplete up to the cap, and is garbage past it: a
+    /// peer that never ends its line cannot make a reader buffer forever. A 1 MB error
+    /// message is still an error reply.
+    #[test]
+    fn a_line_longer_than_the_cap_is_an_error_and_a_long_error_is_fine() {
+        let mut endless = b"+".to_vec();
+        endless.resize(1 + MAX_LINE_LEN, b'x');
+        assert!(matches!(scan_reply(&endless), Ok(Scan::Incomplete { .. })));
+        endless.push(b'x');
+        assert_eq!(
+            scan_reply(&endless),
+            Err(RespError::LineTooLong(MAX_LINE_LEN + 1))
+        );
+        assert_eq!(
+            Frame::parse(&endless),
+            Err(RespError::LineTooLong(MAX_LINE_LEN + 1))
+        );
+        endless[0] = b'-';
+        assert_eq!(
+            scan_reply(&endless),
+            Err(RespError::LineTooLong(MAX_LINE_LEN + 1))
+        );
+        let mut long = b"-BIG ".to_vec();
+        long.resize(1_000_000, b'e');
+        long.extend_from_slice(b"\r\n");
+        match scan_reply(&long) {
+            Ok(Scan::Reply {
+                kind: ReplyKind::Error { kind, message },
+                len,
+            }) => {
+                assert_eq!(kind, b"BIG");
+                assert_eq!(message.len(), 1_000_000 - 1);
+                assert_eq!(len, long.len());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bulk_prefix_finds_a_top_level_bulk_header_only() {
+        assert_eq!(bulk_prefix(b"$10\r\nabc"), Some((5, 10)));
+        assert_eq!(bulk_prefix(b"$536870912\r\n"), Some((12, 536_870_912)));
+        assert_eq!(bulk_prefix(b"$0\r\n\r\n"), Some((4, 0)));
+        assert_eq!(bulk_prefix(b"$10\r"), None, "header incomplete");
+        assert_eq!(bulk_prefix(b"$-1\r\n"), None, "nil");
+        assert_eq!(bulk_prefix(b"*1\r\n$3\r\nabc\r\n"), None, "inside an array");
+        assert_eq!(bulk_prefix(b"$x\r\n"), None, "malformed");
+        assert_eq!(bulk_prefix(b"$536870913\r\n"), None, "over the limit");
+        assert_eq!(bulk_prefix(b""), None);
+    }
+
     #[test]
     fn huge_announced_array_with_few_bytes_is_incomplete_not_an_allocation() {
         let buf = b"*2000000000\r\n:1\r\n";
@@ -979,7 +1073,7 @@ mod tests {
             buf.extend_from_slice(&trailing);
             prop_assert_eq!(Frame::parse(&buf), Ok(Some((frame.clone(), len))));
             let kind = match &frame {
-                Frame::Error(message) => ReplyKind::Error(first_word(message)),
+                Frame::Error(message) => ReplyKind::Error { kind: first_word(message), message },
                 _ => ReplyKind::Value,
             };
             prop_assert_eq!(scan_reply(&buf), Ok(Scan::Reply { kind, len }));

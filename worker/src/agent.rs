@@ -16,7 +16,7 @@ use crate::shard::{self, ShardEvent};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::plan::Plan;
-use crest_model::stats::{ErrorCounts, Stats, add_error};
+use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error, fold_kinds};
 use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
     worker_message::Msg as Out,
@@ -413,6 +413,8 @@ async fn start_run(
         unsent: 0,
         intervals_sent: 0,
         conn_errors: Vec::new(),
+        kinds: Kinds::default(),
+        new_messages: Vec::new(),
     });
     Ok(())
 }
@@ -453,6 +455,21 @@ struct ActiveRun {
     unsent: u64,
     intervals_sent: u32,
     conn_errors: ErrorCounts,
+    /// The worker's bound on server error kinds: each shard keeps 32, and the worker folds
+    /// theirs into one set of 32 the same way (a kind's fate is decided once, when it is
+    /// first seen, so intervals and totals agree).
+    kinds: Kinds,
+    /// Kinds first seen since the last interval message, with their first messages.
+    new_messages: Vec<(String, String)>,
+}
+
+/// Rewrites every error kind of `stats` through the worker's bound.
+fn fold_stats(stats: &mut [Stats], kinds: &mut Kinds) {
+    for s in stats {
+        for c in &mut s.cmds {
+            fold_kinds(&mut c.errors, kinds);
+        }
+    }
 }
 
 impl Drop for ActiveRun {
@@ -483,7 +500,18 @@ impl ActiveRun {
                     return (out, true);
                 }
             }
-            ShardEvent::Interval { index, stats, .. } => {
+            ShardEvent::Interval {
+                index,
+                mut stats,
+                messages,
+                ..
+            } => {
+                // Kinds with their messages first, so a new kind is admitted with its text.
+                for (kind, message) in &messages {
+                    self.kinds.fold(kind, Some(message));
+                }
+                fold_stats(&mut stats, &mut self.kinds);
+                self.new_messages.extend(self.kinds.take_new());
                 let e = self.pending.entry(index).or_insert_with(|| (0, Vec::new()));
                 e.0 += 1;
                 add_classes(&mut e.1, &stats);
@@ -496,12 +524,13 @@ impl ActiveRun {
                 }
             }
             ShardEvent::Finished {
-                totals,
+                mut totals,
                 in_flight,
                 unsent,
                 connection_errors,
                 ..
             } => {
+                fold_stats(&mut totals, &mut self.kinds);
                 add_classes(&mut self.totals, &totals);
                 self.in_flight += in_flight;
                 self.unsent += unsent;
@@ -522,6 +551,7 @@ impl ActiveRun {
                         unsent: self.unsent,
                         intervals: self.intervals_sent,
                         connection_errors: convert::errors_to_pb(&self.conn_errors),
+                        error_messages: convert::messages_to_pb(&self.kinds.all()),
                     }));
                     return (out, true);
                 }
@@ -553,6 +583,7 @@ impl ActiveRun {
             index,
             commands: self.encode(&stats),
             target_rate: target * self.share,
+            error_messages: convert::messages_to_pb(&std::mem::take(&mut self.new_messages)),
         })
     }
 }

@@ -9,13 +9,21 @@
 //!
 //! A request that finds no free slot waits in the backlog keeping its intended time, so
 //! the wait shows in its latency; beyond the backlog limit it fails as `backlog_full`.
+//! A request whose intended time is more than the timeout ago is given up whether or not it
+//! was written: from the backlog (or at once, when it is scheduled that late) it fails as
+//! `timeout_unsent`, and its wait goes into the latency histogram like any timeout's.
+//!
+//! A turn schedules at most [`MAX_PER_TURN`] requests per class, so a rate the shard
+//! cannot keep up with still lets the loop do I/O, roll intervals and see the stop flag;
+//! what it could not schedule by the class's end is dropped (the interval's `scheduled`
+//! falls short of its target, which marks it generator-bound).
 
 use crate::conn::{Conn, ConnId, Pending, Reply};
 use crate::shard::Load;
 use crest_model::hist;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
-use crest_model::stats::{Stats, add_error, add_error_bytes};
+use crest_model::stats::{Kinds, Stats, add_error};
 use crest_model::workload::{Cursor, Mixer, Workload};
 use crest_resp::ReplyKind;
 use std::collections::VecDeque;
@@ -33,13 +41,21 @@ impl ClassId {
     }
 }
 
-/// Why the requests on a closed connection failed.
+/// Most requests one class schedules in one loop turn.
+pub const MAX_PER_TURN: usize = 4096;
+
+/// Why a request failed without a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
-    /// Unanswered past the timeout: each waited at least that long, so it stays in latency.
+    /// Written, unanswered past the timeout: it waited that long, so it stays in latency.
     Timeout,
-    /// The connection broke under them.
+    /// Never written, and its intended time passed the timeout ago (it waited in the
+    /// backlog, or in a write buffer): in latency too.
+    TimeoutUnsent,
+    /// The connection broke under it.
     Disconnected,
+    /// Its reply was larger than the connection may buffer.
+    TooLarge,
 }
 
 impl Failure {
@@ -47,7 +63,18 @@ impl Failure {
     pub fn kind(self) -> &'static str {
         match self {
             Failure::Timeout => "timeout",
+            Failure::TimeoutUnsent => "timeout_unsent",
             Failure::Disconnected => "disconnected",
+            Failure::TooLarge => "reply_too_large",
+        }
+    }
+
+    /// How a request on a connection closed for `self` fails: timeouts of requests never
+    /// written are `timeout_unsent`.
+    pub fn of(self, written: bool) -> Self {
+        match self {
+            Failure::Timeout if !written => Failure::TimeoutUnsent,
+            f => f,
         }
     }
 }
@@ -180,36 +207,58 @@ impl ClassState {
         !self.backlog.is_empty()
     }
 
-    /// Step 1 of a turn: every request due by `now` is scheduled (open loop), or every free
-    /// slot gets one (closed loop).
+    /// Step 1 of a turn: every request due by `due` is scheduled (open loop), at most
+    /// [`MAX_PER_TURN`] of them, or every free slot gets one (closed loop). `now` is the
+    /// clock: a request already `timeout` old is given up instead of sent. Past the class's
+    /// end, what the bound left unscheduled is dropped.
     #[inline]
-    pub fn send_due(&mut self, now: u64, out: &mut Outbox<'_>) {
+    pub fn send_due(&mut self, due: u64, now: u64, timeout: u64, out: &mut Outbox<'_>) {
         if matches!(self.arrivals, Arrivals::Closed { .. }) {
-            self.fill_closed(now, out);
+            self.fill_closed(due, out);
             return;
         }
-        loop {
+        for _ in 0..MAX_PER_TURN {
             let t = match self.arrivals {
                 Arrivals::Open {
                     next_due: Some(t), ..
-                } if t <= now => t,
+                } if t <= due => t,
                 _ => return,
             };
-            self.schedule(t, out);
+            self.schedule(t, now, timeout, out);
             if let Arrivals::Open { schedule, next_due } = &mut self.arrivals {
                 *next_due = schedule.next(out.rng);
             }
         }
+        // The bound was hit: the shard cannot keep this rate. Once the class's time is
+        // over, nothing more of its schedule is created (a frozen shard that thaws, or an
+        // unschedulable rate, must not keep the run going past its end).
+        if let Arrivals::Open { schedule, next_due } = &mut self.arrivals
+            && next_due.is_some_and(|t| t <= due)
+            && now >= schedule.profile().duration_ns()
+        {
+            *next_due = None;
+        }
     }
 
-    /// One open-loop request intended at `intended`: onto a free slot, else into the
-    /// backlog (behind any already waiting, so order holds), else `backlog_full`.
+    /// One open-loop request intended at `intended`: given up when it is already older
+    /// than the timeout, else onto a free slot, else into the backlog (behind any already
+    /// waiting, so order holds), else `backlog_full`.
     #[inline]
-    fn schedule(&mut self, intended: u64, out: &mut Outbox<'_>) {
+    fn schedule(&mut self, intended: u64, now: u64, timeout: u64, out: &mut Outbox<'_>) {
         let cmd = self.mixer.pick() as u32;
         let measured = intended >= self.warmup;
         if measured {
             self.interval.cmds[cmd as usize].scheduled += 1;
+        }
+        if now.saturating_sub(intended) > timeout {
+            let p = Pending {
+                intended,
+                written: 0,
+                cmd,
+                measured,
+            };
+            self.on_failed(p, Failure::TimeoutUnsent, now);
+            return;
         }
         let q = Queued { intended, cmd };
         if self.backlog.is_empty() && self.dispatch(q, out) {
@@ -266,12 +315,32 @@ impl ClassState {
                 measured: q.intended >= self.warmup,
             };
             let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
-            if conn.enqueue(req, |buf| workload.encode(q.cmd as usize, rng, cursor, buf)) {
+            if conn.enqueue(req, |buf| {
+                workload.encode_to(q.cmd as usize, rng, cursor, buf)
+            }) {
                 out.dirty.push(id);
             }
             return true;
         }
         false
+    }
+
+    /// Gives up backlogged requests intended more than `timeout` before `now`, as
+    /// `timeout_unsent` (the backlog is in intended order: only its front can be due).
+    pub fn expire_backlog(&mut self, now: u64, timeout: u64) {
+        while let Some(&q) = self.backlog.front() {
+            if now.saturating_sub(q.intended) <= timeout {
+                break;
+            }
+            self.backlog.pop_front();
+            let p = Pending {
+                intended: q.intended,
+                written: 0,
+                cmd: q.cmd,
+                measured: q.intended >= self.warmup,
+            };
+            self.on_failed(p, Failure::TimeoutUnsent, now);
+        }
     }
 
     /// Moves backlogged requests, oldest first, onto slots that came free.
@@ -301,9 +370,10 @@ impl ClassState {
         }
     }
 
-    /// A reply on connection `id` at `now`: results, and the slot it frees.
+    /// A reply on connection `id` at `now`: results, and the slot it frees. Error replies
+    /// count under the kind `kinds` (the shard's bounded set) names.
     #[inline]
-    pub fn on_reply(&mut self, id: ConnId, r: Reply<'_>, now: u64) {
+    pub fn on_reply(&mut self, id: ConnId, r: Reply<'_>, now: u64, kinds: &mut Kinds) {
         let p = r.req;
         if p.measured {
             let s = &mut self.interval.cmds[p.cmd as usize];
@@ -317,7 +387,9 @@ impl ClassState {
                     hist::record(&mut s.latency, now.saturating_sub(p.intended));
                     hist::record(&mut s.service_time, now.saturating_sub(p.since()));
                 }
-                ReplyKind::Error(k) => add_error_bytes(&mut s.errors, k),
+                ReplyKind::Error { kind, message } => {
+                    add_error(&mut s.errors, kinds.resolve(kind, message), 1);
+                }
             }
         }
         match self.arrivals {
@@ -330,14 +402,15 @@ impl ClassState {
         }
     }
 
-    /// A request that failed without a reply (its connection closed under it).
+    /// A request that failed without a reply (its connection closed under it, or it was
+    /// given up).
     pub fn on_failed(&mut self, p: Pending, failure: Failure, now: u64) {
         if !p.measured {
             return;
         }
         let s = &mut self.interval.cmds[p.cmd as usize];
         add_error(&mut s.errors, failure.kind(), 1);
-        if failure == Failure::Timeout {
+        if matches!(failure, Failure::Timeout | Failure::TimeoutUnsent) {
             // A request given up on waited at least this long: keep it in the latency
             // histogram so timing out can never make the percentiles look better.
             hist::record(&mut s.latency, now.saturating_sub(p.intended));
@@ -429,7 +502,7 @@ mod tests {
         fn new(n: u32, class: &mut ClassState) -> Self {
             let conns = (0..n)
                 .map(|i| {
-                    let mut c = Conn::new(ClassId(0));
+                    let mut c = Conn::for_tests(ClassId(0));
                     c.set_up();
                     class.on_up(ConnId(i));
                     c
@@ -464,7 +537,8 @@ mod tests {
         fn answer(&mut self, class: &mut ClassState, id: ConnId, n: usize, reply: &[u8], now: u64) {
             let c = &mut self.conns[id.index()];
             c.feed(&reply.repeat(n));
-            c.take_replies(|r| class.on_reply(id, r, now)).unwrap();
+            c.take_replies(|r| class.on_reply(id, r, now, &mut Kinds::default()))
+                .unwrap();
         }
 
         fn in_flight(&self) -> Vec<usize> {
@@ -485,7 +559,7 @@ mod tests {
     fn a_full_backlog_fails_requests_as_backlog_full_and_keeps_order() {
         let mut class = open(5, 1, 0, 2);
         let mut rig = Rig::new(1, &mut class);
-        class.send_due(10 * MS, &mut rig.out());
+        class.send_due(10 * MS, 10 * MS, u64::MAX, &mut rig.out());
         let s = &class.interval().cmds[0];
         assert_eq!(s.scheduled, 5);
         assert_eq!(s.backlogged, 2);
@@ -517,7 +591,7 @@ mod tests {
     fn warm_up_requests_are_sent_but_counted_nowhere() {
         let mut class = open(4, 1, 2 * MS, 1);
         let mut rig = Rig::new(1, &mut class);
-        class.send_due(10 * MS, &mut rig.out());
+        class.send_due(10 * MS, 10 * MS, u64::MAX, &mut rig.out());
         // Requests at 0 and 1 ms are warm-up: one sent, one backlogged, neither counted.
         // The warm-up one holds the backlog's only place, so those at 2 and 3 ms fail.
         let s = &class.interval().cmds[0];
@@ -533,11 +607,11 @@ mod tests {
     fn a_timed_out_request_keeps_its_latency_a_disconnected_one_does_not() {
         let mut class = open(2, 1, 0, 4);
         let mut rig = Rig::new(2, &mut class);
-        class.send_due(MS, &mut rig.out());
+        class.send_due(MS, MS, u64::MAX, &mut rig.out());
         rig.flush(&mut class, MS);
         let mut failed = Vec::new();
-        rig.conns[0].close(500 * MS, |p| failed.push(p));
-        rig.conns[1].close(500 * MS, |p| failed.push(p));
+        rig.conns[0].close(500 * MS, |p, _| failed.push(p));
+        rig.conns[1].close(500 * MS, |p, _| failed.push(p));
         assert_eq!(failed.len(), 2);
         class.on_failed(failed[0], Failure::Timeout, 500 * MS);
         class.on_failed(failed[1], Failure::Disconnected, 500 * MS);
@@ -555,15 +629,15 @@ mod tests {
     fn stale_tokens_are_skipped_and_a_reconnect_frees_slots_again() {
         let mut class = open(3, 2, 0, 8);
         let mut rig = Rig::new(1, &mut class);
-        rig.conns[0].close(0, |_| {});
-        class.send_due(0, &mut rig.out());
+        rig.conns[0].close(0, |_, _| {});
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
         // Two tokens remain for a closed connection: the request waits.
         assert_eq!(class.unsent(), 1);
         assert_eq!(rig.in_flight(), vec![0]);
         rig.conns[0].set_up();
         class.on_up(ConnId(0));
         class.drain_backlog(&mut rig.out());
-        class.send_due(2 * MS, &mut rig.out());
+        class.send_due(2 * MS, 2 * MS, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![2], "pipeline 2 is full");
         assert_eq!(class.unsent(), 1);
         assert_eq!(class.interval().cmds[0].backlogged, 2);
@@ -574,15 +648,15 @@ mod tests {
         let mut class = closed(None, Some(10), 4);
         let mut rig = Rig::new(2, &mut class);
         assert_eq!(class.end(), None, "only a count bounds it");
-        class.send_due(0, &mut rig.out());
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![4, 4], "every slot filled at once");
         rig.flush(&mut class, 0);
         // Replies trickle in: no refill until a connection's pipeline is empty.
         rig.answer(&mut class, ConnId(0), 3, b"+OK\r\n", MS);
-        class.send_due(MS, &mut rig.out());
+        class.send_due(MS, MS, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![1, 4]);
         rig.answer(&mut class, ConnId(0), 1, b"+OK\r\n", MS);
-        class.send_due(MS, &mut rig.out());
+        class.send_due(MS, MS, u64::MAX, &mut rig.out());
         assert_eq!(
             rig.in_flight(),
             vec![2, 4],
@@ -592,7 +666,7 @@ mod tests {
         rig.flush(&mut class, MS);
         rig.answer(&mut class, ConnId(0), 2, b"+OK\r\n", 2 * MS);
         rig.answer(&mut class, ConnId(1), 4, b"+OK\r\n", 2 * MS);
-        class.send_due(3 * MS, &mut rig.out());
+        class.send_due(3 * MS, 3 * MS, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![0, 0], "the budget is spent");
         let total: u64 = class.interval().cmds.iter().map(|c| c.scheduled).sum();
         let done: u64 = class.interval().cmds.iter().map(|c| c.completed).sum();
@@ -617,15 +691,15 @@ mod tests {
         let mut rig = Rig::new(1, &mut class);
         assert_eq!(class.end(), Some(10 * MS));
         assert_eq!(class.wake_at(0), Some(10 * MS));
-        class.send_due(0, &mut rig.out());
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
         rig.flush(&mut class, 0);
         rig.answer(&mut class, ConnId(0), 2, b"+OK\r\n", MS);
         assert_eq!(class.interval().cmds[0].scheduled, 0, "warm-up");
         assert_eq!(class.interval().cmds[0].completed, 0, "warm-up");
-        class.send_due(6 * MS, &mut rig.out());
+        class.send_due(6 * MS, 6 * MS, u64::MAX, &mut rig.out());
         rig.flush(&mut class, 6 * MS);
         rig.answer(&mut class, ConnId(0), 2, b"+OK\r\n", 7 * MS);
-        class.send_due(11 * MS, &mut rig.out());
+        class.send_due(11 * MS, 11 * MS, u64::MAX, &mut rig.out());
         assert!(!class.sending(11 * MS));
         assert_eq!(rig.in_flight(), vec![0], "past its time");
         assert_eq!(class.interval().cmds[0].completed, 2);
@@ -636,7 +710,7 @@ mod tests {
     fn open_loop_frees_one_slot_per_reply_and_counts_early_replies_as_sent() {
         let mut class = open(3, 3, 0, 8);
         let mut rig = Rig::new(1, &mut class);
-        class.send_due(2 * MS, &mut rig.out());
+        class.send_due(2 * MS, 2 * MS, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![3]);
         // The server answers the first request with an error before any write finished.
         rig.answer(&mut class, ConnId(0), 1, b"-ERR Protocol error\r\n", 3 * MS);
@@ -653,12 +727,91 @@ mod tests {
     fn intervals_move_into_totals() {
         let mut class = open(2, 1, 0, 8);
         let mut rig = Rig::new(1, &mut class);
-        class.send_due(0, &mut rig.out());
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
         let first = class.take_interval();
         assert_eq!(first.cmds[0].scheduled, 1);
-        class.send_due(MS, &mut rig.out());
+        class.send_due(MS, MS, u64::MAX, &mut rig.out());
         class.take_interval();
         assert_eq!(class.interval().cmds[0].scheduled, 0);
         assert_eq!(class.take_totals().cmds[0].scheduled, 2);
+    }
+
+    /// Issue #8: requests waiting in the backlog (every connection full or down) are
+    /// given up once their intended time is more than the timeout ago: `timeout_unsent`,
+    /// with their wait in latency; younger ones keep waiting.
+    #[test]
+    fn backlogged_requests_expire_as_timeout_unsent_with_their_wait_in_latency() {
+        let mut class = open(10, 1, 0, 100);
+        let mut rig = Rig::new(1, &mut class);
+        rig.conns[0].close(0, |_, _| {});
+        class.send_due(9 * MS, 9 * MS, u64::MAX, &mut rig.out());
+        assert_eq!(class.unsent(), 10, "all wait: the only connection is down");
+        // At 12 ms with a 5 ms timeout: those intended at 0..=6 ms are over it.
+        class.expire_backlog(12 * MS, 5 * MS);
+        assert_eq!(errors(class.interval(), "timeout_unsent"), 7);
+        assert_eq!(class.unsent(), 3);
+        let s = &class.interval().cmds[0];
+        assert_eq!(s.latency.len(), 7);
+        assert!(s.latency.min() >= 5 * MS, "{}", s.latency.min());
+        assert!(s.latency.max() >= 12 * MS - 20_000);
+        // Books: scheduled = errors + unsent.
+        assert_eq!(s.scheduled, s.error_total() + class.unsent());
+    }
+
+    /// A request whose intended time is already past the timeout when the shard gets to
+    /// it (a shard that was frozen, then thawed) is given up, not sent.
+    #[test]
+    fn a_request_scheduled_later_than_the_timeout_is_never_sent() {
+        let mut class = open(10, 1, 0, 100);
+        let mut rig = Rig::new(1, &mut class);
+        // The shard thaws at 8.5 ms with a 3 ms timeout: 0..=5 ms are given up.
+        class.send_due(8 * MS + MS / 2, 8 * MS + MS / 2, 3 * MS, &mut rig.out());
+        assert_eq!(errors(class.interval(), "timeout_unsent"), 6);
+        assert_eq!(rig.in_flight(), vec![1]);
+        assert_eq!(class.unsent(), 2);
+        assert_eq!(class.interval().cmds[0].scheduled, 9);
+    }
+
+    /// A rate the shard cannot schedule: each turn creates at most MAX_PER_TURN requests,
+    /// and once the class's time is over the rest of its schedule is dropped, so the loop
+    /// ends instead of generating forever.
+    #[test]
+    fn an_unschedulable_rate_is_bounded_per_turn_and_dropped_at_the_end() {
+        // 1e9 req/s for 10 ms: 10 million requests.
+        let profile = Profile::constant(1e9, 10 * MS).unwrap();
+        let load = Load::Open(Schedule::new(profile, Arrival::Uniform, 0.0));
+        let mut class = ClassState::new(workload(&[("GET", 1)]), load, 1, 0, 16, Cursor::default());
+        class.start(&mut Rng::new(1));
+        let mut rig = Rig::new(1, &mut class);
+        class.send_due(5 * MS, 5 * MS, 1_000, &mut rig.out());
+        assert_eq!(class.interval().cmds[0].scheduled, MAX_PER_TURN as u64);
+        assert!(class.sending(5 * MS), "still behind, within its time");
+        class.send_due(20 * MS, 20 * MS, 1_000, &mut rig.out());
+        assert_eq!(class.interval().cmds[0].scheduled, 2 * MAX_PER_TURN as u64);
+        assert!(!class.sending(20 * MS), "past its end: the rest is dropped");
+        let s = &class.interval().cmds[0];
+        let in_flight = rig.in_flight()[0] as u64;
+        assert_eq!(s.scheduled, s.error_total() + class.unsent() + in_flight);
+    }
+
+    #[test]
+    fn error_replies_count_under_bounded_kinds_with_the_first_message() {
+        let mut class = open(40, 1, 0, 100);
+        let mut rig = Rig::new(1, &mut class);
+        let mut kinds = Kinds::default();
+        for i in 0..40u64 {
+            class.send_due(i * MS, i * MS, u64::MAX, &mut rig.out());
+            rig.flush(&mut class, i * MS);
+            let reply = format!("-E{i} code {i}\r\n");
+            let c = &mut rig.conns[0];
+            c.feed(reply.as_bytes());
+            c.take_replies(|r| class.on_reply(ConnId(0), r, i * MS, &mut kinds))
+                .unwrap();
+        }
+        let s = &class.interval().cmds[0];
+        assert_eq!(s.errors.len(), crest_model::stats::MAX_KINDS + 1);
+        assert_eq!(errors(class.interval(), "other"), 40 - 32);
+        assert_eq!(kinds.message("E3"), Some("E3 code 3"));
+        assert_eq!(kinds.message("other"), Some("E32 code 32"));
     }
 }

@@ -6,32 +6,132 @@
 //! in-flight queue. The rest of this file moves bytes and keeps the state.
 //!
 //! Requests are encoded straight into the write buffer, and all of a turn's requests leave
-//! in one `send`; a read fills as much of the read buffer as the socket has, and a read
+//! in one `send`. A large value is not copied: the buffer records where it goes ([`Splice`])
+//! and the write takes its bytes from the class's one shared value buffer with `writev`, so
+//! 50 connections sending 64 MB values hold headers, not 3.2 GB of copies. A read fills as much of the read buffer as the socket has, and a read
 //! that fills less than the space offered means the socket is drained (no extra read to
 //! see `EAGAIN`). What a connection learns is reported to its class through callbacks,
 //! which the compiler inlines: nothing here allocates or dispatches dynamically per
 //! request.
+//!
+//! What a hostile server can make a connection buffer is bounded ([`ReadBudget`]): one
+//! reply at most `max_reply` bytes, all of a shard's read buffers together at most a budget
+//! beyond their base size, and a top-level bulk string (a GET of a 512 MB value) is streamed
+//! past without being buffered at all: only its header and final CRLF are kept. A reply
+//! over a cap fails as `reply_too_large` and closes the connection.
 
 use crate::class::ClassId;
 use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
+use crest_model::workload::Wire;
 use crest_resp::{self as resp, ReplyKind, Scan};
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, IoSlice, Read};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::rc::Rc;
+use std::sync::Arc;
 
 /// Read buffer size, and the least space offered to one read.
 const READ_CHUNK: usize = 64 * 1024;
-/// Largest reply the read buffer grows for in one step (Redis's largest bulk plus framing).
-const MAX_FRAME: usize = resp::MAX_BULK_LEN as usize + 64;
+/// Largest reply a connection buffers, by default: 64 MiB. Top-level bulk strings of any
+/// legal size (512 MB) are streamed past unbuffered, so this bounds arrays and lines.
+pub const MAX_REPLY: usize = 64 * 1024 * 1024;
+/// What all of a shard's read buffers may hold beyond their base size, by default: 256 MiB.
+pub const SHARD_READ_BUDGET: usize = 256 * 1024 * 1024;
+/// A top-level bulk string at least this long is streamed past instead of buffered.
+const SKIP_MIN: usize = READ_CHUNK;
+/// A value at least this long is written from the shared value buffer, not copied.
+const SPLICE_MIN: usize = 16 * 1024;
+/// Most pieces one `writev` carries.
+const MAX_IOV: usize = 64;
 /// Write buffer capacity reserved up front: a turn's requests usually fit.
 const WBUF_CAPACITY: usize = 16 * 1024;
 /// First wait before reconnecting; doubled on each failure in a row.
 pub const BACKOFF_MIN_NS: u64 = 10_000_000;
 /// Longest wait before reconnecting.
 pub const BACKOFF_MAX_NS: u64 = 1_000_000_000;
+
+/// What a shard's connections may buffer of their replies; shared by the shard's
+/// connections (one thread), each growing and shrinking its read buffer against it.
+#[derive(Debug)]
+pub struct ReadBudget {
+    /// Largest reply one connection buffers.
+    max_reply: usize,
+    /// Bytes the shard's read buffers may still grow by.
+    left: Cell<usize>,
+}
+
+impl ReadBudget {
+    /// Replies of at most `max_reply` bytes, all read buffers together at most `shard`
+    /// bytes beyond their base size.
+    pub fn new(max_reply: usize, shard: usize) -> Rc<Self> {
+        Rc::new(Self {
+            max_reply,
+            left: Cell::new(shard),
+        })
+    }
+
+    /// The defaults: [`MAX_REPLY`] and [`SHARD_READ_BUDGET`].
+    pub fn default_caps() -> Rc<Self> {
+        Self::new(MAX_REPLY, SHARD_READ_BUDGET)
+    }
+
+    /// Takes `n` bytes; false (taking nothing) when fewer are left.
+    fn take(&self, n: usize) -> bool {
+        match self.left.get().checked_sub(n) {
+            Some(rest) => {
+                self.left.set(rest);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn give(&self, n: usize) {
+        self.left.set(self.left.get().saturating_add(n));
+    }
+
+    /// Bytes the read buffers may still grow by.
+    #[cfg(test)]
+    pub fn left(&self) -> usize {
+        self.left.get()
+    }
+}
+
+/// A value written from the shared value buffer: `value[..len]` goes before `wbuf[at]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Splice {
+    at: usize,
+    len: usize,
+}
+
+/// The write buffer as a [`Wire`]: small parts copied, large values spliced.
+pub struct Outgoing<'a> {
+    bytes: &'a mut Vec<u8>,
+    splices: &'a mut VecDeque<Splice>,
+}
+
+impl Wire for Outgoing<'_> {
+    #[inline]
+    fn bytes(&mut self) -> &mut Vec<u8> {
+        self.bytes
+    }
+
+    #[inline]
+    fn value(&mut self, shared: &[u8], len: usize) {
+        if len >= SPLICE_MIN {
+            self.splices.push_back(Splice {
+                at: self.bytes.len(),
+                len,
+            });
+        } else {
+            self.bytes.extend_from_slice(&shared[..len]);
+        }
+    }
+}
 
 /// A connection's index within its shard; also its epoll token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -123,6 +223,9 @@ pub enum Fault {
     UnexpectedReply,
     /// Bytes that are not RESP.
     ProtocolError,
+    /// A reply larger than the connection may buffer (or than the shard's read budget
+    /// has room for).
+    TooLarge,
 }
 
 impl Fault {
@@ -131,6 +234,7 @@ impl Fault {
         match self {
             Fault::UnexpectedReply => "unexpected_reply",
             Fault::ProtocolError => "protocol_error",
+            Fault::TooLarge => "reply_too_large",
         }
     }
 }
@@ -208,6 +312,8 @@ pub enum Received {
     WouldBlock,
     /// The peer closed (`eof`) or the socket failed; carries the connection-error kind.
     Closed(Cow<'static, str>),
+    /// The reply being read does not fit the caps ([`Fault::TooLarge`]).
+    TooLarge,
 }
 
 /// What is due on a connection at a sweep.
@@ -234,6 +340,12 @@ pub struct Conn {
     wbuf: Vec<u8>,
     /// Bytes of `wbuf` already written.
     wpos: usize,
+    /// Values to write from `value` between the bytes of `wbuf`, in order.
+    splices: VecDeque<Splice>,
+    /// Bytes of the first splice already written (only while `wpos` is at its place).
+    spos: usize,
+    /// The class's shared value bytes that splices refer to.
+    value: Arc<[u8]>,
     /// Registered for writability because a send could not finish.
     want_out: bool,
     /// Requests in order; the last `unwritten` are in `wbuf` but not yet written.
@@ -245,13 +357,20 @@ pub struct Conn {
     rend: usize,
     /// Do not scan again until `rend` reaches this.
     need: usize,
+    /// Payload bytes of a large bulk reply still to read and drop (the buffer holds an
+    /// empty bulk in its place).
+    skip: usize,
+    /// The caps this connection's read buffer grows against.
+    budget: Rc<ReadBudget>,
     /// On the shard's list of connections to flush this turn.
     dirty: bool,
 }
 
 impl Conn {
-    /// A closed connection of `class`, due to connect at once.
-    pub fn new(class: ClassId) -> Self {
+    /// A closed connection of `class`, due to connect at once; large values are written
+    /// from `value` (the class's [`Workload::value_bytes`](crest_model::workload::Workload::value_bytes)),
+    /// and replies are buffered within `budget`.
+    pub fn new(class: ClassId, value: Arc<[u8]>, budget: Rc<ReadBudget>) -> Self {
         Self {
             class,
             sock: None,
@@ -259,6 +378,9 @@ impl Conn {
             backoff: BACKOFF_MIN_NS,
             wbuf: Vec::with_capacity(WBUF_CAPACITY),
             wpos: 0,
+            splices: VecDeque::new(),
+            spos: 0,
+            value,
             want_out: false,
             inflight: VecDeque::new(),
             unwritten: 0,
@@ -266,6 +388,8 @@ impl Conn {
             rstart: 0,
             rend: 0,
             need: 0,
+            skip: 0,
+            budget,
             dirty: false,
         }
     }
@@ -298,8 +422,11 @@ impl Conn {
     /// Encodes a request with `encode` into the write buffer and queues it. Returns true
     /// when the connection just became dirty (the caller lists it for this turn's flush).
     #[inline]
-    pub fn enqueue(&mut self, req: Pending, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
-        encode(&mut self.wbuf);
+    pub fn enqueue(&mut self, req: Pending, encode: impl FnOnce(&mut Outgoing<'_>)) -> bool {
+        encode(&mut Outgoing {
+            bytes: &mut self.wbuf,
+            splices: &mut self.splices,
+        });
         self.inflight.push_back(req);
         self.unwritten += 1;
         !std::mem::replace(&mut self.dirty, true)
@@ -372,9 +499,23 @@ impl Conn {
         mut on_sent: impl FnMut(&Pending),
     ) -> io::Result<()> {
         if let Some(sock) = &self.sock {
-            while self.wpos < self.wbuf.len() {
-                match sock.send_with_flags(&self.wbuf[self.wpos..], libc::MSG_NOSIGNAL) {
-                    Ok(n) => self.wpos += n,
+            while self.wpos < self.wbuf.len() || !self.splices.is_empty() {
+                let sent = if self.splices.is_empty() {
+                    sock.send_with_flags(&self.wbuf[self.wpos..], libc::MSG_NOSIGNAL)
+                } else {
+                    let mut iov = [IoSlice::new(&[]); MAX_IOV];
+                    let n = pieces(
+                        &self.wbuf,
+                        self.wpos,
+                        &self.splices,
+                        self.spos,
+                        &self.value,
+                        &mut iov,
+                    );
+                    sock.send_vectored_with_flags(&iov[..n], libc::MSG_NOSIGNAL)
+                };
+                match sent {
+                    Ok(n) => advance(&mut self.splices, &mut self.wpos, &mut self.spos, n),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         if !self.want_out {
@@ -393,6 +534,8 @@ impl Conn {
         }
         self.wbuf.clear();
         self.wpos = 0;
+        self.splices.clear();
+        self.spos = 0;
         let first = self.inflight.len() - self.unwritten;
         for p in self.inflight.range_mut(first..) {
             p.written = now;
@@ -402,10 +545,11 @@ impl Conn {
         Ok(())
     }
 
-    /// One read into the read buffer, growing it first when little room is left.
+    /// One read into the read buffer, growing it first when little room is left (within
+    /// the caps), or dropping the payload of a large bulk reply being streamed past.
     #[inline]
     pub fn receive(&mut self) -> Received {
-        if self.rbuf.len() - self.rend < READ_CHUNK / 4 {
+        if self.skip == 0 && self.rbuf.len() - self.rend < READ_CHUNK / 4 {
             if self.rstart > 0 {
                 self.rbuf.copy_within(self.rstart..self.rend, 0);
                 self.rend -= self.rstart;
@@ -413,7 +557,12 @@ impl Conn {
                 self.rstart = 0;
             }
             if self.rbuf.len() - self.rend < READ_CHUNK / 4 {
-                let want = (self.rbuf.len() * 2).max(self.need.min(MAX_FRAME) + READ_CHUNK);
+                // One partial reply fills the buffer: it may grow to the reply cap.
+                let cap = self.budget.max_reply + READ_CHUNK;
+                let want = (self.rbuf.len() * 2).max(self.need + READ_CHUNK).min(cap);
+                if want <= self.rbuf.len() || !self.budget.take(want - self.rbuf.len()) {
+                    return Received::TooLarge;
+                }
                 self.rbuf.resize(want, 0);
             }
         }
@@ -421,9 +570,19 @@ impl Conn {
             return Received::Closed(Cow::Borrowed("eof"));
         };
         let space = self.rbuf.len() - self.rend;
+        // While streaming past a bulk payload, read no further than its end.
+        let space = if self.skip > 0 {
+            space.min(self.skip)
+        } else {
+            space
+        };
         loop {
-            match sock.read(&mut self.rbuf[self.rend..]) {
+            match sock.read(&mut self.rbuf[self.rend..self.rend + space]) {
                 Ok(0) => return Received::Closed(Cow::Borrowed("eof")),
+                Ok(n) if self.skip > 0 => {
+                    self.skip -= n;
+                    return Received::Data { filled: n == space };
+                }
                 Ok(n) => {
                     self.rend += n;
                     return Received::Data { filled: n == space };
@@ -439,7 +598,7 @@ impl Conn {
     /// needs, so a large value is not rescanned on every read).
     #[inline]
     pub fn reply_ready(&self) -> bool {
-        self.rend >= self.need
+        self.skip == 0 && self.rend >= self.need
     }
 
     /// Matches the complete replies read so far with their requests (see
@@ -455,29 +614,77 @@ impl Conn {
                 self.rstart = 0;
                 self.rend = 0;
                 self.need = 0;
+                self.shrink();
                 Ok(())
             }
             Matched::Partial { consumed, need } => {
                 self.need = self.rstart + need;
                 self.rstart += consumed;
-                Ok(())
+                self.check_partial()
             }
             Matched::Fault(f) => Err(f),
         }
     }
 
-    /// Closes the connection: every request on it goes to `on_failed`, buffers empty, and
-    /// a reconnect is due after the backoff, which doubles for the next failure.
-    pub fn close(&mut self, now: u64, on_failed: impl FnMut(Pending)) {
+    /// The reply at `rstart` is incomplete: a large top-level bulk is turned into an empty
+    /// one whose payload is dropped as it arrives; anything else larger than the reply cap
+    /// is [`Fault::TooLarge`].
+    fn check_partial(&mut self) -> Result<(), Fault> {
+        let at_least = self.need - self.rstart;
+        if at_least < SKIP_MIN {
+            return Ok(());
+        }
+        let pending = &self.rbuf[self.rstart..self.rend];
+        if let Some((header, len)) = resp::bulk_prefix(pending) {
+            let have = (pending.len() - header).min(len);
+            // The buffer keeps `$0\r\n` and whatever came after the payload (part of its
+            // CRLF); the final CRLF completes an empty bulk, matched as any value.
+            let after = self.rstart + header + have;
+            self.rbuf[self.rstart..self.rstart + 4].copy_from_slice(b"$0\r\n");
+            self.rbuf.copy_within(after..self.rend, self.rstart + 4);
+            self.rend = self.rstart + 4 + (self.rend - after);
+            self.skip = len - have;
+            self.need = self.rstart + 6;
+            return Ok(());
+        }
+        if at_least > self.budget.max_reply {
+            return Err(Fault::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// Gives back a read buffer that grew for a large reply once it is empty.
+    fn shrink(&mut self) {
+        if self.rbuf.len() > 2 * READ_CHUNK {
+            self.budget.give(self.rbuf.len() - READ_CHUNK);
+            self.rbuf = vec![0; READ_CHUNK];
+        }
+    }
+
+    /// Closes the connection: every request on it goes to `on_failed` (oldest first, with
+    /// whether its write had completed), buffers empty, and a reconnect is due after the
+    /// backoff, which doubles for the next failure.
+    pub fn close(&mut self, now: u64, mut on_failed: impl FnMut(Pending, bool)) {
         // Closing the fd removes it from the epoll set.
         drop(self.sock.take());
-        self.inflight.drain(..).for_each(on_failed);
+        let written = self.inflight.len() - self.unwritten;
+        for (i, p) in self.inflight.drain(..).enumerate() {
+            on_failed(p, i < written);
+        }
         self.unwritten = 0;
         self.wbuf.clear();
         self.wpos = 0;
+        self.splices.clear();
+        self.spos = 0;
         self.rstart = 0;
         self.rend = 0;
         self.need = 0;
+        self.skip = 0;
+        // A buffer that grew for a reply goes back to its base size.
+        if self.rbuf.len() > READ_CHUNK {
+            self.budget.give(self.rbuf.len() - READ_CHUNK);
+            self.rbuf = vec![0; READ_CHUNK];
+        }
         self.dirty = false;
         self.want_out = false;
         self.state = ConnState::Down {
@@ -486,11 +693,36 @@ impl Conn {
         self.backoff = (self.backoff * 2).min(BACKOFF_MAX_NS);
     }
 
-    /// What a sweep at `now` must do with this connection.
+    /// Takes off the requests, oldest first, whose intended time is more than `timeout`
+    /// before `now`, to `on_expired` with whether each was written (the shard's end: what
+    /// is left stays in flight or unsent).
+    pub fn expire_front(
+        &mut self,
+        now: u64,
+        timeout: u64,
+        mut on_expired: impl FnMut(Pending, bool),
+    ) {
+        while let Some(p) = self.inflight.front() {
+            if now.saturating_sub(p.intended) <= timeout {
+                break;
+            }
+            let written = self.inflight.len() > self.unwritten;
+            if !written {
+                self.unwritten -= 1;
+            }
+            if let Some(p) = self.inflight.pop_front() {
+                on_expired(p, written);
+            }
+        }
+    }
+
+    /// What a sweep at `now` must do with this connection. A request times out when its
+    /// intended time is more than `timeout` ago, written or not (issue #8: a request's
+    /// deadline does not move because it waited for a connection).
     pub fn due(&self, now: u64, timeout: u64) -> Due {
         match self.state {
             ConnState::Up => match self.inflight.front() {
-                Some(p) if now.saturating_sub(p.since()) > timeout => Due::Timeout,
+                Some(p) if now.saturating_sub(p.intended) > timeout => Due::Timeout,
                 _ => Due::Nothing,
             },
             ConnState::Connecting { since } if now.saturating_sub(since) > timeout => {
@@ -516,6 +748,12 @@ impl Conn {
             }
         }
         (in_flight, unsent)
+    }
+
+    /// A connection with no shared value bytes and the default read caps.
+    #[cfg(test)]
+    pub fn for_tests(class: ClassId) -> Self {
+        Self::new(class, Arc::from(Vec::new()), ReadBudget::default_caps())
     }
 
     /// Makes the connection up over `sock`, as a completed connect would (tests drive
@@ -549,6 +787,64 @@ impl Conn {
     pub fn requests(&self) -> impl Iterator<Item = &Pending> {
         self.inflight.iter()
     }
+}
+
+/// Counts `n` bytes written: through the write buffer (`wpos`) and the splices (`spos`
+/// into the first), in stream order.
+fn advance(splices: &mut VecDeque<Splice>, wpos: &mut usize, spos: &mut usize, mut n: usize) {
+    while n > 0 {
+        match splices.front() {
+            Some(sp) if *wpos < sp.at => {
+                let t = n.min(sp.at - *wpos);
+                *wpos += t;
+                n -= t;
+            }
+            Some(sp) => {
+                let t = n.min(sp.len - *spos);
+                *spos += t;
+                n -= t;
+                if *spos == sp.len {
+                    splices.pop_front();
+                    *spos = 0;
+                }
+            }
+            None => {
+                *wpos += n;
+                n = 0;
+            }
+        }
+    }
+}
+
+/// The pieces of the unwritten stream from `wpos` (and `spos` into the first splice):
+/// `wbuf` runs and spliced values, in order, into `iov`; returns how many.
+fn pieces<'a>(
+    wbuf: &'a [u8],
+    wpos: usize,
+    splices: &VecDeque<Splice>,
+    spos: usize,
+    value: &'a [u8],
+    iov: &mut [IoSlice<'a>; MAX_IOV],
+) -> usize {
+    let (mut n, mut pos, mut skip) = (0, wpos, spos);
+    for sp in splices {
+        if n + 2 > MAX_IOV {
+            return n;
+        }
+        if pos < sp.at {
+            iov[n] = IoSlice::new(&wbuf[pos..sp.at]);
+            n += 1;
+            pos = sp.at;
+        }
+        iov[n] = IoSlice::new(&value[skip..sp.len]);
+        n += 1;
+        skip = 0;
+    }
+    if pos < wbuf.len() {
+        iov[n] = IoSlice::new(&wbuf[pos..]);
+        n += 1;
+    }
+    n
 }
 
 /// A non-blocking TCP socket with `TCP_NODELAY`, its connect to `addr` started.
@@ -596,7 +892,7 @@ mod tests {
         let m = match_replies(bytes, inflight, unwritten, |r| {
             let err = match r.kind {
                 ReplyKind::Value => None,
-                ReplyKind::Error(k) => Some(String::from_utf8_lossy(k).into_owned()),
+                ReplyKind::Error { kind: k, .. } => Some(String::from_utf8_lossy(k).into_owned()),
             };
             seen.push((r.req.intended, err, r.early, r.idle));
         });
@@ -681,16 +977,16 @@ mod tests {
 
     #[test]
     fn close_fails_every_request_and_backs_off_doubling_to_a_cap() {
-        let mut c = Conn::new(ClassId(0));
+        let mut c = Conn::for_tests(ClassId(0));
         c.set_up();
         for t in 1..=3 {
             assert_eq!(
-                c.enqueue(pending(t, 0), |b| b.extend_from_slice(b"x")),
+                c.enqueue(pending(t, 0), |b| b.bytes().extend_from_slice(b"x")),
                 t == 1
             );
         }
         let mut failed = Vec::new();
-        c.close(100, |p| failed.push(p.intended));
+        c.close(100, |p, _| failed.push(p.intended));
         assert_eq!(failed, vec![1, 2, 3]);
         assert_eq!(c.in_flight(), 0);
         assert_eq!(c.leftovers(), (0, 0));
@@ -705,7 +1001,7 @@ mod tests {
         assert_eq!(c.due(100 + BACKOFF_MIN_NS, u64::MAX), Due::Retry);
         let mut waits = Vec::new();
         for _ in 0..10 {
-            c.close(0, |_| {});
+            c.close(0, |_, _| {});
             let ConnState::Down { retry_at } = c.state() else {
                 panic!()
             };
@@ -716,24 +1012,39 @@ mod tests {
     }
 
     #[test]
-    fn a_sweep_times_out_the_oldest_request_from_its_write() {
-        let mut c = Conn::new(ClassId(0));
+    fn a_sweep_times_out_the_oldest_request_from_its_intended_time() {
+        let mut c = Conn::for_tests(ClassId(0));
         c.set_up();
         c.enqueue(pending(1_000, 0), |_| {});
-        // Never written: the clock runs from the intended time.
         assert_eq!(c.due(1_500, 500), Due::Nothing);
         assert_eq!(c.due(1_501, 500), Due::Timeout);
-        c.inflight[0].written = 2_000;
-        assert_eq!(c.due(2_500, 500), Due::Nothing);
-        assert_eq!(c.due(2_501, 500), Due::Timeout);
+        // Written late: the deadline still runs from the intended time.
+        c.inflight[0].written = 1_400;
+        assert_eq!(c.due(1_501, 500), Due::Timeout);
         c.state = ConnState::Connecting { since: 10 };
         assert_eq!(c.due(510, 500), Due::Nothing);
         assert_eq!(c.due(511, 500), Due::ConnectTimeout);
     }
 
+    /// At the end, requests past their deadline leave the books as timeouts (told apart by
+    /// whether they were written); younger ones stay in flight or unsent.
+    #[test]
+    fn expire_front_takes_only_requests_past_their_deadline() {
+        let mut c = Conn::for_tests(ClassId(0));
+        c.set_up();
+        for t in [100, 200, 300, 900] {
+            c.enqueue(pending(t, 0), |_| {});
+        }
+        c.unwritten = 2; // 100 and 200 written, 300 and 900 not
+        let mut out = Vec::new();
+        c.expire_front(1_000, 650, |p, w| out.push((p.intended, w)));
+        assert_eq!(out, vec![(100, true), (200, true), (300, false)]);
+        assert_eq!(c.leftovers(), (0, 1));
+    }
+
     #[test]
     fn leftovers_split_written_from_unwritten_and_skip_warmup() {
-        let mut c = Conn::new(ClassId(0));
+        let mut c = Conn::for_tests(ClassId(0));
         c.set_up();
         c.enqueue(pending(1, 0), |_| {});
         c.enqueue(
@@ -755,14 +1066,14 @@ mod tests {
         let ep = Epoll::new().unwrap();
         let (ours, theirs) = UnixStream::pair().unwrap();
         let id = ConnId(3);
-        let mut c = Conn::new(ClassId(0));
+        let mut c = Conn::for_tests(ClassId(0));
         c.attach(
             id,
             &ep,
             socket2::Socket::from(std::os::fd::OwnedFd::from(ours)),
         );
-        c.enqueue(pending(5, 0), |b| b.extend_from_slice(b"PING\r\n"));
-        c.enqueue(pending(6, 1), |b| b.extend_from_slice(b"PING\r\n"));
+        c.enqueue(pending(5, 0), |b| b.bytes().extend_from_slice(b"PING\r\n"));
+        c.enqueue(pending(6, 1), |b| b.bytes().extend_from_slice(b"PING\r\n"));
         let mut sent = Vec::new();
         c.flush(id, &ep, 42, |p| sent.push((p.intended, p.written)))
             .unwrap();
@@ -798,14 +1109,14 @@ mod tests {
         let mut ep = Epoll::new().unwrap();
         let (ours, theirs) = UnixStream::pair().unwrap();
         let id = ConnId(0);
-        let mut c = Conn::new(ClassId(0));
+        let mut c = Conn::for_tests(ClassId(0));
         c.attach(
             id,
             &ep,
             socket2::Socket::from(std::os::fd::OwnedFd::from(ours)),
         );
         let big = vec![b'x'; 4 << 20];
-        c.enqueue(pending(1, 0), |b| b.extend_from_slice(&big));
+        c.enqueue(pending(1, 0), |b| b.bytes().extend_from_slice(&big));
         let mut sent = 0;
         c.flush(id, &ep, 10, |_| sent += 1).unwrap();
         assert!(c.want_out(), "4 MiB does not fit a socket buffer");
@@ -830,5 +1141,221 @@ mod tests {
             drained += n;
         }
         assert_eq!(drained, big.len());
+    }
+
+    /// A socket pair with our end attached to a new connection as `ConnId(0)`.
+    fn pair(c: &mut Conn) -> (Epoll, UnixStream) {
+        let ep = Epoll::new().unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        c.attach(
+            ConnId(0),
+            &ep,
+            socket2::Socket::from(std::os::fd::OwnedFd::from(ours)),
+        );
+        (ep, theirs)
+    }
+
+    /// Reads until `n` replies were matched or the connection gives up; returns the
+    /// replies' kinds (None for a value) and how the reading ended.
+    fn read_replies(c: &mut Conn, n: usize) -> (Vec<Option<Vec<u8>>>, Result<(), String>) {
+        let mut got = Vec::new();
+        for _ in 0..200_000 {
+            if got.len() == n {
+                return (got, Ok(()));
+            }
+            match c.receive() {
+                Received::WouldBlock => std::thread::sleep(std::time::Duration::from_micros(200)),
+                Received::Closed(k) => return (got, Err(k.into_owned())),
+                Received::TooLarge => return (got, Err(Fault::TooLarge.kind().into())),
+                Received::Data { .. } => {
+                    if c.reply_ready() {
+                        let r = c.take_replies(|r| {
+                            got.push(match r.kind {
+                                ReplyKind::Value => None,
+                                ReplyKind::Error { kind, .. } => Some(kind.to_vec()),
+                            })
+                        });
+                        if let Err(f) = r {
+                            return (got, Err(f.kind().into()));
+                        }
+                    }
+                }
+            }
+        }
+        (got, Err("gave up".into()))
+    }
+
+    /// A 20 MiB bulk reply is streamed past: the read buffer never grows, the budget is
+    /// untouched, and the reply and the one after it match their requests.
+    #[test]
+    fn a_huge_bulk_reply_is_streamed_past_without_buffering_it() {
+        let mut c = Conn::for_tests(ClassId(0));
+        let (_ep, theirs) = pair(&mut c);
+        c.enqueue(pending(1, 0), |_| {});
+        c.enqueue(pending(2, 0), |_| {});
+        c.unwritten = 0;
+        let writer = std::thread::spawn(move || {
+            let mut theirs = theirs;
+            theirs.write_all(b"$20971520\r\n").unwrap();
+            let chunk = vec![b'v'; 1 << 20];
+            for _ in 0..20 {
+                theirs.write_all(&chunk).unwrap();
+            }
+            theirs.write_all(b"\r\n-ERR after\r\n").unwrap();
+            theirs
+        });
+        let before = c.budget.left();
+        let (got, end) = read_replies(&mut c, 2);
+        let _theirs = writer.join().unwrap();
+        assert_eq!(end, Ok(()));
+        assert_eq!(got, vec![None, Some(b"ERR".to_vec())]);
+        assert_eq!(c.rbuf.len(), READ_CHUNK, "the buffer never grew");
+        assert_eq!(c.budget.left(), before);
+    }
+
+    /// A bulk whose payload is followed by something other than CRLF is still garbage
+    /// after being streamed past.
+    #[test]
+    fn a_streamed_bulk_without_its_crlf_is_a_protocol_error() {
+        let mut c = Conn::for_tests(ClassId(0));
+        let (_ep, mut theirs) = pair(&mut c);
+        c.enqueue(pending(1, 0), |_| {});
+        c.unwritten = 0;
+        let mut reply = b"$100000\r\n".to_vec();
+        reply.resize(reply.len() + 100_000, b'v');
+        reply.extend_from_slice(b"XY");
+        std::thread::spawn(move || theirs.write_all(&reply).map(|_| theirs));
+        let (got, end) = read_replies(&mut c, 1);
+        assert!(got.is_empty());
+        assert_eq!(end, Err("protocol_error".into()));
+    }
+
+    /// An array announcing a billion elements is refused as soon as its lower bound
+    /// passes the reply cap, without growing the buffer towards it.
+    #[test]
+    fn an_endless_array_is_too_large_before_it_is_buffered() {
+        let mut c = Conn::new(
+            ClassId(0),
+            Arc::from(Vec::new()),
+            ReadBudget::new(1 << 20, 1 << 30),
+        );
+        let (_ep, mut theirs) = pair(&mut c);
+        c.enqueue(pending(1, 0), |_| {});
+        c.unwritten = 0;
+        theirs.write_all(b"*999999999\r\n:1\r\n:2\r\n").unwrap();
+        let (got, end) = read_replies(&mut c, 1);
+        assert!(got.is_empty());
+        assert_eq!(end, Err("reply_too_large".into()));
+        assert_eq!(c.rbuf.len(), READ_CHUNK);
+    }
+
+    /// Elements that keep coming (a small announced count, huge elements inside an
+    /// array) grow the buffer only to the reply cap.
+    #[test]
+    fn an_array_of_large_elements_stops_at_the_reply_cap() {
+        let cap = 1 << 20;
+        let mut c = Conn::new(
+            ClassId(0),
+            Arc::from(Vec::new()),
+            ReadBudget::new(cap, 1 << 30),
+        );
+        let (_ep, theirs) = pair(&mut c);
+        c.enqueue(pending(1, 0), |_| {});
+        c.unwritten = 0;
+        std::thread::spawn(move || {
+            let mut theirs = theirs;
+            let _ = theirs.write_all(b"*3\r\n$400000\r\n");
+            let chunk = vec![b'v'; 400_000];
+            for _ in 0..20 {
+                if theirs.write_all(&chunk).is_err()
+                    || theirs.write_all(b"\r\n$400000\r\n").is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let (got, end) = read_replies(&mut c, 1);
+        assert!(got.is_empty());
+        assert_eq!(end, Err("reply_too_large".into()));
+        assert!(c.rbuf.len() <= cap + READ_CHUNK, "{}", c.rbuf.len());
+        // Closing gives the grown buffer back to the shard's budget.
+        c.close(0, |_, _| {});
+        assert_eq!(c.budget.left(), 1 << 30);
+    }
+
+    /// Connections share the shard's budget: when it is spent, the next one that must
+    /// grow fails as too large instead of allocating.
+    #[test]
+    fn the_shard_budget_bounds_every_buffer_together() {
+        let budget = ReadBudget::new(8 << 20, 3 * READ_CHUNK);
+        let mut a = Conn::new(ClassId(0), Arc::from(Vec::new()), budget.clone());
+        let (_ea, mut ta) = pair(&mut a);
+        a.enqueue(pending(1, 0), |_| {});
+        a.unwritten = 0;
+        // A 300 KB simple string: not streamable, so it must be buffered.
+        let mut line = b"+".to_vec();
+        line.resize(300_000, b'x');
+        std::thread::spawn(move || ta.write_all(&line).map(|_| ta));
+        let (got, end) = read_replies(&mut a, 1);
+        assert!(got.is_empty());
+        assert_eq!(end, Err("reply_too_large".into()));
+        assert!(a.rbuf.len() < 300_000, "stopped before holding the line");
+        assert_eq!(a.rbuf.len() - READ_CHUNK + budget.left(), 3 * READ_CHUNK);
+    }
+
+    /// A line that never ends is a protocol error at the line cap.
+    #[test]
+    fn an_endless_line_ends_at_the_line_cap() {
+        let mut c = Conn::for_tests(ClassId(0));
+        c.set_up();
+        c.enqueue(pending(1, 0), |_| {});
+        let mut line = b"+".to_vec();
+        line.resize(resp::MAX_LINE_LEN + 2, b'x');
+        c.feed(&line);
+        assert_eq!(
+            c.take_replies(|_| panic!("no reply")),
+            Err(Fault::ProtocolError)
+        );
+    }
+
+    /// A 1 MB value is written from the shared bytes (the write buffer holds only the
+    /// framing) and the peer reads exactly what a copying encoder would have sent.
+    #[test]
+    fn large_values_are_spliced_from_the_shared_buffer_with_writev() {
+        let value: Arc<[u8]> = Arc::from((0..1_000_000u32).map(|i| i as u8).collect::<Vec<_>>());
+        let mut c = Conn::new(ClassId(0), value.clone(), ReadBudget::default_caps());
+        let (mut ep, theirs) = pair(&mut c);
+        let mut expected = Vec::new();
+        for (t, len) in [(1, 1_000_000), (2, 10), (3, 20_000)] {
+            c.enqueue(pending(t, 0), |b| {
+                b.bytes().extend_from_slice(b"SET ");
+                b.value(&value, len);
+                b.bytes().extend_from_slice(b"\r\n");
+            });
+            expected.extend_from_slice(b"SET ");
+            expected.extend_from_slice(&value[..len]);
+            expected.extend_from_slice(b"\r\n");
+        }
+        assert_eq!(c.splices.len(), 2, "the 10-byte value is copied");
+        assert!(c.wbuf.len() < 100, "{}", c.wbuf.len());
+        let reader = std::thread::spawn(move || {
+            let mut theirs = theirs;
+            let mut got = vec![0u8; expected.len()];
+            theirs.read_exact(&mut got).unwrap();
+            assert!(got == expected, "the bytes differ");
+        });
+        let mut sent = 0;
+        let mut events = Events::with_capacity(4);
+        c.flush(ConnId(0), &ep, 5, |_| sent += 1).unwrap();
+        for _ in 0..100_000 {
+            if sent == 3 {
+                break;
+            }
+            ep.wait(&mut events, 1_000_000);
+            c.flush(ConnId(0), &ep, 6, |_| sent += 1).unwrap();
+        }
+        assert_eq!(sent, 3);
+        reader.join().unwrap();
+        assert!(c.splices.is_empty() && c.wbuf.is_empty());
     }
 }

@@ -13,7 +13,8 @@
 //! 4. readable connections get one `read` each and every complete reply is matched with
 //!    its request (replies come back in order on a connection, module `conn`); slots
 //!    that came free take backlogged requests; every 10 ms a sweep times out requests
-//!    and reconnects closed connections whose backoff has passed;
+//!    (on connections, and waiting in backlogs) and reconnects closed connections whose
+//!    backoff has passed;
 //! 5. when the clock crosses an interval boundary, the interval's results are shipped.
 //!
 //! Connections are non-blocking sockets registered once, level-triggered for reads: a
@@ -22,18 +23,26 @@
 //! few as it can.
 //!
 //! Requests due before the warm-up ends are sent but not measured: they count nowhere.
+//!
+//! Every loop turn is bounded (at most `class::MAX_PER_TURN` requests scheduled per class),
+//! so the stop flag is seen within a turn even at a rate the shard cannot schedule. A
+//! shard that finds its run's end + drain already past (it was frozen, then thawed) sends
+//! nothing more and finishes at once: load never outlives its run. At the end, requests
+//! past their deadline are counted as timeouts, so what is left in flight or unsent is
+//! only what was younger than the timeout.
 
 use crate::class::{ClassId, ClassState, Failure, Outbox};
-use crate::conn::{Conn, ConnId, ConnState, Due, Received};
+use crate::conn::{Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received};
 use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::sys::error_kind;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
-use crest_model::stats::{ErrorCounts, Stats, add_error};
+use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error};
 use crest_model::workload::{Cursor, Workload};
 use std::io;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -128,6 +137,8 @@ pub enum ShardEvent {
         index: u32,
         /// Results of that interval, per class.
         stats: Vec<Stats>,
+        /// Server error kinds first seen in this interval, each with its first message.
+        messages: Vec<(String, String)>,
     },
     /// The run is over for this shard.
     Finished {
@@ -248,6 +259,10 @@ struct Shard {
     timeout: u64,
     intervals: Intervals,
     conn_errors: ErrorCounts,
+    /// The server error kinds this shard counts by name, with their first messages.
+    kinds: Kinds,
+    /// When the last class stops sending (None: only a request count bounds the run).
+    end: Option<u64>,
 }
 
 /// Runs a shard to the end of its schedule (or until stopped) on the calling thread.
@@ -279,9 +294,13 @@ impl Shard {
         let warmup = cfg.warmup.as_nanos() as u64;
         let mut conns = Vec::new();
         let mut states = Vec::new();
+        let budget = ReadBudget::default_caps();
         for (i, c) in classes.into_iter().enumerate() {
             let id = ClassId(i as u32);
-            conns.extend((0..c.connections).map(|_| Conn::new(id)));
+            let value = c.workload.value_bytes();
+            conns.extend(
+                (0..c.connections).map(|_| Conn::new(id, value.clone(), Rc::clone(&budget))),
+            );
             // Sequential keys and members interleave across the cluster's shards.
             let cursor = Cursor {
                 key: u64::from(cfg.global_index),
@@ -310,6 +329,8 @@ impl Shard {
             timeout: cfg.timeout.as_nanos() as u64,
             intervals: Intervals::new(warmup, cfg.interval, end),
             conn_errors: Vec::new(),
+            kinds: Kinds::default(),
+            end,
             cfg,
         })
     }
@@ -345,17 +366,24 @@ impl Shard {
         let mut next_sweep = SWEEP_NS;
         self.wait_for_start(&mut events);
         let mut drain_end: Option<u64> = None;
+        let drain = self.cfg.drain.as_nanos() as u64;
         loop {
             if self.stopped() {
                 return;
             }
             let mut now = self.now();
+            // A shard that wakes after its run's end + drain (it was frozen) sends nothing.
+            if self.end.is_some_and(|e| now >= e.saturating_add(drain)) {
+                break;
+            }
             // 1. Schedule everything that is due; closed-loop classes fill free slots.
-            self.send_due(now);
+            self.send_due(now, now);
             // 2. One write per connection with new requests.
             self.flush_dirty();
             if !self.sending(now) {
-                let end = *drain_end.get_or_insert(now + self.cfg.drain.as_nanos() as u64);
+                // The drain runs from the schedule's end, not from when the loop saw it.
+                let from = self.end.map_or(now, |e| e.min(now));
+                let end = *drain_end.get_or_insert(from.saturating_add(drain));
                 if !self.outstanding() || now >= end {
                     break;
                 }
@@ -414,14 +442,15 @@ impl Shard {
         wake
     }
 
-    fn send_due(&mut self, now: u64) {
+    /// Schedules what is due by `due` (bounded per class), at clock `now`.
+    fn send_due(&mut self, due: u64, now: u64) {
         let mut out = Outbox {
             conns: &mut self.conns,
             rng: &mut self.rng,
             dirty: &mut self.dirty,
         };
         for c in &mut self.classes {
-            c.send_due(now, &mut out);
+            c.send_due(due, now, self.timeout, &mut out);
         }
     }
 
@@ -448,7 +477,7 @@ impl Shard {
             // ships, so `scheduled` per interval follows the intended times exactly.
             let boundary = self.intervals.next_boundary();
             if boundary != u64::MAX && boundary > 0 {
-                self.send_due(boundary - 1);
+                self.send_due(boundary - 1, now);
                 self.flush_dirty();
             }
             self.ship_interval();
@@ -467,10 +496,23 @@ impl Shard {
             shard: self.cfg.index,
             index: self.intervals.index,
             stats,
+            messages: self.kinds.take_new(),
         });
     }
 
     fn finish(&mut self) {
+        // Whatever is past its deadline now is a timeout, sent or not; only younger
+        // requests are left in flight or unsent.
+        let now = self.now();
+        for c in &mut self.classes {
+            c.expire_backlog(now, self.timeout);
+        }
+        for conn in &mut self.conns {
+            let class = &mut self.classes[conn.class.index()];
+            conn.expire_front(now, self.timeout, |p, written| {
+                class.on_failed(p, Failure::Timeout.of(written), now);
+            });
+        }
         let mut unsent: u64 = self.classes.iter().map(ClassState::unsent).sum();
         let mut in_flight = 0;
         for c in &self.conns {
@@ -556,12 +598,32 @@ impl Shard {
         }
     }
 
-    /// Closes a connection; every request on it fails with `failure`.
+    /// Closes a connection; every request on it fails with `failure` (a timeout of one
+    /// never written is `timeout_unsent`).
     fn conn_down(&mut self, id: ConnId, now: u64, conn_error: &str, failure: Failure) {
         add_error(&mut self.conn_errors, conn_error, 1);
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
-        conn.close(now, |p| class.on_failed(p, failure, now));
+        conn.close(now, |p, written| {
+            class.on_failed(p, failure.of(written), now)
+        });
+    }
+
+    /// Closes a connection whose next reply is over the caps: the request it answers fails
+    /// as `reply_too_large`, the rest on the connection as `disconnected`.
+    fn conn_too_large(&mut self, id: ConnId, now: u64) {
+        add_error(&mut self.conn_errors, Fault::TooLarge.kind(), 1);
+        let conn = &mut self.conns[id.index()];
+        let class = &mut self.classes[conn.class.index()];
+        let mut first = true;
+        conn.close(now, |p, _| {
+            let f = if std::mem::take(&mut first) {
+                Failure::TooLarge
+            } else {
+                Failure::Disconnected
+            };
+            class.on_failed(p, f, now);
+        });
     }
 
     fn on_event(&mut self, token: u64, ready: Ready, now: u64) {
@@ -591,9 +653,12 @@ impl Shard {
         }
     }
 
-    /// Fails requests unanswered for longer than the timeout, and reconnects closed
-    /// connections whose backoff has passed.
+    /// Fails requests older than the timeout (on connections and in backlogs), and
+    /// reconnects closed connections whose backoff has passed.
     fn sweep(&mut self, now: u64) {
+        for c in &mut self.classes {
+            c.expire_backlog(now, self.timeout);
+        }
         for i in 0..self.conns.len() {
             let id = ConnId(i as u32);
             match self.conns[i].due(now, self.timeout) {
@@ -647,13 +712,27 @@ impl Shard {
                     self.conn_down(id, now, &kind, Failure::Disconnected);
                     return;
                 }
+                Received::TooLarge => {
+                    let now = self.now();
+                    self.conn_too_large(id, now);
+                    return;
+                }
                 Received::Data { filled } => {
                     if conn.reply_ready() {
                         let now = ns_since(self.cfg.start);
                         let class = &mut self.classes[conn.class.index()];
-                        if let Err(fault) = conn.take_replies(|r| class.on_reply(id, r, now)) {
-                            self.conn_down(id, now, fault.kind(), Failure::Disconnected);
-                            return;
+                        let kinds = &mut self.kinds;
+                        let taken = conn.take_replies(|r| class.on_reply(id, r, now, kinds));
+                        match taken {
+                            Ok(()) => {}
+                            Err(Fault::TooLarge) => {
+                                self.conn_too_large(id, now);
+                                return;
+                            }
+                            Err(fault) => {
+                                self.conn_down(id, now, fault.kind(), Failure::Disconnected);
+                                return;
+                            }
                         }
                     }
                     // A short read drained the socket: no need to spend a syscall on EAGAIN.
@@ -1062,5 +1141,159 @@ mod tests {
             rx.try_recv(),
             Ok(ShardEvent::Connected { up: 1, .. })
         ));
+    }
+
+    /// Issue #8: a rate the shard cannot even schedule does not wedge it. Each turn is
+    /// bounded, so the stop flag is seen at once...
+    #[test]
+    fn an_unschedulable_rate_still_sees_the_stop_flag() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"+OK\r\n"));
+        });
+        let (cfg, _rx) = config(fake.addr, open(1e9, 60_000), 1, 1);
+        let stop = cfg.stop.clone();
+        let shard = std::thread::spawn(move || run(cfg));
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = Instant::now();
+        stop.store(true, Ordering::Relaxed);
+        shard.join().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        fake.finish();
+    }
+
+    /// ...and without a stop it ends at its schedule's end + drain, with intervals
+    /// shipped and the books balanced (what it could not schedule was never scheduled).
+    #[test]
+    fn an_unschedulable_rate_ends_on_time_and_balances() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b"+OK\r\n"));
+        });
+        let (mut cfg, rx) = config(fake.addr, open(1e9, 300), 2, 1);
+        cfg.interval = Duration::from_millis(100);
+        cfg.drain = Duration::from_millis(200);
+        cfg.timeout = Duration::from_millis(100);
+        let t0 = Instant::now();
+        let r = run_shard(cfg, rx);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        fake.finish();
+        assert!(r.intervals.len() >= 2, "{}", r.intervals.len());
+        let t = &r.totals;
+        assert!(t.scheduled > 0 && t.scheduled < 300_000_000);
+        assert_eq!(
+            t.scheduled,
+            t.completed + t.error_total() + r.in_flight + r.unsent
+        );
+        assert!(r.errors("timeout_unsent") > 0);
+    }
+
+    /// A shard that only gets to run after its run's end + drain (a frozen worker that
+    /// thaws) sends nothing at all.
+    #[test]
+    fn a_shard_past_its_end_and_drain_sends_nothing() {
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        let fake = Fake::new(move |_, s| {
+            let n = answer_each(s, |_| Some(b"+OK\r\n"));
+            count.fetch_add(n, Ordering::Relaxed);
+        });
+        let (mut cfg, rx) = config(fake.addr, open(1_000.0, 500), 1, 1);
+        cfg.start = Instant::now() - Duration::from_secs(3);
+        let r = run_shard(cfg, rx);
+        fake.finish();
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            0,
+            "requests went out after the run"
+        );
+        assert_eq!(r.totals.sent, 0);
+        let t = &r.totals;
+        assert_eq!(
+            t.scheduled,
+            t.completed + t.error_total() + r.in_flight + r.unsent
+        );
+    }
+
+    /// A shard that wakes late within its drain gives up what is overdue instead of
+    /// sending a burst: requests older than the timeout are `timeout_unsent`.
+    #[test]
+    fn a_late_shard_expires_overdue_requests_instead_of_bursting() {
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        let fake = Fake::new(move |_, s| {
+            let n = answer_each(s, |_| Some(b"+OK\r\n"));
+            count.fetch_add(n, Ordering::Relaxed);
+        });
+        // 100 requests over 500 ms, started 1 s ago; the drain (2 s) is not over, but
+        // every request is more than the 200 ms timeout old.
+        let (mut cfg, rx) = config(fake.addr, open(200.0, 500), 1, 1);
+        cfg.start = Instant::now() - Duration::from_secs(1);
+        cfg.timeout = Duration::from_millis(200);
+        cfg.drain = Duration::from_secs(2);
+        let r = run_shard(cfg, rx);
+        fake.finish();
+        assert_eq!(seen.load(Ordering::Relaxed), 0);
+        assert_eq!(r.totals.scheduled, 100);
+        assert_eq!(r.errors("timeout_unsent"), 100);
+        assert_eq!(r.totals.latency.len(), 100, "their waits are in latency");
+        assert!(r.totals.latency.min() >= 200 * MS);
+    }
+
+    /// A server that accepts and never answers: every request ends as a timeout, from its
+    /// intended time, whether it was written (`timeout`) or waited for a connection
+    /// (`timeout_unsent`); latency p99 is at least the timeout; nothing is left over.
+    #[test]
+    fn a_silent_server_turns_every_request_into_a_timeout() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |_| Some(b""));
+        });
+        let (mut cfg, rx) = config(fake.addr, open(100.0, 500), 2, 1);
+        cfg.timeout = Duration::from_millis(100);
+        cfg.drain = Duration::from_millis(300);
+        let r = run_shard(cfg, rx);
+        fake.finish();
+        let t = &r.totals;
+        assert_eq!(t.scheduled, 50);
+        assert_eq!(t.completed, 0);
+        assert_eq!((r.in_flight, r.unsent), (0, 0));
+        let (timeout, unsent) = (r.errors("timeout"), r.errors("timeout_unsent"));
+        assert_eq!(timeout + unsent, 50, "{:?}", t.errors);
+        assert!(timeout >= 2, "{:?}", t.errors);
+        assert_eq!(t.latency.len(), 50);
+        assert!(t.latency.value_at_quantile(0.99) >= 100 * MS);
+    }
+
+    /// Random error codes: at most MAX_KINDS named kinds per shard, the rest `other`, and
+    /// the first message of each kind is shipped with the interval that first saw it.
+    #[test]
+    fn random_error_codes_are_bounded_and_messages_shipped() {
+        let fake = Fake::new(|_, s| {
+            let replies: Vec<&'static [u8]> = (0..100)
+                .map(|i| &*format!("-E{i} random code {i}\r\n").into_bytes().leak())
+                .collect();
+            answer_each(s, move |n| Some(replies[n % 100]));
+        });
+        let (cfg, mut rx) = config(fake.addr, open(400.0, 250), 1, 1);
+        run(cfg);
+        fake.finish();
+        let mut messages = Vec::new();
+        let mut totals = None;
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                ShardEvent::Interval { messages: m, .. } => messages.extend(m),
+                ShardEvent::Finished { totals: t, .. } => totals = Some(t),
+                ShardEvent::Connected { .. } => {}
+            }
+        }
+        let errors = &totals.unwrap()[0].cmds[0].errors;
+        assert_eq!(
+            errors.len(),
+            crest_model::stats::MAX_KINDS + 1,
+            "{errors:?}"
+        );
+        let other = errors.iter().find(|e| e.0 == "other").unwrap().1;
+        assert_eq!(other, 100 - 32);
+        assert_eq!(messages.len(), crest_model::stats::MAX_KINDS + 1);
+        assert_eq!(messages[0], ("E0".into(), "E0 random code 0".into()));
+        assert_eq!(messages[32], ("other".into(), "E32 random code 32".into()));
     }
 }

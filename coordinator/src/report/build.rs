@@ -214,6 +214,7 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
         },
         timeline,
         connection_errors: error_map(&conn_errors),
+        error_messages: merge::error_messages(members.iter().map(|m| &m.books)),
         interval_latency,
     }
 }

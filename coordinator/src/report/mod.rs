@@ -15,7 +15,7 @@ pub mod html;
 pub use build::build;
 
 use crest_model::hist::Hist;
-use crest_model::stats::{CmdStats, ErrorCounts};
+use crest_model::stats::{CmdStats, ENGINE_KINDS, ErrorCounts};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -427,6 +427,8 @@ pub struct Report {
     pub timeline: Vec<TimelinePoint>,
     /// Connection failures by kind (refused, reset, eof, timeout...).
     pub connection_errors: BTreeMap<String, u64>,
+    /// Error kind → the server's message for its first occurrence (server kinds only).
+    pub error_messages: BTreeMap<String, String>,
     /// Self-check.
     pub checks: Checks,
     /// Latency histogram of every interval (merged, and per class), for `latency.hlog`.
@@ -531,6 +533,49 @@ impl Report {
         (timing, counts)
     }
 
+    /// The plain sentence for a server that stopped answering (issue #8): the trailing
+    /// timeline points with requests due or failing but no reply, and the requests that
+    /// timed out before they could be written. None while replies kept coming.
+    pub fn stopped_answering(&self) -> Option<String> {
+        // No reply at all: no value and no server error reply (engine kinds such as
+        // `timeout` are not replies).
+        let silent = |p: &TimelinePoint| {
+            p.achieved_rate == 0.0
+                && p.errors_by_kind
+                    .keys()
+                    .all(|k| ENGINE_KINDS.contains(&k.as_str()))
+        };
+        let quiet: Vec<&TimelinePoint> = self
+            .timeline
+            .iter()
+            .rev()
+            .take_while(|p| silent(p))
+            .collect();
+        let t = &self.totals.summary;
+        let kind = |k: &str| t.errors_by_kind.get(k).copied().unwrap_or(0);
+        let (timed_out, unsent) = (kind("timeout"), kind("timeout_unsent"));
+        let busy = quiet.iter().any(|p| p.scheduled > 0 || p.errors > 0);
+        if quiet.is_empty() || !busy || t.scheduled == 0 {
+            return None;
+        }
+        // Rounded to the ms; f64's Display writes 3.0 as "3".
+        let secs = (quiet.len() as f64 * self.settings.interval_s * 1000.0).round() / 1000.0;
+        let mut line = if quiet.len() == self.timeline.len() {
+            format!("the server never answered: 0 replies in {secs} s")
+        } else {
+            format!("the server stopped answering: 0 replies in the last {secs} s")
+        };
+        if timed_out > 0 {
+            line.push_str(&format!("; {timed_out} requests timed out unanswered"));
+        }
+        if unsent > 0 {
+            line.push_str(&format!(
+                "; {unsent} requests timed out waiting for a connection"
+            ));
+        }
+        Some(line)
+    }
+
     /// The summary rows every rendering shows, in order: per command (`class/command` and a
     /// row per class when there are several classes), then `total`.
     pub fn rows(&self) -> Vec<(String, &Summary)> {
@@ -610,9 +655,15 @@ impl Report {
             let kinds: Vec<String> = t
                 .errors_by_kind
                 .iter()
-                .map(|(k, n)| format!("{k}={n}"))
+                .map(|(k, n)| match self.error_messages.get(k) {
+                    Some(m) => format!("{k}={n} (\"{m}\")"),
+                    None => format!("{k}={n}"),
+                })
                 .collect();
             let _ = writeln!(out, "errors by kind: {}", kinds.join(" "));
+        }
+        if let Some(line) = self.stopped_answering() {
+            let _ = writeln!(out, "{line}");
         }
         if !self.connection_errors.is_empty() {
             let kinds: Vec<String> = self

@@ -1,0 +1,710 @@
+//! Issue #8, "hold any run": servers that misbehave on purpose, written here on loopback,
+//! and real servers that die mid-run. For each: the run ends within its duration + drain +
+//! a few seconds (the wait is bounded: the test fails, never hangs), the crest process's
+//! peak RSS (VmHWM, read from /proc while it runs) stays under [`RSS_LIMIT_KB`], the
+//! report balances (scheduled = completed + errors + in flight + unsent), and the exit
+//! code and the summary say what happened. Each case prints its peak RSS
+//! (`cargo test -p crest --test e2e hostile -- --nocapture` shows them).
+
+use crate::support::*;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Peak RSS allowed for one `crest run` against a hostile server. Before issue #8 these
+/// cases reached 5–7 GB; a healthy run of this size takes ~30 MB.
+const RSS_LIMIT_KB: u64 = 200 * 1024;
+
+/// A server on 127.0.0.1:0 that runs `script` on each accepted connection, each on its
+/// own thread, until dropped. Scripts see `stop` so none outlives the test.
+struct Hostile {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicU64>,
+}
+
+impl Hostile {
+    fn start(script: impl Fn(TcpStream, &AtomicBool) + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (done, count, script) = (stop.clone(), accepted.clone(), Arc::new(script));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        // Bounded blocking, so a script notices `stop`.
+                        s.set_read_timeout(Some(Duration::from_millis(200)))
+                            .unwrap();
+                        s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let (script, done) = (script.clone(), done.clone());
+                        std::thread::spawn(move || script(s, &done));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Self {
+            addr,
+            stop,
+            accepted,
+        }
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads requests off `s`, calling `answer` for each complete one (n counts from 0), until
+/// the peer closes, `stop` is set, or `answer` returns false.
+fn each_request(
+    mut s: TcpStream,
+    stop: &AtomicBool,
+    mut answer: impl FnMut(&mut TcpStream, u64) -> bool,
+) {
+    let (mut buf, mut chunk, mut n) = (Vec::new(), vec![0u8; 64 * 1024], 0);
+    while !stop.load(Ordering::Relaxed) {
+        while let Ok(Some((_, len))) = crest_resp::parse_request(&buf) {
+            buf.drain(..len);
+            if !answer(&mut s, n) {
+                return;
+            }
+            n += 1;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Writes `bytes` forever (until the peer goes or `stop`).
+fn write_forever(s: &mut TcpStream, stop: &AtomicBool, bytes: &[u8]) {
+    while !stop.load(Ordering::Relaxed) {
+        if s.write_all(bytes).is_err() {
+            return;
+        }
+    }
+}
+
+/// VmHWM of `pid` in kB, if it is still running.
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What one watched run did.
+struct Outcome {
+    elapsed: Duration,
+    report: Value,
+    stdout: String,
+}
+
+/// Runs `crest run --target addr ARGS` (one shard), waiting at most `limit`, sampling its
+/// peak RSS every 20 ms until it exits. Panics (killing it) past the limit.
+fn run_watched(name: &str, addr: &str, args: &[&str], limit: Duration) -> Outcome {
+    let dir = TempDir::new(name);
+    let crest = CrestRun::new(&dir).args(&["--target", addr]).args(args);
+    let out = crest.out();
+    let t0 = Instant::now();
+    let mut p = crest.spawn();
+    let pid = p.child.id();
+    let mut peak_kb = 0;
+    let code = loop {
+        if let Some(kb) = peak_rss_kb(pid) {
+            peak_kb = peak_kb.max(kb);
+        }
+        if let Some(status) = p.child.try_wait().unwrap() {
+            break status.code().unwrap_or(-1);
+        }
+        if t0.elapsed() > limit {
+            p.kill();
+            panic!(
+                "{name}: crest did not exit within {limit:?}: {}",
+                read_log(dir.path(), "crest", "stderr")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = t0.elapsed();
+    let stdout = read_log(dir.path(), "crest", "stdout");
+    let report = if out.join("report.json").exists() {
+        read_report(&out)
+    } else {
+        Value::Null
+    };
+    println!(
+        "hostile {name}: exit {code}, {elapsed:.1?}, peak RSS {} MB",
+        peak_kb / 1024
+    );
+    assert!(
+        peak_kb < RSS_LIMIT_KB,
+        "{name}: peak RSS {peak_kb} kB over the {RSS_LIMIT_KB} kB bound"
+    );
+    assert_eq!(
+        code,
+        0,
+        "{name}: exit {code}: {}",
+        read_log(dir.path(), "crest", "stderr")
+    );
+    Outcome {
+        elapsed,
+        report,
+        stdout,
+    }
+}
+
+/// scheduled = completed + errors + in flight + unsent, and the coordinator's own check.
+fn assert_balanced(name: &str, r: &Value) {
+    let t = &r["totals"];
+    assert_eq!(
+        u(t, "scheduled"),
+        u(t, "completed") + u(t, "errors") + u(t, "in_flight") + u(t, "unsent"),
+        "{name}: books do not balance: {t}"
+    );
+    assert_eq!(
+        r["checks"]["intervals_match_totals"], true,
+        "{name}: {}",
+        r["checks"]
+    );
+}
+
+fn kind(r: &Value, k: &str) -> u64 {
+    r["totals"]["errors_by_kind"][k].as_u64().unwrap_or(0)
+}
+
+fn conn_errors(r: &Value, k: &str) -> u64 {
+    r["connection_errors"][k].as_u64().unwrap_or(0)
+}
+
+/// A short run: 200 req/s for 2 s on 4 connections, GETs only, timeout 500 ms, drain 1 s.
+const SHORT: &[&str] = &[
+    "--rate",
+    "200",
+    "--duration",
+    "2s",
+    "--connections",
+    "4",
+    "--ratio",
+    "0:1",
+    "--timeout",
+    "500ms",
+    "--drain",
+    "1s",
+];
+/// Duration + drain + a few seconds for start-up and the report.
+const SHORT_LIMIT: Duration = Duration::from_secs(2 + 1 + 7);
+
+#[test]
+fn hostile_never_replies() {
+    let h = Hostile::start(|s, stop| each_request(s, stop, |_, _| true));
+    let o = run_watched("never-replies", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("never-replies", r);
+    let t = &r["totals"];
+    assert_eq!(u(t, "scheduled"), 400);
+    assert_eq!(u(t, "completed"), 0);
+    // Every request is more than the timeout old at the end: none is left over.
+    assert_eq!(kind(r, "timeout") + kind(r, "timeout_unsent"), 400, "{t}");
+    assert!(
+        kind(r, "timeout_unsent") > 0,
+        "most waited for a connection: {t}"
+    );
+    assert!(
+        f(&t["latency_us"], "p99") >= 500_000.0,
+        "{}",
+        t["latency_us"]
+    );
+    assert!(
+        o.stdout.contains("the server never answered"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("requests timed out waiting for a connection"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.elapsed < SHORT_LIMIT);
+}
+
+#[test]
+fn hostile_garbage() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            s.write_all(b"!#%&garbage\x00\xff\r\n").is_ok()
+        })
+    });
+    let o = run_watched("garbage", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("garbage", r);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(
+        conn_errors(r, "protocol_error") > 0,
+        "{}",
+        r["connection_errors"]
+    );
+    assert!(kind(r, "disconnected") > 0);
+    assert!(o.stdout.contains("protocol_error"), "{}", o.stdout);
+}
+
+#[test]
+fn hostile_endless_array() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            if s.write_all(b"*999999999\r\n").is_err() {
+                return false;
+            }
+            write_forever(s, stop, &b":1\r\n".repeat(4096));
+            false
+        })
+    });
+    let o = run_watched("endless-array", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("endless-array", r);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(kind(r, "reply_too_large") > 0, "{}", r["totals"]);
+    assert!(conn_errors(r, "reply_too_large") > 0);
+    assert!(o.stdout.contains("reply_too_large"), "{}", o.stdout);
+}
+
+#[test]
+fn hostile_endless_line() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            if s.write_all(b"+").is_err() {
+                return false;
+            }
+            write_forever(s, stop, &[b'x'; 64 * 1024]);
+            false
+        })
+    });
+    let o = run_watched("endless-line", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("endless-line", r);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    // The line cap (4 MiB) ends each one as a protocol error.
+    assert!(
+        conn_errors(r, "protocol_error") > 0,
+        "{}",
+        r["connection_errors"]
+    );
+}
+
+/// 512 MB bulk strings (the protocol's largest) streamed as fast as loopback goes: each
+/// is read and matched without being buffered.
+#[test]
+fn hostile_huge_bulk_streamed_fast() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            let chunk = vec![b'v'; 1 << 20];
+            if s.write_all(b"$536870912\r\n").is_err() {
+                return false;
+            }
+            for _ in 0..512 {
+                if stop.load(Ordering::Relaxed) || s.write_all(&chunk).is_err() {
+                    return false;
+                }
+            }
+            s.write_all(b"\r\n").is_ok()
+        })
+    });
+    let args = [
+        "--rate",
+        "1",
+        "--duration",
+        "2s",
+        "--connections",
+        "1",
+        "--ratio",
+        "0:1",
+        "--timeout",
+        "20s",
+        "--drain",
+        "15s",
+    ];
+    let o = run_watched("huge-bulk", &h.addr, &args, Duration::from_secs(2 + 15 + 7));
+    let r = &o.report;
+    assert_balanced("huge-bulk", r);
+    let t = &r["totals"];
+    assert_eq!(u(t, "scheduled"), 2);
+    assert_eq!(u(t, "completed"), 2, "{t}");
+    assert_eq!(u(t, "errors"), 0, "{t}");
+}
+
+#[test]
+fn hostile_close_after_every_reply() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            let _ = s.write_all(b"+OK\r\n");
+            false
+        })
+    });
+    let o = run_watched("close-after-reply", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("close-after-reply", r);
+    let t = &r["totals"];
+    assert!(u(t, "completed") >= 100, "{t}");
+    assert!(
+        conn_errors(r, "eof") + conn_errors(r, "reset") > 50,
+        "{}",
+        r["connection_errors"]
+    );
+    assert!(h.accepted.load(Ordering::Relaxed) > 50);
+}
+
+/// The server resets each connection (SO_LINGER 0) on its first request.
+#[test]
+fn hostile_reset() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            use std::os::fd::AsRawFd;
+            // SAFETY: setsockopt on a socket we own, with a valid linger struct and its size.
+            unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&linger as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
+            false
+        })
+    });
+    let o = run_watched("reset", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("reset", r);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(conn_errors(r, "reset") > 0, "{}", r["connection_errors"]);
+    assert!(kind(r, "disconnected") > 0, "{}", r["totals"]);
+    assert!(o.stdout.contains("reset="), "{}", o.stdout);
+}
+
+#[test]
+fn hostile_err_to_all() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            s.write_all(b"-ERR max number of clients reached\r\n")
+                .is_ok()
+        })
+    });
+    let o = run_watched("err-to-all", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("err-to-all", r);
+    assert_eq!(kind(r, "ERR"), 400);
+    assert_eq!(
+        r["error_messages"]["ERR"],
+        "ERR max number of clients reached"
+    );
+    assert!(
+        o.stdout
+            .contains("ERR=400 (\"ERR max number of clients reached\")"),
+        "{}",
+        o.stdout
+    );
+}
+
+/// Each reply takes 300 ms: 4 connections carry ~13 req/s of the 50 due, the rest wait
+/// for a connection and time out (1 s) from their intended time: in the backlog, or soon
+/// after being written late (which closes the connection).
+#[test]
+fn hostile_very_slow_replies() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            std::thread::sleep(Duration::from_millis(300));
+            s.write_all(b"$1\r\nx\r\n").is_ok()
+        })
+    });
+    let args = [
+        "--rate",
+        "50",
+        "--duration",
+        "3s",
+        "--connections",
+        "4",
+        "--ratio",
+        "0:1",
+        "--timeout",
+        "1s",
+        "--drain",
+        "2s",
+    ];
+    let o = run_watched("very-slow", &h.addr, &args, Duration::from_secs(3 + 2 + 7));
+    let r = &o.report;
+    assert_balanced("very-slow", r);
+    let t = &r["totals"];
+    assert!(u(t, "completed") >= 10, "{t}");
+    assert!(kind(r, "timeout") + kind(r, "timeout_unsent") > 50, "{t}");
+    assert!(
+        f(&t["latency_us"], "p50") >= 300_000.0,
+        "{}",
+        t["latency_us"]
+    );
+    // No timeout waits much longer than the timeout (the sweep runs every 10 ms).
+    assert!(
+        f(&t["latency_us"], "max") < 1_300_000.0,
+        "{}",
+        t["latency_us"]
+    );
+}
+
+/// 600 distinct error codes: at most 32 are named, the rest are `other`, each with its
+/// first message.
+#[test]
+fn hostile_random_error_codes() {
+    let h = Hostile::start(|s, stop| {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(s.local_addr().unwrap().port());
+        each_request(s, stop, |s, _| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let reply = format!("-E{:04} random failure {}\r\n", seed % 600, seed);
+            s.write_all(reply.as_bytes()).is_ok()
+        })
+    });
+    let o = run_watched("random-codes", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("random-codes", r);
+    let kinds = r["totals"]["errors_by_kind"].as_object().unwrap();
+    assert!(kinds.len() <= 33, "{} kinds: {kinds:?}", kinds.len());
+    assert!(kind(r, "other") > 0);
+    assert_eq!(
+        kinds.values().map(|v| v.as_u64().unwrap()).sum::<u64>(),
+        400
+    );
+    let messages = r["error_messages"].as_object().unwrap();
+    assert!(messages.len() <= 33);
+    assert!(
+        messages["other"]
+            .as_str()
+            .unwrap()
+            .contains("random failure")
+    );
+}
+
+/// A 1 MB error message: counted under its first word, its message cut to 200 bytes.
+#[test]
+fn hostile_one_megabyte_error_message() {
+    let h = Hostile::start(|s, stop| {
+        let mut reply = b"-BIGERR ".to_vec();
+        reply.resize(1_000_000, b'e');
+        reply.extend_from_slice(b"\r\n");
+        each_request(s, stop, |s, _| s.write_all(&reply).is_ok())
+    });
+    let o = run_watched("1mb-error", &h.addr, SHORT, SHORT_LIMIT);
+    let r = &o.report;
+    assert_balanced("1mb-error", r);
+    assert_eq!(kind(r, "BIGERR"), 400);
+    let m = r["error_messages"]["BIGERR"].as_str().unwrap();
+    assert!(
+        m.starts_with("BIGERR eee") && m.ends_with("...") && m.len() <= 203,
+        "{m}"
+    );
+    let longest_key = r["totals"]["errors_by_kind"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::len)
+        .max()
+        .unwrap();
+    assert!(longest_key <= 32);
+}
+
+/// 64 MB values on 50 connections to a server that never reads: every connection's write
+/// stalls with a request queued. Values are written from one shared buffer, so the
+/// process holds one 64 MB value, not 50 copies (3.2 GB before issue #8).
+#[test]
+fn hostile_never_reads_big_values() {
+    let h = Hostile::start(|_s, stop| {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let args = [
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--connections",
+        "50",
+        "--ratio",
+        "1:0",
+        "--value-size",
+        "64MB",
+        "--timeout",
+        "500ms",
+        "--drain",
+        "1s",
+    ];
+    let o = run_watched(
+        "never-reads-64mb",
+        &h.addr,
+        &args,
+        Duration::from_secs(1 + 1 + 8),
+    );
+    let r = &o.report;
+    assert_balanced("never-reads-64mb", r);
+    let t = &r["totals"];
+    assert_eq!(u(t, "scheduled"), 100);
+    assert_eq!(u(t, "completed"), 0);
+    assert_eq!(kind(r, "timeout") + kind(r, "timeout_unsent"), 100, "{t}");
+}
+
+// ---- real servers that fail ---------------------------------------------------------
+
+/// `SHUTDOWN NOSAVE` mid-run and the server never comes back: every request after it
+/// times out from its intended time (most waiting for a connection), latency p99 is at
+/// least the timeout, and the summary says the server stopped answering.
+#[test]
+fn a_server_shut_down_mid_run_counts_timeouts_from_intended_time() {
+    let server = Server::start(Kind::Valkey);
+    let addr = server.addr();
+    let dir = TempDir::new("shutdown");
+    let crest = CrestRun::new(&dir).args(&[
+        "--target",
+        &addr,
+        "--rate",
+        "400",
+        "--duration",
+        "4s",
+        "--connections",
+        "4",
+        "--ratio",
+        "0:1",
+        "--timeout",
+        "500ms",
+        "--drain",
+        "1s",
+    ]);
+    let out = crest.out();
+    let mut p = crest.spawn();
+    wait_for_calls(200, || {
+        server.commandstats().get("get").copied().unwrap_or(0)
+    });
+    let _ = command(&addr, &[b"SHUTDOWN", b"NOSAVE"]);
+    let code = p.wait(Duration::from_secs(4 + 1 + 8));
+    assert_eq!(code, 0, "{}", read_log(dir.path(), "crest", "stderr"));
+    let r = read_report(&out);
+    assert_balanced("shutdown", &r);
+    let t = &r["totals"];
+    assert_eq!(u(t, "scheduled"), 1600);
+    let timed_out = kind(&r, "timeout") + kind(&r, "timeout_unsent");
+    assert!(timed_out >= 400, "{t}");
+    assert!(kind(&r, "timeout_unsent") > 0, "{t}");
+    assert!(
+        f(&t["latency_us"], "p99") >= 500_000.0,
+        "{}",
+        t["latency_us"]
+    );
+    assert!(
+        conn_errors(&r, "connect: refused") > 0,
+        "{}",
+        r["connection_errors"]
+    );
+    let stdout = read_log(dir.path(), "crest", "stdout");
+    assert!(stdout.contains("the server stopped answering"), "{stdout}");
+    assert!(
+        stdout.contains("timed out waiting for a connection"),
+        "{stdout}"
+    );
+}
+
+/// kill -9 mid-run and a new server on the same port: the run reconnects and goes on, and
+/// what it counts as completed matches the servers' own counters (the new server's exactly;
+/// the killed one's as last read, plus what was processed between that read and the kill,
+/// less what was in flight at the kill).
+#[test]
+fn a_server_killed_and_restarted_on_its_port_is_recovered_and_counted() {
+    let bin = server_binary(Kind::Redis);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = TempDir::new("restart");
+    let start_server = |tag: &str| {
+        let sdir = dir.path().join(tag);
+        std::fs::create_dir_all(&sdir).unwrap();
+        let args = server_args("127.0.0.1", port, &sdir);
+        let p = Proc::spawn(&bin, &strs(&args), dir.path(), tag);
+        let t0 = Instant::now();
+        while command(&addr, &[b"PING"]).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{tag} did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p
+    };
+    let mut first = start_server("first");
+    let crest = CrestRun::new(&dir).args(&[
+        "--target",
+        &addr,
+        "--rate",
+        "500",
+        "--duration",
+        "5s",
+        "--connections",
+        "4",
+        "--ratio",
+        "0:1",
+        "--timeout",
+        "1s",
+        "--drain",
+        "2s",
+    ]);
+    let out = crest.out();
+    let mut p = crest.spawn();
+    wait_for_calls(500, || commandstats(&addr).get("get").copied().unwrap_or(0));
+    let read_at = Instant::now();
+    let before = commandstats(&addr).get("get").copied().unwrap_or(0);
+    first.kill();
+    let gap = read_at.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    let _second = start_server("second");
+    let code = p.wait(Duration::from_secs(5 + 2 + 8));
+    assert_eq!(code, 0, "{}", read_log(dir.path(), "crest", "stderr"));
+    let r = read_report(&out);
+    assert_balanced("restart", &r);
+    let after = commandstats(&addr).get("get").copied().unwrap_or(0);
+    let completed = u(&r["commands"]["GET"], "completed");
+    assert!(
+        after >= 500,
+        "the run recovered on the new server: {after} calls"
+    );
+    // Up to one request per connection was processed but unanswered at the kill; the
+    // killed server may have processed more between the read and the kill.
+    let slack = (gap.as_secs_f64() * 500.0 * 2.0) as u64 + 20;
+    assert!(
+        completed + 4 >= before + after && completed <= before + after + slack,
+        "completed {completed}, server calls {before} (first, read {gap:?} before the kill) + {after} (second)"
+    );
+    let noticed: u64 = ["eof", "reset", "connect: refused"]
+        .iter()
+        .map(|k| conn_errors(&r, k))
+        .sum();
+    assert!(
+        noticed > 0,
+        "the kill was noticed: {}",
+        r["connection_errors"]
+    );
+}
