@@ -13,11 +13,19 @@
 # and books that balance; otherwise the case is reported as not measured.
 #
 #   bench/coordinator-memory.sh [INTERVALS]     default: 3600
+#   PROFILE=dev bench/coordinator-memory.sh      the dev build (tests' binaries), no release build
+#   WORKERS="16" LENGTHS="100ms" bench/...       one case
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3600}
-nice -n 10 cargo build --release -q --bin crest --example sim_workers
-BIN=target/release
+PROFILE=${PROFILE:-release}
+if [[ $PROFILE == release ]]; then
+  nice -n 10 cargo build --release -q --bin crest --example sim_workers
+  BIN=target/release
+else
+  nice -n 10 cargo build -q --bin crest --example sim_workers
+  BIN=target/debug
+fi
 work=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -26,8 +34,8 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 MIX="GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1"
 
 printf '%-8s %-9s %10s %12s %14s %10s\n' workers interval intervals "peak RSS MB" "CPU/interval" "wall s"
-for W in 1 16; do
-  for IV in 1s 100ms; do
+for W in ${WORKERS:-1 16}; do
+  for IV in ${LENGTHS:-1s 100ms}; do
     case $IV in 1s) D=$N ;; 100ms) D=$(awk "BEGIN{print $N/10}") ;; esac
     CP=$(port)
     out="$work/out-$W-$IV"

@@ -191,22 +191,6 @@ async fn stream_run(
         .collect();
     let rate = (PER_INTERVAL * classes.iter().map(|c| c.1.len() as u64).sum::<u64>()) as f64
         / (plan.interval_ns.max(1) as f64 / 1e9);
-    for k in 0..n {
-        while let Some(r) = &rows
-            && k > r.load(Ordering::Relaxed) + AHEAD
-        {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        let msg = Out::Interval(pb::Interval {
-            run_id: plan.run_id.clone(),
-            index: k,
-            commands: encoded[k as usize % VARIANTS].clone(),
-            target_rate: rate,
-        });
-        if tx.send(pb::WorkerMessage { msg: Some(msg) }).await.is_err() {
-            return;
-        }
-    }
     // Finals: every variant times the intervals that used it.
     let uses = |v: usize| -> u64 {
         u64::from(n / VARIANTS as u32) + u64::from((v as u32) < n % VARIANTS as u32)
@@ -233,6 +217,24 @@ async fn stream_run(
             })
             .collect();
         totals.extend(convert::stats_to_pb(class, &stats, names));
+    }
+    // Only the encoded intervals and the finals are needed from here on.
+    drop(classes);
+    for k in 0..n {
+        while let Some(r) = &rows
+            && k > r.load(Ordering::Relaxed) + AHEAD
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let msg = Out::Interval(pb::Interval {
+            run_id: plan.run_id.clone(),
+            index: k,
+            commands: encoded[k as usize % VARIANTS].clone(),
+            target_rate: rate,
+        });
+        if tx.send(pb::WorkerMessage { msg: Some(msg) }).await.is_err() {
+            return;
+        }
     }
     let fin = Out::Finished(pb::Finished {
         run_id: plan.run_id.clone(),
