@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// Distinct synthetic intervals per command; interval k uses variant k % VARIANTS.
-const VARIANTS: usize = 8;
+const VARIANTS: usize = 4;
 /// Requests per command per interval.
 const PER_INTERVAL: u64 = 1_000;
 /// Intervals a worker may run ahead of the coordinator's finalized rows.
@@ -64,7 +64,10 @@ fn variant(rng: &mut Rng) -> CmdStats {
         let lat = (50_000.0 * (400f64).powf(rng.next()) * tail) as u64;
         hist::record(&mut s.latency, lat);
         hist::record(&mut s.service_time, lat * 9 / 10);
-        hist::record(&mut s.schedule_lag, (2_000.0 + 20_000.0 * rng.next()) as u64);
+        hist::record(
+            &mut s.schedule_lag,
+            (2_000.0 + 20_000.0 * rng.next()) as u64,
+        );
         if rng.next() < 0.002 {
             errors += 1;
         }
@@ -133,6 +136,21 @@ async fn worker(url: String, i: usize, intervals: u32, rows: Option<Arc<AtomicU3
         .await
         .expect("session")
         .into_inner();
+    // Heartbeats, as a real worker sends them: a worker held back by the pacing is idle,
+    // not lost.
+    let hb = tx.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crest_proto::HEARTBEAT);
+        loop {
+            tick.tick().await;
+            let m = pb::WorkerMessage {
+                msg: Some(Out::Heartbeat(pb::Heartbeat {})),
+            };
+            if hb.send(m).await.is_err() {
+                break;
+            }
+        }
+    });
     // The session ends when the coordinator closes it after the run.
     while let Ok(Some(m)) = inbound.message().await {
         match m.msg {
@@ -160,13 +178,12 @@ async fn worker(url: String, i: usize, intervals: u32, rows: Option<Arc<AtomicU3
     }
 }
 
-async fn stream_run(
-    tx: mpsc::Sender<pb::WorkerMessage>,
-    plan: pb::RunPlan,
-    i: usize,
-    n: u32,
-    rows: Option<Arc<AtomicU32>>,
-) {
+/// The synthetic intervals (encoded), the finals that add them up, and the rate.
+type Prepared = (Vec<Vec<pb::CommandStats>>, Vec<pb::CommandStats>, f64);
+
+/// Builds a worker's synthetic data: CPU work kept off the runtime (in `spawn_blocking`), so
+/// the sessions' heartbeats and pongs keep flowing meanwhile.
+fn prepare(plan: &pb::RunPlan, i: usize, n: u32) -> Prepared {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1));
     // (class, command names, VARIANTS encoded intervals per command, their stats)
     let mut classes = Vec::new();
@@ -218,8 +235,20 @@ async fn stream_run(
             .collect();
         totals.extend(convert::stats_to_pb(class, &stats, names));
     }
-    // Only the encoded intervals and the finals are needed from here on.
-    drop(classes);
+    (encoded, totals, rate)
+}
+
+async fn stream_run(
+    tx: mpsc::Sender<pb::WorkerMessage>,
+    plan: pb::RunPlan,
+    i: usize,
+    n: u32,
+    rows: Option<Arc<AtomicU32>>,
+) {
+    let p = plan.clone();
+    let (encoded, totals, rate) = tokio::task::spawn_blocking(move || prepare(&p, i, n))
+        .await
+        .expect("prepare");
     for k in 0..n {
         while let Some(r) = &rows
             && k > r.load(Ordering::Relaxed) + AHEAD
@@ -247,10 +276,13 @@ async fn stream_run(
     let _ = tx.send(pb::WorkerMessage { msg: Some(fin) }).await;
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let url = args.get(1).cloned().expect("usage: sim_workers URL WORKERS INTERVALS");
+    let url = args
+        .get(1)
+        .cloned()
+        .expect("usage: sim_workers URL WORKERS INTERVALS");
     let workers: usize = args.get(2).map_or(1, |s| s.parse().expect("WORKERS"));
     let intervals: u32 = args.get(3).map_or(3_600, |s| s.parse().expect("INTERVALS"));
     let rows = args.get(4).map(|p| {

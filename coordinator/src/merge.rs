@@ -90,7 +90,13 @@ fn decode_hist(
         _ => return Ok(hist::new_hist()),
     };
     match de.deserialize::<u64, _>(&mut &bytes[..]) {
-        Ok(d) if d.low() == hist::LOWEST_NS && d.high() == hist::HIGHEST_NS && d.sigfig() == hist::SIGFIG => Ok(d),
+        Ok(d)
+            if d.low() == hist::LOWEST_NS
+                && d.high() == hist::HIGHEST_NS
+                && d.sigfig() == hist::SIGFIG =>
+        {
+            Ok(d)
+        }
         _ => hist::decode(bytes),
     }
 }
@@ -262,7 +268,11 @@ impl WorkerBooks {
 
     fn add(&mut self, class: &str, name: &str, s: &CmdStats) {
         let c = Counts::of(s);
-        match self.counts.iter_mut().find(|((a, b), _)| a == class && b == name) {
+        match self
+            .counts
+            .iter_mut()
+            .find(|((a, b), _)| a == class && b == name)
+        {
             Some((_, n)) => *n += c,
             None => {
                 self.counts.insert((class.to_string(), name.to_string()), c);
@@ -723,7 +733,10 @@ mod tests {
         assert!(b.timeline.is_empty(), "worker 1 has sent nothing yet");
         b.receive(1, iv(0, vec![cmd("GET", &b0, 1)], 1.0)).unwrap();
         b.advance(&c, &[true, true]);
-        assert!(b.timeline.is_empty(), "worker 1 may still add to interval 0");
+        assert!(
+            b.timeline.is_empty(),
+            "worker 1 may still add to interval 0"
+        );
         b.receive(1, iv(1, vec![cmd("GET", &b1, 2)], 2.0)).unwrap();
         b.advance(&c, &[true, true]);
         assert_eq!(b.timeline.len(), 1);

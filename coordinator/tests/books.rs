@@ -46,8 +46,7 @@ fn hlog(path: &Path) -> Vec<(Option<String>, f64, crest_model::hist::Hist)> {
     let text = std::fs::read(path).unwrap();
     let mut out = Vec::new();
     for e in IntervalLogIterator::new(&text) {
-        if let LogEntry::Interval(h) = e.unwrap_or_else(|e| panic!("hlog does not parse: {e:?}"))
-        {
+        if let LogEntry::Interval(h) = e.unwrap_or_else(|e| panic!("hlog does not parse: {e:?}")) {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(h.encoded_histogram())
                 .unwrap();
@@ -67,7 +66,11 @@ fn hlog(path: &Path) -> Vec<(Option<String>, f64, crest_model::hist::Hist)> {
 fn files_agree_with_report(out: &Path, report: &Value) {
     let timeline = report["timeline"].as_array().unwrap();
     let csv = lines(&out.join("timeline.csv"));
-    assert_eq!(csv.len(), timeline.len() + 1, "header + one row per interval");
+    assert_eq!(
+        csv.len(),
+        timeline.len() + 1,
+        "header + one row per interval"
+    );
     for (row, p) in csv[1..].iter().zip(timeline) {
         let cells: Vec<&str> = row.split(',').collect();
         assert_eq!(cells[2].parse::<u64>().unwrap(), u(p, "scheduled"), "{row}");
@@ -184,7 +187,11 @@ fn soak_600_intervals_coordinator_memory_is_bounded_and_flat() {
     let timeline = report["timeline"].as_array().unwrap();
     assert_eq!(timeline.len(), 600, "600 intervals of 50 ms");
     assert_eq!(u(&report["totals"], "scheduled"), 60_000);
-    assert!(report["complete"].as_bool().unwrap(), "{}", report["checks"]);
+    assert!(
+        report["complete"].as_bool().unwrap(),
+        "{}",
+        report["checks"]
+    );
     counts_balance(&report);
     files_agree_with_report(&out, &report);
     let stats = server.commandstats();
@@ -248,7 +255,10 @@ fn sigint_mid_run_writes_an_incomplete_report_that_balances() {
     let mut p = run.spawn();
     let t0 = Instant::now();
     while lines(&out.join("timeline.csv")).len() < 21 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the run never began");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the run never began"
+        );
         assert!(p.child.try_wait().unwrap().is_none(), "crest ended early");
         std::thread::sleep(Duration::from_millis(50));
     }

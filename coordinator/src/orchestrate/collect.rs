@@ -64,7 +64,11 @@ pub(super) async fn collect(
             ev = events.recv() => ev,
             _ = tick.tick() => {
                 let now = Instant::now();
-                for m in members.iter_mut().filter(|m| !m.done && !m.lost()) {
+                // Messages still queued mean the books are behind, not the workers silent
+                // (finalizing many workers' intervals can take a while): judge silence
+                // only with the queue drained.
+                let behind = !events.is_empty();
+                for m in members.iter_mut().filter(|m| !m.done && !m.lost() && !behind) {
                     if now.duration_since(m.last_seen) > SILENCE {
                         lose(m, run_id, format!("no message for {} s", SILENCE.as_secs())).await;
                     }
@@ -160,7 +164,12 @@ async fn advance(cfg: &RunConfig, members: &mut [Member], books: &mut RunBooks, 
         if let Some(m) = members.get_mut(bad.worker)
             && !m.lost()
         {
-            lose(m, run_id, format!("sent an unreadable interval: {}", bad.error)).await;
+            lose(
+                m,
+                run_id,
+                format!("sent an unreadable interval: {}", bad.error),
+            )
+            .await;
         }
     }
 }

@@ -404,10 +404,13 @@ async fn run_inner(
         .unwrap_or(u64::MAX)
         .max(1);
     let live = match &cfg.out {
-        Some(dir) => Some(Live::create(dir, &run_id, started_at + cfg.warmup).map_err(RunError::Failed)?),
+        Some(dir) => {
+            Some(Live::create(dir, &run_id, started_at + cfg.warmup).map_err(RunError::Failed)?)
+        }
         None => None,
     };
-    let rows_last = (!cfg.duration.is_zero()).then(|| merge::last_row(measured_ns(cfg, Duration::ZERO, false), iv_ns));
+    let rows_last = (!cfg.duration.is_zero())
+        .then(|| merge::last_row(measured_ns(cfg, Duration::ZERO, false), iv_ns));
     let mut books = RunBooks::new(
         cfg,
         members.len(),
@@ -433,11 +436,16 @@ async fn run_inner(
     };
     let span = measured_ns(cfg, elapsed, interrupted);
     // An interrupted run's rows end with its last whole interval.
-    let rows_span = if interrupted { span - span % iv_ns } else { span };
+    let rows_span = if interrupted {
+        span - span % iv_ns
+    } else {
+        span
+    };
     for bad in books.close(cfg, merge::last_row(rows_span, iv_ns)) {
         // Unreadable at the very end: the worker is lost, what it sent before counts.
         if let Some(m) = members.get_mut(bad.worker) {
-            m.lost.get_or_insert_with(|| format!("sent an unreadable interval: {}", bad.error));
+            m.lost
+                .get_or_insert_with(|| format!("sent an unreadable interval: {}", bad.error));
         }
     }
     let live_errors = books.live_errors();

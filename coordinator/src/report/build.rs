@@ -2,8 +2,8 @@
 
 use super::{
     Checks, ClassReport, ClassSettings, Histograms, Percentiles, ProfileSegment, Report,
-    SCHEMA_VERSION, Settings, Summary, Target, WorkerReport, commands, commands_over_classes,
-    error_map, Totals,
+    SCHEMA_VERSION, Settings, Summary, Target, Totals, WorkerReport, commands,
+    commands_over_classes, error_map,
 };
 use crate::config::{ClassConfig, RunConfig};
 use crate::merge;

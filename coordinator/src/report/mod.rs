@@ -506,8 +506,7 @@ pub fn hlog_line(
         "{start_s:.3},{length_s:.3},{:.3},",
         h.max() as f64 / HLOG_MAX_DIVISOR
     );
-    base64::engine::general_purpose::STANDARD
-        .encode_string(crest_model::hist::encode(h), out);
+    base64::engine::general_purpose::STANDARD.encode_string(crest_model::hist::encode(h), out);
     out.push('\n');
 }
 
