@@ -310,3 +310,73 @@ fn out_at_an_existing_file_is_refused_before_the_run() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), b"x", "the file is untouched");
 }
+
+/// Unmounts on drop.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A disk that fills up mid-run (a 64 KB tmpfs): the run goes on, every error names its
+/// file, the exit code is 1 (no report passes as whole), and no temporary file is left.
+#[test]
+#[ignore = "needs root (mounts a 64 KB tmpfs); scripts/test.sh runs it when root"]
+fn a_full_disk_names_the_file_and_leaves_no_temp_files() {
+    let dir = TempDir::new("diskfull");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot mount a tmpfs here: run as root");
+    let _guard = Mount(mnt.clone());
+    let out = mnt.join("out");
+    let o = out.to_str().unwrap();
+    let mut p = Proc::spawn(
+        &crest_bin(),
+        &[
+            "run",
+            "--rate",
+            "2000",
+            "--duration",
+            "4s",
+            "--interval",
+            "10ms",
+            "--threads",
+            "1",
+            "--out",
+            o,
+        ],
+        dir.path(),
+        "crest",
+    );
+    let code = p.wait(Duration::from_secs(60));
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("{o}/timeline.csv: No space left on device"))
+            || err.contains(&format!("{o}/latency.hlog: No space left on device")),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let table = read_log(dir.path(), "crest", "stdout");
+    assert!(
+        table.contains("total"),
+        "the summary is still printed: {table}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        !out.join("report.json").exists(),
+        "report.json is written last, only when the rest is whole"
+    );
+}
