@@ -7,9 +7,8 @@ cd "$(dirname "$0")/.."
 ./scripts/install-test-deps.sh
 cargo build --workspace --bins --tests
 skipped=()
-# The multi-host tests (network namespaces) and the full-disk test (a tmpfs) need root; they
-# are #[ignore]d otherwise, so
-# cargo lists them as ignored, not ok.
+# The multi-host tests (network namespaces) and the full-disk test (a tmpfs) need root;
+# they are #[ignore]d otherwise, so cargo lists them as ignored, not ok.
 ignored=()
 if [[ "$(id -u)" == 0 ]] && command -v ip >/dev/null 2>&1; then
     ignored=(--include-ignored)
