@@ -7,13 +7,13 @@ cd "$(dirname "$0")/.."
 ./scripts/install-test-deps.sh
 cargo build --workspace --bins --tests
 skipped=()
-# The multi-host tests need root (network namespaces); they are #[ignore]d otherwise, so
-# cargo lists them as ignored, not ok.
+# The multi-host tests (network namespaces) and the full-disk test (a tmpfs) need root;
+# they are #[ignore]d otherwise, so cargo lists them as ignored, not ok.
 ignored=()
 if [[ "$(id -u)" == 0 ]] && command -v ip >/dev/null 2>&1; then
     ignored=(--include-ignored)
 else
-    skipped+=("netns multi-host tests (need root and iproute2)")
+    skipped+=("netns multi-host tests and the full-disk test (need root and iproute2)")
 fi
 # One test at a time: the end-to-end tests run real servers and real load on 2 cores.
 cargo test --workspace -- --test-threads="${CREST_TEST_THREADS:-1}" "${ignored[@]}"

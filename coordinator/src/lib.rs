@@ -12,14 +12,17 @@
 //!   sessions become [`service::HubEvent`]s.
 //! - [`orchestrate`]: the run lifecycle behind `run(config, listener, shutdown)`: wait, clock
 //!   offsets, plan, start, collect, lost workers.
-//! - [`merge`]: per-worker, per-command, per-interval results folded by histogram addition.
+//! - [`merge`]: the books kept as the run goes: each interval merged once every worker sent
+//!   it (pending ones capped), run totals, per-worker books, timeline rows.
 //! - [`report`]: the report built once from results, and its renderers (table, JSON, CSV, hlog, HTML).
-//! - [`output`]: writing the report's files into `--out`, atomically.
+//! - [`output`]: the report's files in `--out`: `timeline.csv` and `latency.hlog` as the run
+//!   goes, `report.json` and `report.html` atomically at the end.
 //! - [`progress`]: live progress once a second.
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
-//! workers → intervals → [`merge::WorkerBooks`] → [`orchestrate::RunResults`] →
-//! [`report::build()`] → [`report::Report`] → stdout and [`output::write_all`].
+//! workers → intervals → [`merge::RunBooks`] (→ [`output::Live`] files) →
+//! [`orchestrate::RunResults`] → [`report::build()`] → [`report::Report`] → stdout and
+//! [`output::write_all`].
 
 pub mod cli;
 pub mod config;

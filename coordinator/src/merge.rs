@@ -1,15 +1,39 @@
-//! The books of a run: every interval each worker sent, its final totals, and the checks
-//! that the two agree. Merging is histogram addition; percentiles are only ever read off
-//! merged histograms, never averaged.
+//! The books of a run, kept as the run goes. Merging is histogram addition; percentiles are
+//! only ever read off merged histograms, never averaged.
+//!
+//! Memory is bounded by the configuration, never by the run's length (issue #8): an interval
+//! message is kept as it came off the wire (deflated histograms) only until every live
+//! worker has sent a later one (workers send intervals in increasing index order, see
+//! `worker/src/agent.rs`), finished, or was lost. Then it is *finalized*: decoded once,
+//! added into the run totals per (class, command) and into each sending worker's books
+//! (counts per command, one all-commands set of histograms), turned into one timeline row
+//! and written to the live files (`timeline.csv`, `latency.hlog`). What stays is
+//! O(workers + classes × commands) histograms plus one [`TimelinePoint`] per interval.
+//! Intervals still pending are capped ([`MAX_PENDING_BYTES`], [`MAX_PENDING_INTERVALS`]): past
+//! the cap the oldest is finalized anyway, and a message that comes later for it is still
+//! counted in the totals and its worker's books, but not in the timeline ([`RunBooks::late`]).
 
+use crate::config::RunConfig;
+use crate::output::Live;
+use crate::report::TimelinePoint;
 use crest_model::convert;
-use crest_model::hist::HistError;
+use crest_model::hist::{self, Hist, HistError};
 use crest_model::stats::{CmdStats, ErrorCounts, add_error};
 use crest_proto::pb;
+use prost::Message as _;
 use std::collections::BTreeMap;
+use std::ops::AddAssign;
 
 /// Per-command results, keyed by (class, command).
 pub type ByCommand = BTreeMap<(String, String), CmdStats>;
+
+/// Bytes of interval messages kept while they wait for every worker (their wire size plus
+/// a fixed overhead per command); past it the oldest pending interval is finalized.
+pub const MAX_PENDING_BYTES: usize = 32 << 20;
+/// Interval indices kept waiting for every worker; past it the oldest is finalized.
+pub const MAX_PENDING_INTERVALS: usize = 4_096;
+/// Memory a decoded command entry takes beside its wire bytes (strings, vectors, structs).
+const PENDING_OVERHEAD: usize = 256;
 
 /// Results summed by command name across classes.
 pub fn by_name(by: &ByCommand) -> BTreeMap<String, CmdStats> {
@@ -49,13 +73,63 @@ pub fn sum<'a>(stats: impl IntoIterator<Item = &'a CmdStats>) -> CmdStats {
     t
 }
 
-fn decode(cmds: &[pb::CommandStats]) -> Result<ByCommand, HistError> {
-    let mut out = ByCommand::new();
-    for c in cmds {
-        let (class, name, s) = convert::stats_from_pb(c)?;
-        *out.entry((class, name)).or_default() += &s;
+fn decode(cmds: &[pb::CommandStats]) -> Result<Vec<(String, String, CmdStats)>, HistError> {
+    cmds.iter().map(convert::stats_from_pb).collect()
+}
+
+/// Decodes a histogram to merge it: one with Crest's bounds (every worker's) is used as
+/// deserialized, without [`hist::decode`]'s copy into a fresh histogram (a 262 KB
+/// allocation and copy per histogram, three per command per worker per interval: most of
+/// the coordinator's CPU); anything else goes through [`hist::decode`] and its checks.
+fn decode_hist(
+    de: &mut hdrhistogram::serialization::Deserializer,
+    h: &Option<pb::Histogram>,
+) -> Result<Hist, HistError> {
+    let bytes = match h {
+        Some(h) if !h.v2_deflate.is_empty() => &h.v2_deflate[..],
+        _ => return Ok(hist::new_hist()),
+    };
+    match de.deserialize::<u64, _>(&mut &bytes[..]) {
+        Ok(d)
+            if d.low() == hist::LOWEST_NS
+                && d.high() == hist::HIGHEST_NS
+                && d.sigfig() == hist::SIGFIG =>
+        {
+            Ok(d)
+        }
+        _ => hist::decode(bytes),
     }
-    Ok(out)
+}
+
+/// [`convert::stats_from_pb`] with [`decode_hist`], for the hot path of finalizing.
+fn decode_fast(
+    de: &mut hdrhistogram::serialization::Deserializer,
+    cmds: &[pb::CommandStats],
+) -> Result<Vec<(String, String, CmdStats)>, HistError> {
+    cmds.iter()
+        .map(|c| {
+            Ok((
+                c.class.clone(),
+                c.command.clone(),
+                CmdStats {
+                    scheduled: c.scheduled,
+                    sent: c.sent,
+                    completed: c.completed,
+                    backlogged: c.backlogged,
+                    errors: convert::errors_from_pb(&c.errors),
+                    latency: decode_hist(de, &c.latency)?,
+                    service_time: decode_hist(de, &c.service_time)?,
+                    schedule_lag: decode_hist(de, &c.schedule_lag)?,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The index of the last timeline row of a measured span of `duration_ns` cut into
+/// intervals of `interval_ns` (at least one row).
+pub fn last_row(duration_ns: u64, interval_ns: u64) -> u32 {
+    u32::try_from(duration_ns.div_ceil(interval_ns.max(1)).max(1) - 1).unwrap_or(u32::MAX)
 }
 
 /// An interval a worker sent that the books cannot take.
@@ -72,16 +146,77 @@ pub enum BooksError {
         /// The highest index the phase can have.
         last: u32,
     },
+    /// An interval index not above the worker's previous one (workers send in order).
+    #[error("interval index {index} after index {previous}: intervals must come in order")]
+    Order {
+        /// The index sent.
+        index: u32,
+        /// The worker's previous index.
+        previous: u32,
+    },
     /// A target rate that is not a finite number ≥ 0.
     #[error("interval target rate {0} is not a finite number ≥ 0")]
     Rate(f64),
 }
 
-/// A worker's final message.
+/// The counts of one command, without its histograms: what a worker's books keep per
+/// command to check that its intervals add up to its totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests scheduled.
+    pub scheduled: u64,
+    /// Requests written.
+    pub sent: u64,
+    /// Non-error replies.
+    pub completed: u64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Latency samples.
+    pub latency: u64,
+    /// Service-time samples.
+    pub service_time: u64,
+    /// Schedule-lag samples.
+    pub schedule_lag: u64,
+}
+
+impl Counts {
+    /// The counts of `s`.
+    pub fn of(s: &CmdStats) -> Self {
+        Self {
+            scheduled: s.scheduled,
+            sent: s.sent,
+            completed: s.completed,
+            errors: s.error_total(),
+            latency: s.latency.len(),
+            service_time: s.service_time.len(),
+            schedule_lag: s.schedule_lag.len(),
+        }
+    }
+}
+
+impl AddAssign for Counts {
+    fn add_assign(&mut self, o: Self) {
+        // Peer numbers: saturate, so a hostile count reads as a mismatch, not an overflow.
+        self.scheduled = self.scheduled.saturating_add(o.scheduled);
+        self.sent = self.sent.saturating_add(o.sent);
+        self.completed = self.completed.saturating_add(o.completed);
+        self.errors = self.errors.saturating_add(o.errors);
+        self.latency = self.latency.saturating_add(o.latency);
+        self.service_time = self.service_time.saturating_add(o.service_time);
+        self.schedule_lag = self.schedule_lag.saturating_add(o.schedule_lag);
+    }
+}
+
+/// Counts per (class, command).
+pub type CountsBy = BTreeMap<(String, String), Counts>;
+
+/// A worker's final message, reduced to what the books check.
 #[derive(Debug, Clone, Default)]
 pub struct Final {
-    /// Totals per command, as the worker summed them.
-    pub totals: ByCommand,
+    /// Counts per command, as the worker summed them.
+    pub counts: CountsBy,
+    /// Every command together, histograms included.
+    pub all: CmdStats,
     /// Sent, unanswered at the end.
     pub in_flight: u64,
     /// Scheduled, never written.
@@ -94,51 +229,37 @@ pub struct Final {
     pub error_messages: Vec<(String, String)>,
 }
 
-/// One worker's part of the books.
+/// One worker's part of the books: counts per command and one set of all-commands
+/// histograms over every interval of it that was finalized.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerBooks {
-    /// Intervals received, by index.
-    pub intervals: BTreeMap<u32, ByCommand>,
-    /// Failed requests in every interval received so far (kept as they arrive, for progress).
-    pub errors: u64,
-    /// The worker's own target rate (requests per second due) for each interval received.
-    pub targets: BTreeMap<u32, f64>,
+    /// Counts per command over its finalized intervals.
+    pub counts: CountsBy,
+    /// Every command together over its finalized intervals.
+    pub all: CmdStats,
+    /// Intervals finalized.
+    pub intervals: u32,
+    /// The highest interval index received (workers send in increasing order).
+    pub last_index: Option<u32>,
     /// The final message, when it came.
     pub final_: Option<Final>,
-    /// Why the worker was lost, if it was.
-    pub lost: Option<String>,
 }
 
 impl WorkerBooks {
-    /// Adds one interval message; `last` is the highest interval index the phase can have
-    /// (its schedule, drain and grace), so a worker cannot grow the books without bound.
-    ///
-    /// # Errors
-    /// [`BooksError`] when a histogram does not decode, or the index or rate is nonsense.
-    pub fn add_interval(&mut self, iv: &pb::Interval, last: u32) -> Result<(), BooksError> {
-        if iv.index > last {
-            return Err(BooksError::Index {
-                index: iv.index,
-                last,
-            });
-        }
-        if !(iv.target_rate.is_finite() && iv.target_rate >= 0.0) {
-            return Err(BooksError::Rate(iv.target_rate));
-        }
-        let by = decode(&iv.commands)?;
-        self.errors += by.values().map(CmdStats::error_total).sum::<u64>();
-        add_into(self.intervals.entry(iv.index).or_default(), &by);
-        *self.targets.entry(iv.index).or_default() += iv.target_rate;
-        Ok(())
-    }
-
     /// Records the final message.
     ///
     /// # Errors
     /// [`HistError`] when a histogram does not decode.
     pub fn finish(&mut self, f: &pb::Finished) -> Result<(), HistError> {
+        let mut counts = CountsBy::new();
+        let mut all = CmdStats::default();
+        for (class, name, s) in decode(&f.totals)? {
+            *counts.entry((class, name)).or_default() += Counts::of(&s);
+            all += &s;
+        }
         self.final_ = Some(Final {
-            totals: decode(&f.totals)?,
+            counts,
+            all,
             in_flight: f.in_flight,
             unsent: f.unsent,
             intervals: f.intervals,
@@ -148,53 +269,50 @@ impl WorkerBooks {
         Ok(())
     }
 
-    /// The sum of every interval received: the worker's results as the books hold them.
-    pub fn sum(&self) -> ByCommand {
-        let mut t = ByCommand::new();
-        for by in self.intervals.values() {
-            add_into(&mut t, by);
+    fn add(&mut self, class: &str, name: &str, s: &CmdStats) {
+        let c = Counts::of(s);
+        match self
+            .counts
+            .iter_mut()
+            .find(|((a, b), _)| a == class && b == name)
+        {
+            Some((_, n)) => *n += c,
+            None => {
+                self.counts.insert((class.to_string(), name.to_string()), c);
+            }
         }
-        t
+        self.all += s;
     }
 
-    /// Disagreements between the intervals (`sum`, from [`WorkerBooks::sum`]) and the final
-    /// totals, each as one sentence.
-    pub fn check(&self, name: &str, sum: &ByCommand) -> Vec<String> {
+    /// Disagreements between the intervals and the final totals, each as one sentence:
+    /// counts per command, the all-commands latency histogram, and every scheduled request
+    /// accounted for. `missing` says why there are no finals when there are none.
+    pub fn check(&self, name: &str, missing: &str) -> Vec<String> {
         let Some(f) = &self.final_ else {
             return vec![format!(
-                "worker {name}: no final totals ({}); its {} intervals received are counted",
-                self.lost.as_deref().unwrap_or("never finished"),
-                self.intervals.len()
+                "worker {name}: no final totals ({missing}); its {} intervals received are counted",
+                self.intervals
             )];
         };
         let mut problems = Vec::new();
-        if f.intervals as usize != self.intervals.len() {
+        if f.intervals != self.intervals {
             problems.push(format!(
                 "worker {name}: sent {} intervals, {} received",
-                f.intervals,
-                self.intervals.len()
+                f.intervals, self.intervals
             ));
         }
-        let empty = CmdStats::default();
-        for (key, t) in &f.totals {
-            let s = sum.get(key).unwrap_or(&empty);
+        let empty = Counts::default();
+        for (key, t) in &f.counts {
+            let s = self.counts.get(key).unwrap_or(&empty);
             let cmd = format!("{}/{}", key.0, key.1);
             let pairs = [
                 ("scheduled", s.scheduled, t.scheduled),
                 ("sent", s.sent, t.sent),
                 ("completed", s.completed, t.completed),
-                ("errors", s.error_total(), t.error_total()),
-                ("latency samples", s.latency.len(), t.latency.len()),
-                (
-                    "service-time samples",
-                    s.service_time.len(),
-                    t.service_time.len(),
-                ),
-                (
-                    "schedule-lag samples",
-                    s.schedule_lag.len(),
-                    t.schedule_lag.len(),
-                ),
+                ("errors", s.errors, t.errors),
+                ("latency samples", s.latency, t.latency),
+                ("service-time samples", s.service_time, t.service_time),
+                ("schedule-lag samples", s.schedule_lag, t.schedule_lag),
             ];
             for (what, a, b) in pairs {
                 if a != b {
@@ -203,15 +321,14 @@ impl WorkerBooks {
                     ));
                 }
             }
-            if s.latency != t.latency {
-                problems.push(format!(
-                    "worker {name} {cmd}: merged interval latency histogram differs from the total"
-                ));
-            }
+        }
+        if self.all.latency != f.all.latency {
+            problems.push(format!(
+                "worker {name}: merged interval latency histogram differs from the total"
+            ));
         }
         // Every scheduled request is accounted for: answered, failed, in flight or unsent.
-        let all = all_commands(&f.totals);
-        // Peer numbers: saturate, so a hostile total reads as a mismatch, not an overflow.
+        let all = &f.all;
         let accounted = all
             .completed
             .saturating_add(all.error_total())
@@ -259,10 +376,298 @@ pub fn connection_errors<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> 
     out
 }
 
+/// A worker whose interval could not be read when it was finalized: the caller loses it.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The worker's position in [`RunBooks::workers`].
+    pub worker: usize,
+    /// What was wrong.
+    pub error: BooksError,
+}
+
+/// The books of one phase of a run: run totals, each worker's books, the timeline so far,
+/// and the interval messages not yet finalized.
+#[derive(Debug)]
+pub struct RunBooks {
+    /// Run totals per (class, command), over every finalized interval.
+    pub totals: ByCommand,
+    /// Each worker's books, in the order of the phase's members.
+    pub workers: Vec<WorkerBooks>,
+    /// One row per finalized interval, in order (and empty rows for intervals nobody sent).
+    pub timeline: Vec<TimelinePoint>,
+    /// Failed requests in every finalized interval (for the progress line).
+    pub errors: u64,
+    /// Interval messages that came after their index was finalized (past the pending cap):
+    /// in the totals and their worker's books, not in the timeline.
+    pub late: u64,
+    /// Messages waiting, by index: (worker, message).
+    pending: BTreeMap<u32, Vec<(usize, pb::Interval)>>,
+    pending_bytes: usize,
+    /// Indices below this are finalized.
+    finalized_below: u32,
+    /// The highest index a worker may send in this phase.
+    phase_last: u32,
+    /// The last timeline row when the span is known (timed runs); None for count-bounded.
+    rows_last: Option<u32>,
+    interval_ns: u64,
+    classes: Vec<String>,
+    live: Option<Live>,
+    /// Reused across messages (it keeps a buffer).
+    de: Deserializer,
+}
+
+/// [`hdrhistogram::serialization::Deserializer`], with a `Debug` for [`RunBooks`].
+struct Deserializer(hdrhistogram::serialization::Deserializer);
+
+impl std::fmt::Debug for Deserializer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deserializer")
+    }
+}
+
+impl RunBooks {
+    /// Books for `workers` workers of a phase of `cfg` whose workers may send indices up to
+    /// `phase_last`, with timeline rows up to `rows_last` (None: unknown until the end),
+    /// written as they are finalized to `live` when given.
+    pub fn new(
+        cfg: &RunConfig,
+        workers: usize,
+        phase_last: u32,
+        rows_last: Option<u32>,
+        live: Option<Live>,
+    ) -> Self {
+        Self {
+            totals: ByCommand::new(),
+            workers: vec![WorkerBooks::default(); workers],
+            timeline: Vec::new(),
+            errors: 0,
+            late: 0,
+            pending: BTreeMap::new(),
+            pending_bytes: 0,
+            finalized_below: 0,
+            phase_last,
+            rows_last,
+            interval_ns: u64::try_from(cfg.interval.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+            classes: cfg.classes.iter().map(|c| c.name.clone()).collect(),
+            live,
+            de: Deserializer(hdrhistogram::serialization::Deserializer::new()),
+        }
+    }
+
+    /// Interval indices waiting for some worker.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Takes one interval message of worker `w`. Its histograms are read when the interval
+    /// is finalized (by [`RunBooks::advance`]), which reports them if they do not decode.
+    ///
+    /// # Errors
+    /// [`BooksError`] when the index is past the phase or not above the worker's previous
+    /// one, or the rate is nonsense; the message is dropped.
+    pub fn receive(&mut self, w: usize, iv: pb::Interval) -> Result<(), BooksError> {
+        if iv.index > self.phase_last {
+            return Err(BooksError::Index {
+                index: iv.index,
+                last: self.phase_last,
+            });
+        }
+        if !(iv.target_rate.is_finite() && iv.target_rate >= 0.0) {
+            return Err(BooksError::Rate(iv.target_rate));
+        }
+        let Some(books) = self.workers.get_mut(w) else {
+            return Ok(());
+        };
+        if let Some(previous) = books.last_index
+            && iv.index <= previous
+        {
+            return Err(BooksError::Order {
+                index: iv.index,
+                previous,
+            });
+        }
+        books.last_index = Some(iv.index);
+        self.pending_bytes += iv.encoded_len() + PENDING_OVERHEAD * (1 + iv.commands.len());
+        self.pending.entry(iv.index).or_default().push((w, iv));
+        Ok(())
+    }
+
+    /// Finalizes every interval no active worker can still add to (`active[w]`: worker `w`
+    /// has neither finished nor been lost), and the oldest ones past the pending cap.
+    /// Returns the workers whose messages did not decode.
+    pub fn advance(&mut self, cfg: &RunConfig, active: &[bool]) -> Vec<Unreadable> {
+        let frontier = self
+            .workers
+            .iter()
+            .zip(active)
+            .filter(|(_, a)| **a)
+            .map(|(b, _)| b.last_index.unwrap_or(0))
+            .min();
+        let mut bad = Vec::new();
+        while let Some((&k, _)) = self.pending.first_key_value() {
+            let complete = frontier.is_none_or(|f| k < f);
+            let over = self.pending_bytes > MAX_PENDING_BYTES
+                || self.pending.len() > MAX_PENDING_INTERVALS;
+            if !(complete || over) {
+                break;
+            }
+            bad.extend(self.finalize_first(cfg));
+        }
+        if let Some(live) = &mut self.live {
+            live.flush();
+        }
+        bad
+    }
+
+    /// Finalizes everything still pending and lays out the timeline up to `rows_last`
+    /// (empty rows for intervals nobody sent): the end of the phase.
+    pub fn close(&mut self, cfg: &RunConfig, rows_last: u32) -> Vec<Unreadable> {
+        let mut bad = Vec::new();
+        while !self.pending.is_empty() {
+            bad.extend(self.finalize_first(cfg));
+        }
+        let end = self
+            .rows_last
+            .map_or(rows_last, |r| r.min(rows_last))
+            .saturating_add(1);
+        self.rows_last = Some(end - 1);
+        self.empty_rows_below(cfg, end);
+        if let Some(live) = &mut self.live {
+            live.flush();
+        }
+        bad
+    }
+
+    /// The live files' errors (each names its file), for the end of the run.
+    pub fn live_errors(&self) -> Vec<String> {
+        self.live.as_ref().map(Live::errors).unwrap_or_default()
+    }
+
+    fn in_rows(&self, k: u32) -> bool {
+        self.rows_last.is_none_or(|r| k <= r)
+    }
+
+    /// Rows with no data for every index from the next row up to (not including) `end`.
+    fn empty_rows_below(&mut self, cfg: &RunConfig, end: u32) {
+        let mut k = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
+        while k < end && self.in_rows(k) {
+            self.row(cfg, k, &CmdStats::default(), &[], 0.0);
+            k += 1;
+        }
+    }
+
+    /// One row and its hlog lines.
+    fn row(&mut self, cfg: &RunConfig, k: u32, sum: &CmdStats, classes: &[Hist], due: f64) {
+        let iv_s = self.interval_ns as f64 / 1e9;
+        let t0 = u64::from(k).saturating_mul(self.interval_ns);
+        let target = cfg.expected(t0, t0.saturating_add(self.interval_ns)) / iv_s;
+        let p = TimelinePoint::of(k, iv_s, sum, target, due);
+        if let Some(live) = &mut self.live {
+            let start_s = f64::from(k) * iv_s;
+            live.row(&p);
+            live.hist(None, start_s, iv_s, &sum.latency);
+            if self.classes.len() > 1 {
+                let empty = hist::new_hist();
+                for (i, c) in self.classes.iter().enumerate() {
+                    live.hist(Some(c), start_s, iv_s, classes.get(i).unwrap_or(&empty));
+                }
+            }
+        }
+        self.timeline.push(p);
+    }
+
+    /// Decodes the oldest pending index and adds it everywhere it belongs.
+    fn finalize_first(&mut self, cfg: &RunConfig) -> Vec<Unreadable> {
+        let Some((k, msgs)) = self.pending.pop_first() else {
+            return Vec::new();
+        };
+        for (_, iv) in &msgs {
+            self.pending_bytes = self
+                .pending_bytes
+                .saturating_sub(iv.encoded_len() + PENDING_OVERHEAD * (1 + iv.commands.len()));
+        }
+        let mut bad = Vec::new();
+        let received = msgs.len() as u64;
+        let rows = self.in_rows(k) && k >= self.finalized_below;
+        // All commands together: counts, errors, latency and schedule lag (what a row reads;
+        // service time is in the totals, not in rows).
+        let mut sum = CmdStats::default();
+        let mut classes: Vec<Hist> = Vec::new();
+        if rows && self.classes.len() > 1 {
+            classes = self.classes.iter().map(|_| hist::new_hist()).collect();
+        }
+        let mut due = 0.0;
+        for (w, iv) in msgs {
+            let decoded = match decode_fast(&mut self.de.0, &iv.commands) {
+                Ok(d) => d,
+                Err(e) => {
+                    bad.push(Unreadable {
+                        worker: w,
+                        error: e.into(),
+                    });
+                    continue;
+                }
+            };
+            due += iv.target_rate;
+            let Some(books) = self.workers.get_mut(w) else {
+                continue;
+            };
+            books.intervals += 1;
+            for (class, name, s) in decoded {
+                books.add(&class, &name, &s);
+                self.errors += s.error_total();
+                if rows {
+                    sum.scheduled += s.scheduled;
+                    sum.sent += s.sent;
+                    sum.completed += s.completed;
+                    sum.backlogged += s.backlogged;
+                    for (kind, n) in &s.errors {
+                        add_error(&mut sum.errors, kind, *n);
+                    }
+                    hist::add(&mut sum.latency, &s.latency);
+                    hist::add(&mut sum.schedule_lag, &s.schedule_lag);
+                    if let Some(i) = self.classes.iter().position(|c| *c == class)
+                        && let Some(h) = classes.get_mut(i)
+                    {
+                        hist::add(h, &s.latency);
+                    }
+                }
+                // The key is moved in, not copied: no string copies per interval.
+                *self.totals.entry((class, name)).or_default() += &s;
+            }
+        }
+        if k < self.finalized_below {
+            // Finalized already (past the pending cap): counted above, not in the timeline.
+            self.late += received;
+            return bad;
+        }
+        if rows {
+            self.empty_rows_below(cfg, k);
+            self.row(cfg, k, &sum, &classes, due);
+        }
+        self.finalized_below = k.saturating_add(1);
+        bad
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crest_model::hist;
+    use crate::cli::{RunArgs, to_config};
+    use crate::config::RateArg;
+    use std::time::Duration;
+
+    fn cfg(rate: f64, secs: u64) -> RunConfig {
+        to_config(RunArgs {
+            target: Some("127.0.0.1:1".into()),
+            rate: Some(RateArg::Rps(rate)),
+            duration: Some(Duration::from_secs(secs)),
+            ..Default::default()
+        })
+        .unwrap()
+    }
 
     fn cmd(name: &str, values: &[u64], scheduled: u64) -> pb::CommandStats {
         let mut s = CmdStats {
@@ -279,87 +684,196 @@ mod tests {
         convert::stats_to_pb("c", &[s], &[name.to_string()]).remove(0)
     }
 
-    /// A worker cannot grow the books past the phase, nor feed them a NaN rate.
-    #[test]
-    fn intervals_past_the_phase_or_with_nonsense_rates_are_refused() {
-        let mut w = WorkerBooks::default();
-        let iv = |index, target_rate| pb::Interval {
+    fn iv(index: u32, commands: Vec<pb::CommandStats>, target_rate: f64) -> pb::Interval {
+        pb::Interval {
             run_id: "r".into(),
             index,
-            commands: vec![],
+            commands,
             target_rate,
             error_messages: vec![],
-        };
+        }
+    }
+
+    fn finished(totals: Vec<pb::CommandStats>, intervals: u32) -> pb::Finished {
+        pb::Finished {
+            run_id: "r".into(),
+            totals,
+            in_flight: 0,
+            unsent: 0,
+            intervals,
+            connection_errors: vec![],
+            error_messages: vec![],
+        }
+    }
+
+    /// A worker cannot grow the books past the phase, feed them a NaN rate, or send an
+    /// index twice (workers send in order).
+    #[test]
+    fn intervals_past_the_phase_out_of_order_or_with_nonsense_rates_are_refused() {
+        let c = cfg(100.0, 10);
+        let mut b = RunBooks::new(&c, 1, 10, Some(9), None);
         assert!(matches!(
-            w.add_interval(&iv(u32::MAX, 1.0), 10),
+            b.receive(0, iv(u32::MAX, vec![], 1.0)),
             Err(BooksError::Index {
                 index: u32::MAX,
                 last: 10
             })
         ));
         assert!(matches!(
-            w.add_interval(&iv(3, f64::NAN), 10),
+            b.receive(0, iv(3, vec![], f64::NAN)),
             Err(BooksError::Rate(_))
         ));
         assert!(matches!(
-            w.add_interval(&iv(3, -1.0), 10),
+            b.receive(0, iv(3, vec![], -1.0)),
             Err(BooksError::Rate(_))
         ));
-        w.add_interval(&iv(10, 1.0), 10).unwrap();
-        assert_eq!(w.intervals.len(), 1);
+        b.receive(0, iv(10, vec![], 1.0)).unwrap();
+        assert!(matches!(
+            b.receive(0, iv(10, vec![], 1.0)),
+            Err(BooksError::Order {
+                index: 10,
+                previous: 10
+            })
+        ));
+        assert_eq!(b.pending(), 1);
     }
 
+    /// An interval is finalized only once every active worker has sent a later one (or
+    /// finished, or was lost); its row is the merge of every worker's part, the totals are
+    /// the sum of everything, and each worker's books balance with its finals.
     #[test]
-    fn intervals_that_add_up_pass_and_a_missing_one_is_named() {
-        let mut w = WorkerBooks::default();
-        let a = [100, 200, 300];
-        let b = [5_000, 6_000];
-        w.add_interval(
-            &pb::Interval {
-                run_id: "r".into(),
-                index: 0,
-                commands: vec![cmd("GET", &a, 3)],
-                target_rate: 3.0,
-                error_messages: vec![],
-            },
-            10,
-        )
-        .unwrap();
-        w.add_interval(
-            &pb::Interval {
-                run_id: "r".into(),
-                index: 1,
-                commands: vec![cmd("GET", &b, 2)],
-                target_rate: 2.0,
-                error_messages: vec![],
-            },
-            10,
-        )
-        .unwrap();
-        let all: Vec<u64> = a.iter().chain(&b).copied().collect();
-        let fin = pb::Finished {
-            run_id: "r".into(),
-            totals: vec![cmd("GET", &all, 5)],
-            in_flight: 0,
-            unsent: 0,
-            intervals: 2,
-            connection_errors: vec![],
-            error_messages: vec![],
-        };
-        w.finish(&fin).unwrap();
-        assert_eq!(w.check("w1", &w.sum()), Vec::<String>::new());
-        assert_eq!(
-            w.sum()[&("c".to_string(), "GET".to_string())].latency.len(),
-            5
+    fn an_interval_is_finalized_when_every_live_worker_is_past_it() {
+        let c = cfg(5.0, 2);
+        let mut b = RunBooks::new(&c, 2, 5, Some(1), None);
+        let (a0, a1, b0, b1) = ([100, 200, 300], [5_000, 6_000], [400], [7_000, 8_000]);
+        b.receive(0, iv(0, vec![cmd("GET", &a0, 3)], 3.0)).unwrap();
+        b.receive(0, iv(1, vec![cmd("GET", &a1, 2)], 2.0)).unwrap();
+        assert!(b.advance(&c, &[true, true]).is_empty());
+        assert!(b.timeline.is_empty(), "worker 1 has sent nothing yet");
+        b.receive(1, iv(0, vec![cmd("GET", &b0, 1)], 1.0)).unwrap();
+        b.advance(&c, &[true, true]);
+        assert!(
+            b.timeline.is_empty(),
+            "worker 1 may still add to interval 0"
         );
+        b.receive(1, iv(1, vec![cmd("GET", &b1, 2)], 2.0)).unwrap();
+        b.advance(&c, &[true, true]);
+        assert_eq!(b.timeline.len(), 1);
+        assert_eq!(b.timeline[0].scheduled, 4);
+        assert_eq!(b.pending(), 1);
+        // Both finish: interval 1 is final.
+        let all_a: Vec<u64> = a0.iter().chain(&a1).copied().collect();
+        let all_b: Vec<u64> = b0.iter().chain(&b1).copied().collect();
+        b.workers[0]
+            .finish(&finished(vec![cmd("GET", &all_a, 5)], 2))
+            .unwrap();
+        b.workers[1]
+            .finish(&finished(vec![cmd("GET", &all_b, 3)], 2))
+            .unwrap();
+        b.advance(&c, &[false, false]);
+        assert_eq!(b.timeline.len(), 2);
+        assert_eq!(b.timeline[1].scheduled, 4);
+        assert_eq!(b.pending(), 0);
+        let t = &b.totals[&("c".to_string(), "GET".to_string())];
+        assert_eq!(t.completed, 8);
+        let mut whole = hist::new_hist();
+        for v in all_a.iter().chain(&all_b) {
+            hist::record(&mut whole, *v);
+        }
+        assert_eq!(t.latency, whole);
+        assert_eq!(b.workers[0].check("w0", "-"), Vec::<String>::new());
+        assert_eq!(b.workers[1].check("w1", "-"), Vec::<String>::new());
+        assert_eq!(b.workers[0].all.latency.len(), 5);
+    }
 
-        let mut short = w.clone();
-        short.intervals.remove(&1);
-        let p = short.check("w1", &short.sum());
+    /// A worker's books that miss an interval say so: the count of intervals, the counts
+    /// per command and the latency histogram.
+    #[test]
+    fn a_missing_interval_is_named_by_the_check() {
+        let c = cfg(5.0, 2);
+        let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
+        b.receive(0, iv(0, vec![cmd("GET", &[100, 200, 300], 3)], 3.0))
+            .unwrap();
+        b.workers[0]
+            .finish(&finished(
+                vec![cmd("GET", &[100, 200, 300, 5_000, 6_000], 5)],
+                2,
+            ))
+            .unwrap();
+        b.close(&c, 1);
+        let p = b.workers[0].check("w1", "-");
         assert!(
             p.iter().any(|s| s.contains("sent 2 intervals, 1 received")),
             "{p:?}"
         );
         assert!(p.iter().any(|s| s.contains("completed")), "{p:?}");
+        assert!(p.iter().any(|s| s.contains("latency histogram")), "{p:?}");
+        // Rows up to the end of the span, the missing one empty.
+        assert_eq!(b.timeline.len(), 2);
+        assert_eq!(b.timeline[1].scheduled, 0);
+    }
+
+    /// Memory is bounded by the pending cap, not by how long one worker stays behind: a
+    /// silent worker lets at most MAX_PENDING_INTERVALS pile up; what it sends later for a
+    /// finalized interval is still counted (totals and its books), only not in the timeline.
+    #[test]
+    fn pending_intervals_are_capped_and_late_ones_still_counted() {
+        let c = cfg(1.0, 100_000);
+        let n = u32::try_from(MAX_PENDING_INTERVALS).unwrap() + 100;
+        let mut b = RunBooks::new(&c, 2, n + 10, None, None);
+        for k in 0..n {
+            b.receive(0, iv(k, vec![cmd("GET", &[1_000], 1)], 1.0))
+                .unwrap();
+            b.advance(&c, &[true, true]);
+            assert!(b.pending() <= MAX_PENDING_INTERVALS + 1);
+        }
+        assert!(b.timeline.len() >= 99, "{}", b.timeline.len());
+        b.receive(1, iv(0, vec![cmd("GET", &[2_000], 1)], 1.0))
+            .unwrap();
+        b.advance(&c, &[true, true]);
+        b.close(&c, n);
+        assert_eq!(b.late, 1);
+        let t = &b.totals[&("c".to_string(), "GET".to_string())];
+        assert_eq!(t.completed, u64::from(n) + 1);
+        assert_eq!(b.workers[1].intervals, 1);
+        let rows: u64 = b.timeline.iter().map(|p| p.scheduled).sum();
+        assert_eq!(rows, u64::from(n), "the late one is not in the timeline");
+    }
+
+    /// The fast decode of the finalizing path reads exactly what the checked decode reads,
+    /// and refuses what it refuses.
+    #[test]
+    fn the_fast_decode_equals_the_checked_one() {
+        let mut de = hdrhistogram::serialization::Deserializer::new();
+        let mut c = cmd("GET", &[1, 1_000, 5_000_000, 3_000_000_000_000], 4);
+        c.errors = vec![pb::ErrorCount {
+            kind: "ERR".into(),
+            count: 2,
+        }];
+        let fast = decode_fast(&mut de, std::slice::from_ref(&c)).unwrap();
+        let (class, name, checked) = convert::stats_from_pb(&c).unwrap();
+        assert_eq!(fast, vec![(class, name, checked)]);
+        c.service_time = Some(pb::Histogram {
+            v2_deflate: b"garbage".to_vec(),
+        });
+        assert!(decode_fast(&mut de, &[c]).is_err());
+    }
+
+    /// A message whose histogram does not decode names its worker when finalized, and
+    /// adds nothing.
+    #[test]
+    fn an_unreadable_interval_names_its_worker() {
+        let c = cfg(5.0, 2);
+        let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
+        let mut bad = cmd("GET", &[1], 1);
+        bad.latency = Some(pb::Histogram {
+            v2_deflate: b"garbage".to_vec(),
+        });
+        b.receive(0, iv(0, vec![bad], 1.0)).unwrap();
+        let u = b.advance(&c, &[false]);
+        assert_eq!(u.len(), 1);
+        assert_eq!(u[0].worker, 0);
+        assert!(b.totals.is_empty());
+        assert_eq!(b.workers[0].intervals, 0);
     }
 }

@@ -1,8 +1,12 @@
-//! Writing a report's files into `--out`, each atomically (a temporary name, then a
-//! rename), so a half-written report never passes as whole.
+//! Writing a run's files into `--out`. `timeline.csv` and `latency.hlog` are written as the
+//! run goes ([`Live`]: a line per interval, flushed, so a crash leaves a readable prefix);
+//! `report.json` and `report.html` at the end, each atomically (a temporary name, then a
+//! rename), so a half-written report never passes as whole and no temporary file is left.
 
-use crate::report::{self, Report};
-use std::io;
+use crate::report::{self, Report, TimelinePoint};
+use crest_model::hist::Hist;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -10,59 +14,182 @@ use std::time::SystemTime;
 /// Files written into `--out`.
 pub const FILES: [&str; 4] = ["report.json", "timeline.csv", "latency.hlog", "report.html"];
 
-/// Checks before a run that `dir` can be written, so a long run does not end in a report
-/// that has nowhere to go.
+/// Checks before a run that `dir` is (or can be made) a directory Crest can write in, so a
+/// long run does not end in a report that has nowhere to go.
 ///
 /// # Errors
-/// The I/O error of creating the directory or a probe file in it.
-pub fn check_writable(dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+/// One line naming `--out` and what is wrong (a file in the way, no permission...).
+pub fn check_writable(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "--out {shown}: is a file; give a directory (it is created if missing)"
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("--out {shown}: cannot create it: {e}"))?;
     let probe = dir.join(".crest-write-check");
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)
+    let res = std::fs::write(&probe, b"x");
+    let _ = std::fs::remove_file(&probe);
+    res.map_err(|e| format!("--out {shown}: cannot write there: {e}"))
 }
 
-/// Writes `report.json`, `timeline.csv`, `latency.hlog` and `report.html` into `dir`;
-/// returns the path of `report.json`.
+/// Writes `report.json` and `report.html` into `dir` (`timeline.csv` and `latency.hlog` were
+/// written during the run by [`Live`]); `timeline.csv` is rewritten whole from the report,
+/// so it is complete even if a live write failed. Returns the path of `report.json`.
 ///
 /// # Errors
 /// The first file that cannot be rendered or written, named.
 pub fn write_all(report: &Report, dir: &Path) -> Result<PathBuf, String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| format!("report.json: {e}"))?;
-    write_atomic(&dir.join("report.json"), json.as_bytes())?;
     write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
-    let started =
-        humantime::parse_rfc3339(&report.started_at).unwrap_or_else(|_| SystemTime::now());
-    let mut hlog = Vec::new();
-    report::write_hlog(report, started, &mut hlog).map_err(|e| format!("latency.hlog: {e}"))?;
-    write_atomic(&dir.join("latency.hlog"), &hlog)?;
     write_atomic(
         &dir.join("report.html"),
         report::html::render(report).as_bytes(),
     )?;
+    // Last: a report.json on disk means the rest is there too.
+    write_atomic(&dir.join("report.json"), json.as_bytes())?;
     Ok(dir.join("report.json"))
 }
 
-/// Writes to `<name>.tmp` beside `path` (each file its own temporary name) and renames.
+/// Writes to `<name>.tmp` beside `path` (each file its own temporary name) and renames; on
+/// failure the temporary file is removed and the error names `path`.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("{}: {e}", path.display()))
+    let res = File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_data()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    res.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
+}
+
+/// One file written line by line during the run. The first write error is kept (naming the
+/// file) and printed once; the file is then left as it is, a readable prefix.
+#[derive(Debug)]
+struct LiveFile {
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+    error: Option<String>,
+}
+
+impl LiveFile {
+    fn create(path: PathBuf, header: &[u8]) -> Result<Self, String> {
+        let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut me = Self {
+            path,
+            out: Some(BufWriter::new(f)),
+            error: None,
+        };
+        me.write(header);
+        me.flush();
+        match me.error.take() {
+            Some(e) => Err(e),
+            None => Ok(me),
+        }
+    }
+
+    fn fail(&mut self, e: &io::Error) {
+        let msg = format!("{}: {e}", self.path.display());
+        eprintln!("crest: {msg}; stopped writing it, the run goes on");
+        self.error = Some(msg);
+        self.out = None;
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some(out) = &mut self.out
+            && let Err(e) = out.write_all(bytes)
+        {
+            self.fail(&e);
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(out) = &mut self.out
+            && let Err(e) = out.flush()
+        {
+            self.fail(&e);
+        }
+    }
+}
+
+/// `timeline.csv` and `latency.hlog`, written as the run goes: one row (and one hlog line
+/// per histogram) per finalized interval, flushed after each interval.
+#[derive(Debug)]
+pub struct Live {
+    timeline: LiveFile,
+    hlog: LiveFile,
+    line: String,
+}
+
+impl Live {
+    /// Creates (truncating) `dir/timeline.csv` and `dir/latency.hlog` with their headers;
+    /// `started_at` is the measured start, the hlog's start and base time.
+    ///
+    /// # Errors
+    /// The file that cannot be created or written, named.
+    pub fn create(dir: &Path, run_id: &str, started_at: SystemTime) -> Result<Self, String> {
+        Ok(Self {
+            timeline: LiveFile::create(
+                dir.join("timeline.csv"),
+                report::TIMELINE_CSV_HEADER.as_bytes(),
+            )?,
+            hlog: LiveFile::create(
+                dir.join("latency.hlog"),
+                report::hlog_header(run_id, started_at).as_bytes(),
+            )?,
+            line: String::new(),
+        })
+    }
+
+    /// Appends one timeline row.
+    pub fn row(&mut self, p: &TimelinePoint) {
+        self.line.clear();
+        report::timeline_csv_row(&mut self.line, p);
+        self.timeline.write(self.line.as_bytes());
+    }
+
+    /// Appends one hlog line: the whole run's (`class` None) or one class's latency.
+    pub fn hist(&mut self, class: Option<&str>, start_s: f64, length_s: f64, h: &Hist) {
+        self.line.clear();
+        report::hlog_line(&mut self.line, class, start_s, length_s, h);
+        self.hlog.write(self.line.as_bytes());
+    }
+
+    /// Flushes both files (once per interval).
+    pub fn flush(&mut self) {
+        self.timeline.flush();
+        self.hlog.flush();
+    }
+
+    /// The write errors so far, each naming its file.
+    pub fn errors(&self) -> Vec<String> {
+        [&self.timeline.error, &self.hlog.error]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
 }
 
 impl Report {
-    /// Whether the report is whole: no worker lost, the books balanced.
+    /// Whether the report is whole: not interrupted, no worker lost, the books balanced.
     pub fn is_complete(&self) -> bool {
-        !self.workers.iter().any(|w| w.lost) && self.checks.problems.is_empty()
+        self.complete
     }
 
-    /// The exit code for a run that produced this report: 0 when complete, 3 when a report
-    /// was written but is incomplete (a worker was lost, or the books did not balance).
+    /// The exit code for a run that produced this report: 0 when complete, 130 when it was
+    /// interrupted (Ctrl-C, SIGTERM), 3 when a report was written but is incomplete
+    /// otherwise (a worker was lost, or the books did not balance).
     pub fn exit_code(&self) -> ExitCode {
-        if self.is_complete() {
+        if self.interrupted {
+            ExitCode::from(130)
+        } else if self.complete {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(3)

@@ -40,7 +40,7 @@ fn run_without_target_uses_the_builtin_target() {
     let mut run = crest.spawn();
     let report = finish(&dir, &mut run, Duration::from_secs(60));
     assert_eq!(report["target"], "builtin");
-    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["schema_version"], 2);
     assert_eq!(u(&report["totals"], "scheduled"), 4000);
     assert_eq!(u(&report["totals"], "completed"), 4000);
     assert!(read_log(dir.path(), "crest", "stderr").contains("built-in target"));

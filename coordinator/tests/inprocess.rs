@@ -6,7 +6,7 @@
 use crate::support::commandstats;
 use crest::cli::{RunArgs, to_config};
 use crest::config::RateArg;
-use crest::orchestrate::{self, RunError};
+use crest::orchestrate;
 use crest::report;
 use std::time::{Duration, Instant};
 
@@ -81,10 +81,11 @@ fn an_in_process_run_agrees_with_the_targets_counters() {
     });
 }
 
-/// A shutdown future that resolves mid-run ends it with `Interrupted` within a couple of
-/// seconds, not at the schedule's end (60 s away).
+/// A shutdown future that resolves mid-run ends it within a couple of seconds, not at the
+/// schedule's end (60 s away), with the results collected until then: a report marked
+/// interrupted and incomplete, whose timeline, workers and totals agree.
 #[test]
-fn shutdown_interrupts_an_in_process_run() {
+fn shutdown_interrupts_an_in_process_run_and_keeps_what_was_collected() {
     runtime().block_on(async {
         let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = sink.local_addr().unwrap().to_string();
@@ -93,10 +94,25 @@ fn shutdown_interrupts_an_in_process_run() {
         let listener = orchestrate::bind(&cfg).await.unwrap();
         let t0 = Instant::now();
         let res =
-            orchestrate::run(&cfg, listener, tokio::time::sleep(Duration::from_secs(2))).await;
-        assert!(matches!(res, Err(RunError::Interrupted)), "{res:?}");
+            orchestrate::run(&cfg, listener, tokio::time::sleep(Duration::from_secs(4))).await;
         let took = t0.elapsed();
         assert!(took < Duration::from_secs(10), "took {took:?}");
+        let results = res.unwrap();
+        assert!(results.interrupted);
+        let r = report::build(&cfg, &results);
+        assert!(r.interrupted && !r.is_complete());
+        assert_eq!(r.exit_code(), std::process::ExitCode::from(130));
+        assert!(r.duration_s < 10.0, "{}", r.duration_s);
+        let t = &r.totals.summary;
+        assert!(t.completed > 0, "some of the run was collected");
+        let rows: u64 = r.timeline.iter().map(|p| p.scheduled).sum();
+        assert_eq!(rows, t.scheduled);
+        assert_eq!(r.workers[0].scheduled, t.scheduled);
+        assert!(
+            r.checks.problems.iter().any(|p| p.contains("interrupted")),
+            "{:?}",
+            r.checks.problems
+        );
     });
 }
 

@@ -86,38 +86,68 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(dir) = &cfg.out
                 && let Err(e) = output::check_writable(dir)
             {
-                return Ok(usage(format!(
-                    "--out {}: cannot write there: {e}",
-                    dir.display()
-                )));
+                return Ok(usage(e));
             }
-            let res = rt.block_on(async {
-                let listener = orchestrate::bind(&cfg).await?;
-                orchestrate::run(&cfg, listener, signals()).await
+            // The report is built and written inside the runtime, so a second Ctrl-C while
+            // it is written still exits at once.
+            let code = rt.block_on(async {
+                let res = match orchestrate::bind(&cfg).await {
+                    Ok(listener) => orchestrate::run(&cfg, listener, first_signal()).await,
+                    Err(e) => Err(e),
+                };
+                match res {
+                    Ok(results) => {
+                        let report = report::build(&cfg, &results);
+                        print!("{}", report.table());
+                        if let Some(dir) = &cfg.out {
+                            let path =
+                                output::write_all(&report, dir).map_err(anyhow::Error::msg)?;
+                            eprintln!(
+                                "crest: report written to {}{}",
+                                path.display(),
+                                if report.interrupted {
+                                    " (incomplete: interrupted)"
+                                } else {
+                                    ""
+                                }
+                            );
+                            if let Some(e) = results.live_errors.first() {
+                                anyhow::bail!("{e}");
+                            }
+                        }
+                        Ok(report.exit_code())
+                    }
+                    Err(RunError::Usage(m)) => Ok(usage(m)),
+                    Err(RunError::Interrupted) => {
+                        eprintln!(
+                            "crest: interrupted before the measured run began; workers told to stop, no report written"
+                        );
+                        Ok(ExitCode::from(130))
+                    }
+                    Err(RunError::Failed(m)) => {
+                        eprintln!("crest: {m}");
+                        Ok(ExitCode::from(1))
+                    }
+                }
             });
             rt.shutdown_timeout(Duration::from_millis(500));
-            match res {
-                Ok(results) => {
-                    let report = report::build(&cfg, &results);
-                    print!("{}", report.table());
-                    if let Some(dir) = &cfg.out {
-                        let path = output::write_all(&report, dir).map_err(anyhow::Error::msg)?;
-                        eprintln!("crest: report written to {}", path.display());
-                    }
-                    Ok(report.exit_code())
-                }
-                Err(RunError::Usage(m)) => Ok(usage(m)),
-                Err(RunError::Interrupted) => {
-                    eprintln!("crest: interrupted; workers told to stop, no report written");
-                    Ok(ExitCode::from(130))
-                }
-                Err(RunError::Failed(m)) => {
-                    eprintln!("crest: {m}");
-                    Ok(ExitCode::from(1))
-                }
-            }
+            code
         }
     }
+}
+
+/// The first SIGINT or SIGTERM stops the run gracefully (the report so far is written);
+/// after it, another one exits at once with 130.
+async fn first_signal() {
+    signals().await;
+    eprintln!(
+        "crest: interrupted: stopping the workers and writing the report so far (interrupt again to exit at once)"
+    );
+    tokio::spawn(async {
+        signals().await;
+        eprintln!("crest: interrupted again: exiting at once");
+        std::process::exit(130);
+    });
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (`docker stop`, Kubernetes deleting the Job).

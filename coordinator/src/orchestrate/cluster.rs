@@ -2,7 +2,6 @@
 //! and each worker's clock offset.
 
 use super::{Member, PINGS, RunError, interrupted};
-use crate::merge::WorkerBooks;
 use crate::service::HubEvent;
 use crest_engine::agent;
 use crest_model::clock::unix_ns;
@@ -95,7 +94,7 @@ pub(super) async fn wait_for_workers(
                     link,
                     offset_ns: 0,
                     rtt_ns: 0,
-                    books: WorkerBooks::default(),
+                    lost: None,
                     last_seen: Instant::now(),
                     done: false,
                     finished_at: None,

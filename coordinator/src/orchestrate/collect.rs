@@ -1,9 +1,10 @@
-//! Collecting a phase: intervals and finals in, lost workers out, live progress, and an
+//! Collecting a phase: intervals and finals in (into the [`RunBooks`], which finalize each
+//! interval once every live worker is past it), lost workers out, live progress, and an
 //! abort to everyone when the user interrupts or a worker fails.
 
 use super::{GRACE, Member, RunError, SILENCE, interrupted};
 use crate::config::RunConfig;
-use crate::merge::{self, ByCommand, add_into};
+use crate::merge::RunBooks;
 use crate::progress::{Progress, Sample};
 use crate::service::HubEvent;
 use crest_model::convert::{self, FailureKind};
@@ -15,43 +16,59 @@ use tokio::sync::{mpsc, watch};
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 const PROGRESS_FIRST: Duration = Duration::from_millis(1_100);
 
-/// Collects one phase that started at `start` and is scheduled for `duration`, until every
-/// worker has sent its finals or is lost.
+/// How a phase's collection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// Every worker finished or was lost.
+    Done,
+    /// The user interrupted: workers were told to stop; the books hold what came before.
+    Interrupted,
+}
+
+/// The highest interval index a worker can send in a phase scheduled for `duration` (one
+/// past, for the drain's partial interval); anything later is nonsense, not data.
+pub(super) fn phase_last(cfg: &RunConfig, duration: Duration) -> u32 {
+    u32::try_from((duration + cfg.drain + GRACE).as_nanos() / cfg.interval.as_nanos().max(1) + 1)
+        .unwrap_or(u32::MAX)
+}
+
+/// Collects one phase that started at `start` and is scheduled for `duration` into `books`,
+/// until every worker has sent its finals or is lost, or the user interrupts.
 ///
 /// # Errors
-/// [`RunError::Interrupted`] when `interrupt` flips; [`RunError::Usage`] when a worker
-/// cannot reach the target; [`RunError::Failed`] when a worker fails otherwise.
+/// [`RunError::Usage`] when a worker cannot reach the target; [`RunError::Failed`] when a
+/// worker fails otherwise.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn collect(
     cfg: &RunConfig,
     events: &mut mpsc::UnboundedReceiver<HubEvent>,
     members: &mut [Member],
+    books: &mut RunBooks,
     run_id: &str,
     start: Instant,
     duration: Duration,
     interrupt: &watch::Receiver<bool>,
-) -> Result<(), RunError> {
+) -> Result<Ended, RunError> {
     let deadline = start + duration + cfg.drain + GRACE;
-    // The highest interval index a worker can send in this phase (one past, for the drain's
-    // partial interval); anything later is nonsense, not data.
-    let last_index = u32::try_from(
-        (duration + cfg.drain + GRACE).as_nanos() / cfg.interval.as_nanos().max(1) + 1,
-    )
-    .unwrap_or(u32::MAX);
     let mut progress = Progress::new();
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::from_std(start + PROGRESS_FIRST),
         PROGRESS_EVERY,
     );
     let result = loop {
+        advance(cfg, members, books, run_id).await;
         if members.iter().all(|m| m.done || m.lost()) {
-            break Ok(());
+            break Ok(Ended::Done);
         }
         let ev = tokio::select! {
             ev = events.recv() => ev,
             _ = tick.tick() => {
                 let now = Instant::now();
-                for m in members.iter_mut().filter(|m| !m.done && !m.lost()) {
+                // Messages still queued mean the books are behind, not the workers silent
+                // (finalizing many workers' intervals can take a while): judge silence
+                // only with the queue drained.
+                let behind = !events.is_empty();
+                for m in members.iter_mut().filter(|m| !m.done && !m.lost() && !behind) {
                     if now.duration_since(m.last_seen) > SILENCE {
                         lose(m, run_id, format!("no message for {} s", SILENCE.as_secs())).await;
                     }
@@ -61,7 +78,7 @@ pub(super) async fn collect(
                         lose(m, run_id, "no final results by the schedule end + drain + grace".into()).await;
                     }
                 }
-                if let Some(s) = progress_sample(cfg, members, start, duration) {
+                if let Some(s) = progress_sample(cfg, members, books, start, duration) {
                     progress.show(&s);
                 }
                 continue;
@@ -71,7 +88,7 @@ pub(super) async fn collect(
                     m.link.send(Out::Abort(pb::Abort { run_id: run_id.into(), reason: "coordinator interrupted".into() })).await;
                 }
                 progress.finish();
-                break Err(RunError::Interrupted);
+                break Ok(Ended::Interrupted);
             }
         };
         let Some(ev) = ev else {
@@ -79,17 +96,18 @@ pub(super) async fn collect(
         };
         match ev {
             HubEvent::Message(id, msg) => {
-                let Some(m) = members.iter_mut().find(|m| m.link.info.id == id) else {
+                let Some(w) = members.iter().position(|m| m.link.info.id == id) else {
                     continue;
                 };
+                let m = &mut members[w];
                 m.last_seen = Instant::now();
                 match msg {
                     In::Interval(iv) if iv.run_id == run_id => {
-                        if let Err(e) = m.books.add_interval(&iv, last_index) {
+                        if let Err(e) = books.receive(w, iv) {
                             lose(m, run_id, format!("sent an unreadable interval: {e}")).await;
                         }
                     }
-                    In::Finished(f) if f.run_id == run_id => match m.books.finish(&f) {
+                    In::Finished(f) if f.run_id == run_id => match books.workers[w].finish(&f) {
                         Ok(()) => {
                             m.done = true;
                             m.finished_at = Some(Instant::now());
@@ -127,7 +145,7 @@ pub(super) async fn collect(
                     && !m.done
                     && !m.lost()
                 {
-                    m.books.lost = Some(reason);
+                    m.lost = Some(reason);
                 }
             }
             HubEvent::Joined(link) => {
@@ -142,9 +160,26 @@ pub(super) async fn collect(
     result
 }
 
+/// Finalizes what the books can; a worker whose interval does not decode is lost.
+async fn advance(cfg: &RunConfig, members: &mut [Member], books: &mut RunBooks, run_id: &str) {
+    let active: Vec<bool> = members.iter().map(|m| !m.done && !m.lost()).collect();
+    for bad in books.advance(cfg, &active) {
+        if let Some(m) = members.get_mut(bad.worker)
+            && !m.lost()
+        {
+            lose(
+                m,
+                run_id,
+                format!("sent an unreadable interval: {}", bad.error),
+            )
+            .await;
+        }
+    }
+}
+
 async fn lose(m: &mut Member, run_id: &str, reason: String) {
     tracing::warn!(worker = %m.link.info.name, %reason, "worker lost");
-    m.books.lost = Some(reason.clone());
+    m.lost = Some(reason.clone());
     m.link
         .send(Out::Abort(pb::Abort {
             run_id: run_id.into(),
@@ -153,39 +188,23 @@ async fn lose(m: &mut Member, run_id: &str, reason: String) {
         .await;
 }
 
-/// The latest second every live worker has reported, for the progress line.
+/// The latest interval the books finalized, for the progress line.
 fn progress_sample(
     cfg: &RunConfig,
     members: &[Member],
+    books: &RunBooks,
     start: Instant,
     duration: Duration,
 ) -> Option<Sample> {
-    let alive: Vec<&Member> = members.iter().filter(|m| !m.lost()).collect();
-    let latest = alive
-        .iter()
-        .filter_map(|m| m.books.intervals.keys().next_back().copied())
-        .min()?;
-    let mut by = ByCommand::new();
-    let mut errors = 0;
-    for m in members {
-        if let Some(iv) = m.books.intervals.get(&latest) {
-            add_into(&mut by, iv);
-        }
-        errors += m.books.errors;
-    }
-    let all = merge::all_commands(&by);
-    let iv = u64::try_from(cfg.interval.as_nanos()).unwrap_or(u64::MAX);
-    // `latest` is a worker-chosen index: saturate rather than overflow.
-    let t0 = u64::from(latest).saturating_mul(iv);
-    let per_s = 1e9 / iv as f64;
+    let last = books.timeline.last()?;
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
         total_s: duration.as_secs_f64(),
-        target_rate: (!cfg.closed_loop()).then(|| cfg.expected(t0, t0.saturating_add(iv)) * per_s),
-        achieved_rate: all.completed as f64 * per_s,
-        p99_us: all.latency.value_at_quantile(0.99) as f64 / 1_000.0,
-        errors,
-        alive: alive.len(),
+        target_rate: (!cfg.closed_loop()).then_some(last.target_rate),
+        achieved_rate: last.achieved_rate,
+        p99_us: last.latency_us.p99,
+        errors: books.errors,
+        alive: members.iter().filter(|m| !m.lost()).count(),
         workers: members.len(),
     })
 }

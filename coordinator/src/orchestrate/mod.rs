@@ -1,7 +1,10 @@
 //! The run lifecycle, from a checked [`RunConfig`] to [`RunResults`]:
 //! (start local workers / built-in target) → wait for workers → clock offsets →
-//! plan and split → common start instant → collect intervals with live progress →
-//! finals, lost workers. Turning results into a report is [`crate::report::build()`]'s job.
+//! plan and split → common start instant → collect intervals with live progress (merged
+//! into [`RunBooks`] as they come, `timeline.csv` and `latency.hlog` written as the run
+//! goes) → finals, lost workers. Turning results into a report is
+//! [`crate::report::build()`]'s job. An interrupt during the measured phase still returns
+//! results ([`RunResults::interrupted`]): what was collected until then.
 //!
 //! The seam is [`run`]`(config, listener, shutdown)`, in the manner of mini-redis's
 //! `server::run`: the caller binds the listener (port 0 in tests) and decides what stops
@@ -22,7 +25,9 @@ mod collect;
 mod phase;
 
 use crate::config::{RunConfig, Workers};
-use crate::merge::{self, WorkerBooks};
+use crate::merge::{self, ByCommand, RunBooks, WorkerBooks};
+use crate::output::Live;
+use crate::report::TimelinePoint;
 use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
 use crest_model::convert::limits;
 use crest_model::plan::ClassPlan;
@@ -54,7 +59,8 @@ pub enum RunError {
     /// Something else went wrong (exit 1).
     #[error("{0}")]
     Failed(String),
-    /// Interrupted by the user (exit 130).
+    /// Interrupted by the user before the measured phase began (exit 130); an interrupt
+    /// during it returns the results so far instead.
     #[error("interrupted; workers told to stop")]
     Interrupted,
 }
@@ -70,8 +76,36 @@ pub struct RunResults {
     pub elapsed: Duration,
     /// The run went to the built-in target (no `--target`).
     pub builtin_target: bool,
+    /// Stopped by the shutdown future (Ctrl-C, SIGTERM) during the measured phase: the
+    /// results are what was collected until then, `elapsed` the time up to the interrupt.
+    pub interrupted: bool,
     /// Every worker that took part, lost ones included.
     pub workers: Vec<WorkerResult>,
+    /// Run totals per (class, command).
+    pub totals: ByCommand,
+    /// One row per interval of the measured span.
+    pub timeline: Vec<TimelinePoint>,
+    /// Interval messages that came after their timeline row was written.
+    pub late_intervals: u64,
+    /// Errors writing `timeline.csv` / `latency.hlog` during the run, each naming its file.
+    pub live_errors: Vec<String>,
+}
+
+impl RunResults {
+    /// The measured span, ns: the schedule's length, or for a count-bounded closed loop or
+    /// an interrupted run the time from the measured start to its end.
+    pub fn measured_ns(&self, cfg: &RunConfig) -> u64 {
+        measured_ns(cfg, self.elapsed, self.interrupted)
+    }
+}
+
+fn measured_ns(cfg: &RunConfig, elapsed: Duration, interrupted: bool) -> u64 {
+    let d = if interrupted || cfg.duration.is_zero() {
+        elapsed
+    } else {
+        cfg.duration
+    };
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
 /// One worker's part of the results.
@@ -83,6 +117,8 @@ pub struct WorkerResult {
     pub offset_ns: i64,
     /// Lowest round trip of the clock pings, ns.
     pub rtt_ns: u64,
+    /// Why it was lost, if it was.
+    pub lost_reason: Option<String>,
     /// What it reported.
     pub books: WorkerBooks,
 }
@@ -90,7 +126,7 @@ pub struct WorkerResult {
 impl WorkerResult {
     /// Whether the worker was lost during the run.
     pub fn lost(&self) -> bool {
-        self.books.lost.is_some()
+        self.lost_reason.is_some()
     }
 }
 
@@ -98,7 +134,7 @@ struct Member {
     link: WorkerLink,
     offset_ns: i64,
     rtt_ns: u64,
-    books: WorkerBooks,
+    lost: Option<String>,
     last_seen: Instant,
     done: bool,
     finished_at: Option<Instant>,
@@ -106,7 +142,7 @@ struct Member {
 
 impl Member {
     fn lost(&self) -> bool {
-        self.books.lost.is_some()
+        self.lost.is_some()
     }
 }
 
@@ -347,29 +383,38 @@ async fn run_inner(
             warmup: Duration::ZERO,
         };
         let (run_id, _, _) = phase::start(cfg, &members, &phase, total_shards, &target_for).await?;
-        collect::collect(
+        // No timeline and no files: only the totals count.
+        let mut books = RunBooks::new(
+            cfg,
+            members.len(),
+            collect::phase_last(cfg, UNBOUNDED_PHASE),
+            Some(0),
+            None,
+        );
+        let ended = collect::collect(
             cfg,
             events,
             &mut members,
+            &mut books,
             &run_id,
             Instant::now(),
             UNBOUNDED_PHASE,
             interrupt,
         )
         .await?;
-        let mut written = 0;
-        let mut errors = 0;
+        if ended == collect::Ended::Interrupted {
+            return Err(RunError::Interrupted);
+        }
+        let _ = books.close(cfg, 0);
+        let t = merge::all_commands(&books.totals);
+        let (written, errors) = (t.completed, t.error_total());
         for m in &mut members {
-            let t = merge::all_commands(&m.books.sum());
-            written += t.completed;
-            errors += t.error_total();
-            if let Some(reason) = &m.books.lost {
+            if let Some(reason) = &m.lost {
                 return Err(RunError::Failed(format!(
                     "worker {} lost during prefill: {reason}",
                     m.link.info.name
                 )));
             }
-            m.books = WorkerBooks::default();
             m.done = false;
             m.finished_at = None;
         }
@@ -409,37 +454,75 @@ async fn run_inner(
     } else {
         cfg.duration
     };
-    collect::collect(
+    let iv_ns = u64::try_from(cfg.interval.as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let live = match &cfg.out {
+        Some(dir) => {
+            Some(Live::create(dir, &run_id, started_at + cfg.warmup).map_err(RunError::Failed)?)
+        }
+        None => None,
+    };
+    let rows_last = (!cfg.duration.is_zero())
+        .then(|| merge::last_row(measured_ns(cfg, Duration::ZERO, false), iv_ns));
+    let mut books = RunBooks::new(
+        cfg,
+        members.len(),
+        collect::phase_last(cfg, budget),
+        rows_last,
+        live,
+    );
+    let ended = collect::collect(
         cfg,
         events,
         &mut members,
+        &mut books,
         &run_id,
         measured_start,
         budget,
         interrupt,
     )
     .await?;
-    let elapsed = members
-        .iter()
-        .filter_map(|m| m.finished_at)
-        .max()
-        .map_or_else(
-            || measured_start.elapsed(),
-            |t| t.saturating_duration_since(measured_start),
-        );
+    let interrupted = ended == collect::Ended::Interrupted;
+    let elapsed = match members.iter().filter_map(|m| m.finished_at).max() {
+        Some(t) if !interrupted => t.saturating_duration_since(measured_start),
+        _ => measured_start.elapsed(),
+    };
+    let span = measured_ns(cfg, elapsed, interrupted);
+    // An interrupted run's rows end with its last whole interval.
+    let rows_span = if interrupted {
+        span - span % iv_ns
+    } else {
+        span
+    };
+    for bad in books.close(cfg, merge::last_row(rows_span, iv_ns)) {
+        // Unreadable at the very end: the worker is lost, what it sent before counts.
+        if let Some(m) = members.get_mut(bad.worker) {
+            m.lost
+                .get_or_insert_with(|| format!("sent an unreadable interval: {}", bad.error));
+        }
+    }
+    let live_errors = books.live_errors();
     Ok(RunResults {
         run_id,
         started_at: started_at + cfg.warmup,
         elapsed,
         builtin_target: builtin_port.is_some(),
+        interrupted,
         workers: members
             .into_iter()
-            .map(|m| WorkerResult {
+            .zip(books.workers)
+            .map(|(m, b)| WorkerResult {
                 info: m.link.info,
                 offset_ns: m.offset_ns,
                 rtt_ns: m.rtt_ns,
-                books: m.books,
+                lost_reason: m.lost,
+                books: b,
             })
             .collect(),
+        totals: books.totals,
+        timeline: books.timeline,
+        late_intervals: books.late,
+        live_errors,
     })
 }

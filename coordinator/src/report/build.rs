@@ -1,33 +1,27 @@
 //! From a run's results to its [`Report`]: the one place where numbers are merged.
 
 use super::{
-    Checks, ClassReport, ClassSettings, Histograms, IntervalLatency, Percentiles, ProfileSegment,
-    Report, SCHEMA_VERSION, Settings, Summary, Target, TimelinePoint, Totals, WorkerReport,
-    commands, commands_over_classes, error_map,
+    Checks, ClassReport, ClassSettings, Histograms, Percentiles, ProfileSegment, Report,
+    SCHEMA_VERSION, Settings, Summary, Target, Totals, WorkerReport, commands,
+    commands_over_classes, error_map,
 };
 use crate::config::{ClassConfig, RunConfig};
-use crate::merge::{self, ByCommand, add_into};
+use crate::merge;
 use crate::orchestrate::RunResults;
-use crest_model::hist;
 use crest_model::plan::Pacer;
 use crest_model::schedule::Arrival;
 use std::collections::BTreeMap;
 
-/// Builds the report of a run from its configuration and what its workers measured:
-/// merges every worker's histograms and counts (by addition, never averaging), lays out
-/// the timeline, and runs the books' self-checks.
+/// Builds the report of a run from its configuration and what its workers measured: the
+/// run totals (merged by addition as the intervals came, never averaged), the timeline laid
+/// out during the run, each worker's row, and the books' self-checks.
 pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
     let members = &results.workers;
-    let mut duration_ns = u64::try_from(cfg.duration.as_nanos()).unwrap_or(u64::MAX);
-    if duration_ns == 0 {
-        // Closed loop bounded by count: the run lasted from its start to the last worker's
-        // final message (which follows its last reply by one message delay).
-        duration_ns = u64::try_from(results.elapsed.as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1);
-    }
+    let duration_ns = results.measured_ns(cfg);
     let duration_s = duration_ns as f64 / 1e9;
     let class_target = |c: &ClassConfig| match &c.profile {
+        // Interrupted: what the profile asked for up to the interrupt.
+        Some(p) if results.interrupted => Target::Rate(p.expected(0, duration_ns) / duration_s),
         Some(p) => Target::Rate(p.total() / duration_s),
         None => Target::MAX,
     };
@@ -36,26 +30,21 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
     } else {
         Target::Rate(cfg.expected(0, duration_ns) / duration_s)
     };
-    let mut all = ByCommand::new();
-    let mut timeline: BTreeMap<u32, ByCommand> = BTreeMap::new();
-    let mut due: BTreeMap<u32, f64> = BTreeMap::new();
+    let all = &results.totals;
     let mut problems = Vec::new();
     let mut workers = Vec::new();
     let (mut in_flight, mut unsent) = (0, 0);
     for m in members {
-        let sum = m.books.sum();
-        add_into(&mut all, &sum);
-        for (k, iv) in &m.books.intervals {
-            add_into(timeline.entry(*k).or_default(), iv);
-        }
-        for (k, t) in &m.books.targets {
-            *due.entry(*k).or_default() += t;
-        }
-        problems.extend(m.books.check(&m.info.name, &sum));
+        let missing = match (&m.lost_reason, results.interrupted) {
+            (Some(r), _) => r.as_str(),
+            (None, true) => "the run was interrupted",
+            (None, false) => "never finished",
+        };
+        problems.extend(m.books.check(&m.info.name, missing));
         let f = m.books.final_.as_ref();
         in_flight += f.map_or(0, |f| f.in_flight);
         unsent += f.map_or(0, |f| f.unsent);
-        let t = merge::all_commands(&sum);
+        let t = &m.books.all;
         workers.push(WorkerReport {
             id: m.info.id.clone(),
             name: m.info.name.clone(),
@@ -65,7 +54,7 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             clock_offset_us: m.offset_ns as f64 / 1e3,
             rtt_us: m.rtt_ns as f64 / 1e3,
             lost: m.lost(),
-            lost_reason: m.books.lost.clone(),
+            lost_reason: m.lost_reason.clone(),
             scheduled: t.scheduled,
             completed: t.completed,
             errors: t.error_total(),
@@ -73,51 +62,15 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             latency_us: Percentiles::of(&t.latency),
             service_time_us: Percentiles::of(&t.service_time),
             schedule_lag_us: Percentiles::of(&t.schedule_lag),
-            histograms: Histograms::of(&t),
+            histograms: Histograms::of(t),
         });
     }
-    let iv = u64::try_from(cfg.interval.as_nanos())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    let iv_s = iv as f64 / 1e9;
-    let last = u32::try_from(duration_ns.div_ceil(iv).max(1) - 1).unwrap_or(u32::MAX);
-    let mut interval_latency = Vec::new();
-    let timeline: Vec<TimelinePoint> = (0..=last)
-        .map(|k| {
-            let by = timeline.remove(&k).unwrap_or_default();
-            let start_s = f64::from(k) * iv_s;
-            let sum = merge::all_commands(&by);
-            interval_latency.push(IntervalLatency {
-                start_s,
-                length_s: iv_s,
-                class: None,
-                hist: sum.latency.clone(),
-            });
-            if cfg.classes.len() > 1 {
-                for c in &cfg.classes {
-                    // Added in place: no copy of every command's histograms per interval.
-                    let mut h = crest_model::hist::new_hist();
-                    for (_, s) in by.iter().filter(|((class, _), _)| *class == c.name) {
-                        hist::add(&mut h, &s.latency);
-                    }
-                    interval_latency.push(IntervalLatency {
-                        start_s,
-                        length_s: iv_s,
-                        class: Some(c.name.clone()),
-                        hist: h,
-                    });
-                }
-            }
-            let t0 = u64::from(k).saturating_mul(iv);
-            let target = cfg.expected(t0, t0.saturating_add(iv)) / iv_s;
-            TimelinePoint::of(k, iv_s, &sum, target, due.get(&k).copied().unwrap_or(0.0))
-        })
-        .collect();
+    let timeline = results.timeline.clone();
     let classes: BTreeMap<String, ClassReport> = cfg
         .classes
         .iter()
         .map(|c| {
-            let by = merge::of_class(&all, &c.name);
+            let by = merge::of_class(all, &c.name);
             let t = class_target(c);
             let sum = merge::sum(by.values());
             (
@@ -130,10 +83,13 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             )
         })
         .collect();
-    let total = merge::all_commands(&all);
+    let total = merge::all_commands(all);
     let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
+    let complete = !results.interrupted && !members.iter().any(|m| m.lost()) && problems.is_empty();
     Report {
         schema_version: SCHEMA_VERSION,
+        complete,
+        interrupted: results.interrupted,
         run_id: results.run_id.clone(),
         crest_version: env!("CARGO_PKG_VERSION").into(),
         target: if results.builtin_target {
@@ -201,7 +157,7 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             unsent,
             histograms: Histograms::of(&total),
         },
-        commands: commands_over_classes(&merge::by_name(&all), &classes, duration_s),
+        commands: commands_over_classes(&merge::by_name(all), &classes, duration_s),
         classes,
         checks: Checks {
             intervals_match_totals: problems.is_empty(),
@@ -211,10 +167,10 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
                 .filter(|p| p.generator_bound)
                 .map(|p| p.t_s)
                 .collect(),
+            late_intervals: results.late_intervals,
         },
         timeline,
         connection_errors: error_map(&conn_errors),
         error_messages: merge::error_messages(members.iter().map(|m| &m.books)),
-        interval_latency,
     }
 }

@@ -218,6 +218,20 @@ pub fn render(r: &Report) -> String {
         );
     }
     out.push_str("</table><h2>Checks</h2>");
+    if r.interrupted {
+        let _ = write!(
+            out,
+            "<p class=\"warn\">INCOMPLETE: interrupted after {:.1} s; this report holds what was collected until then.</p>",
+            r.duration_s
+        );
+    }
+    if r.checks.late_intervals > 0 {
+        let _ = write!(
+            out,
+            "<p>{} interval message(s) came after their timeline row was written; they are in the totals, not in the timeline.</p>",
+            r.checks.late_intervals
+        );
+    }
     if r.checks.problems.is_empty() && r.checks.generator_bound_intervals.is_empty() {
         out.push_str("<p>Every worker's intervals add up to its totals; the generator kept its schedule.</p>");
     }

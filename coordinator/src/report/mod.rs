@@ -1,8 +1,9 @@
 //! The report: one value ([`Report`], serialized as `report.json`, schema in
 //! `docs/report.md`) built once from a run's results by [`build()`], and the renderers over
 //! it: the terminal table ([`Report::table`]), `timeline.csv` ([`Report::timeline_csv`]),
-//! `latency.hlog` ([`write_hlog`]) and `report.html` ([`html::render`]). Every figure is
-//! read off merged histograms and exact counts.
+//! `report.html` ([`html::render`]), and the line formats of the files written while the
+//! run goes (`timeline.csv` rows, `latency.hlog` lines: [`timeline_csv_row`], [`hlog_line`]).
+//! Every figure is read off merged histograms and exact counts.
 //!
 //! # Layout
 //! - [`build`](mod@build): results → report (merging, timeline, self-checks).
@@ -21,7 +22,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Version of the report's layout; bumped when a key changes meaning or goes away.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Percentiles of one histogram, in microseconds.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
@@ -317,6 +318,10 @@ pub struct Checks {
     pub problems: Vec<String>,
     /// Start times (s) of the intervals in which the generator could not keep its schedule.
     pub generator_bound_intervals: Vec<f64>,
+    /// Interval messages that came after their timeline row was written (a worker lagged
+    /// past the coordinator's cap on pending intervals): counted in the totals and the
+    /// worker's row, not in the timeline.
+    pub late_intervals: u64,
 }
 
 /// One class's settings, echoed so the run can be repeated.
@@ -401,6 +406,11 @@ pub struct ClassReport {
 pub struct Report {
     /// Layout version.
     pub schema_version: u32,
+    /// True when the report is whole: not interrupted, no worker lost, the books balanced.
+    pub complete: bool,
+    /// True when the run was stopped by Ctrl-C or SIGTERM: the report holds what was
+    /// collected until then (`duration_s` is the measured time up to the interrupt).
+    pub interrupted: bool,
     /// Run uuid.
     pub run_id: String,
     /// Crest version.
@@ -409,7 +419,7 @@ pub struct Report {
     pub target: String,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
-    /// Scheduled length, seconds.
+    /// Measured length, seconds: the schedule's, or up to the interrupt.
     pub duration_s: f64,
     /// `uniform` or `poisson`.
     pub arrival: String,
@@ -431,67 +441,75 @@ pub struct Report {
     pub error_messages: BTreeMap<String, String>,
     /// Self-check.
     pub checks: Checks,
-    /// Latency histogram of every interval (merged, and per class), for `latency.hlog`.
-    #[serde(skip)]
-    pub interval_latency: Vec<IntervalLatency>,
 }
 
-/// One interval's latency histogram, whole run (`class` None) or one class.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IntervalLatency {
-    /// Interval start, seconds since the measured start.
-    pub start_s: f64,
-    /// Interval length, seconds.
-    pub length_s: f64,
-    /// The class, or None for all classes together.
-    pub class: Option<String>,
-    /// Latency, ns.
-    pub hist: Hist,
+/// The first line of `timeline.csv`.
+pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound\n";
+
+/// Appends one `timeline.csv` row (with its newline).
+pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint) {
+    let _ = writeln!(
+        out,
+        "{},{},{},{},{},{},{},{},{},{}",
+        p.t_s,
+        p.target_rate,
+        p.scheduled,
+        p.achieved_rate,
+        p.errors,
+        p.latency_us.p50,
+        p.latency_us.p99,
+        p.latency_us.p999,
+        p.schedule_lag_p99_us,
+        p.generator_bound
+    );
 }
 
-/// Writes an HdrHistogram interval log (the `.hlog` format HdrHistogram's log tools read):
-/// one untagged line per interval for the whole run and, with several classes, one line
-/// tagged with the class name. Values are nanoseconds; the max column is in milliseconds.
-///
-/// # Errors
-/// I/O or serialization errors.
-pub fn write_hlog(
-    report: &Report,
-    started_at: std::time::SystemTime,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
-    use hdrhistogram::serialization::V2DeflateSerializer;
-    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-    use std::time::Duration;
-    let mut serializer = V2DeflateSerializer::new();
-    let mut writer = IntervalLogWriterBuilder::new()
-        .add_comment(&format!(
-            "crest run {}: latency from intended send time, ns",
-            report.run_id
-        ))
-        .with_start_time(started_at)
-        .with_base_time(started_at)
-        .with_max_value_divisor(1e6)
-        .begin_log_with(out, &mut serializer)
-        .map_err(|e| e.to_string())?;
-    for iv in &report.interval_latency {
-        let tag_text = iv.class.as_ref().map(|c| {
-            c.replace(
-                |ch: char| !ch.is_ascii_alphanumeric() && ch != '-' && ch != '_' && ch != ':',
-                "_",
-            )
-        });
-        let tag = tag_text.as_deref().and_then(Tag::new);
-        writer
-            .write_histogram(
-                &iv.hist,
-                Duration::from_secs_f64(iv.start_s),
-                Duration::from_secs_f64(iv.length_s),
-                tag,
-            )
-            .map_err(|e| format!("{e:?}"))?;
+/// The header of an HdrHistogram interval log (the `.hlog` format HdrHistogram's log tools
+/// read), as HdrHistogram's own writer lays it out: a comment, the start and base time (the
+/// measured start), and the max column's divisor (values are ns, max is in ms).
+pub fn hlog_header(run_id: &str, started_at: std::time::SystemTime) -> String {
+    let t = started_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    format!(
+        "#crest run {run_id}: latency from intended send time, ns\n#[StartTime: {t:.3} (seconds since epoch)]\n#[BaseTime: {t:.3} (seconds since epoch)]\n#[MaxValueDivisor: {HLOG_MAX_DIVISOR:.3}]\n"
+    )
+}
+
+/// The hlog's max column is in milliseconds.
+const HLOG_MAX_DIVISOR: f64 = 1e6;
+
+/// Appends one interval-log line (with its newline), in HdrHistogram's own layout:
+/// `[Tag=<class>,]start,length,max,<base64 V2+DEFLATE histogram>`; untagged for the whole
+/// run, tagged with the class name (characters a tag cannot hold become `_`) for a class.
+pub fn hlog_line(
+    out: &mut String,
+    class: Option<&str>,
+    start_s: f64,
+    length_s: f64,
+    h: &crest_model::hist::Hist,
+) {
+    use base64::Engine as _;
+    if let Some(c) = class {
+        let tag: String = c
+            .chars()
+            .map(|ch| {
+                if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' || ch == ':' {
+                    ch
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let _ = write!(out, "Tag={tag},");
     }
-    Ok(())
+    let _ = write!(
+        out,
+        "{start_s:.3},{length_s:.3},{:.3},",
+        h.max() as f64 / HLOG_MAX_DIVISOR
+    );
+    base64::engine::general_purpose::STANDARD.encode_string(crest_model::hist::encode(h), out);
+    out.push('\n');
 }
 
 /// Formats microseconds for humans: µs below 1 ms, ms below 1 s, else s.
@@ -690,32 +708,31 @@ impl Report {
                 self.checks.generator_bound_intervals
             );
         }
+        if self.checks.late_intervals > 0 {
+            let _ = writeln!(
+                out,
+                "note: {} interval message(s) came after their timeline row was written; they are in the totals, not in the timeline",
+                self.checks.late_intervals
+            );
+        }
         for p in &self.checks.problems {
             let _ = writeln!(out, "check: {p}");
+        }
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "INCOMPLETE: interrupted after {:.1} s; this report holds what was collected until then",
+                self.duration_s
+            );
         }
         out
     }
 
     /// `timeline.csv`: one row per second.
     pub fn timeline_csv(&self) -> String {
-        let mut out = String::from(
-            "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound\n",
-        );
+        let mut out = String::from(TIMELINE_CSV_HEADER);
         for p in &self.timeline {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{}",
-                p.t_s,
-                p.target_rate,
-                p.scheduled,
-                p.achieved_rate,
-                p.errors,
-                p.latency_us.p50,
-                p.latency_us.p99,
-                p.latency_us.p999,
-                p.schedule_lag_p99_us,
-                p.generator_bound
-            );
+            timeline_csv_row(&mut out, p);
         }
         out
     }

@@ -1,0 +1,301 @@
+//! Simulated workers for the coordinator-memory benchmark (`bench/coordinator-memory.sh`):
+//! N workers register with a real `crest run --workers N` over the real gRPC session
+//! protocol, answer its clock pings, and on `StartRun` stream synthetic but valid intervals
+//! (realistic latency histograms, every command of the plan's mix) as fast as the
+//! coordinator takes them, then finals that add up exactly. 3,600 intervals take seconds
+//! to minutes, not an hour.
+//!
+//! "As fast as the coordinator takes them": the coordinator queues what its sessions read
+//! without bound, so pacing on the session alone would measure that queue, not the books.
+//! Given the run's live `timeline.csv`, the workers stay at most [`AHEAD`] intervals ahead
+//! of the rows the coordinator has finalized (the file grows by one row per finalized
+//! interval); without it they send flat out.
+//!
+//! ```text
+//! cargo run --release -p crest --example sim_workers -- http://127.0.0.1:7600 16 3600 out/timeline.csv
+//! ```
+//! Arguments: coordinator URL, workers, intervals per worker, optionally the live timeline.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark tool: fail loudly
+
+use crest_model::convert;
+use crest_model::hist::{self, Hist};
+use crest_model::stats::CmdStats;
+use crest_proto::pb::{
+    self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
+    worker_message::Msg as Out,
+};
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Distinct synthetic intervals per command; interval k uses variant k % VARIANTS.
+const VARIANTS: usize = 4;
+/// Requests per command per interval.
+const PER_INTERVAL: u64 = 1_000;
+/// Intervals a worker may run ahead of the coordinator's finalized rows.
+const AHEAD: u32 = 16;
+
+/// A small xorshift: synthetic data needs no quality beyond "spread".
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One command's interval: latencies log-uniform over 50 µs .. 20 ms with a tail to 200 ms,
+/// service time a little under, schedule lag a few µs, a few errors.
+fn variant(rng: &mut Rng) -> CmdStats {
+    let mut s = CmdStats {
+        scheduled: PER_INTERVAL,
+        sent: PER_INTERVAL,
+        ..Default::default()
+    };
+    let mut errors = 0;
+    for _ in 0..PER_INTERVAL {
+        let tail = if rng.next() < 0.01 { 10.0 } else { 1.0 };
+        let lat = (50_000.0 * (400f64).powf(rng.next()) * tail) as u64;
+        hist::record(&mut s.latency, lat);
+        hist::record(&mut s.service_time, lat * 9 / 10);
+        hist::record(
+            &mut s.schedule_lag,
+            (2_000.0 + 20_000.0 * rng.next()) as u64,
+        );
+        if rng.next() < 0.002 {
+            errors += 1;
+        }
+    }
+    s.completed = PER_INTERVAL - errors;
+    if errors > 0 {
+        s.errors.push(("ERR".into(), errors));
+    }
+    s
+}
+
+/// `h` recorded `n` times over.
+fn times(h: &Hist, n: u64) -> Hist {
+    let mut out = hist::new_hist();
+    for v in h.iter_recorded() {
+        out.saturating_record_n(v.value_iterated_to(), v.count_at_value() * n);
+    }
+    out
+}
+
+/// Counts the rows of the live timeline (header excluded) into `rows`, reading only what
+/// was appended since the last look.
+async fn watch_rows(path: std::path::PathBuf, rows: Arc<AtomicU32>) {
+    let mut offset = 0u64;
+    let mut lines = 0u32;
+    let mut buf = Vec::new();
+    loop {
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if len < offset {
+                (offset, lines) = (0, 0); // a new run truncated it
+            }
+            if f.seek(SeekFrom::Start(offset)).is_ok() {
+                buf.clear();
+                if let Ok(n) = f.read_to_end(&mut buf) {
+                    offset += n as u64;
+                    lines += buf.iter().filter(|b| **b == b'\n').count() as u32;
+                    rows.store(lines.saturating_sub(1), Ordering::Relaxed);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn worker(url: String, i: usize, intervals: u32, rows: Option<Arc<AtomicU32>>) {
+    let mut client = CoordinatorClient::connect(url).await.expect("connect");
+    let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(64);
+    let send = |m: Out| {
+        let tx = tx.clone();
+        async move { tx.send(pb::WorkerMessage { msg: Some(m) }).await.is_ok() }
+    };
+    send(Out::Register(pb::Register {
+        protocol_version: crest_proto::PROTOCOL_VERSION,
+        worker_id: uuid::Uuid::new_v4().to_string(),
+        name: format!("sim{i}"),
+        host: "sim".into(),
+        shards: 1,
+        token: std::env::var("CREST_TOKEN").unwrap_or_default(),
+        crest_version: env!("CARGO_PKG_VERSION").into(),
+        cpus: vec![0],
+    }))
+    .await;
+    let mut inbound = client
+        .session(ReceiverStream::new(rx))
+        .await
+        .expect("session")
+        .into_inner();
+    // Heartbeats, as a real worker sends them: a worker held back by the pacing is idle,
+    // not lost.
+    let hb = tx.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crest_proto::HEARTBEAT);
+        loop {
+            tick.tick().await;
+            let m = pb::WorkerMessage {
+                msg: Some(Out::Heartbeat(pb::Heartbeat {})),
+            };
+            if hb.send(m).await.is_err() {
+                break;
+            }
+        }
+    });
+    // The session ends when the coordinator closes it after the run.
+    while let Ok(Some(m)) = inbound.message().await {
+        match m.msg {
+            Some(In::Ping(p)) => {
+                let t2 = crest_model::clock::unix_ns();
+                send(Out::Pong(pb::Pong {
+                    seq: p.seq,
+                    t1_unix_ns: p.t1_unix_ns,
+                    t2_unix_ns: t2,
+                }))
+                .await;
+            }
+            Some(In::Start(s)) => {
+                let plan = s.plan.unwrap_or_default();
+                let tx = tx.clone();
+                tokio::spawn(stream_run(tx, plan, i, intervals, rows.clone()));
+            }
+            Some(In::Refused(r)) => panic!("refused: {}", r.reason),
+            Some(In::Abort(a)) => {
+                eprintln!("sim{i}: aborted: {}", a.reason);
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The synthetic intervals (encoded), the finals that add them up, and the rate.
+type Prepared = (Vec<Vec<pb::CommandStats>>, Vec<pb::CommandStats>, f64);
+
+/// Builds a worker's synthetic data: CPU work kept off the runtime (in `spawn_blocking`), so
+/// the sessions' heartbeats and pongs keep flowing meanwhile.
+fn prepare(plan: &pb::RunPlan, i: usize, n: u32) -> Prepared {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1));
+    // (class, command names, VARIANTS encoded intervals per command, their stats)
+    let mut classes = Vec::new();
+    for c in &plan.classes {
+        let names: Vec<String> = c.mix.iter().map(|m| m.name.clone()).collect();
+        let vars: Vec<Vec<CmdStats>> = names
+            .iter()
+            .map(|_| (0..VARIANTS).map(|_| variant(&mut rng)).collect())
+            .collect();
+        classes.push((c.name.clone(), names, vars));
+    }
+    let encoded: Vec<Vec<pb::CommandStats>> = (0..VARIANTS)
+        .map(|v| {
+            classes
+                .iter()
+                .flat_map(|(class, names, vars)| {
+                    let stats: Vec<CmdStats> = vars.iter().map(|x| x[v].clone()).collect();
+                    convert::stats_to_pb(class, &stats, names)
+                })
+                .collect()
+        })
+        .collect();
+    let rate = (PER_INTERVAL * classes.iter().map(|c| c.1.len() as u64).sum::<u64>()) as f64
+        / (plan.interval_ns.max(1) as f64 / 1e9);
+    // Finals: every variant times the intervals that used it.
+    let uses = |v: usize| -> u64 {
+        u64::from(n / VARIANTS as u32) + u64::from((v as u32) < n % VARIANTS as u32)
+    };
+    let mut totals = Vec::new();
+    for (class, names, vars) in &classes {
+        let stats: Vec<CmdStats> = vars
+            .iter()
+            .map(|x| {
+                let mut t = CmdStats::default();
+                for (v, s) in x.iter().enumerate() {
+                    let u = uses(v);
+                    t.scheduled += s.scheduled * u;
+                    t.sent += s.sent * u;
+                    t.completed += s.completed * u;
+                    for (kind, c) in &s.errors {
+                        crest_model::stats::add_error(&mut t.errors, kind, c * u);
+                    }
+                    hist::add(&mut t.latency, &times(&s.latency, u));
+                    hist::add(&mut t.service_time, &times(&s.service_time, u));
+                    hist::add(&mut t.schedule_lag, &times(&s.schedule_lag, u));
+                }
+                t
+            })
+            .collect();
+        totals.extend(convert::stats_to_pb(class, &stats, names));
+    }
+    (encoded, totals, rate)
+}
+
+async fn stream_run(
+    tx: mpsc::Sender<pb::WorkerMessage>,
+    plan: pb::RunPlan,
+    i: usize,
+    n: u32,
+    rows: Option<Arc<AtomicU32>>,
+) {
+    let p = plan.clone();
+    let (encoded, totals, rate) = tokio::task::spawn_blocking(move || prepare(&p, i, n))
+        .await
+        .expect("prepare");
+    for k in 0..n {
+        while let Some(r) = &rows
+            && k > r.load(Ordering::Relaxed) + AHEAD
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let msg = Out::Interval(pb::Interval {
+            run_id: plan.run_id.clone(),
+            index: k,
+            commands: encoded[k as usize % VARIANTS].clone(),
+            target_rate: rate,
+            error_messages: vec![],
+        });
+        if tx.send(pb::WorkerMessage { msg: Some(msg) }).await.is_err() {
+            return;
+        }
+    }
+    let fin = Out::Finished(pb::Finished {
+        run_id: plan.run_id.clone(),
+        totals,
+        in_flight: 0,
+        unsent: 0,
+        intervals: n,
+        connection_errors: vec![],
+        error_messages: vec![],
+    });
+    let _ = tx.send(pb::WorkerMessage { msg: Some(fin) }).await;
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = args
+        .get(1)
+        .cloned()
+        .expect("usage: sim_workers URL WORKERS INTERVALS");
+    let workers: usize = args.get(2).map_or(1, |s| s.parse().expect("WORKERS"));
+    let intervals: u32 = args.get(3).map_or(3_600, |s| s.parse().expect("INTERVALS"));
+    let rows = args.get(4).map(|p| {
+        let rows = Arc::new(AtomicU32::new(0));
+        tokio::spawn(watch_rows(p.into(), rows.clone()));
+        rows
+    });
+    let tasks: Vec<_> = (0..workers)
+        .map(|i| tokio::spawn(worker(url.clone(), i, intervals, rows.clone())))
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+}
