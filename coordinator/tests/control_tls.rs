@@ -313,7 +313,10 @@ fn mutual_tls_refuses_a_worker_without_a_client_certificate() {
     let listen = format!("127.0.0.1:{port}");
     let mut args = tls_args(&pki);
     args.extend(["--control-client-ca".into(), p(&pki.ca).into()]);
-    let mut c = coordinator(&dir, &listen, "4s", &strs(&args));
+    // Under TLS 1.3 the coordinator's alert can race the worker's first write (a reset
+    // may discard it); each redial is a new chance to read it, so the coordinator waits
+    // long enough for several.
+    let mut c = coordinator(&dir, &listen, "20s", &strs(&args));
     let url = format!("https://127.0.0.1:{port}");
     let mut w = worker(&dir, &url, &["--control-ca", p(&pki.ca)]);
     assert_eq!(w.wait(Duration::from_secs(30)), 2);
