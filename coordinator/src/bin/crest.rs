@@ -98,7 +98,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 match res {
                     Ok(results) => {
                         let report = report::build(&cfg, &results);
-                        print!("{}", report.table());
+                        // A closed stdout (`crest run | head`) must not panic the run
+                        // before its files are written: the summary is best effort there.
+                        let _ = std::io::Write::write_all(
+                            &mut std::io::stdout().lock(),
+                            report.table().as_bytes(),
+                        );
                         if let Some(dir) = &cfg.out {
                             let path =
                                 output::write_all(&report, dir).map_err(anyhow::Error::msg)?;
