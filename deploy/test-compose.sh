@@ -188,7 +188,10 @@ EOF
 # them) and resolved sink:6379 itself, which its log shows as "run accepted ... target=IP:6379".
 SINK_IP="$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(compose ps -q sink)")"
 for c in "${WORKER_IDS[@]}"; do
-    docker logs "$c" 2>&1 | grep -q "run accepted.* target=$SINK_IP:6379" ||
+    # Read the whole log first: under pipefail, `docker logs | grep -q` fails whenever grep
+    # stops at its match before docker has written everything (SIGPIPE).
+    logs="$(docker logs "$c" 2>&1)"
+    grep -q "run accepted.* target=$SINK_IP:6379" <<<"$logs" ||
         fail "worker $c did not resolve sink:6379 to the sink's address $SINK_IP"
 done
 log "name resolution via Docker's DNS works in the FROM scratch image: every worker reached coordinator:7600 by name and resolved sink:6379 to $SINK_IP"
