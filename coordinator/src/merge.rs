@@ -107,22 +107,7 @@ fn decode_fast(
     cmds: &[pb::CommandStats],
 ) -> Result<Vec<(String, String, CmdStats)>, HistError> {
     cmds.iter()
-        .map(|c| {
-            Ok((
-                c.class.clone(),
-                c.command.clone(),
-                CmdStats {
-                    scheduled: c.scheduled,
-                    sent: c.sent,
-                    completed: c.completed,
-                    backlogged: c.backlogged,
-                    errors: convert::errors_from_pb(&c.errors),
-                    latency: decode_hist(de, &c.latency)?,
-                    service_time: decode_hist(de, &c.service_time)?,
-                    schedule_lag: decode_hist(de, &c.schedule_lag)?,
-                },
-            ))
-        })
+        .map(|c| convert::stats_from_pb_with(c, |h| decode_hist(de, h)))
         .collect()
 }
 

@@ -7,7 +7,7 @@
 //! refused with a [`WireError`] naming the field, its value and what would be right; no
 //! peer input can panic this process or make it allocate without bound.
 
-use crate::hist::{self, HistError};
+use crate::hist::{self, Hist, HistError};
 use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
@@ -964,16 +964,7 @@ pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> 
             // Already cut by the worker (200 bytes and `...`): only cut anything longer.
             let cut =
                 &m.message.as_bytes()[..m.message.len().min(crate::stats::MAX_MESSAGE_LEN + 3)];
-            let message = cut
-                .iter()
-                .map(|&b| {
-                    if b.is_ascii_graphic() || b == b' ' {
-                        char::from(b)
-                    } else {
-                        '?'
-                    }
-                })
-                .collect();
+            let message = crate::stats::printable(cut, true);
             (crate::stats::clean_kind(m.kind.as_bytes()), message)
         })
         .collect()
@@ -984,10 +975,21 @@ pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> 
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
 pub fn stats_from_pb(c: &pb::CommandStats) -> Result<(String, String, CmdStats), HistError> {
-    let h = |x: &Option<pb::Histogram>| match x {
+    stats_from_pb_with(c, |x| match x {
         Some(h) => hist::decode(&h.v2_deflate),
         None => Ok(hist::new_hist()),
-    };
+    })
+}
+
+/// [`stats_from_pb`] with the histogram decoder given (a caller decoding many messages can
+/// reuse one deserializer).
+///
+/// # Errors
+/// What `h` returns for a histogram that does not decode.
+pub fn stats_from_pb_with(
+    c: &pb::CommandStats,
+    mut h: impl FnMut(&Option<pb::Histogram>) -> Result<Hist, HistError>,
+) -> Result<(String, String, CmdStats), HistError> {
     Ok((
         c.class.clone(),
         c.command.clone(),

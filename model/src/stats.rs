@@ -40,16 +40,13 @@ pub const ENGINE_KINDS: &[&str] = &[
     OTHER,
 ];
 
-/// `bytes` as a kind: at most [`MAX_KIND_LEN`] bytes, printable ASCII (anything else is
-/// `?`), so it is valid UTF-8 and safe as a JSON key and on a terminal; `(empty)` for none.
-pub fn clean_kind(bytes: &[u8]) -> String {
-    if bytes.is_empty() {
-        return "(empty)".into();
-    }
-    bytes[..bytes.len().min(MAX_KIND_LEN)]
+/// `bytes` as printable ASCII, anything else (spaces too, unless `spaces`) as `?`: valid
+/// UTF-8, safe as a JSON key and on a terminal.
+pub fn printable(bytes: &[u8], spaces: bool) -> String {
+    bytes
         .iter()
         .map(|&b| {
-            if b.is_ascii_graphic() {
+            if b.is_ascii_graphic() || (spaces && b == b' ') {
                 char::from(b)
             } else {
                 '?'
@@ -58,19 +55,19 @@ pub fn clean_kind(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// `bytes` as a kind: at most [`MAX_KIND_LEN`] bytes, printable ASCII (anything else is
+/// `?`), so it is valid UTF-8 and safe as a JSON key and on a terminal; `(empty)` for none.
+pub fn clean_kind(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "(empty)".into();
+    }
+    printable(&bytes[..bytes.len().min(MAX_KIND_LEN)], false)
+}
+
 /// `bytes` as a message: at most [`MAX_MESSAGE_LEN`] bytes (then `...`), printable ASCII
 /// and spaces (anything else is `?`).
 pub fn clean_message(bytes: &[u8]) -> String {
-    let mut m: String = bytes[..bytes.len().min(MAX_MESSAGE_LEN)]
-        .iter()
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                char::from(b)
-            } else {
-                '?'
-            }
-        })
-        .collect();
+    let mut m = printable(&bytes[..bytes.len().min(MAX_MESSAGE_LEN)], true);
     if bytes.len() > MAX_MESSAGE_LEN {
         m.push_str("...");
     }
