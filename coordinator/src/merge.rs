@@ -17,8 +17,8 @@ use crate::config::RunConfig;
 use crate::output::Live;
 use crate::report::TimelinePoint;
 use crest_model::convert;
-use crest_model::hist::{self, Hist, HistError};
-use crest_model::stats::{CmdStats, ErrorCounts, add_error};
+use crest_model::hist::{self, Hist, HistError, SparseDecoder};
+use crest_model::stats::{CmdDelta, CmdStats, ErrorCounts, add_error};
 use crest_proto::pb;
 use prost::Message as _;
 use std::collections::BTreeMap;
@@ -77,38 +77,12 @@ fn decode(cmds: &[pb::CommandStats]) -> Result<Vec<(String, String, CmdStats)>, 
     cmds.iter().map(convert::stats_from_pb).collect()
 }
 
-/// Decodes a histogram to merge it: one with Crest's bounds (every worker's) is used as
-/// deserialized, without [`hist::decode`]'s copy into a fresh histogram (a 262 KB
-/// allocation and copy per histogram, three per command per worker per interval: most of
-/// the coordinator's CPU); anything else goes through [`hist::decode`] and its checks.
-fn decode_hist(
-    de: &mut hdrhistogram::serialization::Deserializer,
-    h: &Option<pb::Histogram>,
-) -> Result<Hist, HistError> {
-    let bytes = match h {
-        Some(h) if !h.v2_deflate.is_empty() => &h.v2_deflate[..],
-        _ => return Ok(hist::new_hist()),
-    };
-    match de.deserialize::<u64, _>(&mut &bytes[..]) {
-        Ok(d)
-            if d.low() == hist::LOWEST_NS
-                && d.high() == hist::HIGHEST_NS
-                && d.sigfig() == hist::SIGFIG =>
-        {
-            Ok(d)
-        }
-        _ => hist::decode(bytes),
-    }
-}
-
-/// [`convert::stats_from_pb`] with [`decode_hist`], for the hot path of finalizing.
-fn decode_fast(
-    de: &mut hdrhistogram::serialization::Deserializer,
+/// The interval hot path's decode: sparse histograms, one reused decoder.
+fn decode_delta(
+    de: &mut SparseDecoder,
     cmds: &[pb::CommandStats],
-) -> Result<Vec<(String, String, CmdStats)>, HistError> {
-    cmds.iter()
-        .map(|c| convert::stats_from_pb_with(c, |h| decode_hist(de, h)))
-        .collect()
+) -> Result<Vec<(String, String, CmdDelta)>, HistError> {
+    cmds.iter().map(|c| convert::delta_from_pb(c, de)).collect()
 }
 
 /// The index of the last timeline row of a measured span of `duration_ns` cut into
@@ -167,6 +141,21 @@ pub struct Counts {
 impl Counts {
     /// The counts of `s`.
     pub fn of(s: &CmdStats) -> Self {
+        Self {
+            scheduled: s.scheduled,
+            sent: s.sent,
+            completed: s.completed,
+            errors: s.error_total(),
+            latency: s.latency.len(),
+            service_time: s.service_time.len(),
+            schedule_lag: s.schedule_lag.len(),
+        }
+    }
+}
+
+impl Counts {
+    /// The counts of `s`.
+    pub fn of_delta(s: &CmdDelta) -> Self {
         Self {
             scheduled: s.scheduled,
             sent: s.sent,
@@ -254,8 +243,8 @@ impl WorkerBooks {
         Ok(())
     }
 
-    fn add(&mut self, class: &str, name: &str, s: &CmdStats) {
-        let c = Counts::of(s);
+    fn add(&mut self, class: &str, name: &str, s: &CmdDelta) {
+        let c = Counts::of_delta(s);
         match self
             .counts
             .iter_mut()
@@ -397,17 +386,8 @@ pub struct RunBooks {
     interval_ns: u64,
     classes: Vec<String>,
     live: Option<Live>,
-    /// Reused across messages (it keeps a buffer).
-    de: Deserializer,
-}
-
-/// [`hdrhistogram::serialization::Deserializer`], with a `Debug` for [`RunBooks`].
-struct Deserializer(hdrhistogram::serialization::Deserializer);
-
-impl std::fmt::Debug for Deserializer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Deserializer")
-    }
+    /// Reused across messages (it keeps its buffers).
+    de: SparseDecoder,
 }
 
 impl RunBooks {
@@ -437,7 +417,7 @@ impl RunBooks {
                 .max(1),
             classes: cfg.classes.iter().map(|c| c.name.clone()).collect(),
             live,
-            de: Deserializer(hdrhistogram::serialization::Deserializer::new()),
+            de: SparseDecoder::new(),
         }
     }
 
@@ -585,7 +565,7 @@ impl RunBooks {
         }
         let mut due = 0.0;
         for (w, iv) in msgs {
-            let decoded = match decode_fast(&mut self.de.0, &iv.commands) {
+            let decoded = match decode_delta(&mut self.de, &iv.commands) {
                 Ok(d) => d,
                 Err(e) => {
                     bad.push(Unreadable {
@@ -602,21 +582,13 @@ impl RunBooks {
             books.intervals += 1;
             for (class, name, s) in decoded {
                 books.add(&class, &name, &s);
-                self.errors += s.error_total();
+                self.errors = self.errors.saturating_add(s.error_total());
                 if rows {
-                    sum.scheduled += s.scheduled;
-                    sum.sent += s.sent;
-                    sum.completed += s.completed;
-                    sum.backlogged += s.backlogged;
-                    for (kind, n) in &s.errors {
-                        add_error(&mut sum.errors, kind, *n);
-                    }
-                    hist::add(&mut sum.latency, &s.latency);
-                    hist::add(&mut sum.schedule_lag, &s.schedule_lag);
+                    sum += &s;
                     if let Some(i) = self.classes.iter().position(|c| *c == class)
                         && let Some(h) = classes.get_mut(i)
                     {
-                        hist::add(h, &s.latency);
+                        s.latency.add_to(h);
                     }
                 }
                 // The key is moved in, not copied: no string copies per interval.
@@ -829,19 +801,23 @@ mod tests {
     /// and refuses what it refuses.
     #[test]
     fn the_fast_decode_equals_the_checked_one() {
-        let mut de = hdrhistogram::serialization::Deserializer::new();
+        let mut de = SparseDecoder::new();
         let mut c = cmd("GET", &[1, 1_000, 5_000_000, 3_000_000_000_000], 4);
         c.errors = vec![pb::ErrorCount {
             kind: "ERR".into(),
             count: 2,
         }];
-        let fast = decode_fast(&mut de, std::slice::from_ref(&c)).unwrap();
+        let fast = decode_delta(&mut de, std::slice::from_ref(&c)).unwrap();
         let (class, name, checked) = convert::stats_from_pb(&c).unwrap();
-        assert_eq!(fast, vec![(class, name, checked)]);
+        let mut added = CmdStats::default();
+        added += &fast[0].2;
+        assert_eq!((&fast[0].0, &fast[0].1), (&class, &name));
+        assert_eq!(added, checked);
+        assert_eq!(Counts::of_delta(&fast[0].2), Counts::of(&checked));
         c.service_time = Some(pb::Histogram {
             v2_deflate: b"garbage".to_vec(),
         });
-        assert!(decode_fast(&mut de, &[c]).is_err());
+        assert!(decode_delta(&mut de, &[c]).is_err());
     }
 
     /// A message whose histogram does not decode names its worker when finalized, and

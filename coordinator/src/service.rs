@@ -305,15 +305,23 @@ pub async fn serve(
                 async move {
                     match first_byte(&stream).await {
                         Some(TLS_HANDSHAKE) => {
-                            match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(stream))
-                                .await
+                            match tokio::time::timeout(
+                                HANDSHAKE_WITHIN,
+                                acceptor.accept(stream).into_fallible(),
+                            )
+                            .await
                             {
                                 Ok(Ok(s)) => {
                                     let _ = tx.send(Ok(s)).await;
                                 }
-                                Ok(Err(e)) => {
+                                Ok(Err((e, stream))) => {
                                     let (kind, why) = handshake_refusal(&e, mutual);
                                     log.refused(peer, kind, &why);
+                                    // The alert is sent; a close now would make the
+                                    // client's next write (TLS 1.3: its HTTP/2 preface
+                                    // follows its certificate at once) draw a reset that
+                                    // can discard the unread alert.
+                                    linger_close(stream).await;
                                 }
                                 Err(_) => {
                                     log.refused(peer, "tls-timeout", "no TLS handshake within 10 s")
@@ -400,12 +408,18 @@ async fn refuse_plaintext(mut stream: TcpStream) {
     out.extend_from_slice(&0u32.to_be_bytes());
     out.extend_from_slice(&control_tls::INADEQUATE_SECURITY.to_be_bytes());
     out.extend_from_slice(DEBUG);
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.write_all(&out)).await;
+    linger_close(stream).await;
+}
+
+/// Closes `stream` so that what was last written reaches the client: our side's FIN
+/// first, then whatever the client still sends is read and thrown away (at most 64 KiB
+/// or 2 s), so the client is not answered with a reset that discards unread data.
+async fn linger_close(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        let _ = stream.write_all(&out).await;
         let _ = stream.shutdown().await;
         let mut sink = [0u8; 4096];
         let mut total = 0usize;
-        // Bounded: at most 64 KiB or 2 s of whatever the client sends.
         while total < 64 * 1024 {
             match stream.read(&mut sink).await {
                 Ok(0) | Err(_) => break,

@@ -7,11 +7,11 @@
 //! refused with a [`WireError`] naming the field, its value and what would be right; no
 //! peer input can panic this process or make it allocate without bound.
 
-use crate::hist::{self, Hist, HistError};
+use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
-use crate::stats::{CmdStats, ErrorCounts};
+use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -975,25 +975,43 @@ pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> 
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
 pub fn stats_from_pb(c: &pb::CommandStats) -> Result<(String, String, CmdStats), HistError> {
-    stats_from_pb_with(c, |x| match x {
+    let h = |x: &Option<pb::Histogram>| match x {
         Some(h) => hist::decode(&h.v2_deflate),
         None => Ok(hist::new_hist()),
-    })
-}
-
-/// [`stats_from_pb`] with the histogram decoder given (a caller decoding many messages can
-/// reuse one deserializer).
-///
-/// # Errors
-/// What `h` returns for a histogram that does not decode.
-pub fn stats_from_pb_with(
-    c: &pb::CommandStats,
-    mut h: impl FnMut(&Option<pb::Histogram>) -> Result<Hist, HistError>,
-) -> Result<(String, String, CmdStats), HistError> {
+    };
     Ok((
         c.class.clone(),
         c.command.clone(),
         CmdStats {
+            scheduled: c.scheduled,
+            sent: c.sent,
+            completed: c.completed,
+            backlogged: c.backlogged,
+            errors: errors_from_pb(&c.errors),
+            latency: h(&c.latency)?,
+            service_time: h(&c.service_time)?,
+            schedule_lag: h(&c.schedule_lag)?,
+        },
+    ))
+}
+
+/// Decodes one command's results of one interval as a [`CmdDelta`] (sparse histograms,
+/// for the coordinator's hot path of merging): (class, command, results).
+///
+/// # Errors
+/// [`HistError`] when a histogram does not decode.
+pub fn delta_from_pb(
+    c: &pb::CommandStats,
+    de: &mut SparseDecoder,
+) -> Result<(String, String, CmdDelta), HistError> {
+    let mut h = |x: &Option<pb::Histogram>| match x {
+        Some(h) => de.decode(&h.v2_deflate),
+        None => Ok(Sparse::default()),
+    };
+    Ok((
+        c.class.clone(),
+        c.command.clone(),
+        CmdDelta {
             scheduled: c.scheduled,
             sent: c.sent,
             completed: c.completed,

@@ -78,6 +78,269 @@ pub fn record(h: &mut Hist, v: u64) {
     h.saturating_record(v);
 }
 
+/// A histogram as it came off the wire, kept as its nonzero buckets (each bucket's lowest
+/// value and its count, in value order): what merging needs, without the 262 KB counts
+/// array a [`Hist`] with Crest's bounds allocates, zeroes and walks on every `add`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sparse {
+    buckets: Vec<(u64, u64)>,
+    total: u64,
+}
+
+impl Sparse {
+    /// The buckets of `h` (for histograms that did not come through [`SparseDecoder`]).
+    pub fn of(h: &Hist) -> Self {
+        let mut s = Self::default();
+        for v in h.iter_recorded() {
+            s.push(
+                h.lowest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            );
+        }
+        s
+    }
+
+    fn push(&mut self, value: u64, count: u64) {
+        if count > 0 {
+            self.buckets.push((value, count));
+            self.total = self.total.saturating_add(count);
+        }
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// True when it holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Buckets with a count.
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// `dst += self`, exactly: every bucket lands in the bucket of `dst` it came from
+    /// (same bounds), so this equals [`add`] of the full histogram.
+    pub fn add_to(&self, dst: &mut Hist) {
+        for &(value, count) in &self.buckets {
+            dst.saturating_record_n(value, count);
+        }
+    }
+}
+
+/// Decodes V2 (+DEFLATE) histograms straight into [`Sparse`], reusing its buffers, and
+/// refusing what no Crest worker sends: an inflated size past what Crest's bounds can hold
+/// (a DEFLATE bomb), or buckets past the last one. A histogram encoded with other bounds is
+/// decoded the slow way ([`decode`], which re-adds it into Crest's bounds or says why not).
+pub struct SparseDecoder {
+    inflate: flate2::Decompress,
+    inflated: Vec<u8>,
+    /// Buckets in a histogram with Crest's bounds.
+    slots: usize,
+}
+
+impl std::fmt::Debug for SparseDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SparseDecoder")
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SparseDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The V2 encoding's cookie (HdrHistogram's `V2EncodingCookieBase | 0x10`).
+const V2_COOKIE: u32 = 0x1c84_9313;
+/// The V2 + DEFLATE encoding's cookie.
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+/// The V2 header after its cookie: payload length, normalizing offset, significant digits,
+/// lowest and highest value, integer-to-double ratio.
+const V2_HEADER: usize = 4 + 4 + 4 + 8 + 8 + 8;
+/// Sub-buckets in half a bucket, as a power of two, for [`SIGFIG`] = 3: a bucket of
+/// 2 × 10³ values at unit resolution needs 2¹¹ sub-buckets, half of them 2¹⁰.
+const HALF_MAGNITUDE: u32 = 10;
+/// log₂ of [`LOWEST_NS`] (1 ns): values are counted in units of 1.
+const UNIT_MAGNITUDE: u32 = 0;
+
+/// The lowest value of the bucket at `index` of a histogram with Crest's bounds: the
+/// inverse of the crate's (private) index function, checked against it bucket by bucket in
+/// the tests.
+fn value_at_index(index: usize) -> u64 {
+    let half = 1u64 << HALF_MAGNITUDE;
+    let bucket = (index >> HALF_MAGNITUDE) as u32;
+    let sub = (index as u64 & (half - 1)) + half;
+    match bucket.checked_sub(1) {
+        // The first bucket uses its lower half as well.
+        None => (sub - half) << UNIT_MAGNITUDE,
+        Some(b) => sub << (b + UNIT_MAGNITUDE),
+    }
+}
+
+impl SparseDecoder {
+    /// A decoder for histograms with Crest's bounds.
+    pub fn new() -> Self {
+        Self {
+            inflate: flate2::Decompress::new(true),
+            inflated: Vec::new(),
+            slots: new_hist().distinct_values(),
+        }
+    }
+
+    /// The inflated V2 encoding's largest possible size: its header and a 9-byte varint
+    /// per bucket.
+    fn max_inflated(&self) -> usize {
+        4 + V2_HEADER + 9 * self.slots
+    }
+
+    /// Decodes bytes made by [`encode`] (an empty slice is an empty histogram).
+    ///
+    /// # Errors
+    /// [`HistError`] when the bytes are not a histogram or do not fit Crest's bounds.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<Sparse, HistError> {
+        if bytes.is_empty() {
+            return Ok(Sparse::default());
+        }
+        let bad = |why: &str| HistError::Decode(why.to_string());
+        let be32 = |b: &[u8], at: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+        };
+        let cookie = be32(bytes, 0).ok_or_else(|| bad("shorter than its cookie"))?;
+        let v2: &[u8] = match cookie {
+            V2_COOKIE => bytes,
+            V2_DEFLATE_COOKIE => {
+                let len = be32(bytes, 4).ok_or_else(|| bad("shorter than its header"))? as usize;
+                let body = bytes
+                    .get(8..8usize.saturating_add(len))
+                    .ok_or_else(|| bad("shorter than its stated length"))?;
+                self.inflate_into(body)?;
+                &self.inflated
+            }
+            _ => return Err(bad("not a V2 histogram (unknown cookie)")),
+        };
+        parse_v2(v2, self.slots).or_else(|e| match e {
+            // Other bounds: the checked path re-adds into Crest's, or says why it cannot.
+            V2Error::OtherBounds => decode(bytes).map(|h| Sparse::of(&h)),
+            V2Error::Bad(why) => Err(bad(why)),
+        })
+    }
+
+    fn inflate_into(&mut self, body: &[u8]) -> Result<(), HistError> {
+        let cap = self.max_inflated();
+        self.inflated.clear();
+        self.inflated.reserve(cap.min(64 * 1024));
+        self.inflate.reset(true);
+        loop {
+            if self.inflated.len() == self.inflated.capacity() {
+                if self.inflated.len() >= cap {
+                    return Err(HistError::Decode(format!(
+                        "inflates past {cap} bytes, more than any histogram with Crest's bounds"
+                    )));
+                }
+                let more = (cap - self.inflated.len()).min(self.inflated.len().max(4096));
+                self.inflated.reserve_exact(more);
+            }
+            let read = self.inflate.total_in() as usize;
+            let wrote = self.inflated.len();
+            let input = body.get(read..).unwrap_or_default();
+            let status = self
+                .inflate
+                .decompress_vec(input, &mut self.inflated, flate2::FlushDecompress::None)
+                .map_err(|e| HistError::Decode(format!("DEFLATE: {e}")))?;
+            match status {
+                flate2::Status::StreamEnd => return Ok(()),
+                _ if self.inflated.len() < self.inflated.capacity()
+                    && (self.inflate.total_in() as usize >= body.len()
+                        || (self.inflate.total_in() as usize == read
+                            && self.inflated.len() == wrote)) =>
+                {
+                    return Err(HistError::Decode("DEFLATE stream is cut short".into()));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+enum V2Error {
+    OtherBounds,
+    Bad(&'static str),
+}
+
+/// Parses an uncompressed V2 histogram with Crest's bounds into its buckets.
+fn parse_v2(b: &[u8], slots: usize) -> Result<Sparse, V2Error> {
+    let head = b
+        .get(..4 + V2_HEADER)
+        .ok_or(V2Error::Bad("shorter than its header"))?;
+    let u32_at =
+        |at: usize| u32::from_be_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let u64_at = |at: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&head[at..at + 8]);
+        u64::from_be_bytes(x)
+    };
+    if u32_at(0) != V2_COOKIE {
+        return Err(V2Error::Bad("not a V2 histogram (unknown inner cookie)"));
+    }
+    let payload_len = u32_at(4) as usize;
+    let normalizing = u32_at(8);
+    let sigfig = u32_at(12);
+    let (low, high) = (u64_at(16), u64_at(24));
+    let ratio = f64::from_bits(u64_at(32));
+    if normalizing != 0 || ratio != 1.0 {
+        return Err(V2Error::Bad("uses an encoding feature Crest does not"));
+    }
+    if low != LOWEST_NS || high != HIGHEST_NS || sigfig != u32::from(SIGFIG) {
+        return Err(V2Error::OtherBounds);
+    }
+    let payload = b
+        .get(4 + V2_HEADER..(4 + V2_HEADER).saturating_add(payload_len))
+        .ok_or(V2Error::Bad("payload shorter than its stated length"))?;
+    let mut out = Sparse::default();
+    let mut index: usize = 0;
+    let mut at = 0;
+    while at < payload.len() {
+        // LEB128, at most 9 bytes; the ninth carries 8 bits.
+        let mut v: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let byte = *payload
+                .get(at)
+                .ok_or(V2Error::Bad("a count is cut short"))?;
+            at += 1;
+            if shift == 56 {
+                v |= u64::from(byte) << 56;
+                break;
+            }
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        // ZigZag: a negative number is a run of empty buckets.
+        let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
+        if n < 0 {
+            index = index.saturating_add(n.unsigned_abs() as usize);
+        } else {
+            if n > 0 {
+                if index >= slots {
+                    return Err(V2Error::Bad("holds buckets past the last one"));
+                }
+                out.push(value_at_index(index), n as u64);
+            }
+            index = index.saturating_add(1);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +385,128 @@ mod tests {
     fn garbage_is_an_error_not_a_panic() {
         assert!(decode(b"not a histogram").is_err());
         assert_eq!(decode(b"").unwrap().len(), 0);
+    }
+
+    #[test]
+    fn every_bucket_index_maps_to_its_own_bucket() {
+        let h = new_hist();
+        let slots = h.distinct_values();
+        let mut all = new_hist();
+        let mut last = None;
+        for i in 0..slots {
+            let v = value_at_index(i);
+            assert_eq!(h.lowest_equivalent(v), v, "index {i}");
+            assert!(last.is_none_or(|l| l < v), "index {i}: values rise");
+            last = Some(v);
+            all.record(v).unwrap();
+        }
+        // Strictly rising bucket starts, each recordable, filling every bucket once: the
+        // mapping is the crate's index function, inverted.
+        assert_eq!(all.iter_recorded().count(), slots);
+        assert_eq!(all.len(), slots as u64);
+        let sparse = SparseDecoder::new().decode(&encode(&all)).unwrap();
+        assert_eq!(sparse.buckets(), slots);
+        let mut back = new_hist();
+        sparse.add_to(&mut back);
+        assert_eq!(back, all);
+    }
+
+    proptest! {
+        /// The sparse decode, added, equals the checked decode, added.
+        #[test]
+        fn sparse_decode_equals_the_full_one(
+            parts in proptest::collection::vec(
+                proptest::collection::vec(0u64..HIGHEST_NS * 2, 0..300), 1..5),
+            deflate in any::<bool>(),
+        ) {
+            let mut de = SparseDecoder::new();
+            let mut full = new_hist();
+            let mut sparse = new_hist();
+            for part in &parts {
+                let mut h = new_hist();
+                for &v in part {
+                    record(&mut h, v);
+                }
+                let bytes = if deflate {
+                    encode(&h)
+                } else {
+                    let mut out = Vec::new();
+                    hdrhistogram::serialization::V2Serializer::new()
+                        .serialize(&h, &mut out)
+                        .unwrap();
+                    out
+                };
+                add(&mut full, &decode(&bytes).unwrap());
+                let s = de.decode(&bytes).unwrap();
+                prop_assert_eq!(s.len(), h.len());
+                s.add_to(&mut sparse);
+            }
+            prop_assert_eq!(&sparse, &full);
+        }
+    }
+
+    #[test]
+    fn other_bounds_go_the_checked_way() {
+        let mut h: Hist = Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        h.record(1_234_567).unwrap();
+        h.record(42).unwrap();
+        let s = SparseDecoder::new().decode(&encode(&h)).unwrap();
+        let mut back = new_hist();
+        s.add_to(&mut back);
+        assert_eq!(back, decode(&encode(&h)).unwrap());
+        let mut wide: Hist = Histogram::new_with_bounds(1, u64::MAX / 2, 3).unwrap();
+        wide.record(u64::MAX / 4).unwrap();
+        assert!(matches!(
+            SparseDecoder::new().decode(&encode(&wide)),
+            Err(HistError::Bounds(_))
+        ));
+    }
+
+    #[test]
+    fn hostile_encodings_are_errors_not_allocations() {
+        let mut de = SparseDecoder::new();
+        assert!(de.decode(b"not a histogram").is_err());
+        assert!(de.decode(&V2_DEFLATE_COOKIE.to_be_bytes()).is_err());
+        // A DEFLATE bomb: 64 MB of zeros compress to a few KB; refused at the cap.
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        v2.extend_from_slice(&(64u32 << 20).to_be_bytes());
+        v2.extend_from_slice(&[0; V2_HEADER - 4]);
+        v2.resize(64 << 20, 0);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut z, &v2).unwrap();
+        let body = z.finish().unwrap();
+        let mut bomb = V2_DEFLATE_COOKIE.to_be_bytes().to_vec();
+        bomb.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        bomb.extend_from_slice(&body);
+        let e = de.decode(&bomb).unwrap_err().to_string();
+        assert!(e.contains("inflates past"), "{e}");
+        // A bucket past the last one.
+        let mut h = new_hist();
+        h.record(5).unwrap();
+        let mut plain = Vec::new();
+        hdrhistogram::serialization::V2Serializer::new()
+            .serialize(&h, &mut plain)
+            .unwrap();
+        let mut far = plain[..4 + V2_HEADER].to_vec();
+        // A run of 10⁶ empty buckets (ZigZag of −10⁶), then a count of 1.
+        let mut payload = Vec::new();
+        let mut z = (1_000_000u64 << 1) - 1;
+        while z >= 0x80 {
+            payload.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        payload.push(z as u8);
+        payload.push(2);
+        far[4..8].copy_from_slice(&(payload.len() as u32).to_be_bytes());
+        far.extend_from_slice(&payload);
+        let e = de.decode(&far).unwrap_err().to_string();
+        assert!(e.contains("past the last"), "{e}");
+        // Cut short.
+        assert!(de.decode(&plain[..plain.len() - 1]).is_err());
+        let enc = encode(&h);
+        assert!(de.decode(&enc[..enc.len() - 3]).is_err());
+        // The decoder still works after all that.
+        assert_eq!(de.decode(&enc).unwrap().len(), 1);
     }
 }

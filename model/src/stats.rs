@@ -1,7 +1,7 @@
 //! Per-command counts and histograms. A shard owns one [`Stats`] per interval and one for
 //! the whole run; they fold with `+=`, so shards, workers and intervals merge the same way.
 
-use crate::hist::{self, Hist};
+use crate::hist::{self, Hist, Sparse};
 use std::ops::AddAssign;
 
 /// Counts of one kind of failure.
@@ -13,7 +13,7 @@ pub fn add_error(errors: &mut ErrorCounts, kind: &str, n: u64) {
         return;
     }
     match errors.iter_mut().find(|(k, _)| k == kind) {
-        Some((_, c)) => *c += n,
+        Some((_, c)) => *c = c.saturating_add(n),
         None => errors.push((kind.to_string(), n)),
     }
 }
@@ -235,7 +235,7 @@ impl Default for CmdStats {
 impl CmdStats {
     /// Sum of all error counts.
     pub fn error_total(&self) -> u64 {
-        self.errors.iter().map(|e| e.1).sum()
+        self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
     }
 }
 
@@ -252,6 +252,51 @@ impl AddAssign<&CmdStats> for CmdStats {
         hist::add(&mut self.latency, &o.latency);
         hist::add(&mut self.service_time, &o.service_time);
         hist::add(&mut self.schedule_lag, &o.schedule_lag);
+    }
+}
+
+/// One command's results of one interval as decoded from the wire: [`CmdStats`] with
+/// [`Sparse`] histograms, added into [`CmdStats`] without a full histogram in between.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CmdDelta {
+    /// See [`CmdStats::scheduled`].
+    pub scheduled: u64,
+    /// See [`CmdStats::sent`].
+    pub sent: u64,
+    /// See [`CmdStats::completed`].
+    pub completed: u64,
+    /// See [`CmdStats::backlogged`].
+    pub backlogged: u64,
+    /// See [`CmdStats::errors`].
+    pub errors: ErrorCounts,
+    /// See [`CmdStats::latency`].
+    pub latency: Sparse,
+    /// See [`CmdStats::service_time`].
+    pub service_time: Sparse,
+    /// See [`CmdStats::schedule_lag`].
+    pub schedule_lag: Sparse,
+}
+
+impl CmdDelta {
+    /// Failed requests, every kind.
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
+    }
+}
+
+impl AddAssign<&CmdDelta> for CmdStats {
+    fn add_assign(&mut self, o: &CmdDelta) {
+        // Peer numbers: saturate, so a hostile count reads as a mismatch, not an overflow.
+        self.scheduled = self.scheduled.saturating_add(o.scheduled);
+        self.sent = self.sent.saturating_add(o.sent);
+        self.completed = self.completed.saturating_add(o.completed);
+        self.backlogged = self.backlogged.saturating_add(o.backlogged);
+        for (k, n) in &o.errors {
+            add_error(&mut self.errors, k, *n);
+        }
+        o.latency.add_to(&mut self.latency);
+        o.service_time.add_to(&mut self.service_time);
+        o.schedule_lag.add_to(&mut self.schedule_lag);
     }
 }
 
