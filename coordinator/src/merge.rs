@@ -15,10 +15,10 @@
 
 use crate::config::RunConfig;
 use crate::output::Live;
-use crate::report::TimelinePoint;
+use crate::report::{Percentiles, TimelinePoint};
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
-use crest_model::stats::{CmdDelta, CmdStats, ErrorCounts, add_error};
+use crest_model::stats::{CmdDelta, CmdStats, ErrorCounts, Kinds, add_error, fold_kinds};
 use crest_proto::pb;
 use prost::Message as _;
 use std::collections::BTreeMap;
@@ -323,20 +323,6 @@ impl WorkerBooks {
     }
 }
 
-/// The first message of each error kind over the workers that finished (the first
-/// worker's, in order, when several saw a kind).
-pub fn error_messages<'a>(
-    workers: impl Iterator<Item = &'a WorkerBooks>,
-) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for f in workers.filter_map(|w| w.final_.as_ref()) {
-        for (k, m) in &f.error_messages {
-            out.entry(k.clone()).or_insert_with(|| m.clone());
-        }
-    }
-    out
-}
-
 /// Connection errors summed over workers.
 pub fn connection_errors<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> ErrorCounts {
     let mut out = Vec::new();
@@ -388,6 +374,34 @@ pub struct RunBooks {
     live: Option<Live>,
     /// Reused across messages (it keeps its buffers).
     de: SparseDecoder,
+    /// The rows since the last [`RunBooks::take_window`].
+    window: Window,
+    /// The run's bound on server error kinds (each worker keeps 32; the union of several
+    /// workers' kinds is folded into 32 again) with each kind's first message.
+    kinds: Kinds,
+}
+
+/// The timeline rows written since the progress line last read them, together: at
+/// `--interval 10ms` a line once a second shows a second's worth of rows, not one row.
+#[derive(Debug)]
+struct Window {
+    rows: u32,
+    completed: u64,
+    latency: Hist,
+    target_rate: f64,
+}
+
+/// What [`RunBooks::take_window`] returns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowSample {
+    /// Rows in the window.
+    pub rows: u32,
+    /// The last row's target rate, per second.
+    pub target_rate: f64,
+    /// Non-error replies per second over the window.
+    pub achieved_rate: f64,
+    /// Latency p99 over the window, µs.
+    pub p99_us: f64,
 }
 
 impl RunBooks {
@@ -418,6 +432,13 @@ impl RunBooks {
             classes: cfg.classes.iter().map(|c| c.name.clone()).collect(),
             live,
             de: SparseDecoder::new(),
+            window: Window {
+                rows: 0,
+                completed: 0,
+                latency: hist::new_hist(),
+                target_rate: 0.0,
+            },
+            kinds: Kinds::default(),
         }
     }
 
@@ -454,6 +475,9 @@ impl RunBooks {
             });
         }
         books.last_index = Some(iv.index);
+        for (k, m) in convert::messages_from_pb(&iv.error_messages) {
+            self.kinds.fold(&k, Some(&m));
+        }
         self.pending_bytes += iv.encoded_len() + PENDING_OVERHEAD * (1 + iv.commands.len());
         self.pending.entry(iv.index).or_default().push((w, iv));
         Ok(())
@@ -505,6 +529,48 @@ impl RunBooks {
         bad
     }
 
+    /// The rows written since the last call, together (None when there were none), and a
+    /// new window.
+    pub fn take_window(&mut self) -> Option<WindowSample> {
+        let w = &mut self.window;
+        if w.rows == 0 {
+            return None;
+        }
+        let span_s = f64::from(w.rows) * self.interval_ns as f64 / 1e9;
+        let out = WindowSample {
+            rows: w.rows,
+            target_rate: w.target_rate,
+            achieved_rate: w.completed as f64 / span_s,
+            p99_us: Percentiles::of(&w.latency).p99,
+        };
+        w.rows = 0;
+        w.completed = 0;
+        w.latency.reset();
+        Some(out)
+    }
+
+    /// Records worker `w`'s final message (see [`WorkerBooks::finish`]), its error kinds'
+    /// messages into the run's.
+    ///
+    /// # Errors
+    /// [`HistError`] when a histogram does not decode.
+    pub fn finish(&mut self, w: usize, f: &pb::Finished) -> Result<(), HistError> {
+        let Some(books) = self.workers.get_mut(w) else {
+            return Ok(());
+        };
+        books.finish(f)?;
+        for (k, m) in convert::messages_from_pb(&f.error_messages) {
+            self.kinds.fold(&k, Some(&m));
+        }
+        Ok(())
+    }
+
+    /// Every server error kind of the run with the server's first message for it, in the
+    /// order first seen ([`OTHER`](crest_model::stats::OTHER) last).
+    pub fn error_messages(&self) -> Vec<(String, String)> {
+        self.kinds.all()
+    }
+
     /// The live files' errors (each names its file), for the end of the run.
     pub fn live_errors(&self) -> Vec<String> {
         self.live.as_ref().map(Live::errors).unwrap_or_default()
@@ -529,6 +595,10 @@ impl RunBooks {
         let t0 = u64::from(k).saturating_mul(self.interval_ns);
         let target = cfg.expected(t0, t0.saturating_add(self.interval_ns)) / iv_s;
         let p = TimelinePoint::of(k, iv_s, sum, target, due);
+        self.window.rows += 1;
+        self.window.completed = self.window.completed.saturating_add(sum.completed);
+        self.window.target_rate = target;
+        hist::add(&mut self.window.latency, &sum.latency);
         if let Some(live) = &mut self.live {
             let start_s = f64::from(k) * iv_s;
             live.row(&p);
@@ -580,7 +650,8 @@ impl RunBooks {
                 continue;
             };
             books.intervals += 1;
-            for (class, name, s) in decoded {
+            for (class, name, mut s) in decoded {
+                fold_kinds(&mut s.errors, &mut self.kinds);
                 books.add(&class, &name, &s);
                 self.errors = self.errors.saturating_add(s.error_total());
                 if rows {
@@ -614,6 +685,7 @@ mod tests {
     use super::*;
     use crate::cli::{RunArgs, to_config};
     use crate::config::RateArg;
+    use crest_model::stats::MAX_KINDS;
     use std::time::Duration;
 
     fn cfg(rate: f64, secs: u64) -> RunConfig {
@@ -745,6 +817,80 @@ mod tests {
 
     /// A worker's books that miss an interval say so: the count of intervals, the counts
     /// per command and the latency histogram.
+    #[test]
+    fn the_progress_window_holds_every_row_since_it_was_last_read() {
+        let c = cfg(5.0, 4);
+        let mut b = RunBooks::new(&c, 1, 5, Some(3), None);
+        assert_eq!(b.take_window(), None);
+        b.receive(0, iv(0, vec![cmd("GET", &[100, 200], 2)], 5.0))
+            .unwrap();
+        b.receive(0, iv(1, vec![cmd("GET", &[3_000_000; 4], 4)], 5.0))
+            .unwrap();
+        b.receive(0, iv(2, vec![cmd("GET", &[5_000], 1)], 5.0))
+            .unwrap();
+        b.advance(&c, &[true]);
+        // Rows 0 and 1 are final (row 2 waits for a later index or the final).
+        let w = b.take_window().unwrap();
+        assert_eq!(w.rows, 2);
+        assert!((w.achieved_rate - 3.0).abs() < 1e-9, "{w:?}");
+        assert!(
+            (w.p99_us - 3_000.0).abs() < 5.0,
+            "the slow row counts: {w:?}"
+        );
+        assert!((w.target_rate - 5.0).abs() < 1e-9, "{w:?}");
+        assert_eq!(b.take_window(), None, "read once");
+        b.receive(0, iv(3, vec![cmd("GET", &[1_000], 1)], 5.0))
+            .unwrap();
+        b.advance(&c, &[true]);
+        let w = b.take_window().unwrap();
+        assert_eq!((w.rows, w.achieved_rate), (1, 1.0));
+        assert!((w.p99_us - 5.0).abs() < 0.1, "a new window: {w:?}");
+    }
+
+    #[test]
+    fn the_union_of_workers_error_kinds_is_bounded_again_and_keeps_its_messages() {
+        let c = cfg(5.0, 1);
+        let mut b = RunBooks::new(&c, 2, 5, Some(0), None);
+        for w in 0..2usize {
+            let mut g = cmd("GET", &[], 40);
+            g.errors = (0..20)
+                .map(|i| pb::ErrorCount {
+                    kind: format!("E{w}_{i}"),
+                    count: 2,
+                })
+                .chain([pb::ErrorCount {
+                    kind: "timeout".into(),
+                    count: 5,
+                }])
+                .collect();
+            let mut m = iv(0, vec![g], 5.0);
+            m.error_messages = (0..20)
+                .map(|i| pb::ErrorMessage {
+                    kind: format!("E{w}_{i}"),
+                    message: format!("E{w}_{i} said by worker {w}"),
+                })
+                .collect();
+            b.receive(w, m).unwrap();
+        }
+        b.close(&c, 0);
+        let t = &b.totals[&("c".to_string(), "GET".to_string())];
+        let kinds: Vec<&str> = t.errors.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(t.error_total(), 2 * (20 * 2 + 5), "no error lost");
+        assert_eq!(
+            kinds.len(),
+            MAX_KINDS + 2,
+            "32 server kinds, other, timeout: {kinds:?}"
+        );
+        assert!(kinds.contains(&"other") && kinds.contains(&"timeout"));
+        let other = t.errors.iter().find(|(k, _)| k == "other").unwrap().1;
+        assert_eq!(other, 2 * (40 - MAX_KINDS as u64));
+        let msgs = b.error_messages();
+        assert_eq!(msgs.len(), MAX_KINDS + 1);
+        assert_eq!(msgs[0], ("E0_0".into(), "E0_0 said by worker 0".into()));
+        assert_eq!(msgs[MAX_KINDS].0, "other");
+        assert_eq!(b.timeline[0].errors, 90, "the row counts them all too");
+    }
+
     #[test]
     fn a_missing_interval_is_named_by_the_check() {
         let c = cfg(5.0, 2);

@@ -11,11 +11,11 @@ pub struct Sample {
     pub elapsed_s: f64,
     /// Scheduled length.
     pub total_s: f64,
-    /// Rate the profile asked for in the last complete interval (None: closed loop only).
+    /// Rate the profile asked for in the last row written (None: closed loop only).
     pub target_rate: Option<f64>,
-    /// Non-error replies in the last complete second.
+    /// Non-error replies per second over the rows written since the last line.
     pub achieved_rate: f64,
-    /// Latency p99 of the last complete second, µs.
+    /// Latency p99 over the rows written since the last line, µs.
     pub p99_us: f64,
     /// Errors so far.
     pub errors: u64,

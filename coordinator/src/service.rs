@@ -35,6 +35,10 @@ use tonic::{Request, Response, Status, Streaming};
 const REGISTER_WITHIN: Duration = Duration::from_secs(5);
 /// Messages queued to one worker before sends wait.
 const OUTBOX: usize = 256;
+/// Events (worker messages above all) queued for the run loop. A full queue stops the
+/// sessions from reading their streams, so HTTP/2 flow control pushes back on the workers
+/// instead of the coordinator's memory growing when merging falls behind.
+pub const EVENTS: usize = 128;
 /// A client must send its first byte (TLS ClientHello or HTTP/2 preface) this soon.
 const FIRST_BYTE_WITHIN: Duration = Duration::from_secs(5);
 /// And finish its TLS handshake this soon.
@@ -105,14 +109,14 @@ pub enum HubEvent {
 /// The gRPC service.
 #[derive(Debug, Clone)]
 pub struct Hub {
-    events: mpsc::UnboundedSender<HubEvent>,
+    events: mpsc::Sender<HubEvent>,
     token: String,
     coordinator_id: String,
 }
 
 impl Hub {
     /// A hub that reports to `events` and requires `token` (empty = none).
-    pub fn new(events: mpsc::UnboundedSender<HubEvent>, token: String) -> Self {
+    pub fn new(events: mpsc::Sender<HubEvent>, token: String) -> Self {
         Self {
             events,
             token,
@@ -174,10 +178,13 @@ impl Coordinator for Hub {
         let reg = match self.check(&reg) {
             Ok(checked) => checked,
             Err(reason) => {
-                let _ = self.events.send(HubEvent::Refused {
-                    name: reg.name.clone(),
-                    reason: reason.clone(),
-                });
+                let _ = self
+                    .events
+                    .send(HubEvent::Refused {
+                        name: reg.name.clone(),
+                        reason: reason.clone(),
+                    })
+                    .await;
                 let _ = tx
                     .send(pb::CoordinatorMessage {
                         msg: Some(Out::Refused(pb::Refused { reason })),
@@ -205,10 +212,13 @@ impl Coordinator for Hub {
             local,
         };
         let id = info.id.clone();
-        let _ = self.events.send(HubEvent::Joined(WorkerLink {
-            info,
-            tx: tx.clone(),
-        }));
+        let _ = self
+            .events
+            .send(HubEvent::Joined(WorkerLink {
+                info,
+                tx: tx.clone(),
+            }))
+            .await;
         // Heartbeats keep the worker's dead man's switch from firing while idle.
         let hb_tx = tx.clone();
         tokio::spawn(async move {
@@ -228,7 +238,7 @@ impl Coordinator for Hub {
             let reason = loop {
                 match inbound.message().await {
                     Ok(Some(pb::WorkerMessage { msg: Some(m) })) => {
-                        if events.send(HubEvent::Message(id.clone(), m)).is_err() {
+                        if events.send(HubEvent::Message(id.clone(), m)).await.is_err() {
                             break "coordinator stopped".to_string();
                         }
                     }
@@ -237,7 +247,7 @@ impl Coordinator for Hub {
                     Err(s) => break format!("session error: {}", s.message()),
                 }
             };
-            let _ = events.send(HubEvent::Left(id, reason));
+            let _ = events.send(HubEvent::Left(id, reason)).await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx).map_ok())))
     }
@@ -508,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_worker_of_another_protocol_version_is_refused_naming_both() {
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = mpsc::channel(EVENTS);
         let hub = Hub::new(tx, String::new());
         assert!(hub.check(&reg(PROTOCOL_VERSION, "")).is_ok());
         let e = hub.check(&reg(PROTOCOL_VERSION + 1, "")).unwrap_err();
@@ -542,7 +552,7 @@ mod tests {
 
     #[test]
     fn the_token_is_required_when_set() {
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = mpsc::channel(EVENTS);
         let hub = Hub::new(tx, "s3cret".into());
         assert!(hub.check(&reg(PROTOCOL_VERSION, "s3cret")).is_ok());
         assert!(

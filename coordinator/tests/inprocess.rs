@@ -120,7 +120,7 @@ fn shutdown_interrupts_an_in_process_run_and_keeps_what_was_collected() {
 /// field, instead of making the coordinator allocate for it.
 #[test]
 fn a_registration_with_absurd_shards_is_refused_by_name() {
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, _rx) = tokio::sync::mpsc::channel(crest::service::EVENTS);
     let hub = crest::service::Hub::new(tx, String::new());
     let reg = crest_proto::pb::Register {
         protocol_version: crest_proto::PROTOCOL_VERSION,

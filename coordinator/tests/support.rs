@@ -213,6 +213,33 @@ pub fn commandstats(addr: &str) -> HashMap<String, u64> {
     out
 }
 
+/// `INFO <section>` of the server at `addr`, as (prefix-stripped name → field → number):
+/// `cmdstat_get:calls=3,failed_calls=1` with prefix `cmdstat_` gives `get → {calls: 3,
+/// failed_calls: 1}`; `errorstat_ERR:count=2` with `errorstat_` gives `ERR → {count: 2}`.
+pub fn info_stats(
+    addr: &str,
+    section: &str,
+    prefix: &str,
+) -> HashMap<String, HashMap<String, u64>> {
+    let Frame::Bulk(text) = command(addr, &[b"INFO", section.as_bytes()]).expect("INFO") else {
+        panic!("INFO did not return a bulk string");
+    };
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let Some((name, fields)) = line.strip_prefix(prefix).and_then(|r| r.split_once(':')) else {
+            continue;
+        };
+        let fields = fields
+            .split(',')
+            .filter_map(|f| f.split_once('='))
+            .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+            .collect();
+        out.insert(name.to_string(), fields);
+    }
+    out
+}
+
 /// A child process killed on drop (so a failing test leaves nothing running).
 pub struct Proc {
     /// The child.

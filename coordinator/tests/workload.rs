@@ -150,6 +150,39 @@ fn the_command_mix_matches_its_weights_on_the_server() {
     let wrongtype = kinds["WRONGTYPE"].as_u64().unwrap_or(0);
     assert!(err > 0, "INCR over SET values must fail with ERR: {incr}");
     assert_eq!(err + wrongtype, u(incr, "errors"), "{kinds}");
+    // The server's own books of its failures: every failed call per command
+    // (commandstats' failed_calls) and every error reply by kind (errorstats) is in the
+    // report, by the same kind, with the server's own first message for it.
+    let cmdstats = info_stats(&server.addr(), "commandstats", "cmdstat_");
+    let errorstats = info_stats(&server.addr(), "errorstats", "errorstat_");
+    let mut by_kind: HashMap<String, u64> = HashMap::new();
+    for item in mix.split(',') {
+        let (cmd, _) = item.split_once('=').unwrap();
+        let c = &report["commands"][cmd];
+        let failed = cmdstats[&cmd.to_ascii_lowercase()]
+            .get("failed_calls")
+            .copied()
+            .unwrap_or(0);
+        assert_eq!(u(c, "errors"), failed, "{cmd}: report vs failed_calls");
+        for (k, n) in c["errors_by_kind"].as_object().unwrap() {
+            *by_kind.entry(k.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    let server_kinds: HashMap<String, u64> = errorstats
+        .iter()
+        .map(|(k, f)| (k.clone(), f["count"]))
+        .collect();
+    assert_eq!(by_kind, server_kinds, "report's kinds vs INFO errorstats");
+    assert_eq!(
+        report["error_messages"]["ERR"],
+        "ERR value is not an integer or out of range"
+    );
+    if wrongtype > 0 {
+        assert_eq!(
+            report["error_messages"]["WRONGTYPE"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+    }
 }
 
 /// Two classes at once keep separate books: each class's counts and histograms hold only

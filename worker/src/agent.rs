@@ -175,6 +175,75 @@ enum SessionError {
     Silent,
     #[error("outbound stream closed")]
     Closed,
+    /// The coordinator stopped taking this worker's messages while results kept coming.
+    #[error(
+        "the coordinator took no message while {0} bytes of results queued up (more than {MAX_OUTBOX_BYTES}); the run was stopped: a longer --interval or fewer workers per coordinator would let it keep up"
+    )]
+    Backlog(usize),
+}
+
+/// Most bytes of encoded messages a session queues while the coordinator is not taking
+/// them (HTTP/2 flow control pushes back when its merging falls behind).
+const MAX_OUTBOX_BYTES: usize = 64 << 20;
+
+/// The session's outbound messages in order: handed to the stream when it has room, queued
+/// (encoded size counted, at most [`MAX_OUTBOX_BYTES`]) when it has none, so the agent
+/// never blocks on a slow coordinator and keeps draining its shards' results, which would
+/// otherwise pile up unmerged (full histograms) in their channel.
+struct Outbox {
+    tx: mpsc::Sender<pb::WorkerMessage>,
+    queue: std::collections::VecDeque<pb::WorkerMessage>,
+    bytes: usize,
+}
+
+impl Outbox {
+    fn new(tx: mpsc::Sender<pb::WorkerMessage>) -> Self {
+        Self {
+            tx,
+            queue: std::collections::VecDeque::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Sends `m` after everything queued before it.
+    fn push(&mut self, m: Out) -> Result<(), SessionError> {
+        let m = pb::WorkerMessage { msg: Some(m) };
+        if self.queue.is_empty() {
+            match self.tx.try_send(m) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(SessionError::Closed),
+                Err(mpsc::error::TrySendError::Full(m)) => self.enqueue(m)?,
+            }
+        } else {
+            self.enqueue(m)?;
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, m: pb::WorkerMessage) -> Result<(), SessionError> {
+        use prost::Message as _;
+        self.bytes += m.encoded_len();
+        self.queue.push_back(m);
+        if self.bytes > MAX_OUTBOX_BYTES {
+            return Err(SessionError::Backlog(self.bytes));
+        }
+        Ok(())
+    }
+
+    /// Waits for room in the stream while messages are queued (never resolves otherwise),
+    /// then hands it the oldest.
+    async fn flush_one(&mut self) -> Result<(), SessionError> {
+        if self.queue.is_empty() {
+            return std::future::pending().await;
+        }
+        let permit = self.tx.reserve().await.map_err(|_| SessionError::Closed)?;
+        if let Some(m) = self.queue.pop_front() {
+            use prost::Message as _;
+            self.bytes = self.bytes.saturating_sub(m.encoded_len());
+            permit.send(m);
+        }
+        Ok(())
+    }
 }
 
 /// One session; `Ok` carries why it ended normally (the coordinator closed it while no
@@ -201,7 +270,8 @@ async fn session(
         crest_version: env!("CARGO_PKG_VERSION").to_string(),
         cpus: cfg.cores.iter().map(|c| c.id as u32).collect(),
     };
-    send(&tx, Out::Register(register)).await?;
+    let mut out = Outbox::new(tx);
+    out.push(Out::Register(register))?;
     let mut inbound = client
         .session(ReceiverStream::new(rx))
         .await
@@ -235,12 +305,12 @@ async fn session(
                     Some(In::Refused(r)) => return Err(SessionError::Refused(r.reason)),
                     Some(In::Ping(p)) => {
                         let t2 = unix_ns();
-                        send(&tx, Out::Pong(pb::Pong { seq: p.seq, t1_unix_ns: p.t1_unix_ns, t2_unix_ns: t2 })).await?;
+                        out.push(Out::Pong(pb::Pong { seq: p.seq, t1_unix_ns: p.t1_unix_ns, t2_unix_ns: t2 }))?;
                     }
                     Some(In::Start(s)) => {
                         if let Err(reason) = start_run(cfg, s, &mut run).await {
                             tracing::warn!(reason = %reason.reason, "run refused");
-                            send(&tx, Out::Failed(reason)).await?;
+                            out.push(Out::Failed(reason))?;
                         }
                     }
                     Some(In::Abort(a)) => {
@@ -257,7 +327,7 @@ async fn session(
                 let Some(r) = run.as_mut() else { continue };
                 let (msgs, done) = r.on_event(ev);
                 for m in msgs {
-                    send(&tx, m).await?;
+                    out.push(m)?;
                 }
                 if done {
                     run = None;
@@ -271,19 +341,15 @@ async fn session(
                     return Err(SessionError::Silent);
                 }
             }
+            r = out.flush_one() => r?,
             _ = heartbeat.tick() => {
-                if welcomed {
-                    send(&tx, Out::Heartbeat(pb::Heartbeat {})).await?;
+                // A queue already tells the coordinator the worker is alive.
+                if welcomed && out.queue.is_empty() {
+                    out.push(Out::Heartbeat(pb::Heartbeat {}))?;
                 }
             }
         }
     }
-}
-
-async fn send(tx: &mpsc::Sender<pb::WorkerMessage>, m: Out) -> Result<(), SessionError> {
-    tx.send(pb::WorkerMessage { msg: Some(m) })
-        .await
-        .map_err(|_| SessionError::Closed)
 }
 
 async fn next_event(run: &mut Option<ActiveRun>) -> ShardEvent {
@@ -585,5 +651,65 @@ impl ActiveRun {
             target_rate: target * self.share,
             error_messages: convert::messages_to_pb(&std::mem::take(&mut self.new_messages)),
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn hb(n: u64) -> Out {
+        Out::Pong(pb::Pong {
+            seq: n,
+            t1_unix_ns: 0,
+            t2_unix_ns: 0,
+        })
+    }
+
+    fn seq(m: &pb::WorkerMessage) -> u64 {
+        match &m.msg {
+            Some(Out::Pong(p)) => p.seq,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_stream_queues_in_order_and_a_runaway_queue_ends_the_session() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let mut out = Outbox::new(tx);
+        for n in 0..5 {
+            out.push(hb(n)).unwrap();
+        }
+        assert_eq!(out.queue.len(), 3, "two in the stream, three queued");
+        assert_eq!(seq(&rx.recv().await.unwrap()), 0);
+        out.flush_one().await.unwrap();
+        out.push(hb(5)).unwrap();
+        assert_eq!(out.queue.len(), 3, "a new message waits behind the queue");
+        let mut got = vec![seq(&rx.recv().await.unwrap())];
+        while !out.queue.is_empty() {
+            out.flush_one().await.unwrap();
+            got.push(seq(&rx.recv().await.unwrap()));
+        }
+        got.push(seq(&rx.recv().await.unwrap()));
+        assert_eq!(got, vec![1, 2, 3, 4, 5], "in order");
+        assert_eq!(out.bytes, 0);
+        // Nobody reads: the queue grows to its cap, then the session ends with a reason.
+        let big = Out::Failed(pb::RunFailed {
+            run_id: String::new(),
+            reason: "x".repeat(1 << 20),
+            kind: 0,
+        });
+        let mut err = None;
+        for _ in 0..(MAX_OUTBOX_BYTES >> 20) + 4 {
+            if let Err(e) = out.push(big.clone()) {
+                err = Some(e);
+                break;
+            }
+        }
+        let e = err.expect("the cap ends the session").to_string();
+        assert!(e.contains("a longer --interval"), "{e}");
+        drop(rx);
+        assert!(matches!(out.flush_one().await, Err(SessionError::Closed)));
     }
 }

@@ -66,7 +66,7 @@ pub(super) fn start_local_workers(
 }
 
 pub(super) async fn wait_for_workers(
-    events: &mut mpsc::UnboundedReceiver<HubEvent>,
+    events: &mut mpsc::Receiver<HubEvent>,
     expected: usize,
     wait: Duration,
     dial: &str,
@@ -135,7 +135,7 @@ pub(super) async fn wait_for_workers(
 /// Estimates each worker's clock offset from a few pings, keeping the lowest-RTT sample
 /// (the one least disturbed by queueing): offset = t2 − (t1 + t3) / 2.
 pub(super) async fn measure_offsets(
-    events: &mut mpsc::UnboundedReceiver<HubEvent>,
+    events: &mut mpsc::Receiver<HubEvent>,
     members: &mut [Member],
 ) -> Result<(), RunError> {
     let mut best: HashMap<String, (u64, i64)> = HashMap::new();

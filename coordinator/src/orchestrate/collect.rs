@@ -41,7 +41,7 @@ pub(super) fn phase_last(cfg: &RunConfig, duration: Duration) -> u32 {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn collect(
     cfg: &RunConfig,
-    events: &mut mpsc::UnboundedReceiver<HubEvent>,
+    events: &mut mpsc::Receiver<HubEvent>,
     members: &mut [Member],
     books: &mut RunBooks,
     run_id: &str,
@@ -107,7 +107,7 @@ pub(super) async fn collect(
                             lose(m, run_id, format!("sent an unreadable interval: {e}")).await;
                         }
                     }
-                    In::Finished(f) if f.run_id == run_id => match books.workers[w].finish(&f) {
+                    In::Finished(f) if f.run_id == run_id => match books.finish(w, &f) {
                         Ok(()) => {
                             m.done = true;
                             m.finished_at = Some(Instant::now());
@@ -188,21 +188,21 @@ async fn lose(m: &mut Member, run_id: &str, reason: String) {
         .await;
 }
 
-/// The latest interval the books finalized, for the progress line.
+/// The rows the books wrote since the last line, for the progress line (None: no new row).
 fn progress_sample(
     cfg: &RunConfig,
     members: &[Member],
-    books: &RunBooks,
+    books: &mut RunBooks,
     start: Instant,
     duration: Duration,
 ) -> Option<Sample> {
-    let last = books.timeline.last()?;
+    let w = books.take_window()?;
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
         total_s: duration.as_secs_f64(),
-        target_rate: (!cfg.closed_loop()).then_some(last.target_rate),
-        achieved_rate: last.achieved_rate,
-        p99_us: last.latency_us.p99,
+        target_rate: (!cfg.closed_loop()).then_some(w.target_rate),
+        achieved_rate: w.achieved_rate,
+        p99_us: w.p99_us,
         errors: books.errors,
         alive: members.iter().filter(|m| !m.lost()).count(),
         workers: members.len(),

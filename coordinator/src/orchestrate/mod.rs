@@ -89,6 +89,8 @@ pub struct RunResults {
     pub late_intervals: u64,
     /// Errors writing `timeline.csv` / `latency.hlog` during the run, each naming its file.
     pub live_errors: Vec<String>,
+    /// Every server error kind of the run, with the server's first message for it.
+    pub error_messages: Vec<(String, String)>,
 }
 
 impl RunResults {
@@ -171,7 +173,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<RunResults, RunError> {
-    let (ev_tx, mut events) = mpsc::unbounded_channel();
+    let (ev_tx, mut events) = mpsc::channel(crate::service::EVENTS);
     let hub = Hub::new(ev_tx, cfg.token.clone());
     let addr = listener
         .local_addr()
@@ -217,7 +219,7 @@ async fn interrupted(interrupt: &watch::Receiver<bool>) {
 async fn run_inner(
     cfg: &RunConfig,
     addr: SocketAddr,
-    events: &mut mpsc::UnboundedReceiver<HubEvent>,
+    events: &mut mpsc::Receiver<HubEvent>,
     stop: watch::Receiver<bool>,
     interrupt: &watch::Receiver<bool>,
 ) -> Result<RunResults, RunError> {
@@ -503,6 +505,7 @@ async fn run_inner(
         }
     }
     let live_errors = books.live_errors();
+    let error_messages = books.error_messages();
     Ok(RunResults {
         run_id,
         started_at: started_at + cfg.warmup,
@@ -524,5 +527,6 @@ async fn run_inner(
         timeline: books.timeline,
         late_intervals: books.late,
         live_errors,
+        error_messages,
     })
 }

@@ -171,6 +171,6 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
         },
         timeline,
         connection_errors: error_map(&conn_errors),
-        error_messages: merge::error_messages(members.iter().map(|m| &m.books)),
+        error_messages: results.error_messages.iter().cloned().collect(),
     }
 }

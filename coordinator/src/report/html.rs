@@ -149,6 +149,28 @@ pub fn render(r: &Report) -> String {
     out.push_str("</table>");
     let (timing, counts) = r.footer();
     let _ = write!(out, "<p>{} · {}</p>", esc(&timing), esc(&counts.join(" ")));
+    if let Some(line) = r.stopped_answering() {
+        let _ = write!(out, "<p class=\"warn\">{}</p>", esc(&line));
+    }
+    if !r.totals.summary.errors_by_kind.is_empty() {
+        out.push_str("<h2>Errors</h2><table><tr><th>kind</th><th>requests</th><th>the server's first message of this kind</th></tr>");
+        for (k, n) in &r.totals.summary.errors_by_kind {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{n}</td><td>{}</td></tr>",
+                esc(k),
+                esc(r.error_messages.get(k).map_or("", String::as_str))
+            );
+        }
+        out.push_str("</table>");
+    }
+    if !r.connection_errors.is_empty() {
+        let _ = write!(
+            out,
+            "<p>connection errors: {}</p>",
+            esc(&super::counts_line(&r.connection_errors))
+        );
+    }
     let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
     out.push_str(&chart(
         "Rate per second",
@@ -241,8 +263,8 @@ pub fn render(r: &Report) -> String {
     if !r.checks.generator_bound_intervals.is_empty() {
         let _ = write!(
             out,
-            "<p class=\"warn\">The generator could not keep its schedule in the intervals starting at {:?} s: latency there describes the client, not the server.</p>",
-            r.checks.generator_bound_intervals
+            "<p class=\"warn\">The generator could not keep its schedule in {}: latency there describes the client, not the server.</p>",
+            esc(&r.generator_bound_spans())
         );
     }
     out.push_str("</body></html>\n");

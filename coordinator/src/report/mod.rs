@@ -308,6 +308,55 @@ pub struct WorkerReport {
     pub histograms: Histograms,
 }
 
+/// Counts by kind as `kind=n kind=n`.
+pub fn counts_line(counts: &BTreeMap<String, u64>) -> String {
+    let kinds: Vec<String> = counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    kinds.join(" ")
+}
+
+/// Most spans [`describe_spans`] names.
+pub const MAX_SPANS: usize = 8;
+
+/// `starts` (interval start times, s, rising) of intervals of `interval_s` among `of`
+/// intervals, in words: "3 of 500 intervals (0.6%): 0.02–0.04 s, 1.5 s".
+pub fn describe_spans(starts: &[f64], interval_s: f64, of: usize) -> String {
+    let mut spans: Vec<(f64, f64)> = Vec::new();
+    for &t in starts {
+        match spans.last_mut() {
+            Some((_, end)) if t - *end <= interval_s * 1.5 => *end = t,
+            _ => spans.push((t, t)),
+        }
+    }
+    let shown: Vec<String> = spans
+        .iter()
+        .take(MAX_SPANS)
+        .map(|&(a, b)| {
+            if a == b {
+                format!("{a} s")
+            } else {
+                format!("{a}–{b} s")
+            }
+        })
+        .collect();
+    let more = spans.len().saturating_sub(MAX_SPANS);
+    let share = if of > 0 {
+        format!(" ({:.1}%)", 100.0 * starts.len() as f64 / of as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} of {} interval(s){share}, starting at {}{}",
+        starts.len(),
+        of,
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more span(s) (report.json lists every one)")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The report's self-check.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Checks {
@@ -524,6 +573,17 @@ pub fn human_us(v: f64) -> String {
 }
 
 impl Report {
+    /// The generator-bound intervals in words: how many of how many, and where, as spans
+    /// of consecutive intervals (at most [`MAX_SPANS`] named; the report's JSON lists
+    /// every one).
+    pub fn generator_bound_spans(&self) -> String {
+        describe_spans(
+            &self.checks.generator_bound_intervals,
+            self.settings.interval_s,
+            self.timeline.len(),
+        )
+    }
+
     /// The totals under the summary, for every renderer: the timing line (service time
     /// and schedule lag) and the exact counts, one `name value` item each.
     pub fn footer(&self) -> (String, Vec<String>) {
@@ -684,12 +744,11 @@ impl Report {
             let _ = writeln!(out, "{line}");
         }
         if !self.connection_errors.is_empty() {
-            let kinds: Vec<String> = self
-                .connection_errors
-                .iter()
-                .map(|(k, n)| format!("{k}={n}"))
-                .collect();
-            let _ = writeln!(out, "connection errors: {}", kinds.join(" "));
+            let _ = writeln!(
+                out,
+                "connection errors: {}",
+                counts_line(&self.connection_errors)
+            );
         }
         for w in self.workers.iter().filter(|w| w.lost) {
             let _ = writeln!(
@@ -704,8 +763,8 @@ impl Report {
         if !self.checks.generator_bound_intervals.is_empty() {
             let _ = writeln!(
                 out,
-                "WARNING: the generator could not keep its schedule in the interval(s) starting at {:?} s; latency there describes the client, not the server",
-                self.checks.generator_bound_intervals
+                "WARNING: the generator could not keep its schedule in {}; latency there describes the client, not the server",
+                self.generator_bound_spans()
             );
         }
         if self.checks.late_intervals > 0 {
@@ -818,6 +877,26 @@ mod tests {
         assert_eq!(human_us(250.0), "250µs");
         assert_eq!(human_us(2_500.0), "2.50ms");
         assert_eq!(human_us(2_500_000.0), "2.50s");
+    }
+
+    #[test]
+    fn generator_bound_intervals_read_as_a_few_spans() {
+        assert_eq!(
+            describe_spans(&[0.02, 0.03, 0.04, 1.5], 0.01, 500),
+            "4 of 500 interval(s) (0.8%), starting at 0.02–0.04 s, 1.5 s"
+        );
+        // Thousands of scattered intervals: a bounded line, the rest counted.
+        let many: Vec<f64> = (0..3000).map(|i| f64::from(i) * 2.0).collect();
+        let line = describe_spans(&many, 1.0, 6000);
+        assert!(line.len() < 300, "{line}");
+        assert!(
+            line.starts_with("3000 of 6000 interval(s) (50.0%), starting at 0 s, 2 s,"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(" and 2992 more span(s) (report.json lists every one)"),
+            "{line}"
+        );
     }
 
     #[test]
