@@ -296,6 +296,116 @@ fn sigint_mid_run_writes_an_incomplete_report_that_balances() {
     );
 }
 
+/// A pipe whose buffer is already full and that nobody reads: a write to it blocks, as
+/// `crest run | less` does when the pager stops reading. Returns (read end, write end).
+fn full_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd as _;
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) returns.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors are fresh from pipe(2) and owned by nothing else.
+    let (r, w) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    let wfd = std::os::fd::AsRawFd::as_raw_fd(&w);
+    // SAFETY: fcntl and write on a descriptor we own, with a valid buffer.
+    unsafe {
+        let flags = libc::fcntl(wfd, libc::F_GETFL);
+        libc::fcntl(wfd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let chunk = [b'x'; 4096];
+        while libc::write(wfd, chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        // Blocking again (the flag is on the open file, which the child shares).
+        libc::fcntl(wfd, libc::F_SETFL, flags);
+    }
+    (r, w)
+}
+
+/// The first SIGINT stops the run and writes the report; when the rest hangs (here: the
+/// summary goes to a stdout nobody reads), a second SIGINT exits at once with 130.
+#[test]
+fn a_second_sigint_exits_at_once_when_the_first_stop_hangs() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("sigint2");
+    let out = dir.path().join("out");
+    let (_keep_read_end, stdout) = full_pipe();
+    let err = std::fs::File::create(dir.path().join("crest.stderr")).unwrap();
+    let child = std::process::Command::new(crest_bin())
+        .args([
+            "run",
+            "--target",
+            &server.addr(),
+            "--rate",
+            "500",
+            "--duration",
+            "60s",
+            "--interval",
+            "100ms",
+            "--threads",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(stdout)
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let mut p = Proc {
+        child,
+        name: "crest".into(),
+    };
+    let t0 = Instant::now();
+    while lines(&out.join("timeline.csv")).len() < 6 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the run never began"
+        );
+        assert!(p.child.try_wait().unwrap().is_none(), "crest ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = p.child.id() as i32;
+    // SAFETY: signalling a child process we own.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let stderr = || read_log(dir.path(), "crest", "stderr");
+    let t1 = Instant::now();
+    while !stderr().contains("interrupt again to exit at once") {
+        assert!(t1.elapsed() < Duration::from_secs(10), "{}", stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The report's files come before the summary on stdout, so they are whole.
+    let t1 = Instant::now();
+    while !out.join("report.json").exists() {
+        assert!(t1.elapsed() < Duration::from_secs(10), "{}", stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(read_report(&out)["interrupted"], true);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        p.child.try_wait().unwrap().is_none(),
+        "the first stop is stuck writing the summary to the full pipe: {}",
+        stderr()
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let t2 = Instant::now();
+    let code = p.wait(Duration::from_secs(10));
+    assert_eq!(code, 130, "{}", stderr());
+    assert!(
+        t2.elapsed() < Duration::from_secs(3),
+        "at once: {:?}",
+        t2.elapsed()
+    );
+    assert!(
+        stderr().contains("crest: interrupted again: exiting at once"),
+        "{}",
+        stderr()
+    );
+    // What was flushed during the run stays readable.
+    assert!(lines(&out.join("timeline.csv")).len() >= 6);
+}
+
 /// `--out` at an existing regular file is refused before the run, in one line, exit 2.
 #[test]
 fn out_at_an_existing_file_is_refused_before_the_run() {

@@ -98,15 +98,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 match res {
                     Ok(results) => {
                         let report = report::build(&cfg, &results);
-                        // A closed stdout (`crest run | head`) must not panic the run
-                        // before its files are written: the summary is best effort there.
+                        // The files first: a stdout that blocks (a pager that stopped
+                        // reading) or is closed (`crest run | head`) must not cost the
+                        // report; the summary there is best effort.
+                        let written = cfg.out.as_ref().map(|dir| output::write_all(&report, dir));
                         let _ = std::io::Write::write_all(
                             &mut std::io::stdout().lock(),
                             report.table().as_bytes(),
                         );
-                        if let Some(dir) = &cfg.out {
-                            let path =
-                                output::write_all(&report, dir).map_err(anyhow::Error::msg)?;
+                        if let Some(written) = written {
+                            let path = written.map_err(anyhow::Error::msg)?;
                             eprintln!(
                                 "crest: report written to {}{}",
                                 path.display(),
