@@ -18,7 +18,9 @@ use crate::output::Live;
 use crate::report::{Percentiles, TimelinePoint};
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
-use crest_model::stats::{CmdDelta, CmdStats, ErrorCounts, Kinds, add_error, fold_kinds};
+use crest_model::stats::{
+    CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, Kinds, Samples, add_error, fold_kinds,
+};
 use crest_proto::pb;
 use prost::Message as _;
 use std::collections::BTreeMap;
@@ -140,30 +142,15 @@ pub struct Counts {
 
 impl Counts {
     /// The counts of `s`.
-    pub fn of(s: &CmdStats) -> Self {
+    pub fn of<H: Samples>(s: &CmdStatsOf<H>) -> Self {
         Self {
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
             errors: s.error_total(),
-            latency: s.latency.len(),
-            service_time: s.service_time.len(),
-            schedule_lag: s.schedule_lag.len(),
-        }
-    }
-}
-
-impl Counts {
-    /// The counts of `s`.
-    pub fn of_delta(s: &CmdDelta) -> Self {
-        Self {
-            scheduled: s.scheduled,
-            sent: s.sent,
-            completed: s.completed,
-            errors: s.error_total(),
-            latency: s.latency.len(),
-            service_time: s.service_time.len(),
-            schedule_lag: s.schedule_lag.len(),
+            latency: s.latency.samples(),
+            service_time: s.service_time.samples(),
+            schedule_lag: s.schedule_lag.samples(),
         }
     }
 }
@@ -244,7 +231,7 @@ impl WorkerBooks {
     }
 
     fn add(&mut self, class: &str, name: &str, s: &CmdDelta) {
-        let c = Counts::of_delta(s);
+        let c = Counts::of(s);
         match self
             .counts
             .iter_mut()
@@ -959,7 +946,7 @@ mod tests {
         added += &fast[0].2;
         assert_eq!((&fast[0].0, &fast[0].1), (&class, &name));
         assert_eq!(added, checked);
-        assert_eq!(Counts::of_delta(&fast[0].2), Counts::of(&checked));
+        assert_eq!(Counts::of(&fast[0].2), Counts::of(&checked));
         c.service_time = Some(pb::Histogram {
             v2_deflate: b"garbage".to_vec(),
         });

@@ -93,6 +93,18 @@ fn each_request(
 }
 
 /// Writes `bytes` forever (until the peer goes or `stop`).
+/// A server that answers the first request with `head` and then `body` over and over.
+fn endless(head: &'static [u8], body: Vec<u8>) -> Hostile {
+    Hostile::start(move |s, stop| {
+        each_request(s, stop, |s, _| {
+            if s.write_all(head).is_ok() {
+                write_forever(s, stop, &body);
+            }
+            false
+        })
+    })
+}
+
 fn write_forever(s: &mut TcpStream, stop: &AtomicBool, bytes: &[u8]) {
     while !stop.load(Ordering::Relaxed) {
         if s.write_all(bytes).is_err() {
@@ -266,15 +278,7 @@ fn hostile_garbage() {
 
 #[test]
 fn hostile_endless_array() {
-    let h = Hostile::start(|s, stop| {
-        each_request(s, stop, |s, _| {
-            if s.write_all(b"*999999999\r\n").is_err() {
-                return false;
-            }
-            write_forever(s, stop, &b":1\r\n".repeat(4096));
-            false
-        })
-    });
+    let h = endless(b"*999999999\r\n", b":1\r\n".repeat(4096));
     let o = run_watched("endless-array", &h.addr, SHORT, SHORT_LIMIT);
     let r = &o.report;
     assert_balanced("endless-array", r);
@@ -286,15 +290,7 @@ fn hostile_endless_array() {
 
 #[test]
 fn hostile_endless_line() {
-    let h = Hostile::start(|s, stop| {
-        each_request(s, stop, |s, _| {
-            if s.write_all(b"+").is_err() {
-                return false;
-            }
-            write_forever(s, stop, &[b'x'; 64 * 1024]);
-            false
-        })
-    });
+    let h = endless(b"+", vec![b'x'; 64 * 1024]);
     let o = run_watched("endless-line", &h.addr, SHORT, SHORT_LIMIT);
     let r = &o.report;
     assert_balanced("endless-line", r);

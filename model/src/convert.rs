@@ -11,7 +11,7 @@ use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
-use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
+use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -975,28 +975,14 @@ pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> 
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
 pub fn stats_from_pb(c: &pb::CommandStats) -> Result<(String, String, CmdStats), HistError> {
-    let h = |x: &Option<pb::Histogram>| match x {
+    stats_from_pb_with(c, |x| match x {
         Some(h) => hist::decode(&h.v2_deflate),
         None => Ok(hist::new_hist()),
-    };
-    Ok((
-        c.class.clone(),
-        c.command.clone(),
-        CmdStats {
-            scheduled: c.scheduled,
-            sent: c.sent,
-            completed: c.completed,
-            backlogged: c.backlogged,
-            errors: errors_from_pb(&c.errors),
-            latency: h(&c.latency)?,
-            service_time: h(&c.service_time)?,
-            schedule_lag: h(&c.schedule_lag)?,
-        },
-    ))
+    })
 }
 
-/// Decodes one command's results of one interval as a [`CmdDelta`] (sparse histograms,
-/// for the coordinator's hot path of merging): (class, command, results).
+/// Decodes one command's results of one interval with sparse histograms (the
+/// coordinator's hot path of merging): (class, command, results).
 ///
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
@@ -1004,14 +990,20 @@ pub fn delta_from_pb(
     c: &pb::CommandStats,
     de: &mut SparseDecoder,
 ) -> Result<(String, String, CmdDelta), HistError> {
-    let mut h = |x: &Option<pb::Histogram>| match x {
+    stats_from_pb_with(c, |x| match x {
         Some(h) => de.decode(&h.v2_deflate),
         None => Ok(Sparse::default()),
-    };
+    })
+}
+
+fn stats_from_pb_with<H>(
+    c: &pb::CommandStats,
+    mut h: impl FnMut(&Option<pb::Histogram>) -> Result<H, HistError>,
+) -> Result<(String, String, CmdStatsOf<H>), HistError> {
     Ok((
         c.class.clone(),
         c.command.clone(),
-        CmdDelta {
+        CmdStatsOf {
             scheduled: c.scheduled,
             sent: c.sent,
             completed: c.completed,

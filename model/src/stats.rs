@@ -194,9 +194,11 @@ impl Kinds {
     }
 }
 
-/// Results of one command over some span.
+/// Results of one command over some span, with histograms of type `H`: [`CmdStats`]
+/// (full histograms, what is recorded and reported) or [`CmdDelta`] (sparse ones, one
+/// interval as it came off the wire, added into a [`CmdStats`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CmdStats {
+pub struct CmdStatsOf<H> {
     /// Requests whose intended send time came.
     pub scheduled: u64,
     /// Requests written to a connection.
@@ -210,32 +212,70 @@ pub struct CmdStats {
     /// `WRONGTYPE`..., bounded by [`Kinds`]), and the [`ENGINE_KINDS`].
     pub errors: ErrorCounts,
     /// Completion − intended send time, ns.
-    pub latency: Hist,
+    pub latency: H,
     /// Completion − actual write, ns.
-    pub service_time: Hist,
+    pub service_time: H,
     /// Actual write − intended send time, ns.
-    pub schedule_lag: Hist,
+    pub schedule_lag: H,
 }
 
-impl Default for CmdStats {
-    fn default() -> Self {
+/// Results of one command over some span.
+pub type CmdStats = CmdStatsOf<Hist>;
+
+/// One command's results of one interval as decoded from the wire, with [`Sparse`]
+/// histograms: added into a [`CmdStats`] without a full histogram in between.
+pub type CmdDelta = CmdStatsOf<Sparse>;
+
+impl<H: Samples> CmdStatsOf<H> {
+    /// An empty one.
+    pub fn empty() -> Self {
         Self {
             scheduled: 0,
             sent: 0,
             completed: 0,
             backlogged: 0,
             errors: Vec::new(),
-            latency: hist::new_hist(),
-            service_time: hist::new_hist(),
-            schedule_lag: hist::new_hist(),
+            latency: H::none(),
+            service_time: H::none(),
+            schedule_lag: H::none(),
         }
     }
-}
 
-impl CmdStats {
     /// Sum of all error counts.
     pub fn error_total(&self) -> u64 {
         self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
+    }
+}
+
+impl<H: Samples> Default for CmdStatsOf<H> {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+/// What [`CmdStatsOf`] needs of its histograms.
+pub trait Samples {
+    /// An empty one, with Crest's bounds.
+    fn none() -> Self;
+    /// Samples held.
+    fn samples(&self) -> u64;
+}
+
+impl Samples for Hist {
+    fn none() -> Self {
+        hist::new_hist()
+    }
+    fn samples(&self) -> u64 {
+        self.len()
+    }
+}
+
+impl Samples for Sparse {
+    fn none() -> Self {
+        Sparse::default()
+    }
+    fn samples(&self) -> u64 {
+        self.len()
     }
 }
 
@@ -252,35 +292,6 @@ impl AddAssign<&CmdStats> for CmdStats {
         hist::add(&mut self.latency, &o.latency);
         hist::add(&mut self.service_time, &o.service_time);
         hist::add(&mut self.schedule_lag, &o.schedule_lag);
-    }
-}
-
-/// One command's results of one interval as decoded from the wire: [`CmdStats`] with
-/// [`Sparse`] histograms, added into [`CmdStats`] without a full histogram in between.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CmdDelta {
-    /// See [`CmdStats::scheduled`].
-    pub scheduled: u64,
-    /// See [`CmdStats::sent`].
-    pub sent: u64,
-    /// See [`CmdStats::completed`].
-    pub completed: u64,
-    /// See [`CmdStats::backlogged`].
-    pub backlogged: u64,
-    /// See [`CmdStats::errors`].
-    pub errors: ErrorCounts,
-    /// See [`CmdStats::latency`].
-    pub latency: Sparse,
-    /// See [`CmdStats::service_time`].
-    pub service_time: Sparse,
-    /// See [`CmdStats::schedule_lag`].
-    pub schedule_lag: Sparse,
-}
-
-impl CmdDelta {
-    /// Failed requests, every kind.
-    pub fn error_total(&self) -> u64 {
-        self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
     }
 }
 
