@@ -54,6 +54,31 @@ fn run_without_target_uses_the_builtin_target() {
     assert_eq!(csv.lines().count(), 3, "{csv}");
 }
 
+/// At `--interval 10ms` the once-a-second progress line reads a second's worth of rows:
+/// the achieved rate is the target's, not one 10 ms row's (or 0/s).
+#[test]
+fn the_progress_line_at_ten_millisecond_intervals_reads_the_whole_second() {
+    let dir = TempDir::new("progress10ms");
+    let crest =
+        CrestRun::new(&dir).args(&["--rate", "300", "--duration", "5s", "--interval", "10ms"]);
+    let mut run = crest.spawn();
+    let report = finish(&dir, &mut run, Duration::from_secs(60));
+    assert_eq!(u(&report["totals"], "completed"), 1500);
+    let err = read_log(dir.path(), "crest", "stderr");
+    let rates: Vec<f64> = err
+        .lines()
+        .filter_map(|l| l.split("achieved").nth(1))
+        .filter_map(|r| r.trim().split("/s").next()?.trim().parse().ok())
+        .collect();
+    assert!(rates.len() >= 3, "progress lines:\n{err}");
+    for r in &rates {
+        // A whole second of 10 ms rows reads 300 ± a few; one row alone holds 2 to 5
+        // replies (200–500/s), and a stale one anything.
+        assert!((r - 300.0).abs() <= 30.0, "achieved {r}/s in:\n{err}");
+    }
+    assert!(!err.contains("\x1b["), "no terminal codes in piped stderr");
+}
+
 /// Every example profile runs against the built-in target (no `--target`) with zero
 /// errors: the sink speaks every command the examples send (issue: the built-in target
 /// answered 8 of 25 commands, so `zset-growth.toml` gave 100% errors).
