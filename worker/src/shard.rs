@@ -32,13 +32,16 @@
 //! only what was younger than the timeout.
 
 use crate::class::{ClassId, ClassState, Failure, Outbox};
-use crate::conn::{Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received};
+use crate::conn::{
+    Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received, Setup, SetupError, SetupProgress,
+};
 use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::sys::error_kind;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
 use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error};
+use crest_model::target::Session;
 use crest_model::workload::{Cursor, Workload};
 use std::io;
 use std::net::SocketAddr;
@@ -88,6 +91,8 @@ pub struct ShardConfig {
     pub total_shards: u32,
     /// Server address.
     pub target: SocketAddr,
+    /// What every connection sends before its first request (login, database).
+    pub session: Session,
     /// The classes.
     pub classes: Vec<ShardClass>,
     /// This shard's RNG seed.
@@ -295,12 +300,13 @@ impl Shard {
         let mut conns = Vec::new();
         let mut states = Vec::new();
         let budget = ReadBudget::default_caps();
+        let setup = Setup::new(&cfg.session).map(Rc::new);
         for (i, c) in classes.into_iter().enumerate() {
             let id = ClassId(i as u32);
             let value = c.workload.value_bytes();
-            conns.extend(
-                (0..c.connections).map(|_| Conn::new(id, value.clone(), Rc::clone(&budget))),
-            );
+            conns.extend((0..c.connections).map(|_| {
+                Conn::new(id, value.clone(), Rc::clone(&budget)).with_setup(setup.clone())
+            }));
             // Sequential keys and members interleave across the cluster's shards.
             let cursor = Cursor {
                 key: u64::from(cfg.global_index),
@@ -549,11 +555,12 @@ impl Shard {
             .min(Instant::now() + CONNECT_WAIT_MAX)
             .max(Instant::now() + CONNECT_WAIT_MIN);
         let mut events = Events::with_capacity(MAX_EVENTS);
-        while self
-            .conns
-            .iter()
-            .any(|c| matches!(c.state(), ConnState::Connecting { .. }))
-            && Instant::now() < deadline
+        while self.conns.iter().any(|c| {
+            matches!(
+                c.state(),
+                ConnState::Connecting { .. } | ConnState::Setup { .. }
+            )
+        }) && Instant::now() < deadline
             && !self.stopped()
         {
             let t = deadline.saturating_duration_since(Instant::now());
@@ -592,8 +599,10 @@ impl Shard {
 
     fn on_connected(&mut self, id: ConnId, now: u64) {
         let conn = &mut self.conns[id.index()];
-        match conn.finish_connect(id, &self.ep) {
-            Ok(()) => self.classes[conn.class.index()].on_up(id),
+        match conn.finish_connect(id, &self.ep, now) {
+            Ok(ConnState::Up) => self.classes[conn.class.index()].on_up(id),
+            // The first setup command is in the write buffer.
+            Ok(_) => self.flush(id, now),
             Err(kind) => self.conn_down(id, now, &kind, Failure::Disconnected),
         }
     }
@@ -649,6 +658,19 @@ impl Shard {
                     self.flush(id, now);
                 }
             }
+            ConnState::Setup { .. } => {
+                if ready.readable() {
+                    self.on_setup_readable(id);
+                }
+                let conn = &self.conns[id.index()];
+                if matches!(conn.state(), ConnState::Setup { .. } | ConnState::Up)
+                    && ready.writable()
+                    && conn.want_out()
+                {
+                    let now = self.now();
+                    self.flush(id, now);
+                }
+            }
             ConnState::Down { .. } => {}
         }
     }
@@ -665,6 +687,9 @@ impl Shard {
                 Due::Timeout => self.conn_down(id, now, "timeout", Failure::Timeout),
                 Due::ConnectTimeout => {
                     self.conn_down(id, now, "connect: timed_out", Failure::Disconnected);
+                }
+                Due::SetupTimeout => {
+                    self.conn_down(id, now, "setup: timed_out", Failure::Disconnected);
                 }
                 Due::Retry => self.start_connect(id, now),
                 Due::Nothing => {}
@@ -701,6 +726,55 @@ impl Shard {
     }
 
     // ---- receiving ---------------------------------------------------------------
+
+    /// Reads setup replies; the last makes the connection up and gives its slots to its
+    /// class. A refused step is one connection error of its kind (`setup: WRONGPASS`),
+    /// and the connection is retried after the backoff like a refused connect.
+    fn on_setup_readable(&mut self, id: ConnId) {
+        loop {
+            let conn = &mut self.conns[id.index()];
+            let filled = match conn.receive() {
+                Received::WouldBlock => return,
+                Received::Closed(kind) => {
+                    let now = self.now();
+                    self.conn_down(id, now, &kind, Failure::Disconnected);
+                    return;
+                }
+                Received::TooLarge => {
+                    let now = self.now();
+                    self.conn_down(id, now, Fault::TooLarge.kind(), Failure::Disconnected);
+                    return;
+                }
+                Received::Data { filled } => filled,
+            };
+            let taken = conn.take_setup();
+            let class = conn.class.index();
+            let now = self.now();
+            match taken {
+                Ok(SetupProgress::Waiting { flush }) => {
+                    if flush {
+                        self.flush(id, now);
+                    }
+                }
+                Ok(SetupProgress::Up) => {
+                    self.classes[class].on_up(id);
+                    return;
+                }
+                Err(SetupError::Fault(f)) => {
+                    self.conn_down(id, now, f.kind(), Failure::Disconnected);
+                    return;
+                }
+                Err(SetupError::Refused(r, message)) => {
+                    tracing::debug!(kind = r.kind, %message, "setup refused");
+                    self.conn_down(id, now, r.kind, Failure::Disconnected);
+                    return;
+                }
+            }
+            if !filled {
+                return;
+            }
+        }
+    }
 
     fn on_readable(&mut self, id: ConnId) {
         loop {
@@ -912,6 +986,7 @@ mod tests {
             global_index: 0,
             total_shards: 1,
             target,
+            session: Session::default(),
             classes: vec![ShardClass {
                 workload: workload(),
                 load,
