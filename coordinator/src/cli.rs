@@ -622,8 +622,9 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
 /// The target's address and the session every connection opens with, from `--target`
 /// (a `redis://` URI may carry a user, a password and a database), `--user`,
 /// `--password`/`CREST_PASSWORD`, `--password-file`, `--db` and the profile file's
-/// `target`, `user`, `password_file`, `db` (a flag wins over the file). Each is given in
-/// one place: a password from two sources, or a URI and a flag that disagree, is refused.
+/// `target`, `user`, `password_file`, `db` (a flag, or a URI given as a flag, wins over
+/// the file). Within a layer each is given in one place: a password from two sources, or
+/// a URI and a flag that disagree, is refused.
 /// No error quotes a password.
 fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Session), ConfigError> {
     let raw = a.target.as_ref().or(file.target.as_ref());
@@ -634,7 +635,12 @@ fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Sessi
         Some(s) => (s.user.clone(), s.password.clone(), s.db),
         None => (None, None, None),
     };
-    let user = a.user.clone().or_else(|| file.user.clone());
+    // A URI given as a flag is of the flag layer: its parts win over the file's.
+    let from_flag = |part: bool| a.target.is_some() && part;
+    let user = a
+        .user
+        .clone()
+        .or_else(|| file.user.clone().filter(|_| !from_flag(uri_user.is_some())));
     if let (Some(u), Some(uu)) = (&user, &uri_user)
         && u != uu
     {
@@ -648,13 +654,13 @@ fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Sessi
     let password_file = match (&a.password_file, &file.password_file) {
         (Some(p), _) => Some(p.clone()),
         // A path in the profile file is relative to the file's folder.
-        (None, Some(p)) => Some(
+        (None, Some(p)) if a.password.is_none() && !from_flag(uri_password.is_some()) => Some(
             a.profile
                 .as_ref()
                 .and_then(|f| f.parent())
                 .map_or_else(|| p.clone(), |dir| dir.join(p)),
         ),
-        (None, None) => None,
+        (None, _) => None,
     };
     let password = match (&a.password, &password_file, uri_password) {
         (Some(_), Some(f), _) => {
@@ -698,7 +704,7 @@ fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Sessi
             ));
         }
     }
-    let db = a.db.or(file.db);
+    let db = a.db.or(file.db.filter(|_| !from_flag(uri_db.is_some())));
     if let (Some(d), Some(ud)) = (db, uri_db)
         && d != ud
     {
@@ -1017,6 +1023,40 @@ mod tests {
             (c.ttl, c.connections, c.pipeline, c.batch),
             (Some(5), 9, 3, 4)
         );
+    }
+
+    /// The profile file's `user`, `password_file` (next to the file) and `db`; a URI target
+    /// gives its address to the plan and its login to the session.
+    #[test]
+    fn the_profile_file_gives_the_login_and_database() {
+        let pw = std::env::temp_dir().join(format!("crest-cli-pw-{}.txt", std::process::id()));
+        std::fs::write(&pw, "hunter2\r\n").unwrap();
+        let name = pw.file_name().unwrap().to_str().unwrap();
+        let body = format!(
+            "target = \"10.0.0.5:6380\"\nuser = \"bench\"\npassword_file = \"{name}\"\ndb = 2\nduration = \"1s\"\n[[class]]\nrate = 10\n"
+        );
+        let cfg = with_file(&body, "login", |_| {});
+        assert_eq!(cfg.target.as_deref(), Some("10.0.0.5:6380"));
+        let login = cfg.session.login.as_ref().unwrap();
+        assert_eq!(
+            (login.user.as_str(), login.password.expose()),
+            ("bench", "hunter2")
+        );
+        assert_eq!(cfg.session.db, 2);
+        // A flag wins over the file; a URI's parts fill in what no flag gives.
+        let cfg = with_file(&body, "login-flags", |a| {
+            a.target = Some("redis://:pw@cache:7000/2".into());
+            a.user = Some("alice".into());
+            a.password_file = None;
+        });
+        std::fs::remove_file(&pw).unwrap();
+        assert_eq!(cfg.target.as_deref(), Some("cache:7000"));
+        let login = cfg.session.login.as_ref().unwrap();
+        assert_eq!(
+            (login.user.as_str(), login.password.expose()),
+            ("alice", "pw")
+        );
+        assert!(!format!("{cfg:?}").contains("hunter2") && !format!("{cfg:?}").contains("\"pw\""));
     }
 
     /// Flags only is the same path as a file with one empty class: the defaults table.

@@ -1162,6 +1162,64 @@ mod tests {
         assert_eq!(r.conn_errors("protocol_error"), 5);
     }
 
+    fn login(db: u32) -> Session {
+        Session {
+            login: Some(crest_model::target::Login {
+                user: "bench".into(),
+                password: crest_model::target::Secret::new("pw"),
+            }),
+            db,
+        }
+    }
+
+    /// With a login and a database, each connection's first two replies answer HELLO and
+    /// SELECT: the schedule's requests come after them, and the books hold exactly the
+    /// schedule's requests (nothing more, nothing less).
+    #[test]
+    fn setup_replies_are_not_requests_of_the_run() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |n| match n {
+                0 => Some(b"*2\r\n$5\r\nproto\r\n:2\r\n"),
+                1 => Some(b"+OK\r\n"),
+                _ => Some(b"$1\r\nx\r\n"),
+            });
+        });
+        let (mut cfg, rx) = config(fake.addr, open(1_000.0, 200), 2, 4);
+        cfg.session = login(5);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 2);
+        assert_eq!(r.up, 2);
+        let t = &r.totals;
+        assert_eq!((t.scheduled, t.sent, t.completed), (200, 200, 200));
+        assert_eq!(t.error_total(), 0);
+        assert!(r.conn_errors.is_empty(), "{:?}", r.conn_errors);
+    }
+
+    /// A login the server refuses is one connection error of its kind per attempt, never
+    /// a request's error; the connection is retried with a growing backoff and what was
+    /// due stays unsent (or times out), as with a refused connect.
+    #[test]
+    fn a_refused_login_is_a_connection_error_and_is_retried() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |n| {
+                (n == 0).then_some(b"-WRONGPASS invalid password\r\n".as_slice())
+            });
+        });
+        let (mut cfg, rx) = config(fake.addr, open(100.0, 300), 1, 1);
+        cfg.session = login(0);
+        let r = run_shard(cfg, rx);
+        let accepted = fake.finish();
+        assert_eq!(r.up, 0);
+        assert_eq!(r.connect_error.as_deref(), Some("setup: WRONGPASS"));
+        let refused = r.conn_errors("setup: WRONGPASS");
+        assert!(refused >= 3, "retried: {:?}", r.conn_errors);
+        assert_eq!(refused as usize, accepted, "one per connection");
+        // 10 ms doubling: within ~1.5 s of run and drain, far fewer than 10 ms retries.
+        assert!(refused < 12, "backoff grows: {refused}");
+        assert_eq!((r.totals.sent, r.totals.completed), (0, 0));
+        assert_eq!(r.errors("setup: WRONGPASS"), 0, "not a request error");
+    }
+
     #[test]
     fn a_closed_loop_sends_exactly_its_budget() {
         let fake = Fake::new(|_, s| {
