@@ -742,22 +742,14 @@ fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Sessi
     };
     let session = Session { login, db };
     if spec.is_none() && !session.is_plain() {
-        let flag = if session.login.is_some() {
-            if a.user.is_some() || file.user.is_some() {
-                "--user"
-            } else {
-                "--password"
-            }
-        } else {
-            "--db"
+        let (flag, value) = match &session.login {
+            Some(l) if a.user.is_some() || file.user.is_some() => ("--user", l.user.clone()),
+            Some(_) => ("--password", "***".to_string()),
+            None => ("--db", db.to_string()),
         };
         return Err(err(
             flag,
-            if flag == "--db" {
-                db.to_string()
-            } else {
-                "***".into()
-            },
+            value,
             "the built-in target has no users or databases; give --target host:port of a server",
         ));
     }

@@ -295,6 +295,7 @@ impl Setup {
         match (&self.hello, &self.select) {
             (Some(h), _) => (h, Step::Hello),
             (None, Some(s)) => (s, Step::Select),
+            // Never built: `Setup::new` gives None for a session with nothing to set up.
             (None, None) => (&[], Step::Select),
         }
     }
