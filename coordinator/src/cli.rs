@@ -11,6 +11,7 @@ use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::ValueSizes;
+use crest_model::target::{self, DEFAULT_USER, Login, Secret, Session};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,9 +43,24 @@ pub struct RunArgs {
     /// Profile file (TOML: global settings and [[class]] tables); flags override it.
     #[arg(long, env = "CREST_PROFILE")]
     pub profile: Option<PathBuf>,
-    /// Server to load, host:port (default: a built-in in-memory target on loopback).
-    #[arg(long, env = "CREST_TARGET")]
+    /// Server to load: host:port or redis://[user[:password]@]host[:port][/db] (default: a
+    /// built-in in-memory target on loopback).
+    #[arg(long, env = "CREST_TARGET", hide_env_values = true)]
     pub target: Option<String>,
+    /// ACL user every connection authenticates as (needs a password; without --user a
+    /// password authenticates as `default`).
+    #[arg(long, env = "CREST_USER")]
+    pub user: Option<String>,
+    /// The server's password. Visible in the process list: prefer --password-file or
+    /// CREST_PASSWORD.
+    #[arg(long, env = "CREST_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// File holding the password (one line; a final newline is dropped).
+    #[arg(long, env = "CREST_PASSWORD_FILE")]
+    pub password_file: Option<PathBuf>,
+    /// Database every connection selects (SELECT N) before its first request.
+    #[arg(long, env = "CREST_DB")]
+    pub db: Option<u32>,
     /// Requests per second across the whole cluster, or `max` for closed loop.
     #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
     pub rate: Option<RateArg>,
@@ -518,17 +534,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     {
         return Err(err("--duration", "0s", "must be > 0, e.g. 10s"));
     }
-    if let Some(t) = a.target.as_ref().or(file.target.as_ref())
-        && t.rsplit_once(':')
-            .and_then(|(_, p)| p.parse::<u16>().ok())
-            .is_none()
-    {
-        return Err(err(
-            "--target",
-            t,
-            "expected host:port, e.g. 127.0.0.1:6379",
-        ));
-    }
+    let (target, session) = target_session(&a, &file)?;
     let workers = workers(&a)?;
     let arrival = match (a.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
@@ -566,7 +572,8 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         ));
     }
     Ok(RunConfig {
-        target: a.target.or(file.target),
+        target,
+        session,
         classes,
         duration,
         warmup,
@@ -610,6 +617,162 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             }
         },
     })
+}
+
+/// The target's address and the session every connection opens with, from `--target`
+/// (a `redis://` URI may carry a user, a password and a database), `--user`,
+/// `--password`/`CREST_PASSWORD`, `--password-file`, `--db` and the profile file's
+/// `target`, `user`, `password_file`, `db` (a flag, or a URI given as a flag, wins over
+/// the file). Within a layer each is given in one place: a password from two sources, or
+/// a URI and a flag that disagree, is refused.
+/// No error quotes a password.
+fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Session), ConfigError> {
+    let raw = a.target.as_ref().or(file.target.as_ref());
+    let spec = raw
+        .map(|t| target::parse_target(t).map_err(|e| err("--target", target::redacted(t), e)))
+        .transpose()?;
+    let (uri_user, uri_password, uri_db) = match &spec {
+        Some(s) => (s.user.clone(), s.password.clone(), s.db),
+        None => (None, None, None),
+    };
+    // A URI given as a flag is of the flag layer: its parts win over the file's.
+    let from_flag = |part: bool| a.target.is_some() && part;
+    let user = a
+        .user
+        .clone()
+        .or_else(|| file.user.clone().filter(|_| !from_flag(uri_user.is_some())));
+    if let (Some(u), Some(uu)) = (&user, &uri_user)
+        && u != uu
+    {
+        return Err(err(
+            "--user",
+            u,
+            format!("the --target URI names user {uu:?}; give the user in one place"),
+        ));
+    }
+    let user = user.or(uri_user);
+    let password_file = match (&a.password_file, &file.password_file) {
+        (Some(p), _) => Some(p.clone()),
+        // A path in the profile file is relative to the file's folder.
+        (None, Some(p)) if a.password.is_none() && !from_flag(uri_password.is_some()) => Some(
+            a.profile
+                .as_ref()
+                .and_then(|f| f.parent())
+                .map_or_else(|| p.clone(), |dir| dir.join(p)),
+        ),
+        (None, _) => None,
+    };
+    let password = match (&a.password, &password_file, uri_password) {
+        (Some(_), Some(f), _) => {
+            return Err(err(
+                "--password-file",
+                f.display(),
+                "and --password (or CREST_PASSWORD) are both given; give the password one way",
+            ));
+        }
+        (Some(_), None, Some(_)) => {
+            return Err(err(
+                "--password",
+                "***",
+                "the --target URI holds a password too; give the password one way",
+            ));
+        }
+        (None, Some(f), Some(_)) => {
+            return Err(err(
+                "--password-file",
+                f.display(),
+                "the --target URI holds a password too; give the password one way",
+            ));
+        }
+        (Some(p), None, None) => Some(Secret::new(p.clone())),
+        (None, Some(f), None) => Some(read_password(f)?),
+        (None, None, uri) => uri,
+    };
+    if let Some(p) = &password {
+        if p.expose().is_empty() {
+            return Err(err(
+                "--password",
+                "",
+                "is empty; give the server's password",
+            ));
+        }
+        if p.expose().len() > limits::MAX_NAME {
+            return Err(err(
+                "--password",
+                "***",
+                format!("is longer than {} bytes", limits::MAX_NAME),
+            ));
+        }
+    }
+    let db = a.db.or(file.db.filter(|_| !from_flag(uri_db.is_some())));
+    if let (Some(d), Some(ud)) = (db, uri_db)
+        && d != ud
+    {
+        return Err(err(
+            "--db",
+            d,
+            format!("the --target URI names database /{ud}; give the database in one place"),
+        ));
+    }
+    let db = db.or(uri_db).unwrap_or(0);
+    if db > target::MAX_DB {
+        return Err(err("--db", db, format!("must be 0 to {}", target::MAX_DB)));
+    }
+    let login = match (user, password) {
+        (Some(u), _) if u.is_empty() || u.len() > limits::MAX_NAME => {
+            return Err(err(
+                "--user",
+                &u,
+                format!("must be 1 to {} bytes", limits::MAX_NAME),
+            ));
+        }
+        (Some(u), None) => {
+            return Err(err(
+                "--user",
+                u,
+                "needs a password: give --password-file FILE, CREST_PASSWORD or --password (a nopass user takes any)",
+            ));
+        }
+        (Some(user), Some(password)) => Some(Login { user, password }),
+        (None, Some(password)) => Some(Login {
+            user: DEFAULT_USER.into(),
+            password,
+        }),
+        (None, None) => None,
+    };
+    let session = Session { login, db };
+    if spec.is_none() && !session.is_plain() {
+        let (flag, value) = match &session.login {
+            Some(l) if a.user.is_some() || file.user.is_some() => ("--user", l.user.clone()),
+            Some(_) => ("--password", "***".to_string()),
+            None => ("--db", db.to_string()),
+        };
+        return Err(err(
+            flag,
+            value,
+            "the built-in target has no users or databases; give --target host:port of a server",
+        ));
+    }
+    Ok((spec.map(|s| s.addr), session))
+}
+
+/// The password in `path`: the file's one line, a final newline dropped.
+fn read_password(path: &std::path::Path) -> Result<Secret, ConfigError> {
+    let bad = |why: String| err("--password-file", path.display(), why);
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let one = text
+        .strip_suffix('\n')
+        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+        .unwrap_or(&text);
+    if one.contains('\n') {
+        return Err(bad(
+            "holds more than one line; the file must hold only the password".into(),
+        ));
+    }
+    if one.is_empty() {
+        return Err(bad("is empty; write the server's password in it".into()));
+    }
+    Ok(Secret::new(one))
 }
 
 /// The profile file named by `--profile` (parsed) and its text (for line numbers).
@@ -852,6 +1015,40 @@ mod tests {
             (c.ttl, c.connections, c.pipeline, c.batch),
             (Some(5), 9, 3, 4)
         );
+    }
+
+    /// The profile file's `user`, `password_file` (next to the file) and `db`; a URI target
+    /// gives its address to the plan and its login to the session.
+    #[test]
+    fn the_profile_file_gives_the_login_and_database() {
+        let pw = std::env::temp_dir().join(format!("crest-cli-pw-{}.txt", std::process::id()));
+        std::fs::write(&pw, "hunter2\r\n").unwrap();
+        let name = pw.file_name().unwrap().to_str().unwrap();
+        let body = format!(
+            "target = \"10.0.0.5:6380\"\nuser = \"bench\"\npassword_file = \"{name}\"\ndb = 2\nduration = \"1s\"\n[[class]]\nrate = 10\n"
+        );
+        let cfg = with_file(&body, "login", |_| {});
+        assert_eq!(cfg.target.as_deref(), Some("10.0.0.5:6380"));
+        let login = cfg.session.login.as_ref().unwrap();
+        assert_eq!(
+            (login.user.as_str(), login.password.expose()),
+            ("bench", "hunter2")
+        );
+        assert_eq!(cfg.session.db, 2);
+        // A flag wins over the file; a URI's parts fill in what no flag gives.
+        let cfg = with_file(&body, "login-flags", |a| {
+            a.target = Some("redis://:pw@cache:7000/2".into());
+            a.user = Some("alice".into());
+            a.password_file = None;
+        });
+        std::fs::remove_file(&pw).unwrap();
+        assert_eq!(cfg.target.as_deref(), Some("cache:7000"));
+        let login = cfg.session.login.as_ref().unwrap();
+        assert_eq!(
+            (login.user.as_str(), login.password.expose()),
+            ("alice", "pw")
+        );
+        assert!(!format!("{cfg:?}").contains("hunter2") && !format!("{cfg:?}").contains("\"pw\""));
     }
 
     /// Flags only is the same path as a file with one empty class: the defaults table.

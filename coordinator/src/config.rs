@@ -203,8 +203,10 @@ impl ClassConfig {
 /// A checked run configuration.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// Server address; None = start the built-in target.
+    /// Server address, `host:port`; None = start the built-in target.
     pub target: Option<String>,
+    /// How every connection to the target begins (login, database).
+    pub session: crest_model::target::Session,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).

@@ -10,6 +10,7 @@ use crest_model::schedule::Segment;
 use crest_model::shapes::{KeyDist, ValueSizes};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -362,8 +363,14 @@ pub struct ClassToml {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct FileToml {
-    /// Server address.
+    /// Server address: `host:port` or a `redis://` URI.
     pub target: Option<String>,
+    /// ACL user to authenticate as.
+    pub user: Option<String>,
+    /// File holding the password (relative to the profile file's folder).
+    pub password_file: Option<PathBuf>,
+    /// Database to select.
+    pub db: Option<u32>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

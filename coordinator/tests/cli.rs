@@ -178,7 +178,7 @@ fn a_server_that_wants_a_password_stops_the_run_before_it_starts() {
     assert_eq!(
         err.trim_end().lines().last().unwrap_or_default(),
         format!(
-            "crest: --target: worker local-0: target {target} refuses the generator: NOAUTH Authentication required. (the server requires a password; Crest does not authenticate yet: load a server without requirepass)"
+            "crest: --target: worker local-0: target {target} refuses the generator: NOAUTH Authentication required. (the server requires a password: give --password, --password-file or CREST_PASSWORD, and --user for an ACL user)"
         ),
         "{err}"
     );

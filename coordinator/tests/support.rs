@@ -50,6 +50,8 @@ pub struct Server {
     /// Its port on 127.0.0.1.
     pub port: u16,
     _dir: TempDir,
+    /// Its `requirepass`: the helpers' connections send `AUTH` with it first.
+    password: Option<String>,
 }
 
 /// `name` on the PATH (panics, naming it, when absent).
@@ -99,12 +101,23 @@ pub fn server_args(bind: &str, port: u16, dir: &Path) -> Vec<String> {
 impl Server {
     /// Starts a server with persistence off and DEBUG allowed from loopback.
     pub fn start(kind: Kind) -> Self {
+        Self::start_with(kind, None)
+    }
+
+    /// [`Server::start`] with `requirepass password`; the helpers authenticate.
+    pub fn with_password(kind: Kind, password: &str) -> Self {
+        Self::start_with(kind, Some(password))
+    }
+
+    fn start_with(kind: Kind, password: Option<&str>) -> Self {
         let bin = server_binary(kind);
         let mut dir = TempDir::new("server");
+        let extra: Vec<&str> = password.map_or(vec![], |p| vec!["--requirepass", p]);
         for _ in 0..5 {
             let port = free_port();
             let child = Command::new(&bin)
                 .args(server_args("127.0.0.1", port, dir.path()))
+                .args(&extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -113,6 +126,7 @@ impl Server {
                 child,
                 port,
                 _dir: dir,
+                password: password.map(str::to_string),
             };
             let mut ready = false;
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -145,7 +159,7 @@ impl Server {
     }
 
     fn try_command(&self, args: &[&[u8]]) -> std::io::Result<Frame> {
-        command(&self.addr(), args)
+        command_as(&self.addr(), self.password.as_deref(), args)
     }
 
     /// Sends one command on a fresh connection and returns the reply.
@@ -156,7 +170,12 @@ impl Server {
 
     /// `cmdstat_<name>` calls, by lower-case command name.
     pub fn commandstats(&self) -> HashMap<String, u64> {
-        commandstats(&self.addr())
+        parse_commandstats(&self.command(&[b"INFO", b"commandstats"]))
+    }
+
+    /// [`info_stats`] of this server (authenticated when it has a password).
+    pub fn info_stats(&self, section: &str, prefix: &str) -> HashMap<String, HashMap<String, u64>> {
+        parse_info(&self.command(&[b"INFO", section.as_bytes()]), prefix)
     }
 }
 
@@ -169,18 +188,37 @@ impl Drop for Server {
 
 /// One command on a fresh connection to `addr`.
 pub fn command(addr: &str, args: &[&[u8]]) -> std::io::Result<Frame> {
+    command_as(addr, None, args)
+}
+
+/// One command on a fresh connection to `addr`, after `AUTH password` when given (an
+/// `AUTH` refused is the error).
+pub fn command_as(addr: &str, password: Option<&str>, args: &[&[u8]]) -> std::io::Result<Frame> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut out = Vec::new();
+    if let Some(p) = password {
+        crest_resp::encode_command(&mut out, &[b"AUTH", p.as_bytes()]);
+    }
     crest_resp::encode_command(&mut out, args);
     s.write_all(&out)?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
+    let mut auth_pending = password.is_some();
     loop {
-        if let Some((f, _)) =
+        if let Some((f, len)) =
             Frame::parse(&buf).map_err(|e| std::io::Error::other(e.to_string()))?
         {
-            return Ok(f);
+            if !std::mem::take(&mut auth_pending) {
+                return Ok(f);
+            }
+            if let Frame::Error(e) = f {
+                return Err(std::io::Error::other(
+                    String::from_utf8_lossy(&e).into_owned(),
+                ));
+            }
+            buf.drain(..len);
+            continue;
         }
         let n = s.read(&mut chunk)?;
         if n == 0 {
@@ -192,10 +230,15 @@ pub fn command(addr: &str, args: &[&[u8]]) -> std::io::Result<Frame> {
 
 /// Parses `INFO commandstats` of the server at `addr`.
 pub fn commandstats(addr: &str) -> HashMap<String, u64> {
-    let Frame::Bulk(text) = command(addr, &[b"INFO", b"commandstats"]).expect("INFO") else {
-        panic!("INFO did not return a bulk string");
+    parse_commandstats(&command(addr, &[b"INFO", b"commandstats"]).expect("INFO"))
+}
+
+/// `cmdstat_<name>` calls from an `INFO commandstats` reply.
+fn parse_commandstats(reply: &Frame) -> HashMap<String, u64> {
+    let Frame::Bulk(text) = reply else {
+        panic!("INFO did not return a bulk string: {reply:?}");
     };
-    let text = String::from_utf8_lossy(&text).into_owned();
+    let text = String::from_utf8_lossy(text).into_owned();
     let mut out = HashMap::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("cmdstat_") else {
@@ -221,10 +264,18 @@ pub fn info_stats(
     section: &str,
     prefix: &str,
 ) -> HashMap<String, HashMap<String, u64>> {
-    let Frame::Bulk(text) = command(addr, &[b"INFO", section.as_bytes()]).expect("INFO") else {
-        panic!("INFO did not return a bulk string");
+    parse_info(
+        &command(addr, &[b"INFO", section.as_bytes()]).expect("INFO"),
+        prefix,
+    )
+}
+
+/// An `INFO` reply as [`info_stats`] gives it.
+fn parse_info(reply: &Frame, prefix: &str) -> HashMap<String, HashMap<String, u64>> {
+    let Frame::Bulk(text) = reply else {
+        panic!("INFO did not return a bulk string: {reply:?}");
     };
-    let text = String::from_utf8_lossy(&text).into_owned();
+    let text = String::from_utf8_lossy(text).into_owned();
     let mut out = HashMap::new();
     for line in text.lines() {
         let Some((name, fields)) = line.strip_prefix(prefix).and_then(|r| r.split_once(':')) else {
@@ -251,11 +302,28 @@ pub struct Proc {
 impl Proc {
     /// Spawns `bin args`, stdout and stderr captured to files in `dir`.
     pub fn spawn(bin: &Path, args: &[&str], dir: &Path, name: &str) -> Self {
+        Self::spawn_env(bin, args, dir, name, &[])
+    }
+
+    /// [`Proc::spawn`] with environment variables `env` set.
+    pub fn spawn_env(
+        bin: &Path,
+        args: &[&str],
+        dir: &Path,
+        name: &str,
+        env: &[(String, String)],
+    ) -> Self {
         let out = std::fs::File::create(dir.join(format!("{name}.stdout"))).unwrap();
         let err = std::fs::File::create(dir.join(format!("{name}.stderr"))).unwrap();
         let child = Command::new(bin)
             .args(args)
             .env_remove("CREST_TOKEN")
+            .env_remove("CREST_TARGET")
+            .env_remove("CREST_USER")
+            .env_remove("CREST_PASSWORD")
+            .env_remove("CREST_PASSWORD_FILE")
+            .env_remove("CREST_DB")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -559,6 +627,7 @@ pub struct CrestRun<'a> {
     dir: &'a TempDir,
     args: Vec<String>,
     one_thread: bool,
+    env: Vec<(String, String)>,
 }
 
 impl<'a> CrestRun<'a> {
@@ -568,6 +637,7 @@ impl<'a> CrestRun<'a> {
             dir,
             args: vec!["run".into()],
             one_thread: true,
+            env: Vec::new(),
         }
     }
 
@@ -577,12 +647,19 @@ impl<'a> CrestRun<'a> {
             dir,
             args: args.iter().map(|a| a.to_string()).collect(),
             one_thread: false,
+            env: Vec::new(),
         }
     }
 
     /// Appends arguments.
     pub fn args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Sets an environment variable of the run.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -605,7 +682,7 @@ impl<'a> CrestRun<'a> {
             args.extend_from_slice(&["--threads", "1"]);
         }
         args.extend_from_slice(&["--out", &out]);
-        Proc::spawn(&crest_bin(), &args, self.dir.path(), "crest")
+        Proc::spawn_env(&crest_bin(), &args, self.dir.path(), "crest", &self.env)
     }
 
     /// Runs it to the end (at most 120 s), asserts its exit code and returns its report

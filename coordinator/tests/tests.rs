@@ -8,6 +8,7 @@
 // Tests: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod auth;
 mod books;
 mod builtin;
 mod cli;

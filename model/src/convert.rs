@@ -12,6 +12,7 @@ use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts};
+use crate::target::{Login, MAX_DB, Secret, Session};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -600,6 +601,8 @@ pub struct RunPlan<C = ClassPlan> {
     pub shards: Vec<ShardPart>,
     /// Requests allowed to wait for a free connection, per shard and class.
     pub backlog_limit: u64,
+    /// How every connection to the target begins (login, database).
+    pub session: Session,
 }
 
 impl<C> RunPlan<C> {
@@ -621,6 +624,7 @@ impl<C> RunPlan<C> {
             total_shards: self.total_shards,
             shards: self.shards,
             backlog_limit: self.backlog_limit,
+            session: self.session,
         })
     }
 }
@@ -650,7 +654,50 @@ impl From<&RunPlan> for pb::RunPlan {
             total_shards: p.total_shards,
             shards: p.shards.iter().map(Into::into).collect(),
             backlog_limit: p.backlog_limit,
+            session: (!p.session.is_plain()).then(|| (&p.session).into()),
         }
+    }
+}
+
+impl From<&Session> for pb::TargetSession {
+    fn from(s: &Session) -> Self {
+        Self {
+            login: s.login.as_ref().map(|l| pb::Login {
+                user: l.user.clone(),
+                password: l.password.expose().to_string(),
+            }),
+            db: s.db,
+        }
+    }
+}
+
+impl TryFrom<&pb::TargetSession> for Session {
+    type Error = WireError;
+
+    fn try_from(s: &pb::TargetSession) -> Result<Self, WireError> {
+        let login = match &s.login {
+            None => None,
+            Some(l) => {
+                check_str("session.login.user", &l.user, limits::MAX_NAME)?;
+                if l.user.is_empty() {
+                    return Err(WireError::new(
+                        "session.login.user",
+                        "",
+                        "a user name (\"default\" for a password alone)",
+                    ));
+                }
+                // The password's length only: its bytes are never quoted.
+                check_str("session.login.password", &l.password, limits::MAX_NAME)?;
+                Some(Login {
+                    user: l.user.clone(),
+                    password: Secret::new(l.password.clone()),
+                })
+            }
+        };
+        Ok(Self {
+            login,
+            db: check_range("session.db", s.db, 0, MAX_DB)?,
+        })
     }
 }
 
@@ -731,6 +778,12 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
             total_shards,
             shards,
             backlog_limit: check_range("backlog_limit", p.backlog_limit, 1, limits::MAX_BACKLOG)?,
+            session: p
+                .session
+                .as_ref()
+                .map(Session::try_from)
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
 }
@@ -1125,12 +1178,17 @@ mod tests {
                 10u64..60_000,
                 1u64..1_000_000,
             ),
+            (
+                prop::option::of(("[a-z]{1,8}", "[ -~]{0,12}")),
+                prop_oneof![Just(0u32), 0..=MAX_DB],
+            ),
         )
             .prop_map(
                 |(
                     classes,
                     (extra, shards),
                     (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog),
+                    (login, db),
                 )| {
                     let total_shards = shards.len() as u32 + extra;
                     let n = classes.len();
@@ -1167,6 +1225,13 @@ mod tests {
                             })
                             .collect(),
                         backlog_limit: backlog,
+                        session: Session {
+                            login: login.map(|(user, password)| Login {
+                                user,
+                                password: Secret::new(password),
+                            }),
+                            db,
+                        },
                     }
                 },
             )
@@ -1280,6 +1345,7 @@ mod tests {
                 }],
             }],
             backlog_limit: 10,
+            session: Session::default(),
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
@@ -1309,6 +1375,30 @@ mod tests {
             ("shards[0].global_index", |p| p.shards[0].global_index = 5),
             ("shards[0].classes", |p| p.shards[0].classes.clear()),
             ("arrival", |p| p.arrival = 99),
+            ("session.db", |p| {
+                p.session = Some(pb::TargetSession {
+                    login: None,
+                    db: u32::MAX,
+                })
+            }),
+            ("session.login.user", |p| {
+                p.session = Some(pb::TargetSession {
+                    login: Some(pb::Login {
+                        user: String::new(),
+                        password: "pw".into(),
+                    }),
+                    db: 0,
+                })
+            }),
+            ("session.login.password", |p| {
+                p.session = Some(pb::TargetSession {
+                    login: Some(pb::Login {
+                        user: "u".into(),
+                        password: "x".repeat(limits::MAX_NAME + 1),
+                    }),
+                    db: 0,
+                })
+            }),
             ("classes[0].keys.zipf.exponent", |p| {
                 p.classes[0].keys.as_mut().unwrap().dist =
                     Some(pb::key_space::Dist::Zipf(pb::ZipfKeys {

@@ -15,6 +15,8 @@
 //! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
 //! - [`plan`]: a run plan as a worker runs it: the checked wire plan with workloads built.
 //! - [`clock`]: Unix time as the protocol carries it.
+//! - [`target`]: the target's address and the session every connection opens with (login,
+//!   database), parsed from `host:port` or a `redis://` URI; passwords as [`Secret`](target::Secret)s.
 
 pub mod clock;
 pub mod convert;
@@ -24,4 +26,5 @@ pub mod rng;
 pub mod schedule;
 pub mod shapes;
 pub mod stats;
+pub mod target;
 pub mod workload;

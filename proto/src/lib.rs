@@ -10,12 +10,22 @@ use std::time::Duration;
 #[allow(clippy::all, missing_docs)]
 pub mod pb {
     tonic::include_proto!("crest.v1");
+
+    impl std::fmt::Debug for Login {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Login")
+                .field("user", &self.user)
+                .field("password", &"***")
+                .finish()
+        }
+    }
 }
 
 /// Protocol version carried in `Register`; a worker with another version is refused.
 /// Version 2: typed key distributions and value sizes (`oneof`), a failure kind in
-/// `RunFailed`, no `Interval.target_rate`.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// `RunFailed`, no `Interval.target_rate`. Version 3: `RunPlan.session` (login and
+/// database); an older worker would ignore it and load database 0 unauthenticated.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

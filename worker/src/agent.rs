@@ -407,10 +407,14 @@ async fn start_run(
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot read the open-file limit"),
     }
-    crate::probe::probe(target).await.map_err(|e| match e {
-        crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
-        crate::probe::Refusal::Refused { .. } => fail_as(FailureKind::TargetRefused, e.to_string()),
-    })?;
+    crate::probe::probe(target, &plan.session)
+        .await
+        .map_err(|e| match e {
+            crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
+            crate::probe::Refusal::Refused { .. } => {
+                fail_as(FailureKind::TargetRefused, e.to_string())
+            }
+        })?;
     // The start instant is the peer's number: saturate instead of overflowing, and refuse
     // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
     let wait = Duration::from_nanos(

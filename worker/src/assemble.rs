@@ -89,6 +89,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             global_index: part.global_index,
             total_shards: plan.total_shards,
             target: wiring.target,
+            session: plan.session.clone(),
             classes,
             seed: part.seed,
             pacer: plan.pacer,
@@ -177,6 +178,7 @@ mod tests {
             total_shards: 4,
             shards: vec![part(0, Some(7)), part(1, None)],
             backlog_limit: 99,
+            session: Default::default(),
         }
     }
 

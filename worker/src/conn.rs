@@ -19,10 +19,20 @@
 //! beyond their base size, and a top-level bulk string (a GET of a 512 MB value) is streamed
 //! past without being buffered at all: only its header and final CRLF are kept. A reply
 //! over a cap fails as `reply_too_large` and closes the connection.
+//!
+//! A run with a login or a database sets every connection up before it carries requests
+//! ([`Setup`]): once the TCP connect is done the connection sends `HELLO 2 AUTH` (or
+//! `AUTH`, on servers without `HELLO`) and `SELECT`, one step at a time, and only when
+//! the last step's reply is in does it become [`ConnState::Up`] and take requests. Setup
+//! replies are matched by [`Conn::take_setup`], never by [`match_replies`]: they are not
+//! requests of the run and count nowhere but, when the server refuses a step, as one
+//! connection error of its kind (`setup: WRONGPASS`).
 
 use crate::class::ClassId;
 use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
+use crest_model::stats::clean_message;
+use crest_model::target::{DEFAULT_USER, Session};
 use crest_model::workload::Wire;
 use crest_resp::{self as resp, ReplyKind, Scan};
 use std::borrow::Cow;
@@ -184,12 +194,166 @@ impl Pending {
     }
 }
 
+/// The commands a connection sends before any request, encoded once per shard. Its
+/// `Debug` leaves out the bytes: they hold the password.
+pub struct Setup {
+    /// `HELLO 2 AUTH user password`, when there is a login.
+    hello: Option<Vec<u8>>,
+    /// `AUTH [user] password`: what a server that refuses `HELLO` gets instead (the user
+    /// is left out for `default`, so a server older than ACLs takes it too).
+    auth: Vec<u8>,
+    /// `SELECT db`, when the database is not 0.
+    select: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup")
+            .field("login", &self.hello.is_some())
+            .field("select", &self.select.is_some())
+            .finish()
+    }
+}
+
+/// The setup reply a connection waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// `HELLO 2 AUTH`.
+    Hello,
+    /// `AUTH`, after the server refused `HELLO`.
+    Auth,
+    /// `SELECT`.
+    Select,
+}
+
+/// What a setup reply leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next<'a> {
+    /// Send these bytes and wait for `Step`'s reply.
+    Send(&'a [u8], Step),
+    /// Set up: requests may go.
+    Done,
+    /// The server refused the step: the connection cannot be used.
+    Refused(Refusal),
+}
+
+/// A setup step the server refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// The step.
+    pub step: Step,
+    /// The connection-error kind it counts as: `setup: ` and the reply's first word,
+    /// from a fixed set so a hostile server cannot grow the books.
+    pub kind: &'static str,
+}
+
+/// The connection-error kind of a setup step refused with first word `word`.
+fn refusal_kind(word: &[u8]) -> &'static str {
+    match word {
+        b"WRONGPASS" => "setup: WRONGPASS",
+        b"NOPERM" => "setup: NOPERM",
+        b"NOAUTH" => "setup: NOAUTH",
+        b"ERR" => "setup: ERR",
+        _ => "setup: other",
+    }
+}
+
+impl Setup {
+    /// The setup of `session`; None when a connection needs none.
+    pub fn new(session: &Session) -> Option<Self> {
+        if session.is_plain() {
+            return None;
+        }
+        let enc = |args: &[&[u8]]| {
+            let mut b = Vec::new();
+            resp::encode_command(&mut b, args);
+            b
+        };
+        let (hello, auth) = match &session.login {
+            Some(l) => {
+                let (u, p) = (l.user.as_bytes(), l.password.expose().as_bytes());
+                let auth = if l.user == DEFAULT_USER {
+                    enc(&[b"AUTH", p])
+                } else {
+                    enc(&[b"AUTH", u, p])
+                };
+                (Some(enc(&[b"HELLO", b"2", b"AUTH", u, p])), auth)
+            }
+            None => (None, Vec::new()),
+        };
+        let db = session.db.to_string();
+        let select = (session.db != 0).then(|| enc(&[b"SELECT", db.as_bytes()]));
+        Some(Self {
+            hello,
+            auth,
+            select,
+        })
+    }
+
+    /// The first command, and the step whose reply it waits for.
+    pub fn first(&self) -> (&[u8], Step) {
+        match (&self.hello, &self.select) {
+            (Some(h), _) => (h, Step::Hello),
+            (None, Some(s)) => (s, Step::Select),
+            // Never built: `Setup::new` gives None for a session with nothing to set up.
+            (None, None) => (&[], Step::Select),
+        }
+    }
+
+    /// What the reply `reply` to `step` leads to. A `HELLO` refused for any reason but a
+    /// wrong password (an unknown command on Redis 5, an ACL without `+hello`) falls back
+    /// to `AUTH`, whose answer is final.
+    pub fn next(&self, step: Step, reply: ReplyKind<'_>) -> Next<'_> {
+        let then_select = || match &self.select {
+            Some(s) => Next::Send(s, Step::Select),
+            None => Next::Done,
+        };
+        match (step, reply) {
+            (Step::Hello | Step::Auth, ReplyKind::Value) => then_select(),
+            (Step::Select, ReplyKind::Value) => Next::Done,
+            (Step::Hello, ReplyKind::Error { kind, .. }) if kind != b"WRONGPASS" => {
+                Next::Send(&self.auth, Step::Auth)
+            }
+            (step, ReplyKind::Error { kind, .. }) => Next::Refused(Refusal {
+                step,
+                kind: refusal_kind(kind),
+            }),
+        }
+    }
+}
+
+/// How far [`Conn::take_setup`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupProgress {
+    /// Waiting for a setup reply; `flush` when a next command was queued to write.
+    Waiting {
+        /// The write buffer holds the next setup command.
+        flush: bool,
+    },
+    /// Set up: the connection is [`ConnState::Up`].
+    Up,
+}
+
+/// Why a setup ended the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetupError {
+    /// Bytes that are not a setup reply (garbage, too large, or more than was asked).
+    Fault(Fault),
+    /// The server refused a step; with its message, cleaned.
+    Refused(Refusal, String),
+}
+
 /// A connection's lifecycle.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum ConnState {
     /// A non-blocking connect is under way since `since` (ns since the start).
     Connecting {
         /// When the connect began.
+        since: u64,
+    },
+    /// Connected, sending the session's setup ([`Setup`]) since `since`; no requests yet.
+    Setup {
+        /// When the connect completed.
         since: u64,
     },
     /// Connected; requests may be sent.
@@ -325,6 +489,8 @@ pub enum Due {
     Timeout,
     /// The connect has taken longer than the timeout.
     ConnectTimeout,
+    /// The setup has taken longer than the timeout.
+    SetupTimeout,
     /// The backoff has passed: connect again.
     Retry,
 }
@@ -364,6 +530,10 @@ pub struct Conn {
     budget: Rc<ReadBudget>,
     /// On the shard's list of connections to flush this turn.
     dirty: bool,
+    /// What the connection sends before requests (None: nothing).
+    setup: Option<Rc<Setup>>,
+    /// The setup reply awaited, while [`ConnState::Setup`].
+    step: Step,
 }
 
 impl Conn {
@@ -391,7 +561,15 @@ impl Conn {
             skip: 0,
             budget,
             dirty: false,
+            setup: None,
+            step: Step::Select,
         }
+    }
+
+    /// The same connection, set up with `setup` on every (re)connect.
+    pub fn with_setup(mut self, setup: Option<Rc<Setup>>) -> Self {
+        self.setup = setup;
+        self
     }
 
     /// Where the connection is in its lifecycle.
@@ -460,11 +638,18 @@ impl Conn {
             })
     }
 
-    /// Completes a connect that epoll reported done: up, or the error that ended it.
+    /// Completes a connect that epoll reported done at `now`: up, or setting up (its first
+    /// setup command is in the write buffer, for the caller to flush), or the error that
+    /// ended it.
     ///
     /// # Errors
     /// The connection-error kind of a failed connect.
-    pub fn finish_connect(&mut self, id: ConnId, ep: &Epoll) -> Result<(), String> {
+    pub fn finish_connect(
+        &mut self,
+        id: ConnId,
+        ep: &Epoll,
+        now: u64,
+    ) -> Result<ConnState, String> {
         let err = self
             .sock
             .as_ref()
@@ -475,12 +660,94 @@ impl Conn {
                 if let Some(s) = &self.sock {
                     let _ = ep.modify(s.as_fd(), Interest::Read, id.token());
                 }
-                self.state = ConnState::Up;
-                self.backoff = BACKOFF_MIN_NS;
                 self.want_out = false;
-                Ok(())
+                self.begin(now);
+                Ok(self.state)
             }
             Ok(Some(e)) | Err(e) => Err(format!("connect: {}", error_kind(&e))),
+        }
+    }
+
+    /// A connected socket at `now`: up, or setting up with the first setup command in the
+    /// write buffer.
+    fn begin(&mut self, now: u64) {
+        match self.setup.clone() {
+            Some(setup) => {
+                let (bytes, step) = setup.first();
+                self.wbuf.extend_from_slice(bytes);
+                self.step = step;
+                self.state = ConnState::Setup { since: now };
+            }
+            None => self.up(),
+        }
+    }
+
+    /// Ready for requests. The backoff resets only here, so a server that accepts the
+    /// connect but refuses the setup is retried with a growing wait, not every 10 ms.
+    fn up(&mut self) {
+        self.state = ConnState::Up;
+        self.backoff = BACKOFF_MIN_NS;
+    }
+
+    /// Takes the setup replies read so far, advancing the setup a step per reply; the last
+    /// makes the connection up. Nothing is taken from or added to the requests in flight
+    /// (there are none while setting up).
+    ///
+    /// # Errors
+    /// [`SetupError`] when the server refused a step or sent bytes that are not the reply
+    /// asked for; the caller closes the connection.
+    pub fn take_setup(&mut self) -> Result<SetupProgress, SetupError> {
+        let Some(setup) = self.setup.clone() else {
+            return Err(SetupError::Fault(Fault::UnexpectedReply));
+        };
+        let mut flush = false;
+        loop {
+            let buf = &self.rbuf[self.rstart..self.rend];
+            if buf.is_empty() {
+                self.rstart = 0;
+                self.rend = 0;
+                self.need = 0;
+                return Ok(SetupProgress::Waiting { flush });
+            }
+            if self.state == ConnState::Up {
+                // More than the last setup step's reply, before any request was sent.
+                return Err(SetupError::Fault(Fault::UnexpectedReply));
+            }
+            match resp::scan_reply(buf) {
+                Ok(Scan::Incomplete { need }) => {
+                    if need > self.budget.max_reply {
+                        return Err(SetupError::Fault(Fault::TooLarge));
+                    }
+                    self.need = self.rstart + need;
+                    return Ok(SetupProgress::Waiting { flush });
+                }
+                Ok(Scan::Reply { kind, len }) => {
+                    let next = setup.next(self.step, kind);
+                    let message = match kind {
+                        ReplyKind::Error { message, .. } => clean_message(message),
+                        ReplyKind::Value => String::new(),
+                    };
+                    self.rstart += len;
+                    match next {
+                        Next::Send(bytes, step) => {
+                            self.wbuf.extend_from_slice(bytes);
+                            self.step = step;
+                            flush = true;
+                        }
+                        Next::Done => {
+                            self.up();
+                            if self.rstart == self.rend {
+                                self.rstart = 0;
+                                self.rend = 0;
+                                self.need = 0;
+                                return Ok(SetupProgress::Up);
+                            }
+                        }
+                        Next::Refused(r) => return Err(SetupError::Refused(r, message)),
+                    }
+                }
+                Err(_) => return Err(SetupError::Fault(Fault::ProtocolError)),
+            }
         }
     }
 
@@ -728,6 +995,7 @@ impl Conn {
             ConnState::Connecting { since } if now.saturating_sub(since) > timeout => {
                 Due::ConnectTimeout
             }
+            ConnState::Setup { since } if now.saturating_sub(since) > timeout => Due::SetupTimeout,
             ConnState::Down { retry_at } if now >= retry_at => Due::Retry,
             _ => Due::Nothing,
         }
@@ -1357,5 +1625,166 @@ mod tests {
         assert_eq!(sent, 3);
         reader.join().unwrap();
         assert!(c.splices.is_empty() && c.wbuf.is_empty());
+    }
+
+    fn login(user: &str, db: u32) -> Rc<Setup> {
+        let session = Session {
+            login: Some(crest_model::target::Login {
+                user: user.into(),
+                password: crest_model::target::Secret::new("pw"),
+            }),
+            db,
+        };
+        Rc::new(Setup::new(&session).unwrap())
+    }
+
+    const ERR: fn(&'static [u8]) -> ReplyKind<'static> = |kind| ReplyKind::Error {
+        kind,
+        message: kind,
+    };
+
+    /// HELLO, then SELECT; a HELLO refused for anything but the password falls back to
+    /// AUTH; every refusal counts under a fixed kind.
+    #[test]
+    fn setup_steps_follow_the_replies() {
+        assert!(
+            Setup::new(&Session::default()).is_none(),
+            "nothing to set up"
+        );
+        let s = login("bench", 2);
+        assert_eq!(s.first().1, Step::Hello);
+        assert!(
+            s.first()
+                .0
+                .starts_with(b"*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench")
+        );
+        let select = b"*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n".as_slice();
+        assert_eq!(
+            s.next(Step::Hello, ReplyKind::Value),
+            Next::Send(select, Step::Select)
+        );
+        assert_eq!(
+            s.next(Step::Hello, ERR(b"ERR")),
+            Next::Send(
+                b"*3\r\n$4\r\nAUTH\r\n$5\r\nbench\r\n$2\r\npw\r\n",
+                Step::Auth
+            )
+        );
+        assert_eq!(
+            s.next(Step::Auth, ReplyKind::Value),
+            Next::Send(select, Step::Select)
+        );
+        assert_eq!(s.next(Step::Select, ReplyKind::Value), Next::Done);
+        for (step, word, kind) in [
+            (Step::Hello, b"WRONGPASS".as_slice(), "setup: WRONGPASS"),
+            (Step::Auth, b"WRONGPASS", "setup: WRONGPASS"),
+            (Step::Select, b"NOPERM", "setup: NOPERM"),
+            (Step::Select, b"ERR", "setup: ERR"),
+            (Step::Auth, b"\xffWEIRD", "setup: other"),
+        ] {
+            let r = s.next(
+                step,
+                ReplyKind::Error {
+                    kind: word,
+                    message: word,
+                },
+            );
+            assert_eq!(r, Next::Refused(Refusal { step, kind }));
+        }
+        // A password alone: the user `default`, left out of AUTH for old servers.
+        let d = login("default", 0);
+        assert_eq!(d.next(Step::Hello, ReplyKind::Value), Next::Done);
+        assert_eq!(
+            d.next(Step::Hello, ERR(b"ERR")),
+            Next::Send(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n", Step::Auth)
+        );
+        // A database alone: SELECT first.
+        let db = Setup::new(&Session { login: None, db: 7 }).unwrap();
+        assert_eq!(
+            db.first(),
+            (
+                b"*2\r\n$6\r\nSELECT\r\n$1\r\n7\r\n".as_slice(),
+                Step::Select
+            )
+        );
+        assert!(!format!("{s:?}").contains("pw"), "{s:?}");
+    }
+
+    /// Over a socket pair: the setup's replies are taken by the setup alone; the
+    /// connection takes no request until it is up, and the first reply after that answers
+    /// the first request, nothing else.
+    #[test]
+    fn setup_replies_are_never_counted_as_requests() {
+        let mut c = Conn::for_tests(ClassId(0)).with_setup(Some(login("bench", 2)));
+        let (ep, mut theirs) = pair(&mut c);
+        c.begin(7);
+        assert_eq!(c.state(), ConnState::Setup { since: 7 });
+        assert!(!c.has_room(8), "no requests while setting up");
+        let mut sent = 0;
+        c.flush(ConnId(0), &ep, 8, |_| sent += 1).unwrap();
+        assert_eq!(sent, 0, "the setup is not a request");
+        let mut got = [0u8; 256];
+        let n = theirs.read(&mut got).unwrap();
+        assert!(got[..n].starts_with(b"*5\r\n$5\r\nHELLO"));
+        // The HELLO reply in two pieces, as a RESP2 map.
+        theirs.write_all(b"*2\r\n$6\r\nserver\r\n$5\r\nre").unwrap();
+        assert_eq!(c.receive(), Received::Data { filled: false });
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Waiting { flush: false }));
+        theirs.write_all(b"dis\r\n").unwrap();
+        assert_eq!(c.receive(), Received::Data { filled: false });
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Waiting { flush: true }));
+        c.flush(ConnId(0), &ep, 9, |_| sent += 1).unwrap();
+        let n = theirs.read(&mut got).unwrap();
+        assert_eq!(&got[..n], b"*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n");
+        theirs.write_all(b"+OK\r\n").unwrap();
+        assert_eq!(c.receive(), Received::Data { filled: false });
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Up));
+        assert_eq!(c.state(), ConnState::Up);
+        assert_eq!(sent, 0);
+        // Now a request: its reply is the only one matched.
+        c.enqueue(pending(10, 0), |b| b.bytes().extend_from_slice(b"PING\r\n"));
+        c.flush(ConnId(0), &ep, 11, |_| sent += 1).unwrap();
+        assert_eq!(sent, 1);
+        theirs.write_all(b"+PONG\r\n").unwrap();
+        assert_eq!(c.receive(), Received::Data { filled: false });
+        let mut answered = Vec::new();
+        c.take_replies(|r| answered.push(r.req.intended)).unwrap();
+        assert_eq!(answered, vec![10]);
+    }
+
+    /// A refused step ends the setup with its kind and the server's words; a reply beyond
+    /// the last step (nothing asked for it) is unexpected; a reconnect sets up again.
+    #[test]
+    fn a_refused_or_overlong_setup_ends_the_connection() {
+        let mut c = Conn::for_tests(ClassId(0)).with_setup(Some(login("bench", 0)));
+        c.begin(0);
+        c.feed(b"-WRONGPASS invalid username-password pair\r\n");
+        assert_eq!(
+            c.take_setup(),
+            Err(SetupError::Refused(
+                Refusal {
+                    step: Step::Hello,
+                    kind: "setup: WRONGPASS"
+                },
+                "WRONGPASS invalid username-password pair".into()
+            ))
+        );
+        c.close(0, |_, _| panic!("no request was on it"));
+        c.begin(1);
+        assert_eq!(c.state(), ConnState::Setup { since: 1 });
+        c.feed(b"+OK\r\n+surprise\r\n");
+        assert_eq!(
+            c.take_setup(),
+            Err(SetupError::Fault(Fault::UnexpectedReply))
+        );
+        c.close(2, |_, _| {});
+        c.begin(3);
+        c.feed(b"!!\r\n");
+        assert_eq!(c.take_setup(), Err(SetupError::Fault(Fault::ProtocolError)));
+        // A setup that takes longer than the timeout is due to be closed.
+        c.close(4, |_, _| {});
+        c.begin(10);
+        assert_eq!(c.due(15, 5), Due::Nothing);
+        assert_eq!(c.due(16, 5), Due::SetupTimeout);
     }
 }

@@ -7,7 +7,8 @@
 //!   intervals), interval rollover, finish; the shard's configuration and events.
 //! - `class` (private): one class in a shard: open-loop schedule or closed-loop budget,
 //!   dispatch onto free pipeline slots, the backlog, results.
-//! - `conn` (private): one connection: socket, buffers, state and backoff, and reply
+//! - `conn` (private): one connection: socket, buffers, state and backoff, the session
+//!   setup it sends before any request (`HELLO 2 AUTH` / `AUTH`, `SELECT`), and reply
 //!   matching as a pure function of the read buffer and the requests in flight.
 //! - `sys` (private): epoll with nanosecond waits, timer slack, errno names, the open-file
 //!   limit; the crate's only `unsafe` code.
@@ -16,8 +17,9 @@
 //! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
 //!   rustls configurations of both ends, a failed dial worded as one line.
 //! - [`cpus`]: which cores the shards run on.
-//! - [`probe`]: one question to the target before a run, so a server that refuses the
-//!   generator (a password, maxclients) stops the run with its own words.
+//! - [`probe`]: one connection set up like every other (login, database) and one question
+//!   to the target before a run, so a server that refuses the generator (a wrong password,
+//!   a missing permission or database, maxclients) stops the run with its own words.
 //!
 //! Data flow: coordinator → `StartRun` → [`agent`] → [`assemble`] → one [`shard`] thread
 //! per core → `ShardEvent::Interval` per interval → [`agent`] sums shards → `Interval` to

@@ -1,15 +1,23 @@
-//! Before a run's shards open their connections, one probe connection asks the target a
-//! harmless question (`ECHO`, which no workload sends, so the server's counts of the
-//! measured commands stay exact). A target that refuses the generator outright — it wants
-//! a password, or has no room for more clients — fails the run before it starts, with the
-//! server's own words, instead of a report full of `NOAUTH` errors.
+//! Before a run's shards open their connections, one probe connection sets itself up the
+//! way every shard connection will (`HELLO 2 AUTH` or `AUTH`, then `SELECT`: the same
+//! [`Setup`]) and asks the target a harmless question (`ECHO`, which no workload sends,
+//! so the server's counts of the measured commands stay exact). A target that refuses the
+//! generator outright — a wrong password, a user without permission, a database it does
+//! not have, a password it wants and was not given, no room for more clients — fails the
+//! run before it starts, with the server's own words and what would be right, instead of
+//! a report full of errors.
 
+use crate::conn::{Next, Setup, Step};
+use crest_model::target::Session;
+use crest_resp::{self as resp, Scan};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long the probe may take in all: well inside the start lead the coordinator gives.
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// Largest reply the probe reads (a `HELLO` reply is a few hundred bytes).
+const MAX_PROBE_REPLY: usize = 64 * 1024;
 
 /// What the probe found that stops the run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,15 +42,48 @@ pub enum Refusal {
     },
 }
 
-/// The hint for an error reply that refuses every request, or None for one that does not.
-fn refusal_hint(reply: &str) -> Option<&'static str> {
+/// What the probe connection heard.
+enum Heard {
+    /// Nothing that stops the run.
+    Fine,
+    /// The server refused a setup step with this error line.
+    SetupRefused(Step, String),
+    /// The server answered `ECHO` with this error line.
+    EchoError(String),
+}
+
+/// The hint for a setup step the server refused with error line `reply`.
+fn setup_hint(step: Step, reply: &str) -> &'static str {
+    let word = reply.split_whitespace().next().unwrap_or_default();
+    match (step, word) {
+        (_, "WRONGPASS") => {
+            " (wrong user or password: check --user and --password, --password-file, CREST_PASSWORD or the redis:// URI)"
+        }
+        (Step::Select, "NOPERM") => {
+            " (the user may not run SELECT: allow it, e.g. ACL SETUSER <user> +select, or load database 0)"
+        }
+        (Step::Select, _) if reply.contains("out of range") => {
+            " (the server has fewer databases: give a --db below its `databases` setting)"
+        }
+        (Step::Select, _) => " (the server refuses SELECT: give --db 0, or a database it has)",
+        _ if reply.contains("max number of clients") => {
+            " (raise the server's maxclients, or use fewer --connections)"
+        }
+        _ => " (the server refuses the login: check --user, the password and the user's ACL)",
+    }
+}
+
+/// The hint for an error reply to `ECHO` that refuses every request, or None for one that
+/// does not. `login`: the connection authenticated (a NOPERM then only says the user may
+/// not run ECHO, which no workload sends).
+fn refusal_hint(reply: &str, login: bool) -> Option<&'static str> {
     let word = reply.split_whitespace().next().unwrap_or_default();
     match word {
         "NOAUTH" | "WRONGPASS" => Some(
-            " (the server requires a password; Crest does not authenticate yet: load a server without requirepass)",
+            " (the server requires a password: give --password, --password-file or CREST_PASSWORD, and --user for an ACL user)",
         ),
-        "NOPERM" => Some(
-            " (the default user may not run commands; allow it, e.g. ACL SETUSER default on nopass +@all ~*)",
+        "NOPERM" if !login => Some(
+            " (the default user may not run commands: give --user and a password of one that may, or allow it, e.g. ACL SETUSER default on nopass +@all ~*)",
         ),
         _ if reply.contains("max number of clients") => {
             Some(" (raise the server's maxclients, or use fewer --connections)")
@@ -51,13 +92,20 @@ fn refusal_hint(reply: &str) -> Option<&'static str> {
     }
 }
 
-/// Probes `addr`. Slow or silent targets pass (the run measures them); only a refusal
-/// every request would meet stops the run.
+/// Probes `addr`, setting the probe connection up as `session` says. Slow or silent
+/// targets pass (the run measures them); only a refusal every connection or request would
+/// meet stops the run.
 ///
 /// # Errors
 /// [`Refusal`] when the connection is refused or the server refuses the generator.
-pub async fn probe(addr: SocketAddr) -> Result<(), Refusal> {
-    match tokio::time::timeout(PROBE_TIMEOUT, ask(addr)).await {
+pub async fn probe(addr: SocketAddr, session: &Session) -> Result<(), Refusal> {
+    let setup = Setup::new(session);
+    let refused = |message: String, hint| Refusal::Refused {
+        addr,
+        message,
+        hint,
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, ask(addr, setup.as_ref())).await {
         Err(_elapsed) => Ok(()),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             Err(Refusal::Unreachable {
@@ -67,45 +115,85 @@ pub async fn probe(addr: SocketAddr) -> Result<(), Refusal> {
         }
         // Other I/O trouble (a reset, a close): the shards meet it too and count it.
         Ok(Err(_)) => Ok(()),
-        Ok(Ok(line)) => match line
-            .strip_prefix('-')
-            .and_then(|m| Some((m, refusal_hint(m)?)))
-        {
-            Some((message, hint)) => Err(Refusal::Refused {
-                addr,
-                message: message.to_string(),
-                hint,
-            }),
-            None => Ok(()),
-        },
+        Ok(Ok(Heard::Fine)) => Ok(()),
+        Ok(Ok(Heard::SetupRefused(step, message))) => {
+            let hint = setup_hint(step, &message);
+            Err(refused(message, hint))
+        }
+        Ok(Ok(Heard::EchoError(message))) => {
+            match refusal_hint(&message, session.login.is_some()) {
+                Some(hint) => Err(refused(message, hint)),
+                None => Ok(()),
+            }
+        }
     }
 }
 
-/// Connects, sends `ECHO`, returns the first line of the reply (at most 512 bytes).
-async fn ask(addr: SocketAddr) -> std::io::Result<String> {
+/// Connects, runs the setup's steps, sends `ECHO`; says what it heard.
+async fn ask(addr: SocketAddr, setup: Option<&Setup>) -> std::io::Result<Heard> {
     let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let mut buf = Vec::new();
+    if let Some(setup) = setup {
+        let (mut bytes, mut step) = setup.first();
+        loop {
+            s.write_all(bytes).await?;
+            let Some(len) = read_reply(&mut s, &mut buf).await? else {
+                return Ok(Heard::Fine);
+            };
+            let reply = match resp::scan_reply(&buf[..len]) {
+                Ok(Scan::Reply { kind, .. }) => kind,
+                _ => return Ok(Heard::Fine),
+            };
+            match setup.next(step, reply) {
+                Next::Send(b, st) => (bytes, step) = (b, st),
+                Next::Done => break,
+                Next::Refused(_) => return Ok(Heard::SetupRefused(step, line(&buf[..len]))),
+            }
+            buf.drain(..len);
+        }
+        buf.clear();
+    }
     s.write_all(b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n")
         .await?;
-    let mut buf = [0u8; 512];
-    let mut len = 0;
-    while len < buf.len() {
-        let n = s.read(&mut buf[len..]).await?;
+    Ok(match read_reply(&mut s, &mut buf).await? {
+        Some(len) if buf.first() == Some(&b'-') => Heard::EchoError(line(&buf[..len])),
+        _ => Heard::Fine,
+    })
+}
+
+/// Reads until `buf` starts with one complete reply; its length, or None when the server
+/// closed, sent garbage or more than [`MAX_PROBE_REPLY`] first.
+async fn read_reply(
+    s: &mut tokio::net::TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<usize>> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match resp::scan_reply(buf) {
+            Ok(Scan::Reply { len, .. }) => return Ok(Some(len)),
+            Ok(Scan::Incomplete { .. }) if buf.len() < MAX_PROBE_REPLY => {}
+            _ => return Ok(None),
+        }
+        let n = s.read(&mut chunk).await?;
         if n == 0 {
-            break;
+            return Ok(None);
         }
-        len += n;
-        if buf[..len].contains(&b'\n') {
-            break;
-        }
+        buf.extend_from_slice(&chunk[..n]);
     }
-    let text = String::from_utf8_lossy(&buf[..len]);
-    let line = text.lines().next().unwrap_or_default();
-    // A server's message is printable text; control bytes are never echoed raw.
-    Ok(line
+}
+
+/// An error reply's line without its `-`, as printable text (at most 300 characters): a
+/// server's message is never echoed raw.
+fn line(reply: &[u8]) -> String {
+    let text = String::from_utf8_lossy(reply);
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .strip_prefix('-')
+        .unwrap_or(first)
         .chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .take(300)
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -129,27 +217,28 @@ mod tests {
     #[tokio::test]
     async fn a_password_or_full_server_refuses_with_its_own_words() {
         let a = server(b"-NOAUTH Authentication required.\r\n").await;
-        let e = probe(a).await.unwrap_err().to_string();
+        let e = probe(a, &Session::default()).await.unwrap_err().to_string();
         assert!(e.contains("NOAUTH Authentication required."), "{e}");
-        assert!(e.contains("requirepass"), "{e}");
+        assert!(e.contains("--password"), "{e}");
         let a = server(b"-ERR max number of clients reached\r\n").await;
-        let e = probe(a).await.unwrap_err().to_string();
+        let e = probe(a, &Session::default()).await.unwrap_err().to_string();
         assert!(e.contains("max number of clients reached"), "{e}");
         assert!(e.contains("maxclients"), "{e}");
     }
 
     #[tokio::test]
     async fn answers_silence_and_other_errors_pass() {
-        probe(server(b"$11\r\ncrest-probe\r\n").await)
+        let plain = Session::default();
+        probe(server(b"$11\r\ncrest-probe\r\n").await, &plain)
             .await
             .unwrap();
-        probe(server(b"-ERR unknown command 'ECHO'\r\n").await)
+        probe(server(b"-ERR unknown command 'ECHO'\r\n").await, &plain)
             .await
             .unwrap();
-        probe(server(b"").await).await.unwrap();
+        probe(server(b"").await, &plain).await.unwrap();
         // Accepts and never answers: the probe gives up quietly; the run measures it.
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        probe(l.local_addr().unwrap()).await.unwrap();
+        probe(l.local_addr().unwrap(), &plain).await.unwrap();
     }
 
     #[tokio::test]
@@ -157,7 +246,112 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let a = l.local_addr().unwrap();
         drop(l);
-        let e = probe(a).await.unwrap_err();
+        let e = probe(a, &Session::default()).await.unwrap_err();
         assert!(matches!(e, Refusal::Unreachable { .. }), "{e}");
+    }
+
+    /// A server that answers the n-th read of a connection with `replies[n]`, and hands
+    /// back everything the probe sent.
+    async fn scripted(
+        replies: &'static [&'static [u8]],
+    ) -> (SocketAddr, tokio::task::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = Vec::new();
+            for r in replies {
+                let mut buf = [0u8; 256];
+                let n = s.read(&mut buf).await.unwrap();
+                got.extend_from_slice(&buf[..n]);
+                s.write_all(r).await.unwrap();
+            }
+            got
+        });
+        (addr, h)
+    }
+
+    fn session(user: &str, db: u32) -> Session {
+        Session {
+            login: Some(crest_model::target::Login {
+                user: user.into(),
+                password: crest_model::target::Secret::new("pw"),
+            }),
+            db,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_probe_logs_in_and_selects_like_every_connection() {
+        let (a, h) = scripted(&[
+            b"*2\r\n$6\r\nserver\r\n$5\r\nredis\r\n",
+            b"+OK\r\n",
+            b"$11\r\ncrest-probe\r\n",
+        ])
+        .await;
+        probe(a, &session("bench", 3)).await.unwrap();
+        let sent = String::from_utf8(h.await.unwrap()).unwrap();
+        assert_eq!(
+            sent,
+            "*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n"
+        );
+    }
+
+    /// A server without HELLO gets AUTH (the user left out for `default`, as Redis 5 wants).
+    #[tokio::test]
+    async fn an_old_server_gets_auth_after_hello_is_unknown() {
+        let (a, h) = scripted(&[
+            b"-ERR unknown command 'HELLO'\r\n",
+            b"+OK\r\n",
+            b"$11\r\ncrest-probe\r\n",
+        ])
+        .await;
+        probe(a, &session("default", 0)).await.unwrap();
+        let sent = String::from_utf8(h.await.unwrap()).unwrap();
+        assert!(
+            sent.contains("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$4\r\nECHO"),
+            "{sent:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_password_or_a_missing_database_refuses_with_the_fix() {
+        let (a, _h) =
+            scripted(&[b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"])
+                .await;
+        let e = probe(a, &session("bench", 0))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("WRONGPASS invalid username-password pair"),
+            "{e}"
+        );
+        assert!(e.contains("--password-file"), "{e}");
+        assert!(!e.contains("pw "), "{e}");
+        let (a, _h) = scripted(&[b"+OK\r\n", b"-ERR DB index is out of range\r\n"]).await;
+        let e = probe(a, &session("bench", 99))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ERR DB index is out of range"), "{e}");
+        assert!(e.contains("--db below"), "{e}");
+        let (a, _h) = scripted(&[
+            b"+OK\r\n",
+            b"-NOPERM this user has no permissions to run the 'select' command\r\n",
+        ])
+        .await;
+        let e = probe(a, &session("bench", 1))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("+select"), "{e}");
+        // Logged in but not allowed ECHO: the workload's commands may still be allowed.
+        let (a, _h) = scripted(&[
+            b"*0\r\n",
+            b"-NOPERM no permissions to run the 'echo' command\r\n",
+        ])
+        .await;
+        probe(a, &session("bench", 0)).await.unwrap();
     }
 }

@@ -32,13 +32,16 @@
 //! only what was younger than the timeout.
 
 use crate::class::{ClassId, ClassState, Failure, Outbox};
-use crate::conn::{Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received};
+use crate::conn::{
+    Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received, Setup, SetupError, SetupProgress,
+};
 use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::sys::error_kind;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
 use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error};
+use crest_model::target::Session;
 use crest_model::workload::{Cursor, Workload};
 use std::io;
 use std::net::SocketAddr;
@@ -88,6 +91,8 @@ pub struct ShardConfig {
     pub total_shards: u32,
     /// Server address.
     pub target: SocketAddr,
+    /// What every connection sends before its first request (login, database).
+    pub session: Session,
     /// The classes.
     pub classes: Vec<ShardClass>,
     /// This shard's RNG seed.
@@ -295,12 +300,13 @@ impl Shard {
         let mut conns = Vec::new();
         let mut states = Vec::new();
         let budget = ReadBudget::default_caps();
+        let setup = Setup::new(&cfg.session).map(Rc::new);
         for (i, c) in classes.into_iter().enumerate() {
             let id = ClassId(i as u32);
             let value = c.workload.value_bytes();
-            conns.extend(
-                (0..c.connections).map(|_| Conn::new(id, value.clone(), Rc::clone(&budget))),
-            );
+            conns.extend((0..c.connections).map(|_| {
+                Conn::new(id, value.clone(), Rc::clone(&budget)).with_setup(setup.clone())
+            }));
             // Sequential keys and members interleave across the cluster's shards.
             let cursor = Cursor {
                 key: u64::from(cfg.global_index),
@@ -549,11 +555,12 @@ impl Shard {
             .min(Instant::now() + CONNECT_WAIT_MAX)
             .max(Instant::now() + CONNECT_WAIT_MIN);
         let mut events = Events::with_capacity(MAX_EVENTS);
-        while self
-            .conns
-            .iter()
-            .any(|c| matches!(c.state(), ConnState::Connecting { .. }))
-            && Instant::now() < deadline
+        while self.conns.iter().any(|c| {
+            matches!(
+                c.state(),
+                ConnState::Connecting { .. } | ConnState::Setup { .. }
+            )
+        }) && Instant::now() < deadline
             && !self.stopped()
         {
             let t = deadline.saturating_duration_since(Instant::now());
@@ -592,8 +599,10 @@ impl Shard {
 
     fn on_connected(&mut self, id: ConnId, now: u64) {
         let conn = &mut self.conns[id.index()];
-        match conn.finish_connect(id, &self.ep) {
-            Ok(()) => self.classes[conn.class.index()].on_up(id),
+        match conn.finish_connect(id, &self.ep, now) {
+            Ok(ConnState::Up) => self.classes[conn.class.index()].on_up(id),
+            // The first setup command is in the write buffer.
+            Ok(_) => self.flush(id, now),
             Err(kind) => self.conn_down(id, now, &kind, Failure::Disconnected),
         }
     }
@@ -649,6 +658,19 @@ impl Shard {
                     self.flush(id, now);
                 }
             }
+            ConnState::Setup { .. } => {
+                if ready.readable() {
+                    self.on_setup_readable(id);
+                }
+                let conn = &self.conns[id.index()];
+                if matches!(conn.state(), ConnState::Setup { .. } | ConnState::Up)
+                    && ready.writable()
+                    && conn.want_out()
+                {
+                    let now = self.now();
+                    self.flush(id, now);
+                }
+            }
             ConnState::Down { .. } => {}
         }
     }
@@ -665,6 +687,9 @@ impl Shard {
                 Due::Timeout => self.conn_down(id, now, "timeout", Failure::Timeout),
                 Due::ConnectTimeout => {
                     self.conn_down(id, now, "connect: timed_out", Failure::Disconnected);
+                }
+                Due::SetupTimeout => {
+                    self.conn_down(id, now, "setup: timed_out", Failure::Disconnected);
                 }
                 Due::Retry => self.start_connect(id, now),
                 Due::Nothing => {}
@@ -701,6 +726,55 @@ impl Shard {
     }
 
     // ---- receiving ---------------------------------------------------------------
+
+    /// Reads setup replies; the last makes the connection up and gives its slots to its
+    /// class. A refused step is one connection error of its kind (`setup: WRONGPASS`),
+    /// and the connection is retried after the backoff like a refused connect.
+    fn on_setup_readable(&mut self, id: ConnId) {
+        loop {
+            let conn = &mut self.conns[id.index()];
+            let filled = match conn.receive() {
+                Received::WouldBlock => return,
+                Received::Closed(kind) => {
+                    let now = self.now();
+                    self.conn_down(id, now, &kind, Failure::Disconnected);
+                    return;
+                }
+                Received::TooLarge => {
+                    let now = self.now();
+                    self.conn_down(id, now, Fault::TooLarge.kind(), Failure::Disconnected);
+                    return;
+                }
+                Received::Data { filled } => filled,
+            };
+            let taken = conn.take_setup();
+            let class = conn.class.index();
+            let now = self.now();
+            match taken {
+                Ok(SetupProgress::Waiting { flush }) => {
+                    if flush {
+                        self.flush(id, now);
+                    }
+                }
+                Ok(SetupProgress::Up) => {
+                    self.classes[class].on_up(id);
+                    return;
+                }
+                Err(SetupError::Fault(f)) => {
+                    self.conn_down(id, now, f.kind(), Failure::Disconnected);
+                    return;
+                }
+                Err(SetupError::Refused(r, message)) => {
+                    tracing::debug!(kind = r.kind, %message, "setup refused");
+                    self.conn_down(id, now, r.kind, Failure::Disconnected);
+                    return;
+                }
+            }
+            if !filled {
+                return;
+            }
+        }
+    }
 
     fn on_readable(&mut self, id: ConnId) {
         loop {
@@ -912,6 +986,7 @@ mod tests {
             global_index: 0,
             total_shards: 1,
             target,
+            session: Session::default(),
             classes: vec![ShardClass {
                 workload: workload(),
                 load,
@@ -1085,6 +1160,64 @@ mod tests {
         assert_eq!(r.totals.completed, 0);
         assert_eq!(r.errors("disconnected"), 5);
         assert_eq!(r.conn_errors("protocol_error"), 5);
+    }
+
+    fn login(db: u32) -> Session {
+        Session {
+            login: Some(crest_model::target::Login {
+                user: "bench".into(),
+                password: crest_model::target::Secret::new("pw"),
+            }),
+            db,
+        }
+    }
+
+    /// With a login and a database, each connection's first two replies answer HELLO and
+    /// SELECT: the schedule's requests come after them, and the books hold exactly the
+    /// schedule's requests (nothing more, nothing less).
+    #[test]
+    fn setup_replies_are_not_requests_of_the_run() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |n| match n {
+                0 => Some(b"*2\r\n$5\r\nproto\r\n:2\r\n"),
+                1 => Some(b"+OK\r\n"),
+                _ => Some(b"$1\r\nx\r\n"),
+            });
+        });
+        let (mut cfg, rx) = config(fake.addr, open(1_000.0, 200), 2, 4);
+        cfg.session = login(5);
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 2);
+        assert_eq!(r.up, 2);
+        let t = &r.totals;
+        assert_eq!((t.scheduled, t.sent, t.completed), (200, 200, 200));
+        assert_eq!(t.error_total(), 0);
+        assert!(r.conn_errors.is_empty(), "{:?}", r.conn_errors);
+    }
+
+    /// A login the server refuses is one connection error of its kind per attempt, never
+    /// a request's error; the connection is retried with a growing backoff and what was
+    /// due stays unsent (or times out), as with a refused connect.
+    #[test]
+    fn a_refused_login_is_a_connection_error_and_is_retried() {
+        let fake = Fake::new(|_, s| {
+            answer_each(s, |n| {
+                (n == 0).then_some(b"-WRONGPASS invalid password\r\n".as_slice())
+            });
+        });
+        let (mut cfg, rx) = config(fake.addr, open(100.0, 300), 1, 1);
+        cfg.session = login(0);
+        let r = run_shard(cfg, rx);
+        let accepted = fake.finish();
+        assert_eq!(r.up, 0);
+        assert_eq!(r.connect_error.as_deref(), Some("setup: WRONGPASS"));
+        let refused = r.conn_errors("setup: WRONGPASS");
+        assert!(refused >= 3, "retried: {:?}", r.conn_errors);
+        assert_eq!(refused as usize, accepted, "one per connection");
+        // 10 ms doubling: within ~1.5 s of run and drain, far fewer than 10 ms retries.
+        assert!(refused < 12, "backoff grows: {refused}");
+        assert_eq!((r.totals.sent, r.totals.completed), (0, 0));
+        assert_eq!(r.errors("setup: WRONGPASS"), 0, "not a request error");
     }
 
     #[test]

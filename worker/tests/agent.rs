@@ -82,6 +82,7 @@ fn good_plan() -> RunPlan {
             }],
         }],
         backlog_limit: 10,
+        session: Default::default(),
     }
 }
 

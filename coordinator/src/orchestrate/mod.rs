@@ -289,10 +289,11 @@ async fn run_inner(
             if cfg.control_tls.is_none() && !addr.ip().is_loopback() {
                 eprintln!(
                     "crest: warning: the control plane on {addr} is plaintext{}: serve TLS with --control-cert/--control-key",
-                    if cfg.token.is_empty() {
-                        " and, with no --token, open to any worker that dials it"
-                    } else {
-                        ", so the token crosses the network in the clear"
+                    match (cfg.token.is_empty(), cfg.session.login.is_some()) {
+                        (_, true) =>
+                            ", so the target's password crosses the network in the clear to every worker",
+                        (true, false) => " and, with no --token, open to any worker that dials it",
+                        (false, false) => ", so the token crosses the network in the clear",
                     }
                 );
             }

@@ -151,6 +151,7 @@ pub(super) fn plans(
                 total_shards,
                 shards,
                 backlog_limit: cfg.backlog_limit,
+                session: cfg.session.clone(),
             }
         })
         .collect()

@@ -97,6 +97,9 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
         } else {
             cfg.target.clone().unwrap_or_default()
         },
+        auth: cfg.session.login.is_some(),
+        user: cfg.session.login.as_ref().map(|l| l.user.clone()),
+        db: cfg.session.db,
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {

@@ -134,9 +134,10 @@ pub fn render(r: &Report) -> String {
     );
     let _ = write!(
         out,
-        "<h1>Crest run {}</h1><p>target <b>{}</b>, {:.1} s measured from {}, {} arrivals, {} worker(s)</p>",
+        "<h1>Crest run {}</h1><p>target <b>{}</b>{}, {:.1} s measured from {}, {} arrivals, {} worker(s)</p>",
         esc(&r.run_id),
         esc(&r.target),
+        esc(&r.session_note()),
         r.duration_s,
         esc(&r.started_at),
         esc(&r.arrival),

@@ -466,6 +466,13 @@ pub struct Report {
     pub crest_version: String,
     /// `host:port`, or `builtin`.
     pub target: String,
+    /// True when every connection authenticated (`HELLO 2 AUTH`, or `AUTH`).
+    pub auth: bool,
+    /// The user connections authenticated as (`default` for a password alone); null
+    /// without authentication. The password is never recorded.
+    pub user: Option<String>,
+    /// The database every connection selected (0: the server's default, no `SELECT`).
+    pub db: u32,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.
@@ -674,6 +681,17 @@ impl Report {
         rows
     }
 
+    /// ` (user bench, db 2)` after the target when the connections logged in or selected
+    /// a database; empty otherwise.
+    pub fn session_note(&self) -> String {
+        match (&self.user, self.db) {
+            (None, 0) => String::new(),
+            (Some(u), 0) => format!(" (user {u})"),
+            (None, db) => format!(" (db {db})"),
+            (Some(u), db) => format!(" (user {u}, db {db})"),
+        }
+    }
+
     /// The terminal summary: one row per command and a total row.
     pub fn table(&self) -> String {
         let mut out = String::new();
@@ -681,9 +699,10 @@ impl Report {
         let shards: u32 = self.workers.iter().map(|w| w.shards).sum();
         let _ = writeln!(
             out,
-            "crest run {}  target {}  {:.1}s  {} arrivals  {} worker(s), {} shard(s){}",
+            "crest run {}  target {}{}  {:.1}s  {} arrivals  {} worker(s), {} shard(s){}",
             self.run_id,
             self.target,
+            self.session_note(),
             self.duration_s,
             self.arrival,
             self.workers.len(),

@@ -1,0 +1,334 @@
+//! Where the load goes and how every connection to it begins: the target's address, and
+//! the session each connection (and the worker's probe) sets up before its first request
+//! (who to authenticate as, which database to select).
+//!
+//! A target is given as `host:port` or as a URI, `redis://[user[:password]@]host[:port][/db]`
+//! ([`parse_target`]). The password is a [`Secret`]: its `Debug` never shows it, so no log
+//! line, error or report can print it by accident; only the bytes sent to the server
+//! ([`Secret::expose`]) carry it.
+
+use std::fmt;
+
+/// The user a password alone authenticates as (Redis 6 ACLs: `AUTH pass` is `AUTH default pass`).
+pub const DEFAULT_USER: &str = "default";
+/// Port of a URI without one.
+pub const DEFAULT_PORT: u16 = 6379;
+/// Highest database index `SELECT` may name (Redis keeps it in an `int`).
+pub const MAX_DB: u32 = i32::MAX as u32;
+
+/// A password: shown as `***` by `Debug`, read only by [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a password.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+
+    /// The password itself, for the bytes that go to the server.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Who a connection authenticates as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Login {
+    /// ACL user ([`DEFAULT_USER`] when only a password was given).
+    pub user: String,
+    /// Its password.
+    pub password: Secret,
+}
+
+/// What every connection sends before any request of the schedule: `HELLO 2 AUTH` (or
+/// `AUTH` on servers without `HELLO`) when there is a login, `SELECT` when `db` is not 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Session {
+    /// Authenticate as this user; None: no authentication.
+    pub login: Option<Login>,
+    /// Database to select; 0 is the server's default and needs no `SELECT`.
+    pub db: u32,
+}
+
+impl Session {
+    /// True when a connection needs no setup at all.
+    pub fn is_plain(&self) -> bool {
+        self.login.is_none() && self.db == 0
+    }
+}
+
+/// A `--target` taken apart: the address, and what a URI said about the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSpec {
+    /// `host:port`.
+    pub addr: String,
+    /// The URI's user.
+    pub user: Option<String>,
+    /// The URI's password.
+    pub password: Option<Secret>,
+    /// The URI's database.
+    pub db: Option<u32>,
+}
+
+/// `s` with a URI's password replaced by `***`, safe to quote in an error line.
+pub fn redacted(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return s.to_string();
+    };
+    let auth_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..auth_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+                None => s.to_string(),
+            }
+        }
+        None => s.to_string(),
+    }
+}
+
+/// Parses a target: `host:port`, or `redis://[user[:password]@]host[:port][/db]`
+/// (`valkey://` is the same; user and password may be percent-encoded).
+///
+/// # Errors
+/// What is wrong and what would be right, never quoting the password.
+pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return match s.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>())) {
+            Some((h, Ok(_))) if !h.is_empty() => Ok(TargetSpec {
+                addr: s.to_string(),
+                user: None,
+                password: None,
+                db: None,
+            }),
+            _ => Err(
+                "expected host:port or redis://[user[:password]@]host[:port][/db], e.g. 127.0.0.1:6379"
+                    .into(),
+            ),
+        };
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "redis" | "valkey" => {}
+        "rediss" | "valkeys" => {
+            return Err(format!(
+                "{scheme}:// is TLS to the target, which Crest does not build yet; load a plaintext port with redis://"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "unknown scheme {scheme}://; expected redis://[user[:password]@]host[:port][/db]"
+            ));
+        }
+    }
+    if rest.contains('?') || rest.contains('#') {
+        return Err(
+            "URI query parameters are not supported; give the database as /N and the rest as flags"
+                .into(),
+        );
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, ""),
+    };
+    if path.contains('@') {
+        return Err("a '/' in the user or password must be written %2F".into());
+    }
+    let (userinfo, hostport) = match authority.rfind('@') {
+        Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+        None => (None, authority),
+    };
+    let (user, password) = match userinfo {
+        None => (None, None),
+        Some(u) => {
+            let (user, pass) = match u.split_once(':') {
+                Some((user, pass)) => (user, Some(pass)),
+                None => (u, None),
+            };
+            let user = (!user.is_empty())
+                .then(|| decode(user).map_err(|e| format!("user: {e}")))
+                .transpose()?;
+            let password = match pass {
+                Some("") => {
+                    return Err(
+                        "the password after ':' is empty; give one, or leave out the ':'".into(),
+                    );
+                }
+                Some(p) => Some(Secret::new(
+                    decode(p).map_err(|e| format!("password: {e}"))?,
+                )),
+                None => None,
+            };
+            (user, password)
+        }
+    };
+    let (host, port) = split_host_port(hostport)?;
+    let db = match path {
+        "" => None,
+        p => Some(
+            p.parse::<u32>()
+                .ok()
+                .filter(|d| *d <= MAX_DB)
+                .ok_or_else(|| {
+                    format!("database /{p} is not a number 0 to {MAX_DB}; e.g. redis://host:6379/2")
+                })?,
+        ),
+    };
+    Ok(TargetSpec {
+        addr: format!("{host}:{port}"),
+        user,
+        password,
+        db,
+    })
+}
+
+/// `host[:port]` of a URI (`[::1]:6380` for IPv6), the port defaulting to 6379.
+fn split_host_port(s: &str) -> Result<(&str, u16), String> {
+    let bad_port = |p: &str| format!("port {p:?} is not a number 1 to 65535");
+    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+        let (inner, after) = v6.split_once(']').ok_or_else(|| {
+            "an IPv6 host needs its closing ']', e.g. redis://[::1]:6379".to_string()
+        })?;
+        let host = &s[..inner.len() + 2];
+        match after {
+            "" => (host, None),
+            p => (host, Some(p.strip_prefix(':').ok_or_else(|| bad_port(p))?)),
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host; expected redis://[user[:password]@]host[:port][/db]".into());
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| bad_port(p))?,
+    };
+    Ok((host, port))
+}
+
+/// Percent-decodes a URI's user or password (`p%40ss` → `p@ss`).
+fn decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a '%' must start an escape like %40")?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "not UTF-8 once decoded".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> TargetSpec {
+        parse_target(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn host_port_passes_unchanged() {
+        let t = spec("10.0.0.5:6379");
+        assert_eq!(t.addr, "10.0.0.5:6379");
+        assert_eq!((t.user, t.password, t.db), (None, None, None));
+        assert_eq!(spec("cache.local:7000").addr, "cache.local:7000");
+    }
+
+    #[test]
+    fn uris_give_user_password_host_port_and_db() {
+        let t = spec("redis://bench:s3cret@cache.example:6380/2");
+        assert_eq!(t.addr, "cache.example:6380");
+        assert_eq!(t.user.as_deref(), Some("bench"));
+        assert_eq!(t.password, Some(Secret::new("s3cret")));
+        assert_eq!(t.db, Some(2));
+        let t = spec("redis://:pw@127.0.0.1");
+        assert_eq!((t.addr.as_str(), t.user), ("127.0.0.1:6379", None));
+        assert_eq!(t.password, Some(Secret::new("pw")));
+        let t = spec("valkey://alice@h:1/");
+        assert_eq!(
+            (t.user.as_deref(), t.password, t.db),
+            (Some("alice"), None, None)
+        );
+        let t = spec("redis://[::1]:6390/15");
+        assert_eq!((t.addr.as_str(), t.db), ("[::1]:6390", Some(15)));
+        assert_eq!(spec("redis://[::1]").addr, "[::1]:6379");
+        // Percent-encoded: '@', ':' and '/' inside a password.
+        let t = spec("redis://u%3Ax:p%40s%3As%2F@h:1");
+        assert_eq!(t.user.as_deref(), Some("u:x"));
+        assert_eq!(t.password, Some(Secret::new("p@s:s/")));
+        // A raw '@' in the password: the host starts after the last one.
+        assert_eq!(
+            spec("redis://u:p@ss@h:2").password,
+            Some(Secret::new("p@ss"))
+        );
+    }
+
+    #[test]
+    fn bad_targets_say_what_would_be_right_without_the_password() {
+        for (s, want) in [
+            ("rediss://u:hunter2@h:6380", "TLS to the target"),
+            ("valkeys://h", "TLS to the target"),
+            ("http://h:1", "unknown scheme"),
+            ("redis://h:0", "port \"0\""),
+            ("redis://h:x/1", "port \"x\""),
+            ("redis://u:hunter2@h:1/abc", "database /abc"),
+            ("redis://h:1/2147483648", "database"),
+            ("redis://u:hunter2@:1", "no host"),
+            ("redis://u:@h", "password after ':' is empty"),
+            ("redis://h:1/0?x=1", "query"),
+            ("redis://u:hunter2%zz@h", "password: a '%'"),
+            ("redis://[::1:1", "closing ']'"),
+            ("redis://u:hunter2/x@h", "%2F"),
+            ("localhost", "expected host:port"),
+            (":6379", "expected host:port"),
+        ] {
+            let e = parse_target(s).unwrap_err();
+            assert!(e.contains(want), "{s}: {e}");
+            assert!(!e.contains("hunter2"), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_or_redacted_uris() {
+        let l = Login {
+            user: "bench".into(),
+            password: Secret::new("hunter2"),
+        };
+        assert!(!format!("{l:?}").contains("hunter2"));
+        assert_eq!(Secret::new("hunter2").expose(), "hunter2");
+        assert_eq!(
+            redacted("redis://bench:hunter2@h:1/2"),
+            "redis://bench:***@h:1/2"
+        );
+        assert_eq!(redacted("redis://:hunter2@h"), "redis://:***@h");
+        assert_eq!(redacted("redis://bench@h"), "redis://bench@h");
+        assert_eq!(redacted("h:1"), "h:1");
+        assert!(Session::default().is_plain());
+        assert!(!Session { login: None, db: 1 }.is_plain());
+    }
+}
