@@ -1,6 +1,6 @@
 //! Before a run's shards open their connections, one probe connection sets itself up the
 //! way every shard connection will (`HELLO 2 AUTH` or `AUTH`, then `SELECT`: the same
-//! [`Setup`]) and asks the target a harmless question (`ECHO`, which no workload sends,
+//! `conn::Setup`) and asks the target a harmless question (`ECHO`, which no workload sends,
 //! so the server's counts of the measured commands stay exact). A target that refuses the
 //! generator outright — a wrong password, a user without permission, a database it does
 //! not have, a password it wants and was not given, no room for more clients — fails the
