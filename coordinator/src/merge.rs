@@ -15,7 +15,7 @@
 
 use crate::config::RunConfig;
 use crate::output::Live;
-use crate::report::{Percentiles, TimelinePoint};
+use crate::report::TimelinePoint;
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
 use crest_model::stats::{
@@ -54,13 +54,6 @@ pub fn of_class(by: &ByCommand, class: &str) -> BTreeMap<String, CmdStats> {
         .collect()
 }
 
-/// Adds `b` into `a`.
-pub fn add_into(a: &mut ByCommand, b: &ByCommand) {
-    for (k, v) in b {
-        *a.entry(k.clone()).or_default() += v;
-    }
-}
-
 /// Sum over every command.
 pub fn all_commands(by: &ByCommand) -> CmdStats {
     sum(by.values())
@@ -73,10 +66,6 @@ pub fn sum<'a>(stats: impl IntoIterator<Item = &'a CmdStats>) -> CmdStats {
         t += v;
     }
     t
-}
-
-fn decode(cmds: &[pb::CommandStats]) -> Result<Vec<(String, String, CmdStats)>, HistError> {
-    cmds.iter().map(convert::stats_from_pb).collect()
 }
 
 /// The interval hot path's decode: sparse histograms, one reused decoder.
@@ -172,12 +161,14 @@ impl AddAssign for Counts {
 pub type CountsBy = BTreeMap<(String, String), Counts>;
 
 /// A worker's final message, reduced to what the books check.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Final {
     /// Counts per command, as the worker summed them.
     pub counts: CountsBy,
-    /// Every command together, histograms included.
-    pub all: CmdStats,
+    /// Every command together.
+    pub total: Counts,
+    /// Every command's latency together (checked against the intervals' sum).
+    pub latency: Hist,
     /// Sent, unanswered at the end.
     pub in_flight: u64,
     /// Scheduled, never written.
@@ -186,8 +177,6 @@ pub struct Final {
     pub intervals: u32,
     /// Connection failures.
     pub connection_errors: ErrorCounts,
-    /// The server's first message of each error kind.
-    pub error_messages: Vec<(String, String)>,
 }
 
 /// One worker's part of the books: counts per command and one set of all-commands
@@ -207,25 +196,28 @@ pub struct WorkerBooks {
 }
 
 impl WorkerBooks {
-    /// Records the final message.
+    /// Records the final message, its histograms decoded with `de`.
     ///
     /// # Errors
     /// [`HistError`] when a histogram does not decode.
-    pub fn finish(&mut self, f: &pb::Finished) -> Result<(), HistError> {
+    pub fn finish(&mut self, f: &pb::Finished, de: &mut SparseDecoder) -> Result<(), HistError> {
         let mut counts = CountsBy::new();
-        let mut all = CmdStats::default();
-        for (class, name, s) in decode(&f.totals)? {
-            *counts.entry((class, name)).or_default() += Counts::of(&s);
-            all += &s;
+        let mut total = Counts::default();
+        let mut latency = hist::new_hist();
+        for (class, name, s) in decode_delta(de, &f.totals)? {
+            let c = Counts::of(&s);
+            *counts.entry((class, name)).or_default() += c;
+            total += c;
+            s.latency.add_to(&mut latency);
         }
         self.final_ = Some(Final {
             counts,
-            all,
+            total,
+            latency,
             in_flight: f.in_flight,
             unsent: f.unsent,
             intervals: f.intervals,
             connection_errors: convert::errors_from_pb(&f.connection_errors),
-            error_messages: convert::messages_from_pb(&f.error_messages),
         });
         Ok(())
     }
@@ -283,27 +275,22 @@ impl WorkerBooks {
                 }
             }
         }
-        if self.all.latency != f.all.latency {
+        if self.all.latency != f.latency {
             problems.push(format!(
                 "worker {name}: merged interval latency histogram differs from the total"
             ));
         }
         // Every scheduled request is accounted for: answered, failed, in flight or unsent.
-        let all = &f.all;
+        let all = &f.total;
         let accounted = all
             .completed
-            .saturating_add(all.error_total())
+            .saturating_add(all.errors)
             .saturating_add(f.in_flight)
             .saturating_add(f.unsent);
         if accounted != all.scheduled {
             problems.push(format!(
                 "worker {name}: {} scheduled but {} accounted for (completed {} + errors {} + in flight {} + unsent {})",
-                all.scheduled,
-                accounted,
-                all.completed,
-                all.error_total(),
-                f.in_flight,
-                f.unsent
+                all.scheduled, accounted, all.completed, all.errors, f.in_flight, f.unsent
             ));
         }
         problems
@@ -342,13 +329,11 @@ pub struct RunBooks {
     pub workers: Vec<WorkerBooks>,
     /// One row per finalized interval, in order (and empty rows for intervals nobody sent).
     pub timeline: Vec<TimelinePoint>,
-    /// Failed requests in every finalized interval (for the progress line).
-    pub errors: u64,
     /// Interval messages that came after their index was finalized (past the pending cap):
     /// in the totals and their worker's books, not in the timeline.
     pub late: u64,
-    /// Messages waiting, by index: (worker, message).
-    pending: BTreeMap<u32, Vec<(usize, pb::Interval)>>,
+    /// Messages waiting, by index: (worker, bytes counted in `pending_bytes`, message).
+    pending: BTreeMap<u32, Vec<(usize, usize, pb::Interval)>>,
     pending_bytes: usize,
     /// Indices below this are finalized.
     finalized_below: u32,
@@ -406,7 +391,6 @@ impl RunBooks {
             totals: ByCommand::new(),
             workers: vec![WorkerBooks::default(); workers],
             timeline: Vec::new(),
-            errors: 0,
             late: 0,
             pending: BTreeMap::new(),
             pending_bytes: 0,
@@ -440,7 +424,7 @@ impl RunBooks {
     /// # Errors
     /// [`BooksError`] when the index is past the phase or not above the worker's previous
     /// one, or the rate is nonsense; the message is dropped.
-    pub fn receive(&mut self, w: usize, iv: pb::Interval) -> Result<(), BooksError> {
+    pub fn receive(&mut self, w: usize, mut iv: pb::Interval) -> Result<(), BooksError> {
         if iv.index > self.phase_last {
             return Err(BooksError::Index {
                 index: iv.index,
@@ -462,11 +446,15 @@ impl RunBooks {
             });
         }
         books.last_index = Some(iv.index);
-        for (k, m) in convert::messages_from_pb(&iv.error_messages) {
+        for (k, m) in convert::messages_from_pb(&std::mem::take(&mut iv.error_messages)) {
             self.kinds.fold(&k, Some(&m));
         }
-        self.pending_bytes += iv.encoded_len() + PENDING_OVERHEAD * (1 + iv.commands.len());
-        self.pending.entry(iv.index).or_default().push((w, iv));
+        let bytes = iv.encoded_len() + PENDING_OVERHEAD * (1 + iv.commands.len());
+        self.pending_bytes += bytes;
+        self.pending
+            .entry(iv.index)
+            .or_default()
+            .push((w, bytes, iv));
         Ok(())
     }
 
@@ -528,7 +516,7 @@ impl RunBooks {
             rows: w.rows,
             target_rate: w.target_rate,
             achieved_rate: w.completed as f64 / span_s,
-            p99_us: Percentiles::of(&w.latency).p99,
+            p99_us: crate::report::us(w.latency.value_at_quantile(0.99)),
         };
         w.rows = 0;
         w.completed = 0;
@@ -545,7 +533,7 @@ impl RunBooks {
         let Some(books) = self.workers.get_mut(w) else {
             return Ok(());
         };
-        books.finish(f)?;
+        books.finish(f, &mut self.de)?;
         for (k, m) in convert::messages_from_pb(&f.error_messages) {
             self.kinds.fold(&k, Some(&m));
         }
@@ -605,10 +593,8 @@ impl RunBooks {
         let Some((k, msgs)) = self.pending.pop_first() else {
             return Vec::new();
         };
-        for (_, iv) in &msgs {
-            self.pending_bytes = self
-                .pending_bytes
-                .saturating_sub(iv.encoded_len() + PENDING_OVERHEAD * (1 + iv.commands.len()));
+        for (_, bytes, _) in &msgs {
+            self.pending_bytes = self.pending_bytes.saturating_sub(*bytes);
         }
         let mut bad = Vec::new();
         let received = msgs.len() as u64;
@@ -621,7 +607,7 @@ impl RunBooks {
             classes = self.classes.iter().map(|_| hist::new_hist()).collect();
         }
         let mut due = 0.0;
-        for (w, iv) in msgs {
+        for (w, _, iv) in msgs {
             let decoded = match decode_delta(&mut self.de, &iv.commands) {
                 Ok(d) => d,
                 Err(e) => {
@@ -640,7 +626,6 @@ impl RunBooks {
             for (class, name, mut s) in decoded {
                 fold_kinds(&mut s.errors, &mut self.kinds);
                 books.add(&class, &name, &s);
-                self.errors = self.errors.saturating_add(s.error_total());
                 if rows {
                     sum += &s;
                     if let Some(i) = self.classes.iter().position(|c| *c == class)
@@ -780,11 +765,9 @@ mod tests {
         // Both finish: interval 1 is final.
         let all_a: Vec<u64> = a0.iter().chain(&a1).copied().collect();
         let all_b: Vec<u64> = b0.iter().chain(&b1).copied().collect();
-        b.workers[0]
-            .finish(&finished(vec![cmd("GET", &all_a, 5)], 2))
+        b.finish(0, &finished(vec![cmd("GET", &all_a, 5)], 2))
             .unwrap();
-        b.workers[1]
-            .finish(&finished(vec![cmd("GET", &all_b, 3)], 2))
+        b.finish(1, &finished(vec![cmd("GET", &all_b, 3)], 2))
             .unwrap();
         b.advance(&c, &[false, false]);
         assert_eq!(b.timeline.len(), 2);
@@ -802,8 +785,6 @@ mod tests {
         assert_eq!(b.workers[0].all.latency.len(), 5);
     }
 
-    /// A worker's books that miss an interval say so: the count of intervals, the counts
-    /// per command and the latency histogram.
     #[test]
     fn the_progress_window_holds_every_row_since_it_was_last_read() {
         let c = cfg(5.0, 4);
@@ -878,18 +859,19 @@ mod tests {
         assert_eq!(b.timeline[0].errors, 90, "the row counts them all too");
     }
 
+    /// A worker's books that miss an interval say so: the count of intervals, the counts
+    /// per command and the latency histogram.
     #[test]
     fn a_missing_interval_is_named_by_the_check() {
         let c = cfg(5.0, 2);
         let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
         b.receive(0, iv(0, vec![cmd("GET", &[100, 200, 300], 3)], 3.0))
             .unwrap();
-        b.workers[0]
-            .finish(&finished(
-                vec![cmd("GET", &[100, 200, 300, 5_000, 6_000], 5)],
-                2,
-            ))
-            .unwrap();
+        b.finish(
+            0,
+            &finished(vec![cmd("GET", &[100, 200, 300, 5_000, 6_000], 5)], 2),
+        )
+        .unwrap();
         b.close(&c, 1);
         let p = b.workers[0].check("w1", "-");
         assert!(

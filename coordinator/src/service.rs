@@ -280,37 +280,25 @@ pub async fn serve(
     let log = Arc::new(RefusalLog::default());
     match tls {
         None => {
-            let (tx, rx) = mpsc::channel::<Result<TcpStream, std::io::Error>>(16);
-            let accept = tokio::spawn(accept_loop(listener, log, move |stream, peer, log| {
-                let tx = tx.clone();
-                async move {
-                    match first_byte(&stream).await {
-                        Some(TLS_HANDSHAKE) => log.refused(
-                            peer,
-                            "tls-on-plaintext",
-                            "a TLS client on this plaintext listener; start crest run with --control-cert/--control-key, or dial the worker with http://",
-                        ),
-                        Some(_) => {
-                            let _ = tx.send(Ok(stream)).await;
-                        }
-                        None => {}
+            serve_from(router, listener, log, shutdown, |stream, peer, log, tx| async move {
+                match first_byte(&stream).await {
+                    Some(TLS_HANDSHAKE) => log.refused(
+                        peer,
+                        "tls-on-plaintext",
+                        "a TLS client on this plaintext listener; start crest run with --control-cert/--control-key, or dial the worker with http://",
+                    ),
+                    Some(_) => {
+                        let _ = tx.send(Ok(stream)).await;
                     }
+                    None => {}
                 }
-            }));
-            let res = router
-                .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
-                .await;
-            accept.abort();
-            res
+            })
+            .await
         }
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
             let mutual = tls.mutual;
-            let (tx, rx) = mpsc::channel::<
-                Result<tokio_rustls::server::TlsStream<TcpStream>, std::io::Error>,
-            >(16);
-            let accept = tokio::spawn(accept_loop(listener, log, move |stream, peer, log| {
-                let tx = tx.clone();
+            serve_from(router, listener, log, shutdown, move |stream, peer, log, tx| {
                 let acceptor = acceptor.clone();
                 async move {
                     match first_byte(&stream).await {
@@ -349,14 +337,42 @@ pub async fn serve(
                         None => {}
                     }
                 }
-            }));
-            let res = router
-                .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
-                .await;
-            accept.abort();
-            res
+            })
+            .await
         }
     }
+}
+
+/// Serves `router` on the connections `handle` admits: [`accept_loop`] hands it each
+/// accepted connection and a sender, and what it sends is served until `shutdown`.
+async fn serve_from<IO, F, Fut>(
+    router: tonic::transport::server::Router,
+    listener: tokio::net::TcpListener,
+    log: Arc<RefusalLog>,
+    shutdown: impl std::future::Future<Output = ()>,
+    handle: F,
+) -> Result<(), tonic::transport::Error>
+where
+    IO: tonic::transport::server::Connected
+        + tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Send
+        + Unpin
+        + 'static,
+    F: Fn(TcpStream, SocketAddr, Arc<RefusalLog>, mpsc::Sender<Result<IO, std::io::Error>>) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Result<IO, std::io::Error>>(16);
+    let accept = tokio::spawn(accept_loop(listener, log, move |stream, peer, log| {
+        handle(stream, peer, log, tx.clone())
+    }));
+    let res = router
+        .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
+        .await;
+    accept.abort();
+    res
 }
 
 /// The first byte of every TLS connection: a handshake record.

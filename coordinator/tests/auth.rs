@@ -95,38 +95,33 @@ fn a_password_run_matches_the_server_and_leaves_the_password_nowhere() {
     assert!(summary.contains("(user default)"), "{summary}");
 }
 
+/// A short run as the ACL user `bench` on keys under `prefix`.
+fn as_bench(server: &Server, name: &str, prefix: &str) -> Value {
+    let dir = TempDir::new(name);
+    short_run(&dir, &server.addr(), "500")
+        .args(&[
+            "--user",
+            "bench",
+            "--password",
+            "pw",
+            "--key-prefix",
+            prefix,
+        ])
+        .run(0)
+}
+
 /// An ACL user inside its key pattern gets no errors; outside it every request is
 /// counted as NOPERM, with the server's message.
 #[test]
 fn an_acl_user_runs_in_its_keys_and_gets_noperm_outside_them() {
     let server = acl_server(Kind::Valkey);
-    let dir = TempDir::new("auth-acl");
-    let report = short_run(&dir, &server.addr(), "500")
-        .args(&[
-            "--user",
-            "bench",
-            "--password",
-            "pw",
-            "--key-prefix",
-            "bench:",
-        ])
-        .run(0);
+    let report = as_bench(&server, "auth-acl", "bench:");
     let totals = &report["totals"];
     assert_eq!(u(totals, "errors"), 0, "{totals}");
     assert_eq!(u(totals, "completed"), 1000, "{totals}");
     assert_eq!(report["user"], "bench");
 
-    let dir = TempDir::new("auth-noperm");
-    let report = short_run(&dir, &server.addr(), "500")
-        .args(&[
-            "--user",
-            "bench",
-            "--password",
-            "pw",
-            "--key-prefix",
-            "other:",
-        ])
-        .run(0);
+    let report = as_bench(&server, "auth-noperm", "other:");
     let totals = &report["totals"];
     assert_eq!(u(totals, "errors"), 1000, "{totals}");
     assert_eq!(u(&totals["errors_by_kind"], "NOPERM"), 1000, "{totals}");

@@ -951,6 +951,17 @@ mod tests {
         }
     }
 
+    /// A server answering `+OK` to everything, and how many requests it has read.
+    fn counting_ok_server() -> (Fake, Arc<std::sync::atomic::AtomicUsize>) {
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        let fake = Fake::new(move |_, s| {
+            let n = answer_each(s, |_| Some(b"+OK\r\n"));
+            count.fetch_add(n, Ordering::Relaxed);
+        });
+        (fake, seen)
+    }
+
     fn workload() -> Arc<Workload> {
         let cmd = CmdDef::parse("GET", 1, None, 1).unwrap();
         let keys = KeySpace::new(100, "key:", KeyDist::Uniform).unwrap();
@@ -1021,6 +1032,15 @@ mod tests {
     }
 
     impl Report {
+        /// Every scheduled request in exactly one bucket.
+        fn assert_balanced(&self) {
+            let t = &self.totals;
+            assert_eq!(
+                t.scheduled,
+                t.completed + t.error_total() + self.in_flight + self.unsent
+            );
+        }
+
         fn conn_errors(&self, kind: &str) -> u64 {
             self.conn_errors
                 .iter()
@@ -1312,10 +1332,7 @@ mod tests {
         assert!(r.intervals.len() >= 2, "{}", r.intervals.len());
         let t = &r.totals;
         assert!(t.scheduled > 0 && t.scheduled < 300_000_000);
-        assert_eq!(
-            t.scheduled,
-            t.completed + t.error_total() + r.in_flight + r.unsent
-        );
+        r.assert_balanced();
         assert!(r.errors("timeout_unsent") > 0);
     }
 
@@ -1323,12 +1340,7 @@ mod tests {
     /// thaws) sends nothing at all.
     #[test]
     fn a_shard_past_its_end_and_drain_sends_nothing() {
-        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = seen.clone();
-        let fake = Fake::new(move |_, s| {
-            let n = answer_each(s, |_| Some(b"+OK\r\n"));
-            count.fetch_add(n, Ordering::Relaxed);
-        });
+        let (fake, seen) = counting_ok_server();
         let (mut cfg, rx) = config(fake.addr, open(1_000.0, 500), 1, 1);
         cfg.start = Instant::now() - Duration::from_secs(3);
         let r = run_shard(cfg, rx);
@@ -1339,23 +1351,14 @@ mod tests {
             "requests went out after the run"
         );
         assert_eq!(r.totals.sent, 0);
-        let t = &r.totals;
-        assert_eq!(
-            t.scheduled,
-            t.completed + t.error_total() + r.in_flight + r.unsent
-        );
+        r.assert_balanced();
     }
 
     /// A shard that wakes late within its drain gives up what is overdue instead of
     /// sending a burst: requests older than the timeout are `timeout_unsent`.
     #[test]
     fn a_late_shard_expires_overdue_requests_instead_of_bursting() {
-        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = seen.clone();
-        let fake = Fake::new(move |_, s| {
-            let n = answer_each(s, |_| Some(b"+OK\r\n"));
-            count.fetch_add(n, Ordering::Relaxed);
-        });
+        let (fake, seen) = counting_ok_server();
         // 100 requests over 500 ms, started 1 s ago; the drain (2 s) is not over, but
         // every request is more than the 200 ms timeout old.
         let (mut cfg, rx) = config(fake.addr, open(200.0, 500), 1, 1);

@@ -8,6 +8,7 @@ use crate::merge::RunBooks;
 use crate::progress::{Progress, Sample};
 use crate::service::HubEvent;
 use crest_model::convert::{self, FailureKind};
+use crest_model::stats::CmdStats;
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -203,7 +204,7 @@ fn progress_sample(
         target_rate: (!cfg.closed_loop()).then_some(w.target_rate),
         achieved_rate: w.achieved_rate,
         p99_us: w.p99_us,
-        errors: books.errors,
+        errors: books.totals.values().map(CmdStats::error_total).sum(),
         alive: members.iter().filter(|m| !m.lost()).count(),
         workers: members.len(),
     })

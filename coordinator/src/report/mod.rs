@@ -43,7 +43,7 @@ pub struct Percentiles {
     pub mean: f64,
 }
 
-fn us(ns: u64) -> f64 {
+pub(crate) fn us(ns: u64) -> f64 {
     (ns as f64 / 10.0).round() / 100.0
 }
 
