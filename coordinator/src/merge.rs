@@ -917,18 +917,31 @@ mod tests {
     #[test]
     fn the_fast_decode_equals_the_checked_one() {
         let mut de = SparseDecoder::new();
-        let mut c = cmd("GET", &[1, 1_000, 5_000_000, 3_000_000_000_000], 4);
+        let values = [1, 1_000, 5_000_000, 3_000_000_000_000];
+        let mut c = cmd("GET", &values, 4);
         c.errors = vec![pb::ErrorCount {
             kind: "ERR".into(),
             count: 2,
         }];
         let fast = decode_delta(&mut de, std::slice::from_ref(&c)).unwrap();
-        let (class, name, checked) = convert::stats_from_pb(&c).unwrap();
+        assert_eq!((fast[0].0.as_str(), fast[0].1.as_str()), ("c", "GET"));
         let mut added = CmdStats::default();
         added += &fast[0].2;
-        assert_eq!((&fast[0].0, &fast[0].1), (&class, &name));
-        assert_eq!(added, checked);
-        assert_eq!(Counts::of(&fast[0].2), Counts::of(&checked));
+        // What `cmd` recorded, and the errors set above.
+        let mut want = CmdStats {
+            scheduled: 4,
+            sent: 4,
+            completed: values.len() as u64,
+            errors: vec![("ERR".into(), 2)],
+            ..Default::default()
+        };
+        for v in values {
+            hist::record(&mut want.latency, v);
+            hist::record(&mut want.service_time, v / 2);
+            hist::record(&mut want.schedule_lag, 10);
+        }
+        assert_eq!(added, want);
+        assert_eq!(Counts::of(&fast[0].2), Counts::of(&want));
         c.service_time = Some(pb::Histogram {
             v2_deflate: b"garbage".to_vec(),
         });

@@ -11,7 +11,7 @@ use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
-use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts};
+use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
 use crate::target::{Login, MAX_DB, Secret, Session};
 use crest_proto::pb;
 use std::time::Duration;
@@ -1014,28 +1014,16 @@ pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> 
         .iter()
         .take(MAX_PEER_MESSAGES)
         .map(|m| {
-            // Already cut by the worker (200 bytes and `...`): only cut anything longer.
-            let cut =
-                &m.message.as_bytes()[..m.message.len().min(crate::stats::MAX_MESSAGE_LEN + 3)];
-            let message = crate::stats::printable(cut, true);
-            (crate::stats::clean_kind(m.kind.as_bytes()), message)
+            (
+                crate::stats::clean_kind(m.kind.as_bytes()),
+                crate::stats::clean_message(m.message.as_bytes()),
+            )
         })
         .collect()
 }
 
-/// Decodes one command's results: (class, command, results).
-///
-/// # Errors
-/// [`HistError`] when a histogram does not decode.
-pub fn stats_from_pb(c: &pb::CommandStats) -> Result<(String, String, CmdStats), HistError> {
-    stats_from_pb_with(c, |x| match x {
-        Some(h) => hist::decode(&h.v2_deflate),
-        None => Ok(hist::new_hist()),
-    })
-}
-
 /// Decodes one command's results of one interval with sparse histograms (the
-/// coordinator's hot path of merging): (class, command, results).
+/// coordinator's merging): (class, command, results).
 ///
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
@@ -1043,20 +1031,14 @@ pub fn delta_from_pb(
     c: &pb::CommandStats,
     de: &mut SparseDecoder,
 ) -> Result<(String, String, CmdDelta), HistError> {
-    stats_from_pb_with(c, |x| match x {
+    let mut h = |x: &Option<pb::Histogram>| match x {
         Some(h) => de.decode(&h.v2_deflate),
         None => Ok(Sparse::default()),
-    })
-}
-
-fn stats_from_pb_with<H>(
-    c: &pb::CommandStats,
-    mut h: impl FnMut(&Option<pb::Histogram>) -> Result<H, HistError>,
-) -> Result<(String, String, CmdStatsOf<H>), HistError> {
+    };
     Ok((
         c.class.clone(),
         c.command.clone(),
-        CmdStatsOf {
+        CmdDelta {
             scheduled: c.scheduled,
             sent: c.sent,
             completed: c.completed,

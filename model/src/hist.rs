@@ -55,14 +55,21 @@ pub enum HistError {
     Bounds(String),
 }
 
-/// Decodes bytes made by [`encode`] into a histogram with Crest's bounds.
+/// Decodes bytes made by [`encode`] into a histogram with Crest's bounds (through
+/// [`SparseDecoder`], so what a peer sends cannot make it allocate without bound).
 ///
 /// # Errors
 /// [`HistError`] when the bytes are not a histogram or do not fit the bounds.
 pub fn decode(bytes: &[u8]) -> Result<Hist, HistError> {
-    if bytes.is_empty() {
-        return Ok(new_hist());
-    }
+    let mut out = new_hist();
+    SparseDecoder::new().decode(bytes)?.add_to(&mut out);
+    Ok(out)
+}
+
+/// Decodes a histogram encoded with bounds other than Crest's (its header already checked
+/// by [`parse_v2`]: a payload that is there, at most [`SIGFIG`] digits) with the crate's
+/// deserializer, and re-adds it into Crest's bounds.
+fn decode_foreign(bytes: &[u8]) -> Result<Hist, HistError> {
     let h: Hist = Deserializer::new()
         .deserialize(&mut &bytes[..])
         .map_err(|e| HistError::Decode(format!("{e:?}")))?;
@@ -226,7 +233,7 @@ impl SparseDecoder {
         };
         parse_v2(v2, self.slots).or_else(|e| match e {
             // Other bounds: the checked path re-adds into Crest's, or says why it cannot.
-            V2Error::OtherBounds => decode(bytes).map(|h| Sparse::of(&h)),
+            V2Error::OtherBounds => decode_foreign(bytes).map(|h| Sparse::of(&h)),
             V2Error::Bad(why) => Err(bad(why)),
         })
     }
@@ -234,36 +241,20 @@ impl SparseDecoder {
     fn inflate_into(&mut self, body: &[u8]) -> Result<(), HistError> {
         let cap = self.max_inflated();
         self.inflated.clear();
-        self.inflated.reserve(cap.min(64 * 1024));
+        // Room for one byte past the cap, so a stream that would go past it is told apart
+        // from one that fits (the buffer keeps its capacity across calls).
+        self.inflated.reserve_exact(cap + 1);
         self.inflate.reset(true);
-        loop {
-            if self.inflated.len() == self.inflated.capacity() {
-                if self.inflated.len() >= cap {
-                    return Err(HistError::Decode(format!(
-                        "inflates past {cap} bytes, more than any histogram with Crest's bounds"
-                    )));
-                }
-                let more = (cap - self.inflated.len()).min(self.inflated.len().max(4096));
-                self.inflated.reserve_exact(more);
-            }
-            let read = self.inflate.total_in() as usize;
-            let wrote = self.inflated.len();
-            let input = body.get(read..).unwrap_or_default();
-            let status = self
-                .inflate
-                .decompress_vec(input, &mut self.inflated, flate2::FlushDecompress::None)
-                .map_err(|e| HistError::Decode(format!("DEFLATE: {e}")))?;
-            match status {
-                flate2::Status::StreamEnd => return Ok(()),
-                _ if self.inflated.len() < self.inflated.capacity()
-                    && (self.inflate.total_in() as usize >= body.len()
-                        || (self.inflate.total_in() as usize == read
-                            && self.inflated.len() == wrote)) =>
-                {
-                    return Err(HistError::Decode("DEFLATE stream is cut short".into()));
-                }
-                _ => {}
-            }
+        let status =
+            self.inflate
+                .decompress_vec(body, &mut self.inflated, flate2::FlushDecompress::Finish);
+        match status {
+            _ if self.inflated.len() > cap => Err(HistError::Decode(format!(
+                "inflates past {cap} bytes, more than any histogram with Crest's bounds"
+            ))),
+            Ok(flate2::Status::StreamEnd) => Ok(()),
+            Ok(_) => Err(HistError::Decode("DEFLATE stream is cut short".into())),
+            Err(e) => Err(HistError::Decode(format!("DEFLATE: {e}"))),
         }
     }
 }
@@ -296,12 +287,17 @@ fn parse_v2(b: &[u8], slots: usize) -> Result<Sparse, V2Error> {
     if normalizing != 0 || ratio != 1.0 {
         return Err(V2Error::Bad("uses an encoding feature Crest does not"));
     }
-    if low != LOWEST_NS || high != HIGHEST_NS || sigfig != u32::from(SIGFIG) {
-        return Err(V2Error::OtherBounds);
-    }
     let payload = b
         .get(4 + V2_HEADER..(4 + V2_HEADER).saturating_add(payload_len))
         .ok_or(V2Error::Bad("payload shorter than its stated length"))?;
+    if sigfig > u32::from(SIGFIG) {
+        // Finer than Crest records: it could not be merged exactly, and its counts array
+        // could be large.
+        return Err(V2Error::Bad("has more significant digits than Crest's 3"));
+    }
+    if low != LOWEST_NS || high != HIGHEST_NS || sigfig != u32::from(SIGFIG) {
+        return Err(V2Error::OtherBounds);
+    }
     let mut out = Sparse::default();
     let mut index: usize = 0;
     let mut at = 0;
@@ -412,7 +408,7 @@ mod tests {
     }
 
     proptest! {
-        /// The sparse decode, added, equals the checked decode, added.
+        /// The sparse decode, added, equals the crate's own deserializer's, added.
         #[test]
         fn sparse_decode_equals_the_full_one(
             parts in proptest::collection::vec(
@@ -436,7 +432,7 @@ mod tests {
                         .unwrap();
                     out
                 };
-                add(&mut full, &decode(&bytes).unwrap());
+                add(&mut full, &decode_foreign(&bytes).unwrap());
                 let s = de.decode(&bytes).unwrap();
                 prop_assert_eq!(s.len(), h.len());
                 s.add_to(&mut sparse);
@@ -453,7 +449,7 @@ mod tests {
         let s = SparseDecoder::new().decode(&encode(&h)).unwrap();
         let mut back = new_hist();
         s.add_to(&mut back);
-        assert_eq!(back, decode(&encode(&h)).unwrap());
+        assert_eq!(back, decode_foreign(&encode(&h)).unwrap());
         let mut wide: Hist = Histogram::new_with_bounds(1, u64::MAX / 2, 3).unwrap();
         wide.record(u64::MAX / 4).unwrap();
         assert!(matches!(
@@ -506,6 +502,20 @@ mod tests {
         assert!(de.decode(&plain[..plain.len() - 1]).is_err());
         let enc = encode(&h);
         assert!(de.decode(&enc[..enc.len() - 3]).is_err());
+        // Other bounds with a stated payload far past the bytes there (the crate's own
+        // deserializer would allocate the stated 4 GB first), or finer than 3 digits.
+        let mut other: Hist = Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        other.record(7).unwrap();
+        let mut v2 = Vec::new();
+        hdrhistogram::serialization::V2Serializer::new()
+            .serialize(&other, &mut v2)
+            .unwrap();
+        v2[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        let e = de.decode(&v2).unwrap_err().to_string();
+        assert!(e.contains("shorter than its stated length"), "{e}");
+        let fine: Hist = Histogram::new_with_bounds(1, 1_000_000, 5).unwrap();
+        let e = de.decode(&encode(&fine)).unwrap_err().to_string();
+        assert!(e.contains("significant digits"), "{e}");
         // The decoder still works after all that.
         assert_eq!(de.decode(&enc).unwrap().len(), 1);
     }

@@ -42,7 +42,7 @@ pub const ENGINE_KINDS: &[&str] = &[
 
 /// `bytes` as printable ASCII, anything else (spaces too, unless `spaces`) as `?`: valid
 /// UTF-8, safe as a JSON key and on a terminal.
-pub fn printable(bytes: &[u8], spaces: bool) -> String {
+fn printable(bytes: &[u8], spaces: bool) -> String {
     bytes
         .iter()
         .map(|&b| {
@@ -226,9 +226,15 @@ pub type CmdStats = CmdStatsOf<Hist>;
 /// histograms: added into a [`CmdStats`] without a full histogram in between.
 pub type CmdDelta = CmdStatsOf<Sparse>;
 
-impl<H: Samples> CmdStatsOf<H> {
-    /// An empty one.
-    pub fn empty() -> Self {
+impl<H> CmdStatsOf<H> {
+    /// Sum of all error counts.
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
+    }
+}
+
+impl<H: Samples> Default for CmdStatsOf<H> {
+    fn default() -> Self {
         Self {
             scheduled: 0,
             sent: 0,
@@ -240,17 +246,6 @@ impl<H: Samples> CmdStatsOf<H> {
             schedule_lag: H::none(),
         }
     }
-
-    /// Sum of all error counts.
-    pub fn error_total(&self) -> u64 {
-        self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
-    }
-}
-
-impl<H: Samples> Default for CmdStatsOf<H> {
-    fn default() -> Self {
-        Self::empty()
-    }
 }
 
 /// What [`CmdStatsOf`] needs of its histograms.
@@ -259,6 +254,8 @@ pub trait Samples {
     fn none() -> Self;
     /// Samples held.
     fn samples(&self) -> u64;
+    /// `dst += self`, exactly.
+    fn add_to(&self, dst: &mut Hist);
 }
 
 impl Samples for Hist {
@@ -267,6 +264,9 @@ impl Samples for Hist {
     }
     fn samples(&self) -> u64 {
         self.len()
+    }
+    fn add_to(&self, dst: &mut Hist) {
+        hist::add(dst, self);
     }
 }
 
@@ -277,27 +277,15 @@ impl Samples for Sparse {
     fn samples(&self) -> u64 {
         self.len()
     }
-}
-
-impl AddAssign<&CmdStats> for CmdStats {
-    fn add_assign(&mut self, o: &CmdStats) {
-        self.scheduled += o.scheduled;
-        self.sent += o.sent;
-        self.completed += o.completed;
-        self.backlogged += o.backlogged;
-        for (k, n) in &o.errors {
-            add_error(&mut self.errors, k, *n);
-        }
-        // Same constructor everywhere, so the bounds always match.
-        hist::add(&mut self.latency, &o.latency);
-        hist::add(&mut self.service_time, &o.service_time);
-        hist::add(&mut self.schedule_lag, &o.schedule_lag);
+    fn add_to(&self, dst: &mut Hist) {
+        Sparse::add_to(self, dst);
     }
 }
 
-impl AddAssign<&CmdDelta> for CmdStats {
-    fn add_assign(&mut self, o: &CmdDelta) {
-        // Peer numbers: saturate, so a hostile count reads as a mismatch, not an overflow.
+impl<H: Samples> AddAssign<&CmdStatsOf<H>> for CmdStats {
+    fn add_assign(&mut self, o: &CmdStatsOf<H>) {
+        // Peer numbers among them: saturate, so a hostile count reads as a mismatch, not
+        // an overflow.
         self.scheduled = self.scheduled.saturating_add(o.scheduled);
         self.sent = self.sent.saturating_add(o.sent);
         self.completed = self.completed.saturating_add(o.completed);

@@ -77,20 +77,19 @@ pub struct TargetSpec {
     pub db: Option<u32>,
 }
 
-/// `s` with a URI's password replaced by `***`, safe to quote in an error line.
+/// `s` with a URI's password replaced by `***`, safe to quote in an error line: whatever
+/// stands between the user's `:` and the last `@` (a password may hold `/` or `@`), with
+/// or without a scheme.
 pub fn redacted(s: &str) -> String {
-    let Some((scheme, rest)) = s.split_once("://") else {
-        return s.to_string();
+    let (scheme, rest) = match s.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), s),
     };
-    let auth_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..auth_end].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
-                None => s.to_string(),
-            }
-        }
+    match rest.rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{scheme}{user}:***{}", &rest[at..]),
+            None => s.to_string(),
+        },
         None => s.to_string(),
     }
 }
@@ -102,6 +101,11 @@ pub fn redacted(s: &str) -> String {
 /// What is wrong and what would be right, never quoting the password.
 pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
     let Some((scheme, rest)) = s.split_once("://") else {
+        if s.contains('@') {
+            return Err(
+                "a user or password needs the URI form: redis://user:password@host:port".into(),
+            );
+        }
         return match s.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>())) {
             Some((h, Ok(_))) if !h.is_empty() => Ok(TargetSpec {
                 addr: s.to_string(),
@@ -328,6 +332,18 @@ mod tests {
         assert_eq!(redacted("redis://:hunter2@h"), "redis://:***@h");
         assert_eq!(redacted("redis://bench@h"), "redis://bench@h");
         assert_eq!(redacted("h:1"), "h:1");
+        // A password with `/` or `@` in it, and one given without the scheme.
+        assert_eq!(
+            redacted("redis://bench:hunter2/x@h:1"),
+            "redis://bench:***@h:1"
+        );
+        assert_eq!(redacted("redis://bench:a@b@h:1"), "redis://bench:***@h:1");
+        assert_eq!(redacted("bench:hunter2@h:6379"), "bench:***@h:6379");
+        let e = parse_target("bench:hunter2@h:6379").unwrap_err();
+        assert!(
+            e.contains("redis://user:password@host:port") && !e.contains("hunter2"),
+            "{e}"
+        );
         assert!(Session::default().is_plain());
         assert!(!Session { login: None, db: 1 }.is_plain());
     }
