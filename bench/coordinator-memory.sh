@@ -6,7 +6,8 @@
 # histograms) as fast as the coordinator takes them (at most 16 intervals ahead of the rows
 # it has finalized in its live timeline.csv), then finals that add up, so an hour of
 # intervals takes seconds to minutes. Prints, per case, the coordinator's peak RSS (/usr/bin/time
-# %M) and CPU (user + sys) per interval.
+# %M) beside the README's bound for it (exit 1 when a case is over), and its CPU (user + sys)
+# per interval and per worker-interval.
 #
 # The measurement window checks itself: the report must hold exactly 3,600 timeline rows,
 # each with every worker's requests (workers × 10 commands × 1,000), no late intervals,
@@ -33,10 +34,14 @@ trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 MIX="GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1"
 
-printf '%-8s %-9s %10s %12s %14s %10s\n' workers interval intervals "peak RSS MB" "CPU/interval" "wall s"
+printf '%-8s %-9s %10s %12s %10s %14s %16s %8s\n' workers interval intervals "peak RSS MB" "bound MB" "CPU/interval" "CPU/worker-iv" "wall s"
 for W in ${WORKERS:-1 16}; do
   for IV in ${LENGTHS:-1s 100ms}; do
-    case $IV in 1s) D=$N ;; 100ms) D=$(awk "BEGIN{print $N/10}") ;; esac
+    case $IV in
+      1s) D=$N ;;
+      100ms) D=$(awk "BEGIN{print $N/10}") ;;
+      *) echo "interval $IV: this benchmark runs 1s or 100ms" >&2; exit 2 ;;
+    esac
     CP=$(port)
     out="$work/out-$W-$IV"
     /usr/bin/time -f "%M %U %S %e" -o "$work/time-$W-$IV" \
@@ -75,6 +80,16 @@ EOF
       continue
     fi
     cpu_us=$(awk "BEGIN{printf \"%.0f µs\", ($user + $sys) / $N * 1e6}")
-    printf '%-8s %-9s %10s %12.1f %14s %10s\n' "$W" "$IV" "$N" "$(awk "BEGIN{print $rss_kb/1024}")" "$cpu_us" "$wall"
+    per_worker=$(awk "BEGIN{printf \"%.0f µs\", ($user + $sys) / $N / $W * 1e6}")
+    # The README's bound: 40 MB + 1 MB per (class, command) + 2.5 MB per worker + 0.3 KB
+    # per interval (10 commands, one class).
+    bound=$(awk "BEGIN{printf \"%.1f\", 40 + 10 + 2.5 * $W + 0.3 * $N / 1024}")
+    rss_mb=$(awk "BEGIN{printf \"%.1f\", $rss_kb / 1024}")
+    printf '%-8s %-9s %10s %12s %10s %14s %16s %8s\n' "$W" "$IV" "$N" "$rss_mb" "$bound" "$cpu_us" "$per_worker" "$wall"
+    if awk "BEGIN{exit !($rss_mb > $bound)}"; then
+      echo "$W workers, $IV: peak RSS $rss_mb MB is over the README's bound of $bound MB" >&2
+      over=1
+    fi
   done
 done
+exit "${over:-0}"

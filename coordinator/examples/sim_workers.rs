@@ -5,11 +5,12 @@
 //! coordinator takes them, then finals that add up exactly. 3,600 intervals take seconds
 //! to minutes, not an hour.
 //!
-//! "As fast as the coordinator takes them": the coordinator queues what its sessions read
-//! without bound, so pacing on the session alone would measure that queue, not the books.
-//! Given the run's live `timeline.csv`, the workers stay at most [`AHEAD`] intervals ahead
-//! of the rows the coordinator has finalized (the file grows by one row per finalized
-//! interval); without it they send flat out.
+//! "As fast as the coordinator takes them": its event queue is bounded and HTTP/2 flow
+//! control pushes back, but what the streams and the queue hold would then be measured with
+//! the books, and one worker far ahead of the others fills the pending-interval cap. Given
+//! the run's live `timeline.csv`, the workers stay at most [`AHEAD`] intervals ahead of the
+//! rows the coordinator has finalized (the file grows by one row per finalized interval);
+//! without it they send flat out.
 //!
 //! ```text
 //! cargo run --release -p crest --example sim_workers -- http://127.0.0.1:7600 16 3600 out/timeline.csv

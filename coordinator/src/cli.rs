@@ -219,6 +219,11 @@ pub fn clap_line(e: &clap::Error) -> String {
     }
 }
 
+/// Most timeline rows one run may have (`--duration` / `--interval`): a row is ~0.3 KB in
+/// memory and in report.json, so this keeps both to a few hundred MB (11 days at 1 s,
+/// 2.7 hours at 10 ms).
+pub const MAX_ROWS: u64 = 1_000_000;
+
 fn err(flag: &'static str, value: impl ToString, why: impl ToString) -> ConfigError {
     ConfigError::new(flag, value, why)
 }
@@ -569,6 +574,17 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "--interval",
             format!("{interval:?}"),
             "must be 10ms to 60s",
+        ));
+    }
+    let rows = duration.as_nanos() / interval.as_nanos().max(1);
+    if rows > MAX_ROWS as u128 {
+        return Err(err(
+            "--interval",
+            humantime::format_duration(interval),
+            format!(
+                "a {} run would have {rows} timeline rows, at most {MAX_ROWS} (every row is kept for the report); give a longer --interval",
+                humantime::format_duration(duration)
+            ),
         ));
     }
     Ok(RunConfig {

@@ -34,14 +34,17 @@ pub fn check_writable(dir: &Path) -> Result<(), String> {
 }
 
 /// Writes `report.json` and `report.html` into `dir` (`timeline.csv` and `latency.hlog` were
-/// written during the run by [`Live`]); `timeline.csv` is rewritten whole from the report,
-/// so it is complete even if a live write failed. Returns the path of `report.json`.
+/// written during the run by [`Live`]); when a live write failed (`live_failed`),
+/// `timeline.csv` is rewritten whole from the report, so it is complete if the disk has
+/// room again. Returns the path of `report.json`.
 ///
 /// # Errors
 /// The first file that cannot be rendered or written, named.
-pub fn write_all(report: &Report, dir: &Path) -> Result<PathBuf, String> {
+pub fn write_all(report: &Report, dir: &Path, live_failed: bool) -> Result<PathBuf, String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| format!("report.json: {e}"))?;
-    write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
+    if live_failed {
+        write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
+    }
     write_atomic(
         &dir.join("report.html"),
         report::html::render(report).as_bytes(),
@@ -178,11 +181,6 @@ impl Live {
 }
 
 impl Report {
-    /// Whether the report is whole: not interrupted, no worker lost, the books balanced.
-    pub fn is_complete(&self) -> bool {
-        self.complete
-    }
-
     /// The exit code for a run that produced this report: 0 when complete, 130 when it was
     /// interrupted (Ctrl-C, SIGTERM), 3 when a report was written but is incomplete
     /// otherwise (a worker was lost, or the books did not balance).

@@ -321,9 +321,14 @@ pub async fn serve(
                                     // can discard the unread alert.
                                     linger_close(stream).await;
                                 }
-                                Err(_) => {
-                                    log.refused(peer, "tls-timeout", "no TLS handshake within 10 s")
-                                }
+                                Err(_) => log.refused(
+                                    peer,
+                                    "tls-timeout",
+                                    &format!(
+                                        "no TLS handshake within {} s",
+                                        HANDSHAKE_WITHIN.as_secs()
+                                    ),
+                                ),
                             }
                         }
                         Some(_) => {

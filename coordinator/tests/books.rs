@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const BASE_KB: u64 = 40 * 1024;
 const PER_COMMAND_KB: u64 = 1024;
 const PER_WORKER_KB: u64 = 2560;
-const PER_INTERVAL_KB: f64 = 0.2;
+const PER_INTERVAL_KB: f64 = 0.3;
 
 /// VmRSS and VmHWM of `pid`, in kB (None once it is gone).
 fn rss_kb(pid: u32) -> Option<(u64, u64)> {

@@ -71,6 +71,10 @@ fn each_bad_input_gets_its_exact_line() {
             r#"--duration "-1s": a duration cannot be negative; expected e.g. 10s, 500ms, 2m"#,
         ),
         (
+            &["--duration", "3h", "--interval", "10ms"],
+            r#"--interval "10ms": a 3h run would have 1080000 timeline rows, at most 1000000 (every row is kept for the report); give a longer --interval"#,
+        ),
+        (
             &["--seed", "-1"],
             r#"--seed "-1": expected a whole number from 0 to 18446744073709551615"#,
         ),

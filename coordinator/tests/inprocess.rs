@@ -50,7 +50,7 @@ fn an_in_process_run_agrees_with_the_targets_counters() {
             .unwrap();
         assert_eq!(results.workers.len(), 1);
         assert!(!results.workers[0].lost());
-        let r = report::build(&cfg, &results);
+        let r = report::build(&cfg, results);
         let t = &r.totals.summary;
         assert_eq!(t.scheduled, 4400);
         assert_eq!(t.sent, 4400);
@@ -58,7 +58,7 @@ fn an_in_process_run_agrees_with_the_targets_counters() {
         assert_eq!(t.errors, 0, "{:?}", t.errors_by_kind);
         assert_eq!(r.totals.in_flight + r.totals.unsent, 0);
         assert!(r.checks.intervals_match_totals, "{:?}", r.checks.problems);
-        assert!(r.is_complete());
+        assert!(r.complete);
         assert_eq!(r.timeline.len(), 2);
         // The target's own counters, read over a plain connection.
         let stats = tokio::task::spawn_blocking(move || commandstats(&addr))
@@ -99,8 +99,8 @@ fn shutdown_interrupts_an_in_process_run_and_keeps_what_was_collected() {
         assert!(took < Duration::from_secs(10), "took {took:?}");
         let results = res.unwrap();
         assert!(results.interrupted);
-        let r = report::build(&cfg, &results);
-        assert!(r.interrupted && !r.is_complete());
+        let r = report::build(&cfg, results);
+        assert!(r.interrupted && !r.complete);
         assert_eq!(r.exit_code(), std::process::ExitCode::from(130));
         assert!(r.duration_s < 10.0, "{}", r.duration_s);
         let t = &r.totals.summary;

@@ -49,7 +49,7 @@ const WANT_KEY: &str =
     "expected a PEM private key (-----BEGIN PRIVATE KEY-----, PKCS#8, RSA or EC)";
 
 /// The crypto provider both ends use (the one tonic's `tls` feature compiles in).
-pub fn provider() -> Arc<CryptoProvider> {
+fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -61,7 +61,7 @@ fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
 ///
 /// # Errors
 /// [`TlsFileError`] naming `flag` and the file.
-pub fn read_certs(
+fn read_certs(
     flag: &'static str,
     path: &Path,
 ) -> Result<(Vec<u8>, Vec<CertificateDer<'static>>), TlsFileError> {
@@ -90,7 +90,7 @@ fn webpki_parse(c: &CertificateDer<'_>) -> Result<(), String> {
 ///
 /// # Errors
 /// [`TlsFileError`] naming `flag` and the file.
-pub fn read_key(
+fn read_key(
     flag: &'static str,
     path: &Path,
 ) -> Result<(Vec<u8>, PrivateKeyDer<'static>), TlsFileError> {
@@ -329,16 +329,6 @@ impl ClientTls {
         }
         c
     }
-
-    /// Whether a CA file was given (else the system's CAs are trusted).
-    pub fn has_ca(&self) -> bool {
-        self.ca_pem.is_some()
-    }
-
-    /// Whether this worker presents a client certificate.
-    pub fn has_identity(&self) -> bool {
-        self.identity.is_some()
-    }
 }
 
 /// What a failed dial means, in words.
@@ -544,7 +534,7 @@ pub fn plaintext_rule(url: &str, token: bool, insecure: bool) -> Result<Option<S
 }
 
 /// True when `host` (a URL's host) is a loopback name or address.
-pub fn is_loopback_host(host: &str) -> bool {
+fn is_loopback_host(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     if h.eq_ignore_ascii_case("localhost") {
         return true;

@@ -96,12 +96,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Err(e) => Err(e),
                 };
                 match res {
-                    Ok(results) => {
-                        let report = report::build(&cfg, &results);
+                    Ok(mut results) => {
+                        let live_errors = std::mem::take(&mut results.live_errors);
+                        let report = report::build(&cfg, results);
                         // The files first: a stdout that blocks (a pager that stopped
                         // reading) or is closed (`crest run | head`) must not cost the
                         // report; the summary there is best effort.
-                        let written = cfg.out.as_ref().map(|dir| output::write_all(&report, dir));
+                        let written = cfg
+                            .out
+                            .as_ref()
+                            .map(|dir| output::write_all(&report, dir, !live_errors.is_empty()));
                         let _ = std::io::Write::write_all(
                             &mut std::io::stdout().lock(),
                             report.table().as_bytes(),
@@ -117,7 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                                     ""
                                 }
                             );
-                            if let Some(e) = results.live_errors.first() {
+                            if let Some(e) = live_errors.first() {
                                 anyhow::bail!("{e}");
                             }
                         }

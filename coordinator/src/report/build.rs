@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 /// Builds the report of a run from its configuration and what its workers measured: the
 /// run totals (merged by addition as the intervals came, never averaged), the timeline laid
 /// out during the run, each worker's row, and the books' self-checks.
-pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
+pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let members = &results.workers;
     let duration_ns = results.measured_ns(cfg);
     let duration_s = duration_ns as f64 / 1e9;
@@ -65,7 +65,8 @@ pub fn build(cfg: &RunConfig, results: &RunResults) -> Report {
             histograms: Histograms::of(t),
         });
     }
-    let timeline = results.timeline.clone();
+    // Taken, not copied: the one part of the results that grows with the run's length.
+    let timeline = std::mem::take(&mut results.timeline);
     let classes: BTreeMap<String, ClassReport> = cfg
         .classes
         .iter()
