@@ -192,7 +192,8 @@ const MAX_OUTBOX_BYTES: usize = 64 << 20;
 /// otherwise pile up unmerged (full histograms) in their channel.
 struct Outbox {
     tx: mpsc::Sender<pb::WorkerMessage>,
-    queue: std::collections::VecDeque<pb::WorkerMessage>,
+    /// Messages waiting for room, each with its encoded size (counted in `bytes`).
+    queue: std::collections::VecDeque<(pb::WorkerMessage, usize)>,
     bytes: usize,
 }
 
@@ -222,8 +223,9 @@ impl Outbox {
 
     fn enqueue(&mut self, m: pb::WorkerMessage) -> Result<(), SessionError> {
         use prost::Message as _;
-        self.bytes += m.encoded_len();
-        self.queue.push_back(m);
+        let size = m.encoded_len();
+        self.bytes += size;
+        self.queue.push_back((m, size));
         if self.bytes > MAX_OUTBOX_BYTES {
             return Err(SessionError::Backlog(self.bytes));
         }
@@ -237,9 +239,8 @@ impl Outbox {
             return std::future::pending().await;
         }
         let permit = self.tx.reserve().await.map_err(|_| SessionError::Closed)?;
-        if let Some(m) = self.queue.pop_front() {
-            use prost::Message as _;
-            self.bytes = self.bytes.saturating_sub(m.encoded_len());
+        if let Some((m, size)) = self.queue.pop_front() {
+            self.bytes -= size;
             permit.send(m);
         }
         Ok(())

@@ -240,6 +240,17 @@ impl ClassState {
         }
     }
 
+    /// A request not written yet, measured when intended after the warm-up.
+    #[inline]
+    fn unwritten(&self, q: Queued) -> Pending {
+        Pending {
+            intended: q.intended,
+            written: 0,
+            cmd: q.cmd,
+            measured: q.intended >= self.warmup,
+        }
+    }
+
     /// One open-loop request intended at `intended`: given up when it is already older
     /// than the timeout, else onto a free slot, else into the backlog (behind any already
     /// waiting, so order holds), else `backlog_full`.
@@ -251,12 +262,7 @@ impl ClassState {
             self.interval.cmds[cmd as usize].scheduled += 1;
         }
         if now.saturating_sub(intended) > timeout {
-            let p = Pending {
-                intended,
-                written: 0,
-                cmd,
-                measured,
-            };
+            let p = self.unwritten(Queued { intended, cmd });
             self.on_failed(p, Failure::TimeoutUnsent, now);
             return;
         }
@@ -308,12 +314,7 @@ impl ClassState {
             if !conn.has_room(self.pipeline) {
                 continue; // stale token
             }
-            let req = Pending {
-                intended: q.intended,
-                written: 0,
-                cmd: q.cmd,
-                measured: q.intended >= self.warmup,
-            };
+            let req = self.unwritten(q);
             let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
             if conn.enqueue(req, |buf| {
                 workload.encode_to(q.cmd as usize, rng, cursor, buf)
@@ -333,12 +334,7 @@ impl ClassState {
                 break;
             }
             self.backlog.pop_front();
-            let p = Pending {
-                intended: q.intended,
-                written: 0,
-                cmd: q.cmd,
-                measured: q.intended >= self.warmup,
-            };
+            let p = self.unwritten(q);
             self.on_failed(p, Failure::TimeoutUnsent, now);
         }
     }

@@ -704,9 +704,7 @@ impl Conn {
         loop {
             let buf = &self.rbuf[self.rstart..self.rend];
             if buf.is_empty() {
-                self.rstart = 0;
-                self.rend = 0;
-                self.need = 0;
+                self.reset_read();
                 return Ok(SetupProgress::Waiting { flush });
             }
             if self.state == ConnState::Up {
@@ -737,9 +735,7 @@ impl Conn {
                         Next::Done => {
                             self.up();
                             if self.rstart == self.rend {
-                                self.rstart = 0;
-                                self.rend = 0;
-                                self.need = 0;
+                                self.reset_read();
                                 return Ok(SetupProgress::Up);
                             }
                         }
@@ -878,9 +874,7 @@ impl Conn {
         let buf = &self.rbuf[self.rstart..self.rend];
         match match_replies(buf, &mut self.inflight, &mut self.unwritten, on_reply) {
             Matched::All => {
-                self.rstart = 0;
-                self.rend = 0;
-                self.need = 0;
+                self.reset_read();
                 self.shrink();
                 Ok(())
             }
@@ -905,19 +899,32 @@ impl Conn {
         if let Some((header, len)) = resp::bulk_prefix(pending) {
             let have = (pending.len() - header).min(len);
             // The buffer keeps `$0\r\n` and whatever came after the payload (part of its
-            // CRLF); the final CRLF completes an empty bulk, matched as any value.
+            // CRLF); the final CRLF completes an empty bulk, matched as any value. It goes
+            // to the buffer's start (everything before `rstart` is consumed), so the reads
+            // that stream the payload past get the whole buffer, not what is left after
+            // earlier replies. The header is at least 8 bytes (`$65536\r\n`: a length ≥ SKIP_MIN), so the
+            // stub never overwrites what it moves.
             let after = self.rstart + header + have;
-            self.rbuf[self.rstart..self.rstart + 4].copy_from_slice(b"$0\r\n");
-            self.rbuf.copy_within(after..self.rend, self.rstart + 4);
-            self.rend = self.rstart + 4 + (self.rend - after);
+            let tail = self.rend - after;
+            self.rbuf[..4].copy_from_slice(b"$0\r\n");
+            self.rbuf.copy_within(after..self.rend, 4);
+            self.rstart = 0;
+            self.rend = 4 + tail;
             self.skip = len - have;
-            self.need = self.rstart + 6;
+            self.need = 6;
             return Ok(());
         }
         if at_least > self.budget.max_reply {
             return Err(Fault::TooLarge);
         }
         Ok(())
+    }
+
+    /// The read buffer holds nothing pending.
+    fn reset_read(&mut self) {
+        self.rstart = 0;
+        self.rend = 0;
+        self.need = 0;
     }
 
     /// Gives back a read buffer that grew for a large reply once it is empty.
@@ -943,9 +950,7 @@ impl Conn {
         self.wpos = 0;
         self.splices.clear();
         self.spos = 0;
-        self.rstart = 0;
-        self.rend = 0;
-        self.need = 0;
+        self.reset_read();
         self.skip = 0;
         // A buffer that grew for a reply goes back to its base size.
         if self.rbuf.len() > READ_CHUNK {

@@ -8,8 +8,9 @@
 //! a report full of errors.
 
 use crate::conn::{Next, Setup, Step};
+use crest_model::stats::clean_message;
 use crest_model::target::Session;
-use crest_resp::{self as resp, Scan};
+use crest_resp::{self as resp, ReplyKind, Scan};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -147,7 +148,7 @@ async fn ask(addr: SocketAddr, setup: Option<&Setup>) -> std::io::Result<Heard> 
             match setup.next(step, reply) {
                 Next::Send(b, st) => (bytes, step) = (b, st),
                 Next::Done => break,
-                Next::Refused(_) => return Ok(Heard::SetupRefused(step, line(&buf[..len]))),
+                Next::Refused(_) => return Ok(Heard::SetupRefused(step, message(reply))),
             }
             buf.drain(..len);
         }
@@ -156,8 +157,14 @@ async fn ask(addr: SocketAddr, setup: Option<&Setup>) -> std::io::Result<Heard> 
     s.write_all(b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n")
         .await?;
     Ok(match read_reply(&mut s, &mut buf).await? {
-        Some(len) if buf.first() == Some(&b'-') => Heard::EchoError(line(&buf[..len])),
-        _ => Heard::Fine,
+        Some(len) => match resp::scan_reply(&buf[..len]) {
+            Ok(Scan::Reply {
+                kind: kind @ ReplyKind::Error { .. },
+                ..
+            }) => Heard::EchoError(message(kind)),
+            _ => Heard::Fine,
+        },
+        None => Heard::Fine,
     })
 }
 
@@ -182,18 +189,13 @@ async fn read_reply(
     }
 }
 
-/// An error reply's line without its `-`, as printable text (at most 300 characters): a
-/// server's message is never echoed raw.
-fn line(reply: &[u8]) -> String {
-    let text = String::from_utf8_lossy(reply);
-    let first = text.lines().next().unwrap_or_default();
-    first
-        .strip_prefix('-')
-        .unwrap_or(first)
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .take(300)
-        .collect()
+/// An error reply's message (without its `-`), cleaned as every server message is
+/// ([`clean_message`]): never echoed raw.
+fn message(reply: ReplyKind<'_>) -> String {
+    match reply {
+        ReplyKind::Error { message, .. } => clean_message(message),
+        ReplyKind::Value => String::new(),
+    }
 }
 
 #[cfg(test)]

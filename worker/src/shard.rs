@@ -648,20 +648,11 @@ impl Shard {
                     self.on_connected(id, now);
                 }
             }
-            ConnState::Up => {
+            ConnState::Up | ConnState::Setup { .. } => {
                 if ready.readable() {
                     self.on_readable(id);
                 }
-                let conn = &self.conns[id.index()];
-                if conn.state() == ConnState::Up && ready.writable() && conn.want_out() {
-                    let now = self.now();
-                    self.flush(id, now);
-                }
-            }
-            ConnState::Setup { .. } => {
-                if ready.readable() {
-                    self.on_setup_readable(id);
-                }
+                // Still open after the read (a setup may have become up meanwhile).
                 let conn = &self.conns[id.index()];
                 if matches!(conn.state(), ConnState::Setup { .. } | ConnState::Up)
                     && ready.writable()
@@ -727,10 +718,9 @@ impl Shard {
 
     // ---- receiving ---------------------------------------------------------------
 
-    /// Reads setup replies; the last makes the connection up and gives its slots to its
-    /// class. A refused step is one connection error of its kind (`setup: WRONGPASS`),
-    /// and the connection is retried after the backoff like a refused connect.
-    fn on_setup_readable(&mut self, id: ConnId) {
+    /// Reads what the connection's socket holds and takes every complete reply: setup
+    /// replies while it is being set up, replies to requests once it is up.
+    fn on_readable(&mut self, id: ConnId) {
         loop {
             let conn = &mut self.conns[id.index()];
             let filled = match conn.receive() {
@@ -742,78 +732,81 @@ impl Shard {
                 }
                 Received::TooLarge => {
                     let now = self.now();
-                    self.conn_down(id, now, Fault::TooLarge.kind(), Failure::Disconnected);
+                    self.conn_too_large(id, now);
                     return;
                 }
                 Received::Data { filled } => filled,
             };
-            let taken = conn.take_setup();
-            let class = conn.class.index();
-            let now = self.now();
-            match taken {
-                Ok(SetupProgress::Waiting { flush }) => {
-                    if flush {
-                        self.flush(id, now);
-                    }
-                }
-                Ok(SetupProgress::Up) => {
-                    self.classes[class].on_up(id);
-                    return;
-                }
-                Err(SetupError::Fault(f)) => {
-                    self.conn_down(id, now, f.kind(), Failure::Disconnected);
-                    return;
-                }
-                Err(SetupError::Refused(r, message)) => {
-                    tracing::debug!(kind = r.kind, %message, "setup refused");
-                    self.conn_down(id, now, r.kind, Failure::Disconnected);
+            // The scanner said how many bytes a reply needs: not rescanned on every read.
+            if conn.reply_ready() {
+                let open = if conn.state() == ConnState::Up {
+                    self.take_replies(id)
+                } else {
+                    self.take_setup(id)
+                };
+                if !open {
                     return;
                 }
             }
+            // A short read drained the socket: no need to spend a syscall on EAGAIN.
             if !filled {
                 return;
             }
         }
     }
 
-    fn on_readable(&mut self, id: ConnId) {
-        loop {
-            let conn = &mut self.conns[id.index()];
-            match conn.receive() {
-                Received::WouldBlock => return,
-                Received::Closed(kind) => {
-                    let now = self.now();
-                    self.conn_down(id, now, &kind, Failure::Disconnected);
-                    return;
+    /// Matches the replies read on an up connection; false when it had to be closed.
+    fn take_replies(&mut self, id: ConnId) -> bool {
+        let now = ns_since(self.cfg.start);
+        let conn = &mut self.conns[id.index()];
+        let class = &mut self.classes[conn.class.index()];
+        let kinds = &mut self.kinds;
+        match conn.take_replies(|r| class.on_reply(id, r, now, kinds)) {
+            Ok(()) => true,
+            Err(Fault::TooLarge) => {
+                self.conn_too_large(id, now);
+                false
+            }
+            Err(fault) => {
+                self.conn_down(id, now, fault.kind(), Failure::Disconnected);
+                false
+            }
+        }
+    }
+
+    /// Takes the setup replies read so far; the last makes the connection up and gives its
+    /// slots to its class. A refused step is one connection error of its kind
+    /// (`setup: WRONGPASS`), and the connection is retried after the backoff like a
+    /// refused connect. False when the connection had to be closed.
+    fn take_setup(&mut self, id: ConnId) -> bool {
+        let conn = &mut self.conns[id.index()];
+        let taken = conn.take_setup();
+        let class = conn.class.index();
+        let now = self.now();
+        match taken {
+            Ok(SetupProgress::Waiting { flush }) => {
+                if flush {
+                    self.flush(id, now);
                 }
-                Received::TooLarge => {
-                    let now = self.now();
-                    self.conn_too_large(id, now);
-                    return;
-                }
-                Received::Data { filled } => {
-                    if conn.reply_ready() {
-                        let now = ns_since(self.cfg.start);
-                        let class = &mut self.classes[conn.class.index()];
-                        let kinds = &mut self.kinds;
-                        let taken = conn.take_replies(|r| class.on_reply(id, r, now, kinds));
-                        match taken {
-                            Ok(()) => {}
-                            Err(Fault::TooLarge) => {
-                                self.conn_too_large(id, now);
-                                return;
-                            }
-                            Err(fault) => {
-                                self.conn_down(id, now, fault.kind(), Failure::Disconnected);
-                                return;
-                            }
-                        }
-                    }
-                    // A short read drained the socket: no need to spend a syscall on EAGAIN.
-                    if !filled {
-                        return;
-                    }
-                }
+                // A failed write closed it.
+                !matches!(self.conns[id.index()].state(), ConnState::Down { .. })
+            }
+            Ok(SetupProgress::Up) => {
+                self.classes[class].on_up(id);
+                true
+            }
+            Err(SetupError::Fault(Fault::TooLarge)) => {
+                self.conn_too_large(id, now);
+                false
+            }
+            Err(SetupError::Fault(f)) => {
+                self.conn_down(id, now, f.kind(), Failure::Disconnected);
+                false
+            }
+            Err(SetupError::Refused(r, message)) => {
+                tracing::debug!(kind = r.kind, %message, "setup refused");
+                self.conn_down(id, now, r.kind, Failure::Disconnected);
+                false
             }
         }
     }
@@ -951,15 +944,23 @@ mod tests {
         }
     }
 
-    /// A server answering `+OK` to everything, and how many requests it has read.
-    fn counting_ok_server() -> (Fake, Arc<std::sync::atomic::AtomicUsize>) {
+    /// A server answering request `n` of each connection with `answer(n)`, and how many
+    /// requests it has read over all of them (the server's own count).
+    fn counting_server(
+        answer: impl Fn(usize) -> Option<&'static [u8]> + Send + Sync + 'static,
+    ) -> (Fake, Arc<std::sync::atomic::AtomicUsize>) {
         let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let count = seen.clone();
         let fake = Fake::new(move |_, s| {
-            let n = answer_each(s, |_| Some(b"+OK\r\n"));
+            let n = answer_each(s, &answer);
             count.fetch_add(n, Ordering::Relaxed);
         });
         (fake, seen)
+    }
+
+    /// A server answering `+OK` to everything, and how many requests it has read.
+    fn counting_ok_server() -> (Fake, Arc<std::sync::atomic::AtomicUsize>) {
+        counting_server(|_| Some(b"+OK\r\n"))
     }
 
     fn workload() -> Arc<Workload> {
@@ -1197,17 +1198,17 @@ mod tests {
     /// schedule's requests (nothing more, nothing less).
     #[test]
     fn setup_replies_are_not_requests_of_the_run() {
-        let fake = Fake::new(|_, s| {
-            answer_each(s, |n| match n {
-                0 => Some(b"*2\r\n$5\r\nproto\r\n:2\r\n"),
-                1 => Some(b"+OK\r\n"),
-                _ => Some(b"$1\r\nx\r\n"),
-            });
+        let (fake, seen) = counting_server(|n| match n {
+            0 => Some(b"*2\r\n$5\r\nproto\r\n:2\r\n"),
+            1 => Some(b"+OK\r\n"),
+            _ => Some(b"$1\r\nx\r\n"),
         });
         let (mut cfg, rx) = config(fake.addr, open(1_000.0, 200), 2, 4);
         cfg.session = login(5);
         let r = run_shard(cfg, rx);
         assert_eq!(fake.finish(), 2);
+        // The server's own count: the 200 requests and, per connection, HELLO and SELECT.
+        assert_eq!(seen.load(Ordering::Relaxed), 200 + 2 * 2);
         assert_eq!(r.up, 2);
         let t = &r.totals;
         assert_eq!((t.scheduled, t.sent, t.completed), (200, 200, 200));
@@ -1379,9 +1380,7 @@ mod tests {
     /// (`timeout_unsent`); latency p99 is at least the timeout; nothing is left over.
     #[test]
     fn a_silent_server_turns_every_request_into_a_timeout() {
-        let fake = Fake::new(|_, s| {
-            answer_each(s, |_| Some(b""));
-        });
+        let (fake, seen) = counting_server(|_| Some(b""));
         let (mut cfg, rx) = config(fake.addr, open(100.0, 500), 2, 1);
         cfg.timeout = Duration::from_millis(100);
         cfg.drain = Duration::from_millis(300);
@@ -1394,6 +1393,13 @@ mod tests {
         let (timeout, unsent) = (r.errors("timeout"), r.errors("timeout_unsent"));
         assert_eq!(timeout + unsent, 50, "{:?}", t.errors);
         assert!(timeout >= 2, "{:?}", t.errors);
+        // Written or not, by the server's own count of what it read.
+        assert_eq!(
+            timeout,
+            seen.load(Ordering::Relaxed) as u64,
+            "{:?}",
+            t.errors
+        );
         assert_eq!(t.latency.len(), 50);
         assert!(t.latency.value_at_quantile(0.99) >= 100 * MS);
     }
