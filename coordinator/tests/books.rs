@@ -3,10 +3,9 @@
 //! as the run goes; Ctrl-C / SIGTERM writing the report collected so far, marked incomplete.
 
 use crate::support::{
-    CrestRun, Kind, Proc, Server, TempDir, coordinator_args, crest_bin, crest_fails, free_port,
-    histogram, read_log, read_report, strs, u, worker_args, worker_bin,
+    CrestRun, Kind, Proc, Server, TempDir, crest_bin, crest_fails, histogram, hlog, proc_status_kb,
+    read_log, read_report, start_cluster, u,
 };
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -22,13 +21,10 @@ const PER_INTERVAL_KB: f64 = 0.3;
 
 /// VmRSS and VmHWM of `pid`, in kB (None once it is gone).
 fn rss_kb(pid: u32) -> Option<(u64, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    Some((
+        proc_status_kb(pid, "VmRSS:")?,
+        proc_status_kb(pid, "VmHWM:")?,
+    ))
 }
 
 /// Lines of `path` that are complete (end in a newline), or none yet.
@@ -39,27 +35,6 @@ fn lines(path: &Path) -> Vec<String> {
         v.pop();
     }
     v.into_iter().map(|l| l.trim_end().to_string()).collect()
-}
-
-/// The histograms of an hlog, as (tag, start s, histogram); panics naming a line that does
-/// not parse.
-fn hlog(path: &Path) -> Vec<(Option<String>, f64, crest_model::hist::Hist)> {
-    use base64::Engine as _;
-    let text = std::fs::read(path).unwrap();
-    let mut out = Vec::new();
-    for e in IntervalLogIterator::new(&text) {
-        if let LogEntry::Interval(h) = e.unwrap_or_else(|e| panic!("hlog does not parse: {e:?}")) {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(h.encoded_histogram())
-                .unwrap();
-            out.push((
-                h.tag().map(|t| t.as_str().to_string()),
-                h.start_timestamp().as_secs_f64(),
-                crest_model::hist::decode(&bytes).unwrap(),
-            ));
-        }
-    }
-    out
 }
 
 /// `timeline.csv` and `latency.hlog` agree with each other and with the report's timeline:
@@ -126,11 +101,12 @@ fn soak_600_intervals_coordinator_memory_is_bounded_and_flat() {
     let server = Server::start(Kind::Valkey);
     let dir = TempDir::new("soak");
     let out = dir.path().join("out");
-    let listen = format!("127.0.0.1:{}", free_port());
     let mix = "GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1";
-    let mut args = coordinator_args(&listen, 1, "30s", &server.addr(), &out);
-    args.extend(
-        [
+    let (mut coord, _workers) = start_cluster(
+        &dir,
+        &server.addr(),
+        1,
+        &[
             "--rate",
             "2000",
             "--duration",
@@ -143,15 +119,7 @@ fn soak_600_intervals_coordinator_memory_is_bounded_and_flat() {
             "1000",
             "--connections",
             "4",
-        ]
-        .map(String::from),
-    );
-    let mut coord = Proc::spawn(&crest_bin(), &strs(&args), dir.path(), "crest");
-    let _worker = Proc::spawn(
-        &worker_bin(),
-        &strs(&worker_args(&listen, 0)),
-        dir.path(),
-        "worker0",
+        ],
     );
     let pid = coord.child.id();
     // (seconds since the first timeline row, VmRSS kB) while the run goes.

@@ -4,7 +4,9 @@
 //! a client certificate are made here with rcgen; every case runs the real binaries
 //! against the built-in target.
 
-use crate::support::{Proc, TempDir, crest_bin, free_port, read_log, read_report, u, worker_bin};
+use crate::support::{
+    Proc, TempDir, crest_bin, free_port, read_log, read_report, strs, u, worker_bin,
+};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -157,10 +159,6 @@ fn tls_args(pki: &Pki) -> Vec<String> {
     ]
 }
 
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
 /// A run over TLS: the worker trusts the test CA, the run completes, and neither side
 /// logs anything above INFO at its normal end (no WARN, no `MetadataMap` debug dump).
 #[test]
@@ -184,14 +182,14 @@ fn a_tls_worker_with_the_ca_completes_a_run_and_ends_quietly() {
     let report = read_report(&dir.path().join("out"));
     assert!(u(&report["totals"], "completed") > 0, "{report}");
     // The worker sees the coordinator go and waits for the next run, quietly.
-    let log = wait_for_log(
+    wait_for_log(
         &dir,
         "worker",
         "session with coordinator ended",
         Duration::from_secs(10),
     );
     std::thread::sleep(Duration::from_millis(800));
-    let log = read_log(dir.path(), "worker", "stderr") + &log;
+    let log = read_log(dir.path(), "worker", "stderr");
     assert!(
         w.child.try_wait().unwrap().is_none(),
         "the worker stays up: {log}"

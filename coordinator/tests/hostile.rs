@@ -92,7 +92,6 @@ fn each_request(
     }
 }
 
-/// Writes `bytes` forever (until the peer goes or `stop`).
 /// A server that answers the first request with `head` and then `body` over and over.
 fn endless(head: &'static [u8], body: Vec<u8>) -> Hostile {
     Hostile::start(move |s, stop| {
@@ -105,6 +104,7 @@ fn endless(head: &'static [u8], body: Vec<u8>) -> Hostile {
     })
 }
 
+/// Writes `bytes` forever (until the peer goes or `stop`).
 fn write_forever(s: &mut TcpStream, stop: &AtomicBool, bytes: &[u8]) {
     while !stop.load(Ordering::Relaxed) {
         if s.write_all(bytes).is_err() {
@@ -115,9 +115,7 @@ fn write_forever(s: &mut TcpStream, stop: &AtomicBool, bytes: &[u8]) {
 
 /// VmHWM of `pid` in kB, if it is still running.
 fn peak_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    proc_status_kb(pid, "VmHWM:")
 }
 
 /// What one watched run did.
@@ -219,12 +217,22 @@ const SHORT: &[&str] = &[
     "--drain",
     "1s",
 ];
+/// How long a hostile server's threads may take to read what was written before the run
+/// ended.
+const SETTLE: Duration = Duration::from_secs(3);
 /// Duration + drain + a few seconds for start-up and the report.
 const SHORT_LIMIT: Duration = Duration::from_secs(2 + 1 + 7);
 
 #[test]
 fn hostile_never_replies() {
-    let h = Hostile::start(|s, stop| each_request(s, stop, |_, _| true));
+    let received = Arc::new(AtomicU64::new(0));
+    let count = received.clone();
+    let h = Hostile::start(move |s, stop| {
+        each_request(s, stop, |_, _| {
+            count.fetch_add(1, Ordering::Relaxed);
+            true
+        })
+    });
     let o = run_watched("never-replies", &h.addr, SHORT, SHORT_LIMIT);
     let r = &o.report;
     assert_balanced("never-replies", r);
@@ -233,6 +241,14 @@ fn hostile_never_replies() {
     assert_eq!(u(t, "completed"), 0);
     // Every request is more than the timeout old at the end: none is left over.
     assert_eq!(kind(r, "timeout") + kind(r, "timeout_unsent"), 400, "{t}");
+    // The server's own count of what reached it: every request the report calls written
+    // (each a `timeout`), and the pre-flight probe's ECHO.
+    let t0 = Instant::now();
+    while received.load(Ordering::Relaxed) < u(t, "sent") + 1 && t0.elapsed() < SETTLE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(received.load(Ordering::Relaxed), u(t, "sent") + 1, "{t}");
+    assert_eq!(kind(r, "timeout"), u(t, "sent"), "{t}");
     assert!(
         kind(r, "timeout_unsent") > 0,
         "most waited for a connection: {t}"

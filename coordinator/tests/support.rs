@@ -173,7 +173,8 @@ impl Server {
         parse_commandstats(&self.command(&[b"INFO", b"commandstats"]))
     }
 
-    /// [`info_stats`] of this server (authenticated when it has a password).
+    /// `INFO <section>` of this server (authenticated when it has a password), parsed as
+    /// [`parse_info`] says.
     pub fn info_stats(&self, section: &str, prefix: &str) -> HashMap<String, HashMap<String, u64>> {
         parse_info(&self.command(&[b"INFO", section.as_bytes()]), prefix)
     }
@@ -235,42 +236,15 @@ pub fn commandstats(addr: &str) -> HashMap<String, u64> {
 
 /// `cmdstat_<name>` calls from an `INFO commandstats` reply.
 fn parse_commandstats(reply: &Frame) -> HashMap<String, u64> {
-    let Frame::Bulk(text) = reply else {
-        panic!("INFO did not return a bulk string: {reply:?}");
-    };
-    let text = String::from_utf8_lossy(text).into_owned();
-    let mut out = HashMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("cmdstat_") else {
-            continue;
-        };
-        let Some((name, fields)) = rest.split_once(':') else {
-            continue;
-        };
-        for f in fields.split(',') {
-            if let Some(v) = f.strip_prefix("calls=") {
-                out.insert(name.to_string(), v.trim().parse().unwrap());
-            }
-        }
-    }
-    out
+    parse_info(reply, "cmdstat_")
+        .into_iter()
+        .filter_map(|(name, f)| Some((name, *f.get("calls")?)))
+        .collect()
 }
 
-/// `INFO <section>` of the server at `addr`, as (prefix-stripped name → field → number):
+/// An `INFO <section>` reply as (prefix-stripped name → field → number):
 /// `cmdstat_get:calls=3,failed_calls=1` with prefix `cmdstat_` gives `get → {calls: 3,
 /// failed_calls: 1}`; `errorstat_ERR:count=2` with `errorstat_` gives `ERR → {count: 2}`.
-pub fn info_stats(
-    addr: &str,
-    section: &str,
-    prefix: &str,
-) -> HashMap<String, HashMap<String, u64>> {
-    parse_info(
-        &command(addr, &[b"INFO", section.as_bytes()]).expect("INFO"),
-        prefix,
-    )
-}
-
-/// An `INFO` reply as [`info_stats`] gives it.
 fn parse_info(reply: &Frame, prefix: &str) -> HashMap<String, HashMap<String, u64>> {
     let Frame::Bulk(text) = reply else {
         panic!("INFO did not return a bulk string: {reply:?}");
@@ -315,14 +289,16 @@ impl Proc {
     ) -> Self {
         let out = std::fs::File::create(dir.join(format!("{name}.stdout"))).unwrap();
         let err = std::fs::File::create(dir.join(format!("{name}.stderr"))).unwrap();
-        let child = Command::new(bin)
+        let mut cmd = Command::new(bin);
+        // Nothing from the developer's environment changes what a test runs (a
+        // CREST_TOKEN, CREST_RATE, CREST_CONTROL_CA... left exported).
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("CREST_") {
+                cmd.env_remove(k);
+            }
+        }
+        let child = cmd
             .args(args)
-            .env_remove("CREST_TOKEN")
-            .env_remove("CREST_TARGET")
-            .env_remove("CREST_USER")
-            .env_remove("CREST_PASSWORD")
-            .env_remove("CREST_PASSWORD_FILE")
-            .env_remove("CREST_DB")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(out)
             .stderr(err)
@@ -702,4 +678,34 @@ impl<'a> CrestRun<'a> {
         }
         read_report(&out)
     }
+}
+
+/// The histograms of an hlog, as (tag, start s, histogram); panics naming a line that does
+/// not parse.
+pub fn hlog(path: &Path) -> Vec<(Option<String>, f64, crest_model::hist::Hist)> {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    let text = std::fs::read(path).unwrap();
+    let mut out = Vec::new();
+    for e in IntervalLogIterator::new(&text) {
+        if let LogEntry::Interval(h) = e.unwrap_or_else(|e| panic!("hlog does not parse: {e:?}")) {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(h.encoded_histogram())
+                .unwrap();
+            out.push((
+                h.tag().map(|t| t.as_str().to_string()),
+                h.start_timestamp().as_secs_f64(),
+                crest_model::hist::decode(&bytes).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), while the process runs.
+pub fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }

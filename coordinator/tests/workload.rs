@@ -153,8 +153,8 @@ fn the_command_mix_matches_its_weights_on_the_server() {
     // The server's own books of its failures: every failed call per command
     // (commandstats' failed_calls) and every error reply by kind (errorstats) is in the
     // report, by the same kind, with the server's own first message for it.
-    let cmdstats = info_stats(&server.addr(), "commandstats", "cmdstat_");
-    let errorstats = info_stats(&server.addr(), "errorstats", "errorstat_");
+    let cmdstats = server.info_stats("commandstats", "cmdstat_");
+    let errorstats = server.info_stats("errorstats", "errorstat_");
     let mut by_kind: HashMap<String, u64> = HashMap::new();
     for item in mix.split(',') {
         let (cmd, _) = item.split_once('=').unwrap();
@@ -242,6 +242,20 @@ prefill = true
     let mut sum = hs.clone();
     sum.add(&hl).unwrap();
     assert_eq!(sum, histogram(&report["totals"]["histograms"]["latency"]));
+    // latency.hlog: its lines tagged with a class add up to that class's histogram, its
+    // untagged lines to the totals'.
+    let mut by_tag: HashMap<Option<String>, crest_model::hist::Hist> = HashMap::new();
+    for (tag, _, h) in hlog(&dir.path().join("out").join("latency.hlog")) {
+        crest_model::hist::add(
+            by_tag
+                .entry(tag)
+                .or_insert_with(crest_model::hist::new_hist),
+            &h,
+        );
+    }
+    assert_eq!(by_tag[&Some("small".to_string())], hs);
+    assert_eq!(by_tag[&Some("large".to_string())], hl);
+    assert_eq!(by_tag[&None], sum);
     // A 2 MB reply takes longer on the wire than a 100-byte one: the classes differ.
     assert!(f(&large["service_time_us"], "p50") > f(&small["service_time_us"], "p50"));
     // Server: prefill wrote 102 keys, the run read 6030 times.

@@ -29,8 +29,9 @@ pub mod limits {
     pub const MAX_CLASSES: usize = 1024;
     /// Commands in one class's mix: the engine indexes them with a `u16`.
     pub const MAX_MIX: usize = u16::MAX as usize;
-    /// Segments in all of a run's rate profiles together: a day at 1 s steps fits, and
-    /// the plan stays well inside one gRPC message (~25 bytes a segment, 4 MB a message).
+    /// Segments of rate profiles: the coordinator counts every class's together, a worker
+    /// each profile of a plan it is sent. A day at 1 s steps fits, and the plan stays well
+    /// inside one gRPC message (~25 bytes a segment, 4 MB a message).
     pub const MAX_SEGMENTS: usize = 100_000;
     /// Highest rate of one class, requests per second, cluster-wide.
     pub const MAX_RATE: f64 = 1e9;

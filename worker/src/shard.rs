@@ -480,7 +480,9 @@ impl Shard {
         if let Some(index) = self.intervals.at(now).filter(|&i| i != open) {
             // Requests due before the boundary belong to the interval it closes, even when
             // this loop turn comes late (a busy core): schedule them into it before it
-            // ships, so `scheduled` per interval follows the intended times exactly.
+            // ships, so `scheduled` per interval follows the intended times. A shard so far
+            // behind that more than a turn's cap (MAX_PER_TURN per class) is due counts
+            // the rest in the next interval: it is generator-bound there, and says so.
             let boundary = self.intervals.next_boundary();
             if boundary != u64::MAX && boundary > 0 {
                 self.send_due(boundary - 1, now);
