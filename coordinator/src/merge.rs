@@ -579,9 +579,12 @@ impl RunBooks {
             live.row(&p);
             live.hist(None, start_s, iv_s, &sum.latency);
             if self.classes.len() > 1 {
-                let empty = hist::new_hist();
+                // An empty row has no class histograms: one empty histogram stands for all.
+                let empty = classes.is_empty().then(hist::new_hist);
                 for (i, c) in self.classes.iter().enumerate() {
-                    live.hist(Some(c), start_s, iv_s, classes.get(i).unwrap_or(&empty));
+                    if let Some(h) = classes.get(i).or(empty.as_ref()) {
+                        live.hist(Some(c), start_s, iv_s, h);
+                    }
                 }
             }
         }
