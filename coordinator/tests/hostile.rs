@@ -217,6 +217,35 @@ const SHORT: &[&str] = &[
     "--drain",
     "1s",
 ];
+/// GETs only, at `rate` for `secs` on `conns` connections, with `timeout` and `drain_s`,
+/// watched for at most the run + drain + 7 s.
+fn run_gets(
+    name: &str,
+    addr: &str,
+    rate: &str,
+    secs: u64,
+    conns: &str,
+    timeout: &str,
+    drain_s: u64,
+) -> Outcome {
+    let (duration, drain) = (format!("{secs}s"), format!("{drain_s}s"));
+    let args = [
+        "--rate",
+        rate,
+        "--duration",
+        &duration,
+        "--connections",
+        conns,
+        "--ratio",
+        "0:1",
+        "--timeout",
+        timeout,
+        "--drain",
+        &drain,
+    ];
+    run_watched(name, addr, &args, Duration::from_secs(secs + drain_s + 7))
+}
+
 /// How long a hostile server's threads may take to read what was written before the run
 /// ended.
 const SETTLE: Duration = Duration::from_secs(3);
@@ -337,21 +366,7 @@ fn hostile_huge_bulk_streamed_fast() {
             s.write_all(b"\r\n").is_ok()
         })
     });
-    let args = [
-        "--rate",
-        "1",
-        "--duration",
-        "2s",
-        "--connections",
-        "1",
-        "--ratio",
-        "0:1",
-        "--timeout",
-        "20s",
-        "--drain",
-        "15s",
-    ];
-    let o = run_watched("huge-bulk", &h.addr, &args, Duration::from_secs(2 + 15 + 7));
+    let o = run_gets("huge-bulk", &h.addr, "1", 2, "1", "20s", 15);
     let r = &o.report;
     assert_balanced("huge-bulk", r);
     let t = &r["totals"];
@@ -450,21 +465,7 @@ fn hostile_very_slow_replies() {
             s.write_all(b"$1\r\nx\r\n").is_ok()
         })
     });
-    let args = [
-        "--rate",
-        "50",
-        "--duration",
-        "3s",
-        "--connections",
-        "4",
-        "--ratio",
-        "0:1",
-        "--timeout",
-        "1s",
-        "--drain",
-        "2s",
-    ];
-    let o = run_watched("very-slow", &h.addr, &args, Duration::from_secs(3 + 2 + 7));
+    let o = run_gets("very-slow", &h.addr, "50", 3, "4", "1s", 2);
     let r = &o.report;
     assert_balanced("very-slow", r);
     let t = &r["totals"];
