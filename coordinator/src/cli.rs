@@ -11,7 +11,7 @@ use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::ValueSizes;
-use crest_model::target::{self, DEFAULT_USER, Login, Secret, Session};
+use crest_model::target::{self, DEFAULT_USER, Login, Secret, Session, Tls, Verify};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,6 +61,29 @@ pub struct RunArgs {
     /// Database every connection selects (SELECT N) before its first request.
     #[arg(long, env = "CREST_DB")]
     pub db: Option<u32>,
+    /// TLS to the target (as a rediss:// URI does); the certificate is verified against
+    /// --cacert or the system's CAs, and must be valid for --sni or the target's host.
+    #[arg(long, env = "CREST_TLS")]
+    pub tls: bool,
+    /// PEM file of the CAs that sign the server's certificate (default: the system's).
+    #[arg(long, env = "CREST_CACERT")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate chain (PEM), for servers with tls-auth-clients yes.
+    #[arg(long, env = "CREST_CERT")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "CREST_KEY")]
+    pub key: Option<PathBuf>,
+    /// Server name sent in the TLS handshake and checked against the certificate
+    /// (default: the target's host).
+    #[arg(long, env = "CREST_SNI")]
+    pub sni: Option<String>,
+    /// Accept any server certificate: encrypted but unauthenticated (flagged in the report).
+    #[arg(long, conflicts_with = "tls_skip_hostname")]
+    pub tls_skip_verify: bool,
+    /// Check the certificate's chain but not its name (what memtier and valkey-benchmark do).
+    #[arg(long)]
+    pub tls_skip_hostname: bool,
     /// Requests per second across the whole cluster, or `max` for closed loop.
     #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
     pub rate: Option<RateArg>,
@@ -539,7 +562,8 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     {
         return Err(err("--duration", "0s", "must be > 0, e.g. 10s"));
     }
-    let (target, session) = target_session(&a, &file)?;
+    let (target, session, uri_tls) = target_session(&a, &file)?;
+    let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
     let workers = workers(&a)?;
     let arrival = match (a.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
@@ -590,6 +614,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     Ok(RunConfig {
         target,
         session,
+        tls,
         classes,
         duration,
         warmup,
@@ -642,7 +667,10 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
 /// the file). Within a layer each is given in one place: a password from two sources, or
 /// a URI and a flag that disagree, is refused.
 /// No error quotes a password.
-fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Session), ConfigError> {
+fn target_session(
+    a: &RunArgs,
+    file: &FileToml,
+) -> Result<(Option<String>, Session, bool), ConfigError> {
     let raw = a.target.as_ref().or(file.target.as_ref());
     let spec = raw
         .map(|t| target::parse_target(t).map_err(|e| err("--target", target::redacted(t), e)))
@@ -769,7 +797,81 @@ fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Sessi
             "the built-in target has no users or databases; give --target host:port of a server",
         ));
     }
-    Ok((spec.map(|s| s.addr), session))
+    let tls = spec.as_ref().is_some_and(|s| s.tls);
+    Ok((spec.map(|s| s.addr), session, tls))
+}
+
+/// TLS to the target, from `--tls` (or a `rediss://` target), `--cacert`, `--cert`,
+/// `--key`, `--sni`, `--tls-skip-verify`, `--tls-skip-hostname` and the profile file's
+/// `tls`, `cacert`, `cert`, `key` (paths relative to the file), `sni`. Every file is read
+/// and checked here, so a bad one is refused by its flag before any worker is asked.
+fn target_tls(
+    a: &RunArgs,
+    file: &FileToml,
+    target: Option<&str>,
+    uri_tls: bool,
+) -> Result<Option<Tls>, ConfigError> {
+    let near_profile = |p: &PathBuf| {
+        a.profile
+            .as_ref()
+            .and_then(|f| f.parent())
+            .map_or_else(|| p.clone(), |dir| dir.join(p))
+    };
+    let files = crest_engine::target_tls::TlsFiles {
+        ca: a
+            .cacert
+            .clone()
+            .or_else(|| file.cacert.as_ref().map(near_profile)),
+        cert: a
+            .cert
+            .clone()
+            .or_else(|| file.cert.as_ref().map(near_profile)),
+        key: a
+            .key
+            .clone()
+            .or_else(|| file.key.as_ref().map(near_profile)),
+    };
+    let sni = a.sni.clone().or_else(|| file.sni.clone());
+    let on = a.tls || uri_tls || file.tls == Some(true);
+    if !on {
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let on = |b: bool| b.then(|| "on".to_string());
+        let given = [
+            ("--cacert", path(&files.ca)),
+            ("--cert", path(&files.cert)),
+            ("--key", path(&files.key)),
+            ("--sni", sni.clone()),
+            ("--tls-skip-verify", on(a.tls_skip_verify)),
+            ("--tls-skip-hostname", on(a.tls_skip_hostname)),
+        ];
+        if let Some((flag, Some(value))) = given.into_iter().find(|(_, v)| v.is_some()) {
+            return Err(err(
+                flag,
+                value,
+                "is a TLS setting, but TLS is off: add --tls, or give the target as rediss://host:port",
+            ));
+        }
+        return Ok(None);
+    }
+    let Some(target) = target else {
+        return Err(err(
+            "--tls",
+            "on",
+            "the built-in target speaks plaintext only; give --target host:port of a TLS server",
+        ));
+    };
+    let verify = if a.tls_skip_verify {
+        Verify::None
+    } else if a.tls_skip_hostname {
+        Verify::SkipHostname
+    } else {
+        Verify::Full
+    };
+    let name = sni.unwrap_or_else(|| target::host_of(target).to_string());
+    files
+        .load(&name, verify)
+        .map(Some)
+        .map_err(|e| err(e.flag, e.path.display(), e.why))
 }
 
 /// The password in `path`: the file's one line, a final newline dropped.

@@ -207,6 +207,8 @@ pub struct RunConfig {
     pub target: Option<String>,
     /// How every connection to the target begins (login, database).
     pub session: crest_model::target::Session,
+    /// TLS to the target; None: plaintext.
+    pub tls: Option<crest_model::target::Tls>,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).

@@ -16,6 +16,7 @@
 use crate::config::RunConfig;
 use crate::output::Live;
 use crate::report::TimelinePoint;
+use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
 use crest_model::stats::{
@@ -177,6 +178,8 @@ pub struct Final {
     pub intervals: u32,
     /// Connection failures.
     pub connection_errors: ErrorCounts,
+    /// TLS handshakes, when the run used TLS.
+    pub tls: Option<Handshakes>,
 }
 
 /// One worker's part of the books: counts per command and one set of all-commands
@@ -218,6 +221,12 @@ impl WorkerBooks {
             unsent: f.unsent,
             intervals: f.intervals,
             connection_errors: convert::errors_from_pb(&f.connection_errors),
+            tls: f.tls.as_ref().map(|t| Handshakes {
+                full: t.full,
+                resumed: t.resumed,
+                version: label(&t.version),
+                cipher: label(&t.cipher),
+            }),
         });
         Ok(())
     }
@@ -295,6 +304,24 @@ impl WorkerBooks {
         }
         problems
     }
+}
+
+/// A peer's name for a TLS version or cipher suite, as the report may show it: at most
+/// 64 printable ASCII bytes (rustls's names are about 30).
+fn label(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(64)
+        .collect()
+}
+
+/// TLS handshakes summed over workers; None when no worker used TLS.
+pub fn handshakes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> Option<Handshakes> {
+    let mut out: Option<Handshakes> = None;
+    for t in workers.filter_map(|w| w.final_.as_ref()?.tls.as_ref()) {
+        out.get_or_insert_with(Handshakes::default).add(t);
+    }
+    out
 }
 
 /// Connection errors summed over workers.
@@ -707,6 +734,7 @@ mod tests {
             intervals,
             connection_errors: vec![],
             error_messages: vec![],
+            tls: None,
         }
     }
 

@@ -371,6 +371,16 @@ pub struct FileToml {
     pub password_file: Option<PathBuf>,
     /// Database to select.
     pub db: Option<u32>,
+    /// TLS to the target.
+    pub tls: Option<bool>,
+    /// CA file for TLS (relative to the profile file's folder).
+    pub cacert: Option<PathBuf>,
+    /// Client certificate for TLS (relative to the profile file's folder).
+    pub cert: Option<PathBuf>,
+    /// Its private key (relative to the profile file's folder).
+    pub key: Option<PathBuf>,
+    /// TLS server name.
+    pub sni: Option<String>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

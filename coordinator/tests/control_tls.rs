@@ -5,87 +5,12 @@
 //! against the built-in target.
 
 use crate::support::{
-    Proc, TempDir, crest_bin, free_port, read_log, read_report, strs, u, worker_bin,
-};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
+    Pki, Proc, TempDir, crest_bin, free_port, read_log, read_report, strs, u, worker_bin,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// PEM files of a test PKI, written into a test's folder.
-struct Pki {
-    ca: PathBuf,
-    other_ca: PathBuf,
-    server_cert: PathBuf,
-    server_key: PathBuf,
-    client_cert: PathBuf,
-    client_key: PathBuf,
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(DnType::CommonName, name);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    (p.self_signed(&key).unwrap(), key)
-}
-
-fn leaf(
-    sans: &[&str],
-    usage: ExtendedKeyUsagePurpose,
-    ca: &rcgen::Certificate,
-    ca_key: &KeyPair,
-) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut p =
-        CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    p.distinguished_name.push(DnType::CommonName, sans[0]);
-    p.extended_key_usages = vec![usage];
-    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    let cert = p.signed_by(&key, ca, ca_key).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Self {
-        let (ca_cert, ca_key) = ca("crest test CA");
-        let (other, _) = ca("some other CA");
-        let (server_cert, server_key) = leaf(
-            &["localhost", "127.0.0.1"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &ca_cert,
-            &ca_key,
-        );
-        let (client_cert, client_key) = leaf(
-            &["worker-1"],
-            ExtendedKeyUsagePurpose::ClientAuth,
-            &ca_cert,
-            &ca_key,
-        );
-        let write = |name: &str, body: &str| {
-            let p = dir.join(name);
-            std::fs::write(&p, body).unwrap();
-            p
-        };
-        Self {
-            ca: write("ca.pem", &ca_cert.pem()),
-            other_ca: write("other-ca.pem", &other.pem()),
-            server_cert: write("server.pem", &server_cert),
-            server_key: write("server.key", &server_key),
-            client_cert: write("client.pem", &client_cert),
-            client_key: write("client.key", &client_key),
-        }
-    }
-}
 
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()

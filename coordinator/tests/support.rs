@@ -2,6 +2,10 @@
 //! client for the server's own counters (`INFO commandstats`).
 
 use crest_resp::Frame;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -52,6 +56,8 @@ pub struct Server {
     _dir: TempDir,
     /// Its `requirepass`: the helpers' connections send `AUTH` with it first.
     password: Option<String>,
+    /// Its TLS port on 127.0.0.1, beside the plaintext `port` the helpers use.
+    pub tls_port: Option<u16>,
 }
 
 /// `name` on the PATH (panics, naming it, when absent).
@@ -101,23 +107,49 @@ pub fn server_args(bind: &str, port: u16, dir: &Path) -> Vec<String> {
 impl Server {
     /// Starts a server with persistence off and DEBUG allowed from loopback.
     pub fn start(kind: Kind) -> Self {
-        Self::start_with(kind, None)
+        Self::start_with(kind, None, None).expect("the server starts")
     }
 
     /// [`Server::start`] with `requirepass password`; the helpers authenticate.
     pub fn with_password(kind: Kind, password: &str) -> Self {
-        Self::start_with(kind, Some(password))
+        Self::start_with(kind, Some(password), None).expect("the server starts")
     }
 
-    fn start_with(kind: Kind, password: Option<&str>) -> Self {
+    /// Debian's redis-server with a TLS port too ([`Server::tls_port`]), serving `pki`'s
+    /// server certificate; `auth_clients` is its `tls-auth-clients` (`yes`: a client must
+    /// present a certificate signed by `pki`'s CA). None when this redis-server was built
+    /// without TLS (the caller skips, loudly).
+    pub fn with_tls(pki: &Pki, auth_clients: bool) -> Option<Self> {
+        Self::start_with(Kind::Redis, None, Some((pki, auth_clients)))
+    }
+
+    fn start_with(kind: Kind, password: Option<&str>, tls: Option<(&Pki, bool)>) -> Option<Self> {
         let bin = server_binary(kind);
         let mut dir = TempDir::new("server");
-        let extra: Vec<&str> = password.map_or(vec![], |p| vec!["--requirepass", p]);
+        let mut extra: Vec<String> =
+            password.map_or(vec![], |p| vec!["--requirepass".into(), p.into()]);
+        if let Some((pki, auth)) = tls {
+            let path = |p: &Path| p.to_string_lossy().into_owned();
+            extra.extend([
+                "--tls-cert-file".into(),
+                path(&pki.server_cert),
+                "--tls-key-file".into(),
+                path(&pki.server_key),
+                "--tls-ca-cert-file".into(),
+                path(&pki.ca),
+                "--tls-auth-clients".into(),
+                if auth { "yes" } else { "no" }.into(),
+            ]);
+        }
         for _ in 0..5 {
             let port = free_port();
+            let tls_port = tls.map(|_| free_port());
+            let tls_args: Vec<String> =
+                tls_port.map_or(vec![], |p| vec!["--tls-port".into(), p.to_string()]);
             let child = Command::new(&bin)
                 .args(server_args("127.0.0.1", port, dir.path()))
                 .args(&extra)
+                .args(&tls_args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -127,6 +159,7 @@ impl Server {
                 port,
                 _dir: dir,
                 password: password.map(str::to_string),
+                tls_port,
             };
             let mut ready = false;
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -143,7 +176,10 @@ impl Server {
                 std::thread::sleep(Duration::from_millis(50));
             }
             if ready {
-                return s;
+                return Some(s);
+            }
+            if tls.is_some() && server_lacks_tls(&bin) {
+                return None;
             }
             // Port taken or slow start: try another port.
             let _ = s.child.kill();
@@ -151,6 +187,11 @@ impl Server {
             dir = std::mem::replace(&mut s._dir, TempDir::new("unused"));
         }
         panic!("{} did not start on any of 5 ports", bin.display())
+    }
+
+    /// `127.0.0.1:<tls port>`.
+    pub fn tls_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.tls_port.expect("a TLS server"))
     }
 
     /// `host:port`.
@@ -185,6 +226,20 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether `bin` refuses `--tls-port` (built without TLS: the Valkey wheel is).
+fn server_lacks_tls(bin: &Path) -> bool {
+    let out = Command::new(bin)
+        .args(["--port", "0", "--tls-port", &free_port().to_string()])
+        .output();
+    // A server with TLS support fails for the missing certificate instead.
+    out.map(|o| {
+        let text =
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        text.contains("Failed finding TLS support") || text.contains("connection type tls")
+    })
+    .unwrap_or(true)
 }
 
 /// One command on a fresh connection to `addr`.
@@ -708,4 +763,77 @@ pub fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
     s.lines()
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// PEM files of a test PKI, written into a test's folder.
+pub struct Pki {
+    pub ca: PathBuf,
+    pub other_ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    (p.self_signed(&key).unwrap(), key)
+}
+
+fn leaf(
+    sans: &[&str],
+    usage: ExtendedKeyUsagePurpose,
+    ca: &rcgen::Certificate,
+    ca_key: &KeyPair,
+) -> (String, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut p =
+        CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, sans[0]);
+    p.extended_key_usages = vec![usage];
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = p.signed_by(&key, ca, ca_key).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+impl Pki {
+    /// A CA, another CA, a server certificate for localhost and 127.0.0.1 and a client
+    /// certificate, all signed by the first CA, as PEM files in `dir`.
+    pub fn new(dir: &Path) -> Self {
+        let (ca_cert, ca_key) = ca("crest test CA");
+        let (other, _) = ca("some other CA");
+        let (server_cert, server_key) = leaf(
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &ca_cert,
+            &ca_key,
+        );
+        let (client_cert, client_key) = leaf(
+            &["worker-1"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &ca_cert,
+            &ca_key,
+        );
+        let write = |name: &str, body: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, body).unwrap();
+            p
+        };
+        Self {
+            ca: write("ca.pem", &ca_cert.pem()),
+            other_ca: write("other-ca.pem", &other.pem()),
+            server_cert: write("server.pem", &server_cert),
+            server_key: write("server.key", &server_key),
+            client_cert: write("client.pem", &client_cert),
+            client_key: write("client.key", &client_key),
+        }
+    }
 }

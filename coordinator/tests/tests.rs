@@ -19,4 +19,5 @@ mod hostile;
 mod inprocess;
 mod netns;
 mod support;
+mod tls;
 mod workload;

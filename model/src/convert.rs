@@ -12,7 +12,7 @@ use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
-use crate::target::{Login, MAX_DB, Secret, Session};
+use crate::target::{Login, MAX_DB, Secret, Session, Tls, Verify};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -604,6 +604,8 @@ pub struct RunPlan<C = ClassPlan> {
     pub backlog_limit: u64,
     /// How every connection to the target begins (login, database).
     pub session: Session,
+    /// TLS to the target; None: plaintext.
+    pub tls: Option<Tls>,
 }
 
 impl<C> RunPlan<C> {
@@ -626,6 +628,7 @@ impl<C> RunPlan<C> {
             shards: self.shards,
             backlog_limit: self.backlog_limit,
             session: self.session,
+            tls: self.tls,
         })
     }
 }
@@ -656,7 +659,97 @@ impl From<&RunPlan> for pb::RunPlan {
             shards: p.shards.iter().map(Into::into).collect(),
             backlog_limit: p.backlog_limit,
             session: (!p.session.is_plain()).then(|| (&p.session).into()),
+            tls: p.tls.as_ref().map(Into::into),
         }
+    }
+}
+
+impl From<&Tls> for pb::TargetTls {
+    fn from(t: &Tls) -> Self {
+        Self {
+            ca_pem: t.ca_pem.clone().unwrap_or_default(),
+            cert_pem: t.client.as_ref().map(|c| c.0.clone()).unwrap_or_default(),
+            key_pem: t
+                .client
+                .as_ref()
+                .map(|c| c.1.expose().as_bytes().to_vec())
+                .unwrap_or_default(),
+            server_name: t.server_name.clone(),
+            verify: match t.verify {
+                Verify::Full => pb::TlsVerify::Full,
+                Verify::SkipHostname => pb::TlsVerify::SkipHostname,
+                Verify::None => pb::TlsVerify::None,
+            } as i32,
+        }
+    }
+}
+
+/// Largest PEM file a plan carries (a CA bundle, a certificate chain, a key): 1 MiB. The
+/// system's whole bundle is about 200 KB.
+pub const MAX_PEM: usize = 1024 * 1024;
+
+impl TryFrom<&pb::TargetTls> for Tls {
+    type Error = WireError;
+
+    fn try_from(t: &pb::TargetTls) -> Result<Self, WireError> {
+        for (field, pem) in [
+            ("tls.ca_pem", &t.ca_pem),
+            ("tls.cert_pem", &t.cert_pem),
+            ("tls.key_pem", &t.key_pem),
+        ] {
+            if pem.len() > MAX_PEM {
+                return Err(WireError::new(
+                    field,
+                    format!("{} bytes", pem.len()),
+                    format!("at most {MAX_PEM} bytes"),
+                ));
+            }
+        }
+        check_str("tls.server_name", &t.server_name, limits::MAX_NAME)?;
+        if t.server_name.is_empty() {
+            return Err(WireError::new(
+                "tls.server_name",
+                "",
+                "the name the certificate must be valid for",
+            ));
+        }
+        let client = match (t.cert_pem.is_empty(), t.key_pem.is_empty()) {
+            (true, true) => None,
+            (false, false) => {
+                let key = String::from_utf8(t.key_pem.clone()).map_err(|_| {
+                    WireError::new("tls.key_pem", "(not UTF-8)", "a PEM private key")
+                })?;
+                Some((t.cert_pem.clone(), Secret::new(key)))
+            }
+            _ => {
+                return Err(WireError::new(
+                    "tls.key_pem",
+                    format!(
+                        "{} certificate bytes, {} key bytes",
+                        t.cert_pem.len(),
+                        t.key_pem.len()
+                    ),
+                    "a client certificate and its key together, or neither",
+                ));
+            }
+        };
+        Ok(Self {
+            ca_pem: (!t.ca_pem.is_empty()).then(|| t.ca_pem.clone()),
+            client,
+            server_name: t.server_name.clone(),
+            verify: match pb::TlsVerify::try_from(t.verify) {
+                Ok(pb::TlsVerify::Full) => Verify::Full,
+                Ok(pb::TlsVerify::SkipHostname) => Verify::SkipHostname,
+                Ok(pb::TlsVerify::None) => Verify::None,
+                Err(_) => {
+                    return Err(WireError::new(
+                        "tls.verify",
+                        t.verify,
+                        "full, skip-hostname or none",
+                    ));
+                }
+            },
+        })
     }
 }
 
@@ -785,6 +878,7 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 .map(Session::try_from)
                 .transpose()?
                 .unwrap_or_default(),
+            tls: p.tls.as_ref().map(Tls::try_from).transpose()?,
         })
     }
 }
@@ -1165,6 +1259,12 @@ mod tests {
                 prop::option::of(("[a-z]{1,8}", "[ -~]{0,12}")),
                 prop_oneof![Just(0u32), 0..=MAX_DB],
             ),
+            prop::option::of((
+                prop::option::of(prop::collection::vec(any::<u8>(), 1..64)),
+                prop::option::of((prop::collection::vec(any::<u8>(), 1..64), "[ -~]{1,64}")),
+                "[a-z0-9.]{1,20}",
+                0..3u8,
+            )),
         )
             .prop_map(
                 |(
@@ -1172,6 +1272,7 @@ mod tests {
                     (extra, shards),
                     (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog),
                     (login, db),
+                    tls,
                 )| {
                     let total_shards = shards.len() as u32 + extra;
                     let n = classes.len();
@@ -1215,6 +1316,13 @@ mod tests {
                             }),
                             db,
                         },
+                        tls: tls.map(|(ca_pem, client, server_name, verify)| Tls {
+                            ca_pem,
+                            client: client.map(|(cert, key)| (cert, Secret::new(key))),
+                            server_name,
+                            verify: [Verify::Full, Verify::SkipHostname, Verify::None]
+                                [usize::from(verify)],
+                        }),
                     }
                 },
             )
@@ -1329,6 +1437,12 @@ mod tests {
             }],
             backlog_limit: 10,
             session: Session::default(),
+            tls: Some(Tls {
+                ca_pem: None,
+                client: None,
+                server_name: "cache.example".into(),
+                verify: Verify::Full,
+            }),
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
@@ -1387,6 +1501,21 @@ mod tests {
                     Some(pb::key_space::Dist::Zipf(pb::ZipfKeys {
                         exponent: f64::NAN,
                     }))
+            }),
+            ("tls.server_name", |p| {
+                p.tls.as_mut().unwrap().server_name.clear()
+            }),
+            ("tls.verify", |p| p.tls.as_mut().unwrap().verify = 7),
+            ("tls.key_pem", |p| {
+                p.tls.as_mut().unwrap().cert_pem = b"x".to_vec()
+            }),
+            ("tls.key_pem", |p| {
+                let t = p.tls.as_mut().unwrap();
+                t.cert_pem = b"c".to_vec();
+                t.key_pem = vec![0xff];
+            }),
+            ("tls.ca_pem", |p| {
+                p.tls.as_mut().unwrap().ca_pem = vec![b'a'; MAX_PEM + 1]
             }),
             ("classes[0].profile.segments[1].duration_ns", |p| {
                 p.classes[0].closed_loop = false;

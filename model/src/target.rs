@@ -64,6 +64,54 @@ impl Session {
     }
 }
 
+/// How much of the server's certificate a TLS connection checks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Verify {
+    /// The chain leads to a trusted CA and the certificate is valid for the server name.
+    #[default]
+    Full,
+    /// The chain is checked, the name is not (what memtier and valkey-benchmark do).
+    SkipHostname,
+    /// Any certificate is accepted: encryption without authentication.
+    None,
+}
+
+impl Verify {
+    /// The word the report and the flags use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verify::Full => "full",
+            Verify::SkipHostname => "skip-hostname",
+            Verify::None => "none",
+        }
+    }
+}
+
+/// TLS to the target: what every connection trusts, presents and checks. The PEM bytes
+/// were read and checked where the flags were given; the key's `Debug` is hidden.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Tls {
+    /// CAs to trust (PEM); None: the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate chain and its key (PEM), for servers that demand one.
+    pub client: Option<(Vec<u8>, Secret)>,
+    /// SNI, and the name the certificate must be valid for (a DNS name or an IP address).
+    pub server_name: String,
+    /// How much of the certificate is checked.
+    pub verify: Verify,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .field("client", &self.client.is_some())
+            .field("server_name", &self.server_name)
+            .field("verify", &self.verify)
+            .finish()
+    }
+}
+
 /// A `--target` taken apart: the address, and what a URI said about the session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetSpec {
@@ -75,6 +123,8 @@ pub struct TargetSpec {
     pub password: Option<Secret>,
     /// The URI's database.
     pub db: Option<u32>,
+    /// The URI's scheme asks for TLS (`rediss://`, `valkeys://`).
+    pub tls: bool,
 }
 
 /// `s` with a URI's password replaced by `***`, safe to quote in an error line: whatever
@@ -112,6 +162,7 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
                 user: None,
                 password: None,
                 db: None,
+                tls: false,
             }),
             _ => Err(
                 "expected host:port or redis://[user[:password]@]host[:port][/db], e.g. 127.0.0.1:6379"
@@ -119,19 +170,15 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
             ),
         };
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "redis" | "valkey" => {}
-        "rediss" | "valkeys" => {
-            return Err(format!(
-                "{scheme}:// is TLS to the target, which Crest does not build yet; load a plaintext port with redis://"
-            ));
-        }
+    let tls = match scheme.to_ascii_lowercase().as_str() {
+        "redis" | "valkey" => false,
+        "rediss" | "valkeys" => true,
         _ => {
             return Err(format!(
-                "unknown scheme {scheme}://; expected redis://[user[:password]@]host[:port][/db]"
+                "unknown scheme {scheme}://; expected redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)"
             ));
         }
-    }
+    };
     if rest.contains('?') || rest.contains('#') {
         return Err(
             "URI query parameters are not supported; give the database as /N and the rest as flags"
@@ -190,7 +237,17 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
         user,
         password,
         db,
+        tls,
     })
+}
+
+/// The host part of `host:port` (`[::1]` loses its brackets): the name a TLS certificate
+/// must be valid for when no SNI is given.
+pub fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 /// `host[:port]` of a URI (`[::1]:6380` for IPv6), the port defaulting to 6379.
@@ -281,6 +338,14 @@ mod tests {
         let t = spec("redis://[::1]:6390/15");
         assert_eq!((t.addr.as_str(), t.db), ("[::1]:6390", Some(15)));
         assert_eq!(spec("redis://[::1]").addr, "[::1]:6379");
+        // TLS schemes: the same parts, and `tls`.
+        let t = spec("rediss://bench:s3cret@cache.example:6380/0");
+        assert!(t.tls && !spec("redis://h").tls && !spec("h:1").tls);
+        assert_eq!((t.addr.as_str(), t.db), ("cache.example:6380", Some(0)));
+        assert!(spec("VALKEYS://h").tls);
+        assert_eq!(host_of("cache.example:6380"), "cache.example");
+        assert_eq!(host_of("[::1]:6380"), "::1");
+        assert_eq!(host_of("127.0.0.1:1"), "127.0.0.1");
         // Percent-encoded: '@', ':' and '/' inside a password.
         let t = spec("redis://u%3Ax:p%40s%3As%2F@h:1");
         assert_eq!(t.user.as_deref(), Some("u:x"));
@@ -295,8 +360,6 @@ mod tests {
     #[test]
     fn bad_targets_say_what_would_be_right_without_the_password() {
         for (s, want) in [
-            ("rediss://u:hunter2@h:6380", "TLS to the target"),
-            ("valkeys://h", "TLS to the target"),
             ("http://h:1", "unknown scheme"),
             ("redis://h:0", "port \"0\""),
             ("redis://h:x/1", "port \"x\""),

@@ -19,13 +19,27 @@ pub mod pb {
                 .finish()
         }
     }
+
+    impl std::fmt::Debug for TargetTls {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("TargetTls")
+                .field("ca_pem", &self.ca_pem.len())
+                .field("cert_pem", &self.cert_pem.len())
+                .field("key_pem", &"***")
+                .field("server_name", &self.server_name)
+                .field("verify", &self.verify)
+                .finish()
+        }
+    }
 }
 
 /// Protocol version carried in `Register`; a worker with another version is refused.
 /// Version 2: typed key distributions and value sizes (`oneof`), a failure kind in
 /// `RunFailed`, no `Interval.target_rate`. Version 3: `RunPlan.session` (login and
 /// database); an older worker would ignore it and load database 0 unauthenticated.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Version 4: `RunPlan.tls` (TLS to the target) and `Finished.tls`; an older worker would
+/// send plaintext to a TLS port.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

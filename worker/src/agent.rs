@@ -13,6 +13,7 @@
 use crate::assemble;
 use crate::control_tls::{self, ClientTls};
 use crate::shard::{self, ShardEvent};
+use crate::target_tls::{Client, Handshakes};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::plan::Plan;
@@ -408,11 +409,17 @@ async fn start_run(
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot read the open-file limit"),
     }
-    crate::probe::probe(target, &plan.session)
+    let tls = plan
+        .tls
+        .as_ref()
+        .map(Client::new)
+        .transpose()
+        .map_err(|e| fail_as(FailureKind::BadPlan, e))?;
+    crate::probe::probe(target, &plan.target, &plan.session, tls.as_ref())
         .await
         .map_err(|e| match e {
             crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
-            crate::probe::Refusal::Refused { .. } => {
+            crate::probe::Refusal::Refused { .. } | crate::probe::Refusal::Tls(_) => {
                 fail_as(FailureKind::TargetRefused, e.to_string())
             }
         })?;
@@ -450,6 +457,7 @@ async fn start_run(
         cores: cfg.cores.clone(),
         stop: stop.clone(),
         out: etx,
+        tls: tls.clone(),
     };
     let configs = assemble::shard_configs(&plan, &wiring)
         .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
@@ -484,6 +492,8 @@ async fn start_run(
         unsent: 0,
         intervals_sent: 0,
         conn_errors: Vec::new(),
+        handshakes: Default::default(),
+        tls: tls.is_some(),
         kinds: Kinds::default(),
         new_messages: Vec::new(),
     });
@@ -526,6 +536,10 @@ struct ActiveRun {
     unsent: u64,
     intervals_sent: u32,
     conn_errors: ErrorCounts,
+    /// TLS handshakes of every shard.
+    handshakes: Handshakes,
+    /// The run's connections use TLS.
+    tls: bool,
     /// The worker's bound on server error kinds: each shard keeps 32, and the worker folds
     /// theirs into one set of 32 the same way (a kind's fate is decided once, when it is
     /// first seen, so intervals and totals agree).
@@ -599,8 +613,10 @@ impl ActiveRun {
                 in_flight,
                 unsent,
                 connection_errors,
+                handshakes,
                 ..
             } => {
+                self.handshakes.add(&handshakes);
                 fold_stats(&mut totals, &mut self.kinds);
                 add_classes(&mut self.totals, &totals);
                 self.in_flight += in_flight;
@@ -623,6 +639,12 @@ impl ActiveRun {
                         intervals: self.intervals_sent,
                         connection_errors: convert::errors_to_pb(&self.conn_errors),
                         error_messages: convert::messages_to_pb(&self.kinds.all()),
+                        tls: self.tls.then(|| pb::TlsStats {
+                            full: self.handshakes.full,
+                            resumed: self.handshakes.resumed,
+                            version: self.handshakes.version.clone(),
+                            cipher: self.handshakes.cipher.clone(),
+                        }),
                     }));
                     return (out, true);
                 }

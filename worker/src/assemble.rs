@@ -7,6 +7,7 @@
 //! past the warm-up.
 
 use crate::shard::{Load, ShardClass, ShardConfig, ShardEvent};
+use crate::target_tls::Client;
 use core_affinity::CoreId;
 use crest_model::plan::Plan;
 use crest_model::schedule::Schedule;
@@ -43,6 +44,8 @@ pub struct Wiring {
     pub stop: Arc<AtomicBool>,
     /// Where every shard reports.
     pub out: UnboundedSender<ShardEvent>,
+    /// TLS to the target, built once from the plan (its session cache shared by all).
+    pub tls: Option<Client>,
 }
 
 /// One configuration per shard part of `plan`, in the plan's order.
@@ -90,6 +93,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             total_shards: plan.total_shards,
             target: wiring.target,
             session: plan.session.clone(),
+            tls: wiring.tls.clone(),
             classes,
             seed: part.seed,
             pacer: plan.pacer,
@@ -179,6 +183,7 @@ mod tests {
             shards: vec![part(0, Some(7)), part(1, None)],
             backlog_limit: 99,
             session: Default::default(),
+            tls: None,
         }
     }
 
@@ -190,6 +195,7 @@ mod tests {
             cores,
             stop: Arc::new(AtomicBool::new(false)),
             out,
+            tls: None,
         };
         (w, rx)
     }

@@ -31,6 +31,7 @@
 use crate::class::ClassId;
 use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
+use crate::target_tls::{self, Client, Handshakes};
 use crest_model::stats::clean_message;
 use crest_model::target::{DEFAULT_USER, Session};
 use crest_model::workload::Wire;
@@ -38,11 +39,12 @@ use crest_resp::{self as resp, ReplyKind, Scan};
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::Arc;
+use tokio_rustls::rustls::ClientConnection;
 
 /// Read buffer size, and the least space offered to one read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -351,6 +353,11 @@ pub enum ConnState {
         /// When the connect began.
         since: u64,
     },
+    /// Connected, the TLS handshake under way since `since`; no setup or requests yet.
+    Handshake {
+        /// When the connect completed.
+        since: u64,
+    },
     /// Connected, sending the session's setup ([`Setup`]) since `since`; no requests yet.
     Setup {
         /// When the connect completed.
@@ -489,6 +496,8 @@ pub enum Due {
     Timeout,
     /// The connect has taken longer than the timeout.
     ConnectTimeout,
+    /// The TLS handshake has taken longer than the timeout.
+    HandshakeTimeout,
     /// The setup has taken longer than the timeout.
     SetupTimeout,
     /// The backoff has passed: connect again.
@@ -500,6 +509,11 @@ pub struct Conn {
     /// The class whose requests this connection carries.
     pub class: ClassId,
     sock: Option<socket2::Socket>,
+    /// TLS to the target: what every (re)connect handshakes with.
+    tls_client: Option<Rc<Client>>,
+    /// This socket's TLS state (Some while a TLS socket is open): requests go through
+    /// its writer, replies come out of its reader.
+    tls: Option<Box<ClientConnection>>,
     state: ConnState,
     /// Wait before the next reconnect.
     backoff: u64,
@@ -544,6 +558,8 @@ impl Conn {
         Self {
             class,
             sock: None,
+            tls_client: None,
+            tls: None,
             state: ConnState::Down { retry_at: 0 },
             backoff: BACKOFF_MIN_NS,
             wbuf: Vec::with_capacity(WBUF_CAPACITY),
@@ -569,6 +585,12 @@ impl Conn {
     /// The same connection, set up with `setup` on every (re)connect.
     pub fn with_setup(mut self, setup: Option<Rc<Setup>>) -> Self {
         self.setup = setup;
+        self
+    }
+
+    /// The same connection, over TLS with `client` on every (re)connect.
+    pub fn with_tls(mut self, client: Option<Rc<Client>>) -> Self {
+        self.tls_client = client;
         self
     }
 
@@ -638,9 +660,9 @@ impl Conn {
             })
     }
 
-    /// Completes a connect that epoll reported done at `now`: up, or setting up (its first
-    /// setup command is in the write buffer, for the caller to flush), or the error that
-    /// ended it.
+    /// Completes a connect that epoll reported done at `now`: handshaking (TLS: the
+    /// ClientHello is on its way), up, or setting up (its first setup command is in the
+    /// write buffer, for the caller to flush), or the error that ended it.
     ///
     /// # Errors
     /// The connection-error kind of a failed connect.
@@ -649,7 +671,8 @@ impl Conn {
         id: ConnId,
         ep: &Epoll,
         now: u64,
-    ) -> Result<ConnState, String> {
+        handshakes: &mut Handshakes,
+    ) -> Result<ConnState, Cow<'static, str>> {
         let err = self
             .sock
             .as_ref()
@@ -661,15 +684,86 @@ impl Conn {
                     let _ = ep.modify(s.as_fd(), Interest::Read, id.token());
                 }
                 self.want_out = false;
-                self.begin(now);
-                Ok(self.state)
+                match &self.tls_client {
+                    Some(client) => {
+                        let c = client
+                            .connection()
+                            .map_err(|e| Cow::Borrowed(target_tls::kind(&e)))?;
+                        self.tls = Some(Box::new(c));
+                        self.state = ConnState::Handshake { since: now };
+                        self.handshake(id, ep, now, handshakes)
+                    }
+                    None => {
+                        self.begin(now);
+                        Ok(self.state)
+                    }
+                }
             }
-            Ok(Some(e)) | Err(e) => Err(format!("connect: {}", error_kind(&e))),
+            Ok(Some(e)) | Err(e) => Err(Cow::Owned(format!("connect: {}", error_kind(&e)))),
         }
     }
 
-    /// A connected socket at `now`: up, or setting up with the first setup command in the
-    /// write buffer.
+    /// Moves the TLS handshake on as far as the socket allows: writes what rustls has to
+    /// send, reads what the server sent. Returns the state it leaves the connection in:
+    /// still handshaking (waiting for the socket), or — handshake done, counted in
+    /// `handshakes` — up or setting up, as after a plaintext connect.
+    ///
+    /// # Errors
+    /// The connection-error kind (`tls: unknown_issuer`, `tls: eof`, ...); the caller
+    /// closes the connection.
+    pub fn handshake(
+        &mut self,
+        id: ConnId,
+        ep: &Epoll,
+        now: u64,
+        handshakes: &mut Handshakes,
+    ) -> Result<ConnState, Cow<'static, str>> {
+        let (Some(sock), Some(tls)) = (&self.sock, &mut self.tls) else {
+            return Err(Cow::Borrowed("eof"));
+        };
+        loop {
+            while tls.wants_write() {
+                match tls.write_tls(&mut Io(sock)) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if !self.want_out {
+                            self.want_out = true;
+                            let _ = ep.modify(sock.as_fd(), Interest::ReadWrite, id.token());
+                        }
+                        return Ok(self.state);
+                    }
+                    Err(e) => return Err(Cow::Owned(error_kind(&e))),
+                }
+            }
+            if self.want_out {
+                self.want_out = false;
+                let _ = ep.modify(sock.as_fd(), Interest::Read, id.token());
+            }
+            if !tls.is_handshaking() {
+                handshakes.count(tls);
+                break;
+            }
+            match tls.read_tls(&mut Io(sock)) {
+                Ok(0) => return Err(Cow::Borrowed("tls: eof_in_handshake")),
+                Ok(_) => {
+                    if let Err(e) = tls.process_new_packets() {
+                        // Tell the server why (the alert rustls queued), best effort.
+                        let _ = tls.write_tls(&mut Io(sock));
+                        return Err(Cow::Borrowed(target_tls::kind(&e)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(self.state),
+                Err(e) => return Err(Cow::Owned(error_kind(&e))),
+            }
+        }
+        self.begin(now);
+        Ok(self.state)
+    }
+
+    /// A connected socket at `now` (over TLS: handshake done): up, or setting up with the
+    /// first setup command in the write buffer.
     fn begin(&mut self, now: u64) {
         match self.setup.clone() {
             Some(setup) => {
@@ -761,7 +855,27 @@ impl Conn {
         now: u64,
         mut on_sent: impl FnMut(&Pending),
     ) -> io::Result<()> {
-        if let Some(sock) = &self.sock {
+        if let (Some(sock), Some(tls)) = (&self.sock, &mut self.tls) {
+            if !flush_tls(
+                sock,
+                tls,
+                &self.wbuf,
+                &mut self.wpos,
+                &mut self.splices,
+                &mut self.spos,
+                &self.value,
+            )? {
+                if !self.want_out {
+                    self.want_out = true;
+                    let _ = ep.modify(sock.as_fd(), Interest::ReadWrite, id.token());
+                }
+                return Ok(());
+            }
+            if self.want_out {
+                self.want_out = false;
+                let _ = ep.modify(sock.as_fd(), Interest::Read, id.token());
+            }
+        } else if let Some(sock) = &self.sock {
             while self.wpos < self.wbuf.len() || !self.splices.is_empty() {
                 let sent = if self.splices.is_empty() {
                     sock.send_with_flags(&self.wbuf[self.wpos..], libc::MSG_NOSIGNAL)
@@ -840,19 +954,29 @@ impl Conn {
             space
         };
         loop {
-            match sock.read(&mut self.rbuf[self.rend..self.rend + space]) {
-                Ok(0) => return Received::Closed(Cow::Borrowed("eof")),
-                Ok(n) if self.skip > 0 => {
+            let buf = &mut self.rbuf[self.rend..self.rend + space];
+            let read = match &mut self.tls {
+                None => sock.read(buf).map(|n| (n, n == space)),
+                Some(tls) => read_tls(sock, tls, buf).map(|(n, more)| (n, more || n == space)),
+            };
+            match read {
+                Ok((0, _)) => return Received::Closed(Cow::Borrowed("eof")),
+                Ok((n, more)) if self.skip > 0 => {
                     self.skip -= n;
-                    return Received::Data { filled: n == space };
+                    return Received::Data { filled: more };
                 }
-                Ok(n) => {
+                Ok((n, more)) => {
                     self.rend += n;
-                    return Received::Data { filled: n == space };
+                    return Received::Data { filled: more };
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Received::WouldBlock,
-                Err(e) => return Received::Closed(Cow::Owned(error_kind(&e))),
+                Err(e) => {
+                    return Received::Closed(match target_tls::tls_error(&e) {
+                        Some(t) => Cow::Borrowed(target_tls::kind(t)),
+                        None => Cow::Owned(error_kind(&e)),
+                    });
+                }
             }
         }
     }
@@ -941,6 +1065,7 @@ impl Conn {
     pub fn close(&mut self, now: u64, mut on_failed: impl FnMut(Pending, bool)) {
         // Closing the fd removes it from the epoll set.
         drop(self.sock.take());
+        self.tls = None;
         let written = self.inflight.len() - self.unwritten;
         for (i, p) in self.inflight.drain(..).enumerate() {
             on_failed(p, i < written);
@@ -999,6 +1124,9 @@ impl Conn {
             },
             ConnState::Connecting { since } if now.saturating_sub(since) > timeout => {
                 Due::ConnectTimeout
+            }
+            ConnState::Handshake { since } if now.saturating_sub(since) > timeout => {
+                Due::HandshakeTimeout
             }
             ConnState::Setup { since } if now.saturating_sub(since) > timeout => Due::SetupTimeout,
             ConnState::Down { retry_at } if now >= retry_at => Due::Retry,
@@ -1118,6 +1246,121 @@ fn pieces<'a>(
         n += 1;
     }
     n
+}
+
+/// The socket as rustls reads and writes it: `MSG_NOSIGNAL` on every send, as for
+/// plaintext.
+struct Io<'a>(&'a socket2::Socket);
+
+impl Read for Io<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+impl io::Write for Io<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.send_with_flags(buf, libc::MSG_NOSIGNAL)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.0.send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Hands the unwritten stream (from `wpos`, and `spos` into the first splice) to `tls`
+/// and its records to the socket, alternating while rustls's send buffer (64 KiB) fills,
+/// so a 10 MB value goes out in bounded pieces. True when all of it reached the socket;
+/// false when the socket is full (the rest waits for writability).
+///
+/// # Errors
+/// The send error, or the TLS connection's earlier failure.
+fn flush_tls(
+    sock: &socket2::Socket,
+    tls: &mut ClientConnection,
+    wbuf: &[u8],
+    wpos: &mut usize,
+    splices: &mut VecDeque<Splice>,
+    spos: &mut usize,
+    value: &[u8],
+) -> io::Result<bool> {
+    loop {
+        while *wpos < wbuf.len() || !splices.is_empty() {
+            let taken = if splices.is_empty() {
+                tls.writer().write(&wbuf[*wpos..])?
+            } else {
+                let mut iov = [IoSlice::new(&[]); MAX_IOV];
+                let n = pieces(wbuf, *wpos, splices, *spos, value, &mut iov);
+                tls.writer().write_vectored(&iov[..n])?
+            };
+            if taken == 0 {
+                break;
+            }
+            advance(splices, wpos, spos, taken);
+        }
+        while tls.wants_write() {
+            match tls.write_tls(&mut Io(sock)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        if *wpos >= wbuf.len() && splices.is_empty() {
+            return Ok(true);
+        }
+    }
+}
+
+/// One TLS read into `buf`: plaintext rustls already holds, else one `read` of records
+/// from the socket, decrypted. Returns the bytes given and whether rustls still holds
+/// plaintext (read again before waiting: epoll will not say so). `Ok((0, _))` is the end
+/// of the stream (clean `close_notify` or TCP EOF).
+///
+/// # Errors
+/// The socket's error (`WouldBlock` when nothing is there), or the TLS failure inside an
+/// `InvalidData` error ([`target_tls::tls_error`]).
+fn read_tls(
+    sock: &socket2::Socket,
+    tls: &mut ClientConnection,
+    buf: &mut [u8],
+) -> io::Result<(usize, bool)> {
+    loop {
+        match tls.reader().read(buf) {
+            Ok(n) => {
+                let more = tls
+                    .process_new_packets()
+                    .map(|s| s.plaintext_bytes_to_read() > 0)
+                    .unwrap_or(true);
+                return Ok((n, n > 0 && more));
+            }
+            // An unclean close (TCP EOF without close_notify) ends the stream like EOF.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok((0, false)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        if tls.read_tls(&mut Io(sock))? == 0 {
+            // EOF: let rustls see it, then the reader says clean or not.
+            tls.process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            return match tls.reader().read(buf) {
+                Ok(n) => Ok((n, false)),
+                Err(_) => Ok((0, false)),
+            };
+        }
+        if let Err(e) = tls.process_new_packets() {
+            let _ = tls.write_tls(&mut Io(sock));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        // Records rustls must answer (a key update): sent now, or with the next flush.
+        if tls.wants_write() {
+            let _ = tls.write_tls(&mut Io(sock));
+        }
+    }
 }
 
 /// A non-blocking TCP socket with `TCP_NODELAY`, its connect to `addr` started.

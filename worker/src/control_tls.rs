@@ -49,7 +49,7 @@ const WANT_KEY: &str =
     "expected a PEM private key (-----BEGIN PRIVATE KEY-----, PKCS#8, RSA or EC)";
 
 /// The crypto provider both ends use (the one tonic's `tls` feature compiles in).
-fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -61,7 +61,7 @@ fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
 ///
 /// # Errors
 /// [`TlsFileError`] naming `flag` and the file.
-fn read_certs(
+pub(crate) fn read_certs(
     flag: &'static str,
     path: &Path,
 ) -> Result<(Vec<u8>, Vec<CertificateDer<'static>>), TlsFileError> {
@@ -90,7 +90,7 @@ fn webpki_parse(c: &CertificateDer<'_>) -> Result<(), String> {
 ///
 /// # Errors
 /// [`TlsFileError`] naming `flag` and the file.
-fn read_key(
+pub(crate) fn read_key(
     flag: &'static str,
     path: &Path,
 ) -> Result<(Vec<u8>, PrivateKeyDer<'static>), TlsFileError> {
@@ -107,7 +107,10 @@ fn read_key(
 }
 
 /// A CA file as a root store (every certificate in it is trusted).
-fn read_roots(flag: &'static str, path: &Path) -> Result<(Vec<u8>, RootCertStore), TlsFileError> {
+pub(crate) fn read_roots(
+    flag: &'static str,
+    path: &Path,
+) -> Result<(Vec<u8>, RootCertStore), TlsFileError> {
     let (pem, certs) = read_certs(flag, path)?;
     let mut roots = RootCertStore::empty();
     for c in certs {
@@ -223,7 +226,7 @@ impl ServerFiles {
     }
 }
 
-fn pair_error(e: &rustls::Error, cert_flag: &str, cert: &Path) -> String {
+pub(crate) fn pair_error(e: &rustls::Error, cert_flag: &str, cert: &Path) -> String {
     match e {
         rustls::Error::InconsistentKeys(_) => format!(
             "this key does not belong to the certificate in {cert_flag} {}; give the key it was issued for",

@@ -7,7 +7,8 @@
 //!   intervals), interval rollover, finish; the shard's configuration and events.
 //! - `class` (private): one class in a shard: open-loop schedule or closed-loop budget,
 //!   dispatch onto free pipeline slots, the backlog, results.
-//! - `conn` (private): one connection: socket, buffers, state and backoff, the session
+//! - `conn` (private): one connection: socket (plaintext, or TLS through a rustls client
+//!   connection driven by the same loop), buffers, state and backoff, the session
 //!   setup it sends before any request (`HELLO 2 AUTH` / `AUTH`, `SELECT`), and reply
 //!   matching as a pure function of the read buffer and the requests in flight.
 //! - `sys` (private): epoll with nanosecond waits, timer slack, errno names, the open-file
@@ -16,6 +17,9 @@
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
 //! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
 //!   rustls configurations of both ends, a failed dial worded as one line.
+//! - [`target_tls`]: TLS to the load target: the `--tls`/`--cacert`/`--cert`/`--key`
+//!   files checked on the coordinator, one rustls client configuration per run on the
+//!   worker (hostname verified by default), TLS failures as a fixed set of kinds and lines.
 //! - [`cpus`]: which cores the shards run on.
 //! - [`probe`]: one connection set up like every other (login, database) and one question
 //!   to the target before a run, so a server that refuses the generator (a wrong password,
@@ -38,3 +42,4 @@ pub mod cpus;
 pub mod probe;
 pub mod shard;
 mod sys;
+pub mod target_tls;

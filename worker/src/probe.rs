@@ -6,17 +6,29 @@
 //! not have, a password it wants and was not given, no room for more clients — fails the
 //! run before it starts, with the server's own words and what would be right, instead of
 //! a report full of errors.
+//!
+//! Over TLS the probe handshakes with the run's own client configuration first, so a
+//! certificate the worker cannot trust, a name it is not valid for, or a server that
+//! wants a client certificate stops the run with a line saying which flag fixes it.
 
 use crate::conn::{Next, Setup, Step};
+use crate::target_tls::{self, Client};
 use crest_model::stats::clean_message;
 use crest_model::target::Session;
 use crest_resp::{self as resp, ReplyKind, Scan};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// How long the probe may take in all: well inside the start lead the coordinator gives.
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// The same over TLS: a handshake more (still inside the coordinator's 1 s start lead).
+pub const TLS_PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+/// Least time a TLS handshake is given before the port is called "not TLS": a local
+/// handshake takes a few ms.
+const HANDSHAKE_MIN: Duration = Duration::from_millis(300);
+/// Most time it is given (four connect times, up to this).
+const HANDSHAKE_MAX: Duration = Duration::from_millis(600);
 /// Largest reply the probe reads (a `HELLO` reply is a few hundred bytes).
 const MAX_PROBE_REPLY: usize = 64 * 1024;
 
@@ -41,6 +53,10 @@ pub enum Refusal {
         /// What would be right.
         hint: &'static str,
     },
+    /// The TLS handshake failed, or the server ended the session with an alert: one
+    /// line naming the fix.
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// What the probe connection heard.
@@ -51,6 +67,9 @@ enum Heard {
     SetupRefused(Step, String),
     /// The server answered `ECHO` with this error line.
     EchoError(String),
+    /// The server accepted the TCP connection but did not answer the TLS handshake
+    /// within this long.
+    NoHandshake(Duration),
 }
 
 /// The hint for a setup step the server refused with error line `reply`.
@@ -99,20 +118,54 @@ fn refusal_hint(reply: &str, login: bool) -> Option<&'static str> {
 ///
 /// # Errors
 /// [`Refusal`] when the connection is refused or the server refuses the generator.
-pub async fn probe(addr: SocketAddr, session: &Session) -> Result<(), Refusal> {
+pub async fn probe(
+    addr: SocketAddr,
+    target: &str,
+    session: &Session,
+    tls: Option<&Client>,
+) -> Result<(), Refusal> {
     let setup = Setup::new(session);
     let refused = |message: String, hint| Refusal::Refused {
         addr,
         message,
         hint,
     };
-    match tokio::time::timeout(PROBE_TIMEOUT, ask(addr, setup.as_ref())).await {
+    // Over TLS the handshake has its own allowance inside this (see `connect`).
+    let budget = if tls.is_some() {
+        TLS_PROBE_TIMEOUT
+    } else {
+        PROBE_TIMEOUT
+    };
+    match tokio::time::timeout(budget, connect(addr, tls, setup.as_ref())).await {
         Err(_elapsed) => Ok(()),
+        Ok(Ok(Heard::NoHandshake(allow))) => Err(Refusal::Tls(format!(
+            "TLS to target {target} failed: the server accepted the connection but did not answer the TLS handshake within {allow:?}: a plaintext port? drop --tls (and use redis:// rather than rediss://), or give its tls-port"
+        ))),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             Err(Refusal::Unreachable {
                 addr,
                 why: "connection refused".into(),
             })
+        }
+        Ok(Err(e)) if target_tls::tls_error(&e).is_some() => {
+            let name = tls.map(|c| server_name(c)).unwrap_or_default();
+            let line = target_tls::tls_error(&e)
+                .map(|t| target_tls::explain(target, &name, t))
+                .unwrap_or_default();
+            Err(Refusal::Tls(line))
+        }
+        // A TLS server closing on a probe that sent no certificate (TLS 1.2 servers
+        // close without an alert some of the time).
+        Ok(Err(e))
+            if tls.is_some_and(|c| !c.identity)
+                && matches!(
+                    e.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                ) =>
+        {
+            Err(Refusal::Tls(format!(
+                "TLS to target {target} failed: the server closed the connection during or right after the handshake; if it requires a client certificate (tls-auth-clients yes), give --cert and --key"
+            )))
         }
         // Other I/O trouble (a reset, a close): the shards meet it too and count it.
         Ok(Err(_)) => Ok(()),
@@ -130,9 +183,46 @@ pub async fn probe(addr: SocketAddr, session: &Session) -> Result<(), Refusal> {
     }
 }
 
-/// Connects, runs the setup's steps, sends `ECHO`; says what it heard.
-async fn ask(addr: SocketAddr, setup: Option<&Setup>) -> std::io::Result<Heard> {
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
+/// The name a probe's certificate was checked against.
+fn server_name(c: &Client) -> String {
+    match &c.name {
+        tokio_rustls::rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
+        tokio_rustls::rustls::pki_types::ServerName::IpAddress(ip) => {
+            std::net::IpAddr::from(*ip).to_string()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Connects (and handshakes, over TLS), then asks.
+async fn connect(
+    addr: SocketAddr,
+    tls: Option<&Client>,
+    setup: Option<&Setup>,
+) -> std::io::Result<Heard> {
+    let t0 = tokio::time::Instant::now();
+    let s = tokio::net::TcpStream::connect(addr).await?;
+    match tls {
+        None => ask(s, setup).await,
+        Some(c) => {
+            // A TLS 1.3 handshake takes one round trip after the connect's: allow four
+            // connect times (within bounds), so a far server passes and a plaintext port
+            // (which waits for a line and never answers) is named.
+            let allow = (t0.elapsed() * 4).clamp(HANDSHAKE_MIN, HANDSHAKE_MAX);
+            let connector = tokio_rustls::TlsConnector::from(c.config.clone());
+            match tokio::time::timeout(allow, connector.connect(c.name.clone(), s)).await {
+                Ok(s) => ask(s?, setup).await,
+                Err(_) => Ok(Heard::NoHandshake(allow)),
+            }
+        }
+    }
+}
+
+/// Runs the setup's steps, sends `ECHO`; says what it heard.
+async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    setup: Option<&Setup>,
+) -> std::io::Result<Heard> {
     let mut buf = Vec::new();
     if let Some(setup) = setup {
         let (mut bytes, mut step) = setup.first();
@@ -170,8 +260,8 @@ async fn ask(addr: SocketAddr, setup: Option<&Setup>) -> std::io::Result<Heard> 
 
 /// Reads until `buf` starts with one complete reply; its length, or None when the server
 /// closed, sent garbage or more than [`MAX_PROBE_REPLY`] first.
-async fn read_reply(
-    s: &mut tokio::net::TcpStream,
+async fn read_reply<S: AsyncRead + Unpin>(
+    s: &mut S,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<usize>> {
     let mut chunk = [0u8; 4096];
@@ -201,6 +291,11 @@ fn message(reply: ReplyKind<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The probe of a plaintext target.
+    async fn probe(addr: SocketAddr, session: &Session) -> Result<(), Refusal> {
+        super::probe(addr, "target", session, None).await
+    }
     use tokio::net::TcpListener;
 
     async fn server(reply: &'static [u8]) -> SocketAddr {

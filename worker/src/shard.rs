@@ -37,12 +37,14 @@ use crate::conn::{
 };
 use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::sys::error_kind;
+use crate::target_tls::{Client, Handshakes};
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
 use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error};
 use crest_model::target::Session;
 use crest_model::workload::{Cursor, Workload};
+use std::borrow::Cow;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -93,6 +95,8 @@ pub struct ShardConfig {
     pub target: SocketAddr,
     /// What every connection sends before its first request (login, database).
     pub session: Session,
+    /// TLS to the target: every connection handshakes with it first. None: plaintext.
+    pub tls: Option<Client>,
     /// The classes.
     pub classes: Vec<ShardClass>,
     /// This shard's RNG seed.
@@ -159,6 +163,8 @@ pub enum ShardEvent {
         intervals: u32,
         /// Connection failures not tied to one request (refused, reset, eof...).
         connection_errors: ErrorCounts,
+        /// TLS handshakes completed (all zero for plaintext).
+        handshakes: Handshakes,
     },
 }
 
@@ -264,6 +270,8 @@ struct Shard {
     timeout: u64,
     intervals: Intervals,
     conn_errors: ErrorCounts,
+    /// TLS handshakes completed.
+    handshakes: Handshakes,
     /// The server error kinds this shard counts by name, with their first messages.
     kinds: Kinds,
     /// When the last class stops sending (None: only a request count bounds the run).
@@ -301,11 +309,14 @@ impl Shard {
         let mut states = Vec::new();
         let budget = ReadBudget::default_caps();
         let setup = Setup::new(&cfg.session).map(Rc::new);
+        let tls = cfg.tls.clone().map(Rc::new);
         for (i, c) in classes.into_iter().enumerate() {
             let id = ClassId(i as u32);
             let value = c.workload.value_bytes();
             conns.extend((0..c.connections).map(|_| {
-                Conn::new(id, value.clone(), Rc::clone(&budget)).with_setup(setup.clone())
+                Conn::new(id, value.clone(), Rc::clone(&budget))
+                    .with_setup(setup.clone())
+                    .with_tls(tls.clone())
             }));
             // Sequential keys and members interleave across the cluster's shards.
             let cursor = Cursor {
@@ -335,6 +346,7 @@ impl Shard {
             timeout: cfg.timeout.as_nanos() as u64,
             intervals: Intervals::new(warmup, cfg.interval, end),
             conn_errors: Vec::new(),
+            handshakes: Handshakes::default(),
             kinds: Kinds::default(),
             end,
             cfg,
@@ -541,6 +553,7 @@ impl Shard {
             unsent,
             intervals: self.intervals.shipped,
             connection_errors: std::mem::take(&mut self.conn_errors),
+            handshakes: std::mem::take(&mut self.handshakes),
         });
     }
 
@@ -560,7 +573,9 @@ impl Shard {
         while self.conns.iter().any(|c| {
             matches!(
                 c.state(),
-                ConnState::Connecting { .. } | ConnState::Setup { .. }
+                ConnState::Connecting { .. }
+                    | ConnState::Handshake { .. }
+                    | ConnState::Setup { .. }
             )
         }) && Instant::now() < deadline
             && !self.stopped()
@@ -578,11 +593,21 @@ impl Shard {
             .filter(|c| c.state() == ConnState::Up)
             .count() as u32;
         let want = self.conns.len() as u32;
+        let handshaking = self
+            .conns
+            .iter()
+            .any(|c| matches!(c.state(), ConnState::Handshake { .. }));
         let error = (up < want).then(|| {
             self.conn_errors
                 .first()
                 .map(|e| e.0.clone())
-                .unwrap_or_else(|| "connect timed out".into())
+                .unwrap_or_else(|| {
+                    if handshaking {
+                        "the TLS handshake got no answer (a plaintext port?)".into()
+                    } else {
+                        "connect timed out".into()
+                    }
+                })
         });
         let _ = self.cfg.out.send(ShardEvent::Connected {
             shard: self.cfg.index,
@@ -601,10 +626,28 @@ impl Shard {
 
     fn on_connected(&mut self, id: ConnId, now: u64) {
         let conn = &mut self.conns[id.index()];
-        match conn.finish_connect(id, &self.ep, now) {
-            Ok(ConnState::Up) => self.classes[conn.class.index()].on_up(id),
+        let state = conn.finish_connect(id, &self.ep, now, &mut self.handshakes);
+        self.connected(id, now, state);
+    }
+
+    /// Moves a TLS handshake on (the socket is readable or writable).
+    fn on_handshake(&mut self, id: ConnId, now: u64) {
+        let conn = &mut self.conns[id.index()];
+        let state = conn.handshake(id, &self.ep, now, &mut self.handshakes);
+        self.connected(id, now, state);
+    }
+
+    /// Acts on where a connect or handshake left a connection.
+    fn connected(&mut self, id: ConnId, now: u64, state: Result<ConnState, Cow<'static, str>>) {
+        match state {
+            Ok(ConnState::Up) => {
+                let class = self.conns[id.index()].class.index();
+                self.classes[class].on_up(id);
+            }
             // The first setup command is in the write buffer.
-            Ok(_) => self.flush(id, now),
+            Ok(ConnState::Setup { .. }) => self.flush(id, now),
+            // Waiting for the socket.
+            Ok(_) => {}
             Err(kind) => self.conn_down(id, now, &kind, Failure::Disconnected),
         }
     }
@@ -650,6 +693,12 @@ impl Shard {
                     self.on_connected(id, now);
                 }
             }
+            ConnState::Handshake { .. } => {
+                if ready.readable() || ready.writable() {
+                    let now = self.now();
+                    self.on_handshake(id, now);
+                }
+            }
             ConnState::Up | ConnState::Setup { .. } => {
                 if ready.readable() {
                     self.on_readable(id);
@@ -680,6 +729,9 @@ impl Shard {
                 Due::Timeout => self.conn_down(id, now, "timeout", Failure::Timeout),
                 Due::ConnectTimeout => {
                     self.conn_down(id, now, "connect: timed_out", Failure::Disconnected);
+                }
+                Due::HandshakeTimeout => {
+                    self.conn_down(id, now, "tls: handshake_timed_out", Failure::Disconnected);
                 }
                 Due::SetupTimeout => {
                     self.conn_down(id, now, "setup: timed_out", Failure::Disconnected);
@@ -1001,6 +1053,7 @@ mod tests {
             total_shards: 1,
             target,
             session: Session::default(),
+            tls: None,
             classes: vec![ShardClass {
                 workload: workload(),
                 load,

@@ -83,6 +83,7 @@ fn good_plan() -> RunPlan {
         }],
         backlog_limit: 10,
         session: Default::default(),
+        tls: None,
     }
 }
 

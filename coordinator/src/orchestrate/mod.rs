@@ -31,6 +31,7 @@ use crate::report::TimelinePoint;
 use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
 use crest_model::convert::limits;
 use crest_model::plan::ClassPlan;
+use crest_model::target::Verify;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
@@ -261,6 +262,15 @@ async fn run_inner(
             addr.port()
         ),
     };
+    match cfg.tls.as_ref().map(|t| t.verify) {
+        Some(Verify::None) => eprintln!(
+            "crest: warning: --tls-skip-verify: any certificate is accepted, so the connections are encrypted but nobody vouches for the server (a machine in the middle could read and change the traffic); give --cacert instead"
+        ),
+        Some(Verify::SkipHostname) => eprintln!(
+            "crest: warning: --tls-skip-hostname: the certificate's chain is checked but not its name, so any server with a certificate from the same CA passes"
+        ),
+        _ => {}
+    }
     let expected = match &cfg.workers {
         Workers::Local {
             count,
@@ -289,9 +299,13 @@ async fn run_inner(
             if cfg.control_tls.is_none() && !addr.ip().is_loopback() {
                 eprintln!(
                     "crest: warning: the control plane on {addr} is plaintext{}: serve TLS with --control-cert/--control-key",
-                    match (cfg.token.is_empty(), cfg.session.login.is_some()) {
+                    match (
+                        cfg.token.is_empty(),
+                        cfg.session.login.is_some()
+                            || cfg.tls.as_ref().is_some_and(|t| t.client.is_some()),
+                    ) {
                         (_, true) =>
-                            ", so the target's password crosses the network in the clear to every worker",
+                            ", so the target's password or client key crosses the network in the clear to every worker",
                         (true, false) => " and, with no --token, open to any worker that dials it",
                         (false, false) => ", so the token crosses the network in the clear",
                     }

@@ -152,6 +152,7 @@ pub(super) fn plans(
                 shards,
                 backlog_limit: cfg.backlog_limit,
                 session: cfg.session.clone(),
+                tls: cfg.tls.clone(),
             }
         })
         .collect()

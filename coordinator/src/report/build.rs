@@ -2,7 +2,7 @@
 
 use super::{
     Checks, ClassReport, ClassSettings, Histograms, Percentiles, ProfileSegment, Report,
-    SCHEMA_VERSION, Settings, Summary, Target, Totals, WorkerReport, commands,
+    SCHEMA_VERSION, Settings, Summary, Target, TlsReport, Totals, WorkerReport, commands,
     commands_over_classes, error_map,
 };
 use crate::config::{ClassConfig, RunConfig};
@@ -101,6 +101,19 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         auth: cfg.session.login.is_some(),
         user: cfg.session.login.as_ref().map(|l| l.user.clone()),
         db: cfg.session.db,
+        tls: cfg.tls.as_ref().map(|t| {
+            let h = merge::handshakes(members.iter().map(|m| &m.books)).unwrap_or_default();
+            TlsReport {
+                verify: t.verify.word().into(),
+                server_name: t.server_name.clone(),
+                ca: if t.ca_pem.is_some() { "file" } else { "system" }.into(),
+                client_certificate: t.client.is_some(),
+                version: h.version,
+                cipher: h.cipher,
+                handshakes_full: h.full,
+                handshakes_resumed: h.resumed,
+            }
+        }),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {

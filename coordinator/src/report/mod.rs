@@ -450,6 +450,29 @@ pub struct ClassReport {
     pub histograms: Histograms,
 }
 
+/// TLS to the target, as the run set it up and the connections negotiated it. No
+/// secret is recorded: not the key, not the certificates' bytes.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TlsReport {
+    /// How much of the server's certificate was checked: `full` (chain and name),
+    /// `skip-hostname` (chain only) or `none` (any certificate: no authentication).
+    pub verify: String,
+    /// SNI, and the name the certificate had to be valid for.
+    pub server_name: String,
+    /// `file` (--cacert) or `system` (the machine's CAs).
+    pub ca: String,
+    /// A client certificate was presented.
+    pub client_certificate: bool,
+    /// Protocol of the first completed handshake, e.g. `TLSv1_3`; empty when none completed.
+    pub version: String,
+    /// Its cipher suite, e.g. `TLS13_AES_256_GCM_SHA384`.
+    pub cipher: String,
+    /// Full handshakes, over every connection and reconnect.
+    pub handshakes_full: u64,
+    /// Handshakes that resumed an earlier session (reconnects).
+    pub handshakes_resumed: u64,
+}
+
 /// `report.json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -473,6 +496,8 @@ pub struct Report {
     pub user: Option<String>,
     /// The database every connection selected (0: the server's default, no `SELECT`).
     pub db: u32,
+    /// TLS to the target; null for plaintext.
+    pub tls: Option<TlsReport>,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.
@@ -684,11 +709,29 @@ impl Report {
     /// ` (user bench, db 2)` after the target when the connections logged in or selected
     /// a database; empty otherwise.
     pub fn session_note(&self) -> String {
-        match (&self.user, self.db) {
-            (None, 0) => String::new(),
-            (Some(u), 0) => format!(" (user {u})"),
-            (None, db) => format!(" (db {db})"),
-            (Some(u), db) => format!(" (user {u}, db {db})"),
+        let mut parts = Vec::new();
+        if let Some(t) = &self.tls {
+            let version = if t.version.is_empty() {
+                "no handshake completed"
+            } else {
+                &t.version
+            };
+            parts.push(match t.verify.as_str() {
+                "full" => format!("TLS {version}"),
+                "none" => format!("TLS {version}, certificate NOT verified"),
+                _ => format!("TLS {version}, hostname not verified"),
+            });
+        }
+        if let Some(u) = &self.user {
+            parts.push(format!("user {u}"));
+        }
+        if self.db != 0 {
+            parts.push(format!("db {}", self.db));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
         }
     }
 
