@@ -358,3 +358,62 @@ fn tls_to_a_plaintext_port_says_it_is_not_tls() {
     );
     no_load(&server);
 }
+
+/// Connections the server drops mid-run reconnect and resume their TLS sessions (one
+/// handshake each, from the worker's shared session cache); every request is in exactly
+/// one bucket of the books.
+#[test]
+fn reconnects_resume_their_tls_sessions_and_lose_nothing() {
+    let dir = TempDir::new("tls-resume");
+    let pki = Pki::new(dir.path());
+    let Some(server) = tls_server(&pki, false) else {
+        return;
+    };
+    let run = CrestRun::new(&dir).args(&[
+        "--target",
+        &server.tls_addr(),
+        "--tls",
+        "--cacert",
+        p(&pki.ca),
+        "--rate",
+        "1000",
+        "--duration",
+        "3s",
+        "--connections",
+        "4",
+    ]);
+    let out = run.out();
+    let mut proc = run.spawn();
+    wait_for_calls(500, || {
+        server.commandstats().get("get").copied().unwrap_or(0)
+    });
+    // Every client but this one (SKIPME yes): the run's 4 connections.
+    let killed = server.command(&[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+    assert_eq!(killed, crest_resp::Frame::Integer(4), "{killed:?}");
+    assert_eq!(proc.wait(std::time::Duration::from_secs(30)), 0);
+    let report = read_report(&out);
+    let tls = &report["tls"];
+    assert_eq!(
+        u(tls, "handshakes_full") + u(tls, "handshakes_resumed"),
+        8,
+        "{tls}"
+    );
+    assert!(
+        u(tls, "handshakes_resumed") >= 4,
+        "reconnects resume: {tls}"
+    );
+    let totals = &report["totals"];
+    assert_eq!(u(totals, "scheduled"), 3000, "{totals}");
+    assert_eq!(
+        u(totals, "completed") + u(totals, "errors") + u(totals, "in_flight") + u(totals, "unsent"),
+        3000,
+        "{totals}"
+    );
+    let broke: u64 = report["connection_errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(broke, 4, "{}", report["connection_errors"]);
+}

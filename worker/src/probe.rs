@@ -148,7 +148,7 @@ pub async fn probe(
             })
         }
         Ok(Err(e)) if target_tls::tls_error(&e).is_some() => {
-            let name = tls.map(|c| server_name(c)).unwrap_or_default();
+            let name = tls.map(server_name).unwrap_or_default();
             let line = target_tls::tls_error(&e)
                 .map(|t| target_tls::explain(target, &name, t))
                 .unwrap_or_default();
