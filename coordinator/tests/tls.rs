@@ -417,3 +417,68 @@ fn reconnects_resume_their_tls_sessions_and_lose_nothing() {
         .sum();
     assert_eq!(broke, 4, "{}", report["connection_errors"]);
 }
+
+/// The managed-cache case: `rediss://user:password@host:port/db` logs in and selects the
+/// database over TLS; the keys land there and the password is recorded nowhere.
+#[test]
+fn a_rediss_uri_with_a_login_and_a_database_works_over_tls() {
+    let dir = TempDir::new("tls-auth");
+    let pki = Pki::new(dir.path());
+    let Some(server) = tls_server(&pki, false) else {
+        return;
+    };
+    let ok = server.command(&[
+        b"ACL",
+        b"SETUSER",
+        b"bench",
+        b"on",
+        b">s3cret-tls",
+        b"~bench:*",
+        b"+@all",
+    ]);
+    assert_eq!(ok, crest_resp::Frame::Simple(b"OK".to_vec()), "{ok:?}");
+    let uri = format!(
+        "rediss://bench:s3cret-tls@localhost:{}/2",
+        server.tls_port.unwrap()
+    );
+    let report = tls_run(
+        &dir,
+        &uri,
+        "500",
+        &[
+            "--cacert",
+            p(&pki.ca),
+            "--key-prefix",
+            "bench:",
+            "--keys",
+            "50",
+        ],
+    )
+    .run(0);
+    assert_eq!(
+        u(&report["totals"], "completed"),
+        1000,
+        "{}",
+        report["totals"]
+    );
+    assert_eq!(
+        (report["user"].as_str(), report["db"].as_u64()),
+        (Some("bench"), Some(2))
+    );
+    assert_eq!(report["tls"]["version"], "TLSv1_3", "{}", report["tls"]);
+    let keyspace = server.info_stats("keyspace", "db");
+    assert!(
+        keyspace.contains_key("2") && !keyspace.contains_key("0"),
+        "{keyspace:?}"
+    );
+    let summary = read_log(dir.path(), "crest", "stdout");
+    assert!(
+        summary.contains("(TLS TLSv1_3, user bench, db 2)"),
+        "{summary}"
+    );
+    for f in ["report.json", "report.html", "timeline.csv"] {
+        let text = std::fs::read_to_string(dir.path().join("out").join(f)).unwrap();
+        assert!(!text.contains("s3cret-tls"), "the password is in {f}");
+    }
+    assert!(!summary.contains("s3cret-tls"));
+}
