@@ -165,7 +165,7 @@ impl Client {
             None => system_roots(),
         };
         if roots.is_empty() && tls.verify != Verify::None {
-            return Err("no CA to verify the target with: this machine has no system CA certificates (install ca-certificates) and no --cacert was given".into());
+            return Err("no CA to verify the target with: this worker's machine has no system CA certificates (the container image has none) and no --cacert was given; give crest run --cacert the CA file (for a public CA, e.g. /etc/ssl/certs/ca-certificates.crt of a machine that has it)".into());
         }
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
