@@ -107,12 +107,17 @@ pub fn server_args(bind: &str, port: u16, dir: &Path) -> Vec<String> {
 impl Server {
     /// Starts a server with persistence off and DEBUG allowed from loopback.
     pub fn start(kind: Kind) -> Self {
-        Self::start_with(kind, None, None).expect("the server starts")
+        Self::start_with(kind, None, None, &[]).expect("the server starts")
+    }
+
+    /// [`Server::start`] with more server arguments (e.g. `--cluster-enabled yes`).
+    pub fn with_args(kind: Kind, args: &[&str]) -> Self {
+        Self::start_with(kind, None, None, args).expect("the server starts")
     }
 
     /// [`Server::start`] with `requirepass password`; the helpers authenticate.
     pub fn with_password(kind: Kind, password: &str) -> Self {
-        Self::start_with(kind, Some(password), None).expect("the server starts")
+        Self::start_with(kind, Some(password), None, &[]).expect("the server starts")
     }
 
     /// Debian's redis-server with a TLS port too ([`Server::tls_port`]), serving `pki`'s
@@ -120,14 +125,20 @@ impl Server {
     /// present a certificate signed by `pki`'s CA). None when this redis-server was built
     /// without TLS (the caller skips, loudly).
     pub fn with_tls(pki: &Pki, auth_clients: bool) -> Option<Self> {
-        Self::start_with(Kind::Redis, None, Some((pki, auth_clients)))
+        Self::start_with(Kind::Redis, None, Some((pki, auth_clients)), &[])
     }
 
-    fn start_with(kind: Kind, password: Option<&str>, tls: Option<(&Pki, bool)>) -> Option<Self> {
+    fn start_with(
+        kind: Kind,
+        password: Option<&str>,
+        tls: Option<(&Pki, bool)>,
+        args: &[&str],
+    ) -> Option<Self> {
         let bin = server_binary(kind);
         let mut dir = TempDir::new("server");
         let mut extra: Vec<String> =
             password.map_or(vec![], |p| vec!["--requirepass".into(), p.into()]);
+        extra.extend(args.iter().map(|a| a.to_string()));
         if let Some((pki, auth)) = tls {
             let path = |p: &Path| p.to_string_lossy().into_owned();
             extra.extend([

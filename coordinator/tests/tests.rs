@@ -18,6 +18,7 @@ mod failure;
 mod hostile;
 mod inprocess;
 mod netns;
+mod slots;
 mod support;
 mod tls;
 mod workload;

@@ -11,6 +11,7 @@
 //!   buffer, or a [`Wire`](workload::Wire) that takes large values by reference).
 //! - [`stats`], [`hist`]: per-command counts and HDR histograms that merge by addition, and
 //!   the bounded set of error kinds with their first messages.
+//! - [`slot`]: Redis Cluster hash slots (CRC16 of the key or its `{hash tag}`).
 //! - [`rng`]: the seeded generator every random choice comes from.
 //! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
 //! - [`plan`]: a run plan as a worker runs it: the checked wire plan with workloads built.
@@ -25,6 +26,7 @@ pub mod plan;
 pub mod rng;
 pub mod schedule;
 pub mod shapes;
+pub mod slot;
 pub mod stats;
 pub mod target;
 pub mod workload;
