@@ -262,6 +262,8 @@ async fn stream_run(
             commands: encoded[k as usize % VARIANTS].clone(),
             target_rate: rate,
             error_messages: vec![],
+            shard_cpu_ns: 250_000_000,
+            busiest_shard: 0.25,
         });
         if tx.send(pb::WorkerMessage { msg: Some(msg) }).await.is_err() {
             return;

@@ -15,7 +15,7 @@
 
 use crate::config::RunConfig;
 use crate::output::Live;
-use crate::report::TimelinePoint;
+use crate::report::{Load, TimelinePoint};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
@@ -108,6 +108,9 @@ pub enum BooksError {
     /// A target rate that is not a finite number ≥ 0.
     #[error("interval target rate {0} is not a finite number ≥ 0")]
     Rate(f64),
+    /// A busy share that is not a number from 0 to 1.
+    #[error("interval busiest_shard {0} is not a number from 0 to 1")]
+    Busy(f64),
 }
 
 /// The counts of one command, without its histograms: what a worker's books keep per
@@ -461,6 +464,9 @@ impl RunBooks {
         if !(iv.target_rate.is_finite() && iv.target_rate >= 0.0) {
             return Err(BooksError::Rate(iv.target_rate));
         }
+        if !(0.0..=1.0).contains(&iv.busiest_shard) {
+            return Err(BooksError::Busy(iv.busiest_shard));
+        }
         let Some(books) = self.workers.get_mut(w) else {
             return Ok(());
         };
@@ -586,17 +592,25 @@ impl RunBooks {
     fn empty_rows_below(&mut self, cfg: &RunConfig, end: u32) {
         let mut k = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
         while k < end && self.in_rows(k) {
-            self.row(cfg, k, &CmdStats::default(), &[], 0.0);
+            self.row(cfg, k, &CmdStats::default(), &[], 0.0, Load::default());
             k += 1;
         }
     }
 
     /// One row and its hlog lines.
-    fn row(&mut self, cfg: &RunConfig, k: u32, sum: &CmdStats, classes: &[Hist], due: f64) {
+    fn row(
+        &mut self,
+        cfg: &RunConfig,
+        k: u32,
+        sum: &CmdStats,
+        classes: &[Hist],
+        due: f64,
+        load: Load,
+    ) {
         let iv_s = self.interval_ns as f64 / 1e9;
         let t0 = u64::from(k).saturating_mul(self.interval_ns);
         let target = cfg.expected(t0, t0.saturating_add(self.interval_ns)) / iv_s;
-        let p = TimelinePoint::of(k, iv_s, sum, target, due);
+        let p = TimelinePoint::of(k, iv_s, sum, target, due, load);
         self.window.rows += 1;
         self.window.completed = self.window.completed.saturating_add(sum.completed);
         self.window.target_rate = target;
@@ -637,6 +651,7 @@ impl RunBooks {
             classes = self.classes.iter().map(|_| hist::new_hist()).collect();
         }
         let mut due = 0.0;
+        let mut load = Load::default();
         for (w, _, iv) in msgs {
             let decoded = match decode_delta(&mut self.de, &iv.commands) {
                 Ok(d) => d,
@@ -649,6 +664,8 @@ impl RunBooks {
                 }
             };
             due += iv.target_rate;
+            load.cpu_ns = load.cpu_ns.saturating_add(iv.shard_cpu_ns);
+            load.busiest = load.busiest.max(iv.busiest_shard);
             let Some(books) = self.workers.get_mut(w) else {
                 continue;
             };
@@ -675,7 +692,7 @@ impl RunBooks {
         }
         if rows {
             self.empty_rows_below(cfg, k);
-            self.row(cfg, k, &sum, &classes, due);
+            self.row(cfg, k, &sum, &classes, due, load);
         }
         self.finalized_below = k.saturating_add(1);
         bad
@@ -722,6 +739,8 @@ mod tests {
             commands,
             target_rate,
             error_messages: vec![],
+            shard_cpu_ns: 0,
+            busiest_shard: 0.0,
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod auth;
 mod books;
+mod bound;
 mod builtin;
 mod cli;
 mod cluster;

@@ -500,6 +500,21 @@ async fn start_run(
     Ok(())
 }
 
+/// The shards' work in one interval, summed: their CPU time, and the busy share of the
+/// busiest (the one that limits the worker).
+#[derive(Debug, Clone, Copy, Default)]
+struct Load {
+    cpu_ns: u64,
+    busiest: f64,
+}
+
+impl Load {
+    fn add(&mut self, l: &shard::ShardLoad) {
+        self.cpu_ns = self.cpu_ns.saturating_add(l.cpu_ns);
+        self.busiest = self.busiest.max(l.busy());
+    }
+}
+
 /// Names and profile of one class, for labelling results.
 struct ClassNames {
     name: String,
@@ -529,7 +544,7 @@ struct ActiveRun {
     rx: mpsc::UnboundedReceiver<ShardEvent>,
     shards: usize,
     /// Intervals waiting for every shard: index → (shards reported, sum per class).
-    pending: BTreeMap<u32, (usize, Vec<Stats>)>,
+    pending: BTreeMap<u32, (usize, Vec<Stats>, Load)>,
     finished: usize,
     totals: Vec<Stats>,
     in_flight: u64,
@@ -589,6 +604,7 @@ impl ActiveRun {
                 index,
                 mut stats,
                 messages,
+                load,
                 ..
             } => {
                 // Kinds with their messages first, so a new kind is admitted with its text.
@@ -597,15 +613,19 @@ impl ActiveRun {
                 }
                 fold_stats(&mut stats, &mut self.kinds);
                 self.new_messages.extend(self.kinds.take_new());
-                let e = self.pending.entry(index).or_insert_with(|| (0, Vec::new()));
+                let e = self
+                    .pending
+                    .entry(index)
+                    .or_insert_with(|| (0, Vec::new(), Load::default()));
                 e.0 += 1;
                 add_classes(&mut e.1, &stats);
+                e.2.add(&load);
                 while let Some(entry) = self.pending.first_entry() {
                     if entry.get().0 < self.shards {
                         break;
                     }
-                    let (index, (_, stats)) = entry.remove_entry();
-                    out.push(self.interval_msg(index, stats));
+                    let (index, (_, stats, load)) = entry.remove_entry();
+                    out.push(self.interval_msg(index, stats, load));
                 }
             }
             ShardEvent::Finished {
@@ -628,8 +648,8 @@ impl ActiveRun {
                 if self.finished == self.shards {
                     // A shard that stalled past a whole second skipped that index: send
                     // what is left, in order.
-                    while let Some((index, (_, stats))) = self.pending.pop_first() {
-                        out.push(self.interval_msg(index, stats));
+                    while let Some((index, (_, stats, load))) = self.pending.pop_first() {
+                        out.push(self.interval_msg(index, stats, load));
                     }
                     out.push(Out::Finished(pb::Finished {
                         run_id: self.run_id.clone(),
@@ -661,7 +681,7 @@ impl ActiveRun {
             .collect()
     }
 
-    fn interval_msg(&mut self, index: u32, stats: Vec<Stats>) -> Out {
+    fn interval_msg(&mut self, index: u32, stats: Vec<Stats>, load: Load) -> Out {
         self.intervals_sent += 1;
         let t0 = self.warmup_ns + u64::from(index) * self.interval_ns;
         let target: f64 = self
@@ -677,6 +697,8 @@ impl ActiveRun {
             commands: self.encode(&stats),
             target_rate: target * self.share,
             error_messages: convert::messages_to_pb(&std::mem::take(&mut self.new_messages)),
+            shard_cpu_ns: load.cpu_ns,
+            busiest_shard: load.busiest,
         })
     }
 }

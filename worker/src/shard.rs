@@ -148,6 +148,8 @@ pub enum ShardEvent {
         stats: Vec<Stats>,
         /// Server error kinds first seen in this interval, each with its first message.
         messages: Vec<(String, String)>,
+        /// How hard the shard's thread worked in this interval.
+        load: ShardLoad,
     },
     /// The run is over for this shard.
     Finished {
@@ -166,6 +168,73 @@ pub enum ShardEvent {
         /// TLS handshakes completed (all zero for plaintext).
         handshakes: Handshakes,
     },
+}
+
+/// How hard a shard's thread worked over one interval of its loop (between two shipped
+/// intervals): its CPU time, and the wall time it was not waiting for the clock or the
+/// network. A shard busy for most of an interval cannot keep its schedule: it is the
+/// bottleneck, not the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardLoad {
+    /// CPU time of the thread (user + system).
+    pub cpu_ns: u64,
+    /// Wall time not spent waiting (in `epoll_wait`, or in polling turns that woke early
+    /// and found nothing); with the sleep pacer at least the CPU time.
+    pub busy_ns: u64,
+    /// Wall time covered.
+    pub wall_ns: u64,
+}
+
+impl ShardLoad {
+    /// The busy share of the wall time, 0 to 1 (see [`LoadMeter::take`]).
+    pub fn busy(&self) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            (self.busy_ns as f64 / self.wall_ns as f64).min(1.0)
+        }
+    }
+}
+
+/// What the loop counts towards the next [`ShardLoad`].
+#[derive(Debug, Default)]
+struct LoadMeter {
+    /// Thread CPU time and loop clock when the interval's measure began.
+    cpu0: u64,
+    wall0: u64,
+    /// Waiting time so far.
+    idle_ns: u64,
+}
+
+impl LoadMeter {
+    fn start(&mut self, now: u64) {
+        self.cpu0 = epoll::thread_cpu_ns();
+        self.wall0 = now;
+        self.idle_ns = 0;
+    }
+
+    /// The load since `start`, and a new measure from `now`. With the sleep pacer the
+    /// thread's CPU time counts as busy too (its polls are short; what else it burns is
+    /// the generator's own work, including the kernel's network processing charged to
+    /// it); with the spin pacer only the time not waiting does.
+    fn take(&mut self, now: u64, pacer: Pacer) -> ShardLoad {
+        let cpu = epoll::thread_cpu_ns();
+        let wall_ns = now.saturating_sub(self.wall0);
+        let cpu_ns = cpu.saturating_sub(self.cpu0);
+        let waiting = wall_ns.saturating_sub(self.idle_ns);
+        let load = ShardLoad {
+            cpu_ns,
+            busy_ns: match pacer {
+                Pacer::Sleep => waiting.max(cpu_ns).min(wall_ns),
+                Pacer::Spin => waiting,
+            },
+            wall_ns,
+        };
+        self.cpu0 = cpu;
+        self.wall0 = now;
+        self.idle_ns = 0;
+        load
+    }
 }
 
 /// Most events handled per wait.
@@ -272,6 +341,8 @@ struct Shard {
     conn_errors: ErrorCounts,
     /// TLS handshakes completed.
     handshakes: Handshakes,
+    /// The thread's work in the open interval.
+    meter: LoadMeter,
     /// The server error kinds this shard counts by name, with their first messages.
     kinds: Kinds,
     /// When the last class stops sending (None: only a request count bounds the run).
@@ -347,6 +418,7 @@ impl Shard {
             intervals: Intervals::new(warmup, cfg.interval, end),
             conn_errors: Vec::new(),
             handshakes: Handshakes::default(),
+            meter: LoadMeter::default(),
             kinds: Kinds::default(),
             end,
             cfg,
@@ -383,6 +455,7 @@ impl Shard {
         }
         let mut next_sweep = SWEEP_NS;
         self.wait_for_start(&mut events);
+        self.meter.start(self.now());
         let mut drain_end: Option<u64> = None;
         let drain = self.cfg.drain.as_nanos() as u64;
         loop {
@@ -390,6 +463,7 @@ impl Shard {
                 return;
             }
             let mut now = self.now();
+            let turn = now;
             // A shard that wakes after its run's end + drain (it was frozen) sends nothing.
             if self.end.is_some_and(|e| now >= e.saturating_add(drain)) {
                 break;
@@ -397,6 +471,7 @@ impl Shard {
             // 1. Schedule everything that is due; closed-loop classes fill free slots.
             self.send_due(now, now);
             // 2. One write per connection with new requests.
+            let sent = !self.dirty.is_empty();
             self.flush_dirty();
             if !self.sending(now) {
                 // The drain runs from the schedule's end, not from when the loop saw it.
@@ -408,12 +483,20 @@ impl Shard {
             }
             // 3. Wait for replies or the next intended time.
             let wake = self.wake_at(now, next_sweep, drain_end);
+            let wait_from = self.now();
             let n = self
                 .ep
                 .wait(&mut events, wait_ns(self.cfg.pacer, now, wake));
+            now = self.now();
+            // A turn that woke before anything was due and found no event (a polling
+            // pacer's turn) was waiting for the clock as a whole; otherwise only the wait.
+            self.meter.idle_ns += if n == 0 && !sent && wake > wait_from {
+                now.saturating_sub(turn)
+            } else {
+                now.saturating_sub(wait_from)
+            };
             // 4. Handle readiness; slots that came free take backlogged requests.
             if n > 0 {
-                now = self.now();
                 for (token, ready) in events.iter() {
                     self.on_event(token, ready, now);
                 }
@@ -512,11 +595,13 @@ impl Shard {
             .map(ClassState::take_interval)
             .collect();
         self.intervals.shipped += 1;
+        let load = self.meter.take(self.now(), self.cfg.pacer);
         let _ = self.cfg.out.send(ShardEvent::Interval {
             shard: self.cfg.index,
             index: self.intervals.index,
             stats,
             messages: self.kinds.take_new(),
+            load,
         });
     }
 

@@ -172,6 +172,10 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             summary: Summary::of(&total, target, duration_s),
             in_flight,
             unsent,
+            generator_cpu_s: (timeline.iter().map(|p| p.generator_cpu_s).sum::<f64>() * 1e3)
+                .round()
+                / 1e3,
+            busiest_shard: timeline.iter().map(|p| p.busiest_shard).fold(0.0, f64::max),
             histograms: Histograms::of(&total),
         },
         commands: commands_over_classes(&merge::by_name(all), &classes, duration_s),
@@ -182,6 +186,11 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             generator_bound_intervals: timeline
                 .iter()
                 .filter(|p| p.generator_bound)
+                .map(|p| p.t_s)
+                .collect(),
+            connection_bound_intervals: timeline
+                .iter()
+                .filter(|p| p.bound == "connections")
                 .map(|p| p.t_s)
                 .collect(),
             late_intervals: results.late_intervals,

@@ -219,6 +219,17 @@ pub fn render(r: &Report) -> String {
         "µs",
         true,
     ));
+    out.push_str(&chart(
+        "Generator: busiest shard's busy share per interval (90%+: the generator is the bottleneck)",
+        &xs,
+        &[(
+            "busiest shard",
+            "#6a3",
+            r.timeline.iter().map(|p| p.busiest_shard * 100.0).collect(),
+        )],
+        "%",
+        false,
+    ));
     out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
     for w in &r.workers {
         let _ = write!(
@@ -266,6 +277,25 @@ pub fn render(r: &Report) -> String {
             out,
             "<p class=\"warn\">The generator could not keep its schedule in {}: latency there describes the client, not the server.</p>",
             esc(&r.generator_bound_spans())
+        );
+    }
+    if r.totals.generator_cpu_s > 0.0 {
+        let _ = write!(
+            out,
+            "<p>Generator: {:.2} CPU s in the shards; the busiest shard was {:.0}% busy in its busiest interval.</p>",
+            r.totals.generator_cpu_s,
+            r.totals.busiest_shard * 100.0
+        );
+    }
+    if !r.checks.connection_bound_intervals.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"warn\">Requests waited for a free connection in {}: more --connections or --pipeline would send them on time.</p>",
+            esc(&super::describe_spans(
+                &r.checks.connection_bound_intervals,
+                r.settings.interval_s,
+                r.timeline.len()
+            ))
         );
     }
     out.push_str("</body></html>\n");

@@ -200,6 +200,10 @@ pub struct Totals {
     pub in_flight: u64,
     /// Scheduled and never written when the run ended.
     pub unsent: u64,
+    /// CPU time of every worker's shard threads over the timeline's intervals, seconds.
+    pub generator_cpu_s: f64,
+    /// The highest busy share of any shard in any interval (0 to 1).
+    pub busiest_shard: f64,
     /// The merged histograms.
     pub histograms: Histograms,
 }
@@ -238,19 +242,64 @@ pub struct TimelinePoint {
     /// workers that reported it scheduled clearly fewer requests than they were due —
     /// beyond 2% plus three standard deviations of Poisson noise — or schedule lag p99
     /// passed 1 ms while under 1% of requests waited for a connection): these latencies
-    /// describe the client, not the server.
+    /// describe the client, not the server. Also true when the busiest shard was busy for
+    /// 90% of the interval or more. The same as `bound == "generator"`.
     pub generator_bound: bool,
+    /// CPU time of every worker's shard threads in this interval, seconds.
+    pub generator_cpu_s: f64,
+    /// Busy share of the busiest shard's loop in this interval (0 to 1): the time it was
+    /// not waiting for the clock or the network.
+    pub busiest_shard: f64,
+    /// What limited this interval: `generator` (see `generator_bound`), `connections`
+    /// (1% or more of the requests waited for a free connection while no shard was
+    /// saturated: more `--connections` or `--pipeline` would have sent them on time),
+    /// `server` (the client kept its schedule with free connections, yet latency p99 was
+    /// 1 ms or more and over 10× the schedule lag p99: the time went to the network and the
+    /// server), or empty (nothing limited it).
+    pub bound: &'static str,
 }
+
+/// The generator's work over one interval, summed over workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Load {
+    /// CPU time of every shard thread, ns.
+    pub cpu_ns: u64,
+    /// Busy share of the busiest shard, 0 to 1.
+    pub busiest: f64,
+}
+
+/// A shard busy for this share of an interval or more cannot keep its schedule.
+pub const SATURATED: f64 = 0.9;
 
 impl TimelinePoint {
     /// Builds one point from the merged second, the profile's target for it, and what the
     /// workers that reported this second were due to schedule (`due`; less than `target`
     /// when a worker was lost).
-    pub fn of(index: u32, interval_s: f64, s: &CmdStats, target: f64, due_rate: f64) -> Self {
+    pub fn of(
+        index: u32,
+        interval_s: f64,
+        s: &CmdStats,
+        target: f64,
+        due_rate: f64,
+        load: Load,
+    ) -> Self {
         let lag_p99 = s.schedule_lag.value_at_quantile(0.99);
+        let latency_p99 = s.latency.value_at_quantile(0.99);
         let due = due_rate * interval_s;
         let short_of_schedule = (s.scheduled as f64) < due * 0.98 - 3.0 * due.sqrt() - 2.0;
-        let pacer_late = lag_p99 > 1_000_000 && (s.backlogged as f64) < 0.01 * s.scheduled as f64;
+        let waited = (s.backlogged as f64) >= 0.01 * s.scheduled as f64 && s.backlogged > 0;
+        let pacer_late = lag_p99 > 1_000_000 && !waited;
+        let saturated = load.busiest >= SATURATED;
+        let generator = short_of_schedule || pacer_late || saturated;
+        let bound = if generator {
+            "generator"
+        } else if waited {
+            "connections"
+        } else if latency_p99 >= 1_000_000 && latency_p99 > lag_p99.saturating_mul(10) {
+            "server"
+        } else {
+            ""
+        };
         Self {
             t_s: round2(f64::from(index) * interval_s),
             target_rate: round2(target),
@@ -264,7 +313,10 @@ impl TimelinePoint {
                 p999: us(s.latency.value_at_quantile(0.999)),
             },
             schedule_lag_p99_us: us(lag_p99),
-            generator_bound: short_of_schedule || pacer_late,
+            generator_bound: generator,
+            generator_cpu_s: (load.cpu_ns as f64 / 1e6).round() / 1e3,
+            busiest_shard: (load.busiest * 1000.0).round() / 1000.0,
+            bound,
         }
     }
 }
@@ -367,6 +419,9 @@ pub struct Checks {
     pub problems: Vec<String>,
     /// Start times (s) of the intervals in which the generator could not keep its schedule.
     pub generator_bound_intervals: Vec<f64>,
+    /// Start times (s) of the intervals in which 1% or more of the requests waited for a
+    /// free connection (and no shard was saturated).
+    pub connection_bound_intervals: Vec<f64>,
     /// Interval messages that came after their timeline row was written (a worker lagged
     /// past the coordinator's cap on pending intervals): counted in the totals and the
     /// worker's row, not in the timeline.
@@ -525,13 +580,13 @@ pub struct Report {
 }
 
 /// The first line of `timeline.csv`.
-pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound\n";
+pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound\n";
 
 /// Appends one `timeline.csv` row (with its newline).
 pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint) {
     let _ = writeln!(
         out,
-        "{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{}",
         p.t_s,
         p.target_rate,
         p.scheduled,
@@ -541,7 +596,10 @@ pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint) {
         p.latency_us.p99,
         p.latency_us.p999,
         p.schedule_lag_p99_us,
-        p.generator_bound
+        p.generator_bound,
+        p.generator_cpu_s,
+        p.busiest_shard,
+        p.bound
     );
 }
 
@@ -822,6 +880,34 @@ impl Report {
                 w.completed
             );
         }
+        if self.totals.generator_cpu_s > 0.0 {
+            let reqs = self.totals.summary.completed + self.totals.summary.errors;
+            let per_million = if reqs > 0 {
+                format!(
+                    " = {:.1} CPU s per million requests",
+                    self.totals.generator_cpu_s / reqs as f64 * 1e6
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "generator: {:.2} CPU s in the shards{per_million}; busiest shard {:.0}% busy in its busiest interval",
+                self.totals.generator_cpu_s,
+                self.totals.busiest_shard * 100.0
+            );
+        }
+        if !self.checks.connection_bound_intervals.is_empty() {
+            let _ = writeln!(
+                out,
+                "NOTE: requests waited for a free connection in {}; more --connections or --pipeline would send them on time",
+                describe_spans(
+                    &self.checks.connection_bound_intervals,
+                    self.settings.interval_s,
+                    self.timeline.len(),
+                )
+            );
+        }
         if !self.checks.generator_bound_intervals.is_empty() {
             let _ = writeln!(
                 out,
@@ -967,25 +1053,67 @@ mod tests {
             scheduled: 800,
             ..Default::default()
         };
-        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound);
+        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default()).generator_bound);
         s.scheduled = 960;
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default()).generator_bound,
             "Poisson noise"
         );
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 2000.0, 1000.0).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 2000.0, 1000.0, Load::default()).generator_bound,
             "a lost worker's share is not the generator's fault"
         );
         s.scheduled = 1000;
         for _ in 0..100 {
             hist::record(&mut s.schedule_lag, 5_000_000);
         }
-        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound);
+        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default()).generator_bound);
         s.backlogged = 100;
+        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default());
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0).generator_bound,
-            "waiting for a connection is the server's doing"
+            !p.generator_bound,
+            "waiting for a connection is not the pacer's doing"
+        );
+        assert_eq!(p.bound, "connections");
+        // ... unless a shard was saturated: then the shard is the bottleneck.
+        let busy = Load {
+            cpu_ns: 950_000_000,
+            busiest: 0.95,
+        };
+        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, busy);
+        assert!(p.generator_bound);
+        assert_eq!(
+            (p.bound, p.generator_cpu_s, p.busiest_shard),
+            ("generator", 0.95, 0.95)
+        );
+    }
+
+    #[test]
+    fn slow_replies_on_time_with_free_connections_are_the_servers() {
+        let mut s = CmdStats {
+            scheduled: 1000,
+            ..Default::default()
+        };
+        for _ in 0..100 {
+            hist::record(&mut s.schedule_lag, 20_000);
+            hist::record(&mut s.latency, 3_000_000);
+        }
+        let light = Load {
+            cpu_ns: 100_000_000,
+            busiest: 0.1,
+        };
+        assert_eq!(
+            TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, light).bound,
+            "server"
+        );
+        let mut fast = CmdStats {
+            scheduled: 1000,
+            ..Default::default()
+        };
+        hist::record(&mut fast.latency, 80_000);
+        assert_eq!(
+            TimelinePoint::of(0, 1.0, &fast, 1000.0, 1000.0, light).bound,
+            ""
         );
     }
 }

@@ -217,6 +217,24 @@ pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
     }
 }
 
+/// CPU time the calling thread has used, in ns (user + system, `CLOCK_THREAD_CPUTIME_ID`);
+/// 0 when the clock cannot be read. A shard reads it once per interval.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own; the clock id is a constant.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +242,23 @@ mod tests {
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn thread_cpu_time_grows_with_work_not_with_sleep() {
+        let t0 = thread_cpu_ns();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let slept = thread_cpu_ns() - t0;
+        let t1 = thread_cpu_ns();
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let busy = thread_cpu_ns() - t1;
+        assert!(t0 > 0);
+        assert!(slept < 10_000_000, "sleeping used {slept} ns of CPU");
+        assert!(busy > slept, "spinning used {busy} ns, sleeping {slept}");
+    }
 
     #[test]
     fn interests_map_to_the_flags_the_loop_relies_on() {
