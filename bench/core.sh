@@ -66,4 +66,8 @@ print(f"schedule lag p50 {t['schedule_lag_us']['p50']} us  p99 {t['schedule_lag_
 print(f"latency p50 {t['latency_us']['p50']} us  p99 {t['latency_us']['p99']} us; service time p99 {t['service_time_us']['p99']} us")
 print(f"CPU window: {window:.1f} s for a {secs:.0f} s schedule")
 print(f"worker CPU: {cpu_s:.2f} s for {reqs} requests = {cpu_s / reqs * 1e6:.2f} CPU s per million")
+# The report's own figure (shard threads only, per interval) beside the process's: a check
+# that what Crest prints about its cost is true (it must be at most the process's).
+g = t["generator_cpu_s"]
+print(f"report: shard threads {g:.2f} CPU s = {g / reqs * 1e6:.2f} per million ({g / cpu_s:.0%} of the worker process's); busiest shard {t['busiest_shard']:.0%} busy at most")
 PY

@@ -971,12 +971,7 @@ impl Conn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Received::WouldBlock,
-                Err(e) => {
-                    return Received::Closed(match target_tls::tls_error(&e) {
-                        Some(t) => Cow::Borrowed(target_tls::kind(t)),
-                        None => Cow::Owned(error_kind(&e)),
-                    });
-                }
+                Err(e) => return Received::Closed(target_tls::io_kind(&e)),
             }
         }
     }

@@ -36,8 +36,7 @@ use crate::conn::{
     Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received, Setup, SetupError, SetupProgress,
 };
 use crate::sys::epoll::{self, Epoll, Events, Ready};
-use crate::sys::error_kind;
-use crate::target_tls::{Client, Handshakes};
+use crate::target_tls::{self, Client, Handshakes};
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
@@ -851,7 +850,7 @@ impl Shard {
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
         if let Err(e) = conn.flush(id, &self.ep, now, |p| class.on_sent(p, now)) {
-            self.conn_down(id, now, &error_kind(&e), Failure::Disconnected);
+            self.conn_down(id, now, &target_tls::io_kind(&e), Failure::Disconnected);
         }
     }
 

@@ -371,6 +371,15 @@ pub fn explain(target: &str, name: &str, e: &rustls::Error) -> String {
     format!("TLS to target {target} failed: {what}")
 }
 
+/// The connection-error kind of an I/O error on a connection that may be TLS: the TLS
+/// failure's kind when rustls is inside it, else the errno's.
+pub fn io_kind(e: &std::io::Error) -> std::borrow::Cow<'static, str> {
+    match tls_error(e) {
+        Some(t) => std::borrow::Cow::Borrowed(kind(t)),
+        None => std::borrow::Cow::Owned(crate::sys::error_kind(e)),
+    }
+}
+
 /// The rustls error inside an I/O error, if there is one.
 pub fn tls_error(e: &std::io::Error) -> Option<&rustls::Error> {
     e.get_ref()?.downcast_ref::<rustls::Error>()
