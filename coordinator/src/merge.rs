@@ -381,6 +381,9 @@ pub struct RunBooks {
     /// The run's bound on server error kinds (each worker keeps 32; the union of several
     /// workers' kinds is folded into 32 again) with each kind's first message.
     kinds: Kinds,
+    /// The lowest interval service-time p50 so far, ns (0: none yet): what "service time
+    /// rose" is measured against.
+    service_floor: u64,
 }
 
 /// The timeline rows written since the progress line last read them, together: at
@@ -440,6 +443,7 @@ impl RunBooks {
                 target_rate: 0.0,
             },
             kinds: Kinds::default(),
+            service_floor: 0,
         }
     }
 
@@ -610,7 +614,15 @@ impl RunBooks {
         let iv_s = self.interval_ns as f64 / 1e9;
         let t0 = u64::from(k).saturating_mul(self.interval_ns);
         let target = cfg.expected(t0, t0.saturating_add(self.interval_ns)) / iv_s;
-        let p = TimelinePoint::of(k, iv_s, sum, target, due, load);
+        let p = TimelinePoint::of(k, iv_s, sum, target, due, load, self.service_floor);
+        // The lowest service time p50 of the run so far (intervals with at least 100
+        // replies, so one lucky reply does not set it).
+        if sum.service_time.len() >= 100 {
+            let p50 = sum.service_time.value_at_quantile(0.5);
+            if self.service_floor == 0 || p50 < self.service_floor {
+                self.service_floor = p50;
+            }
+        }
         self.window.rows += 1;
         self.window.completed = self.window.completed.saturating_add(sum.completed);
         self.window.target_rate = target;

@@ -250,12 +250,14 @@ pub struct TimelinePoint {
     /// Busy share of the busiest shard's loop in this interval (0 to 1): the time it was
     /// not waiting for the clock or the network.
     pub busiest_shard: f64,
-    /// What limited this interval: `generator` (see `generator_bound`), `connections`
-    /// (1% or more of the requests waited for a free connection while no shard was
-    /// saturated: more `--connections` or `--pipeline` would have sent them on time),
-    /// `server` (the client kept its schedule with free connections, yet latency p99 was
-    /// 1 ms or more and over 10× the schedule lag p99: the time went to the network and the
-    /// server), or empty (nothing limited it).
+    /// What limited this interval: `generator` (see `generator_bound`); `server` (service
+    /// time p50 more than twice the lowest interval's of the run so far: the server, or
+    /// the network, slowed down — requests that waited for a connection waited for its
+    /// slow replies); `connections` (1% or more of the requests waited for a free
+    /// connection while service time held: more `--connections` or `--pipeline` would have
+    /// sent them on time); `server` too when the client kept its schedule with free
+    /// connections, yet latency p99 was 1 ms or more and over 10× the schedule lag p99;
+    /// or empty (nothing limited it).
     pub bound: &'static str,
 }
 
@@ -282,6 +284,7 @@ impl TimelinePoint {
         target: f64,
         due_rate: f64,
         load: Load,
+        service_floor: u64,
     ) -> Self {
         let lag_p99 = s.schedule_lag.value_at_quantile(0.99);
         let latency_p99 = s.latency.value_at_quantile(0.99);
@@ -291,8 +294,13 @@ impl TimelinePoint {
         let pacer_late = lag_p99 > 1_000_000 && !waited;
         let saturated = load.busiest >= SATURATED;
         let generator = short_of_schedule || pacer_late || saturated;
+        let service_rose = service_floor > 0
+            && !s.service_time.is_empty()
+            && s.service_time.value_at_quantile(0.5) > service_floor.saturating_mul(2);
         let bound = if generator {
             "generator"
+        } else if service_rose {
+            "server"
         } else if waited {
             "connections"
         } else if latency_p99 >= 1_000_000 && latency_p99 > lag_p99.saturating_mul(10) {
@@ -1053,23 +1061,23 @@ mod tests {
             scheduled: 800,
             ..Default::default()
         };
-        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default()).generator_bound);
+        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0).generator_bound);
         s.scheduled = 960;
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default()).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0).generator_bound,
             "Poisson noise"
         );
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 2000.0, 1000.0, Load::default()).generator_bound,
+            !TimelinePoint::of(0, 1.0, &s, 2000.0, 1000.0, Load::default(), 0).generator_bound,
             "a lost worker's share is not the generator's fault"
         );
         s.scheduled = 1000;
         for _ in 0..100 {
             hist::record(&mut s.schedule_lag, 5_000_000);
         }
-        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default()).generator_bound);
+        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0).generator_bound);
         s.backlogged = 100;
-        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default());
+        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0);
         assert!(
             !p.generator_bound,
             "waiting for a connection is not the pacer's doing"
@@ -1080,7 +1088,7 @@ mod tests {
             cpu_ns: 950_000_000,
             busiest: 0.95,
         };
-        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, busy);
+        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, busy, 0);
         assert!(p.generator_bound);
         assert_eq!(
             (p.bound, p.generator_cpu_s, p.busiest_shard),
@@ -1103,7 +1111,7 @@ mod tests {
             busiest: 0.1,
         };
         assert_eq!(
-            TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, light).bound,
+            TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, light, 0).bound,
             "server"
         );
         let mut fast = CmdStats {
@@ -1112,8 +1120,20 @@ mod tests {
         };
         hist::record(&mut fast.latency, 80_000);
         assert_eq!(
-            TimelinePoint::of(0, 1.0, &fast, 1000.0, 1000.0, light).bound,
+            TimelinePoint::of(0, 1.0, &fast, 1000.0, 1000.0, light, 0).bound,
             ""
         );
+        // Requests that waited for a connection while service time tripled waited for
+        // the server's slow replies, not for too few connections.
+        let mut waited = CmdStats {
+            scheduled: 1000,
+            backlogged: 500,
+            ..Default::default()
+        };
+        hist::record(&mut waited.service_time, 3_000_000);
+        let p = |floor| TimelinePoint::of(0, 1.0, &waited, 1000.0, 1000.0, light, floor).bound;
+        assert_eq!(p(1_000_000), "server");
+        assert_eq!(p(2_000_000), "connections");
+        assert_eq!(p(0), "connections", "no floor yet");
     }
 }
