@@ -275,6 +275,7 @@ async fn stream_run(
         intervals: n,
         connection_errors: vec![],
         error_messages: vec![],
+        classes: vec![],
     });
     let _ = tx.send(pb::WorkerMessage { msg: Some(fin) }).await;
 }

@@ -11,7 +11,7 @@ use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::ValueSizes;
-use crest_model::target::{self, DEFAULT_USER, Login, Secret, Session};
+use crest_model::target::{self, DEFAULT_USER, Login, Resp, Secret, Session};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,6 +61,13 @@ pub struct RunArgs {
     /// Database every connection selects (SELECT N) before its first request.
     #[arg(long, env = "CREST_DB")]
     pub db: Option<u32>,
+    /// Protocol every connection speaks: 2 (RESP2) or 3 (RESP3, set up with HELLO 3).
+    #[arg(long, env = "CREST_RESP", value_parser = parse_resp)]
+    pub resp: Option<Resp>,
+    /// Client-side caching: every connection sends CLIENT TRACKING on, so the server
+    /// pushes an invalidation when a key it read changes (needs --resp 3).
+    #[arg(long, env = "CREST_TRACKING")]
+    pub tracking: bool,
     /// Requests per second across the whole cluster, or `max` for closed loop.
     #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
     pub rate: Option<RateArg>,
@@ -223,6 +230,18 @@ pub fn clap_line(e: &clap::Error) -> String {
 /// memory and in report.json, so this keeps both to a few hundred MB (11 days at 1 s,
 /// 2.7 hours at 10 ms).
 pub const MAX_ROWS: u64 = 1_000_000;
+
+/// `--resp`: 2 or 3.
+fn parse_resp(s: &str) -> Result<Resp, String> {
+    s.trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(Resp::of)
+        .ok_or_else(|| RESP_VALUES.to_string())
+}
+
+/// What `--resp` and the profile's `resp` take.
+const RESP_VALUES: &str = "expected 2 (RESP2, the default) or 3 (RESP3, via HELLO 3)";
 
 fn err(flag: &'static str, value: impl ToString, why: impl ToString) -> ConfigError {
     ConfigError::new(flag, value, why)
@@ -756,8 +775,26 @@ fn target_session(a: &RunArgs, file: &FileToml) -> Result<(Option<String>, Sessi
         }),
         (None, None) => None,
     };
-    let session = Session { login, db };
-    if spec.is_none() && !session.is_plain() {
+    let resp = match (a.resp, file.resp) {
+        (Some(r), _) => r,
+        (None, Some(v)) => Resp::of(v).ok_or_else(|| err("resp", v, RESP_VALUES))?,
+        (None, None) => Resp::Resp2,
+    };
+    let tracking = a.tracking || file.tracking.unwrap_or(false);
+    if tracking && resp != Resp::Resp3 {
+        return Err(err(
+            "--tracking",
+            "on",
+            "needs --resp 3: the invalidations it asks for are RESP3 push frames",
+        ));
+    }
+    let session = Session {
+        login,
+        db,
+        resp,
+        tracking,
+    };
+    if spec.is_none() && (session.login.is_some() || session.db != 0) {
         let (flag, value) = match &session.login {
             Some(l) if a.user.is_some() || file.user.is_some() => ("--user", l.user.clone()),
             Some(_) => ("--password", "***".to_string()),

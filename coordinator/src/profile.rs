@@ -371,6 +371,10 @@ pub struct FileToml {
     pub password_file: Option<PathBuf>,
     /// Database to select.
     pub db: Option<u32>,
+    /// Protocol: 2 or 3.
+    pub resp: Option<u32>,
+    /// Client-side caching (`CLIENT TRACKING on`; resp 3 only).
+    pub tracking: Option<bool>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

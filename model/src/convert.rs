@@ -12,7 +12,7 @@ use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
-use crate::target::{Login, MAX_DB, Secret, Session};
+use crate::target::{Login, MAX_DB, Resp, Secret, Session};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -668,6 +668,8 @@ impl From<&Session> for pb::TargetSession {
                 password: l.password.expose().to_string(),
             }),
             db: s.db,
+            resp: s.resp.version(),
+            tracking: s.tracking,
         }
     }
 }
@@ -695,9 +697,23 @@ impl TryFrom<&pb::TargetSession> for Session {
                 })
             }
         };
+        // 0: a peer that leaves the field out speaks RESP2.
+        let resp = match s.resp {
+            0 => Resp::Resp2,
+            v => Resp::of(v).ok_or_else(|| WireError::new("session.resp", v, "2 or 3"))?,
+        };
+        if s.tracking && resp != Resp::Resp3 {
+            return Err(WireError::new(
+                "session.tracking",
+                true,
+                "tracking only with resp 3 (its invalidations are RESP3 pushes)",
+            ));
+        }
         Ok(Self {
             login,
             db: check_range("session.db", s.db, 0, MAX_DB)?,
+            resp,
+            tracking: s.tracking,
         })
     }
 }
@@ -958,6 +974,7 @@ pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
+            misses: s.misses,
             backlogged: s.backlogged,
             errors: errors_to_pb(&s.errors),
             latency: Some(pb::Histogram {
@@ -1043,6 +1060,7 @@ pub fn delta_from_pb(
             scheduled: c.scheduled,
             sent: c.sent,
             completed: c.completed,
+            misses: c.misses,
             backlogged: c.backlogged,
             errors: errors_from_pb(&c.errors),
             latency: h(&c.latency)?,
@@ -1164,6 +1182,11 @@ mod tests {
             (
                 prop::option::of(("[a-z]{1,8}", "[ -~]{0,12}")),
                 prop_oneof![Just(0u32), 0..=MAX_DB],
+                prop_oneof![
+                    Just((Resp::Resp2, false)),
+                    Just((Resp::Resp3, false)),
+                    Just((Resp::Resp3, true))
+                ],
             ),
         )
             .prop_map(
@@ -1171,7 +1194,7 @@ mod tests {
                     classes,
                     (extra, shards),
                     (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog),
-                    (login, db),
+                    (login, db, (resp, tracking)),
                 )| {
                     let total_shards = shards.len() as u32 + extra;
                     let n = classes.len();
@@ -1214,6 +1237,8 @@ mod tests {
                                 password: Secret::new(password),
                             }),
                             db,
+                            resp,
+                            tracking,
                         },
                     }
                 },
@@ -1362,6 +1387,20 @@ mod tests {
                 p.session = Some(pb::TargetSession {
                     login: None,
                     db: u32::MAX,
+                    ..Default::default()
+                })
+            }),
+            ("session.resp", |p| {
+                p.session = Some(pb::TargetSession {
+                    resp: 4,
+                    ..Default::default()
+                })
+            }),
+            ("session.tracking", |p| {
+                p.session = Some(pb::TargetSession {
+                    resp: 2,
+                    tracking: true,
+                    ..Default::default()
                 })
             }),
             ("session.login.user", |p| {
@@ -1370,7 +1409,7 @@ mod tests {
                         user: String::new(),
                         password: "pw".into(),
                     }),
-                    db: 0,
+                    ..Default::default()
                 })
             }),
             ("session.login.password", |p| {
@@ -1379,7 +1418,7 @@ mod tests {
                         user: "u".into(),
                         password: "x".repeat(limits::MAX_NAME + 1),
                     }),
-                    db: 0,
+                    ..Default::default()
                 })
             }),
             ("classes[0].keys.zipf.exponent", |p| {

@@ -25,7 +25,9 @@ pub mod pb {
 /// Version 2: typed key distributions and value sizes (`oneof`), a failure kind in
 /// `RunFailed`, no `Interval.target_rate`. Version 3: `RunPlan.session` (login and
 /// database); an older worker would ignore it and load database 0 unauthenticated.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Version 4: `TargetSession.resp` and `tracking` (an older worker would speak RESP2),
+/// `CommandStats.misses`, `Finished.classes` (push frames).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

@@ -271,7 +271,7 @@ mod tests {
             simple("OK")
         );
         assert_eq!(client.call(&["get", "greeting"]).await, bulk("hello"));
-        assert_eq!(client.call(&["GET", "missing"]).await, Frame::Null);
+        assert_eq!(client.call(&["GET", "missing"]).await, Frame::NullBulk);
         assert_eq!(
             client
                 .call(&["EXISTS", "greeting", "missing", "greeting"])
@@ -282,7 +282,7 @@ mod tests {
             client.call(&["DEL", "greeting", "missing"]).await,
             Frame::Integer(1)
         );
-        assert_eq!(client.call(&["GET", "greeting"]).await, Frame::Null);
+        assert_eq!(client.call(&["GET", "greeting"]).await, Frame::NullBulk);
     }
 
     #[tokio::test]

@@ -450,6 +450,7 @@ async fn start_run(
         cores: cfg.cores.clone(),
         stop: stop.clone(),
         out: etx,
+        worker: cfg.name.clone(),
     };
     let configs = assemble::shard_configs(&plan, &wiring)
         .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
@@ -623,6 +624,16 @@ impl ActiveRun {
                         intervals: self.intervals_sent,
                         connection_errors: convert::errors_to_pb(&self.conn_errors),
                         error_messages: convert::messages_to_pb(&self.kinds.all()),
+                        classes: self
+                            .classes
+                            .iter()
+                            .zip(&self.totals)
+                            .map(|(c, s)| pb::ClassCounts {
+                                class: c.name.clone(),
+                                pushes: s.pushes,
+                                invalidations: s.invalidations,
+                            })
+                            .collect(),
                     }));
                     return (out, true);
                 }

@@ -43,6 +43,8 @@ pub struct Wiring {
     pub stop: Arc<AtomicBool>,
     /// Where every shard reports.
     pub out: UnboundedSender<ShardEvent>,
+    /// The worker's name: connections are named `crest-<worker>-<shard>`.
+    pub worker: String,
 }
 
 /// One configuration per shard part of `plan`, in the plan's order.
@@ -90,6 +92,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             total_shards: plan.total_shards,
             target: wiring.target,
             session: plan.session.clone(),
+            client_name: format!("crest-{}-{}", wiring.worker, part.shard),
             classes,
             seed: part.seed,
             pacer: plan.pacer,
@@ -190,6 +193,7 @@ mod tests {
             cores,
             stop: Arc::new(AtomicBool::new(false)),
             out,
+            worker: "w".into(),
         };
         (w, rx)
     }

@@ -17,6 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long the probe may take in all: well inside the start lead the coordinator gives.
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// The probe connection's name (`CLIENT LIST`), when it sets a session up.
+const PROBE_NAME: &str = "crest-probe";
 /// Largest reply the probe reads (a `HELLO` reply is a few hundred bytes).
 const MAX_PROBE_REPLY: usize = 64 * 1024;
 
@@ -57,6 +59,13 @@ enum Heard {
 fn setup_hint(step: Step, reply: &str) -> &'static str {
     let word = reply.split_whitespace().next().unwrap_or_default();
     match (step, word) {
+        (Step::Hello, "NOPROTO") => " (the server does not speak RESP3: give --resp 2)",
+        (Step::Hello, "ERR") if reply.contains("unknown command") => {
+            " (the server has no HELLO, so no RESP3 (Redis < 6): give --resp 2)"
+        }
+        (Step::Tracking, _) => {
+            " (the server refuses CLIENT TRACKING: leave out --tracking, or allow it, e.g. ACL SETUSER <user> +client|tracking)"
+        }
         (_, "WRONGPASS") => {
             " (wrong user or password: check --user and --password, --password-file, CREST_PASSWORD or the redis:// URI)"
         }
@@ -100,7 +109,7 @@ fn refusal_hint(reply: &str, login: bool) -> Option<&'static str> {
 /// # Errors
 /// [`Refusal`] when the connection is refused or the server refuses the generator.
 pub async fn probe(addr: SocketAddr, session: &Session) -> Result<(), Refusal> {
-    let setup = Setup::new(session);
+    let setup = Setup::new(session, PROBE_NAME);
     let refused = |message: String, hint| Refusal::Refused {
         addr,
         message,
@@ -194,7 +203,7 @@ async fn read_reply(
 fn message(reply: ReplyKind<'_>) -> String {
     match reply {
         ReplyKind::Error { message, .. } => clean_message(message),
-        ReplyKind::Value => String::new(),
+        ReplyKind::Value | ReplyKind::Nil => String::new(),
     }
 }
 
@@ -280,6 +289,7 @@ mod tests {
                 password: crest_model::target::Secret::new("pw"),
             }),
             db,
+            ..Session::default()
         }
     }
 
@@ -295,15 +305,17 @@ mod tests {
         let sent = String::from_utf8(h.await.unwrap()).unwrap();
         assert_eq!(
             sent,
-            "*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n"
+            "*7\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench\r\n$2\r\npw\r\n$7\r\nSETNAME\r\n$11\r\ncrest-probe\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n"
         );
     }
 
-    /// A server without HELLO gets AUTH (the user left out for `default`, as Redis 5 wants).
+    /// A server without HELLO gets AUTH (the user left out for `default`, as Redis 5 wants)
+    /// and CLIENT SETNAME.
     #[tokio::test]
     async fn an_old_server_gets_auth_after_hello_is_unknown() {
         let (a, h) = scripted(&[
             b"-ERR unknown command 'HELLO'\r\n",
+            b"+OK\r\n",
             b"+OK\r\n",
             b"$11\r\ncrest-probe\r\n",
         ])
@@ -311,9 +323,37 @@ mod tests {
         probe(a, &session("default", 0)).await.unwrap();
         let sent = String::from_utf8(h.await.unwrap()).unwrap();
         assert!(
-            sent.contains("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$4\r\nECHO"),
+            sent.contains("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$11\r\ncrest-probe\r\n*2\r\n$4\r\nECHO"),
             "{sent:?}"
         );
+    }
+
+    /// RESP3 on a server without HELLO, or one that refuses protocol 3: the run stops up
+    /// front with the server's words and what would be right.
+    #[tokio::test]
+    async fn a_server_without_resp3_refuses_a_resp3_run_up_front() {
+        let resp3 = Session {
+            resp: crest_model::target::Resp::Resp3,
+            ..Session::default()
+        };
+        let (a, h) =
+            scripted(&[b"-ERR unknown command 'HELLO', with args beginning with: '3' \r\n"]).await;
+        let e = probe(a, &resp3).await.unwrap_err().to_string();
+        assert!(
+            e.contains("unknown command 'HELLO'") && e.contains("--resp 2"),
+            "{e}"
+        );
+        let sent = String::from_utf8(h.await.unwrap()).unwrap();
+        assert!(
+            sent.starts_with("*4\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"),
+            "{sent:?}"
+        );
+        let (a, _h) = scripted(&[b"-NOPROTO unsupported protocol version\r\n"]).await;
+        let e = probe(a, &resp3).await.unwrap_err().to_string();
+        assert!(e.contains("NOPROTO") && e.contains("--resp 2"), "{e}");
+        // A RESP3 server: the HELLO map, then ECHO's answer.
+        let (a, _h) = scripted(&[b"%1\r\n$5\r\nproto\r\n:3\r\n", b"$11\r\ncrest-probe\r\n"]).await;
+        probe(a, &resp3).await.unwrap();
     }
 
     #[tokio::test]

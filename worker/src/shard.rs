@@ -91,8 +91,10 @@ pub struct ShardConfig {
     pub total_shards: u32,
     /// Server address.
     pub target: SocketAddr,
-    /// What every connection sends before its first request (login, database).
+    /// What every connection sends before its first request (protocol, login, database).
     pub session: Session,
+    /// The name every connection gives itself (`crest-<worker>-<shard>`, in `CLIENT LIST`).
+    pub client_name: String,
     /// The classes.
     pub classes: Vec<ShardClass>,
     /// This shard's RNG seed.
@@ -300,7 +302,7 @@ impl Shard {
         let mut conns = Vec::new();
         let mut states = Vec::new();
         let budget = ReadBudget::default_caps();
-        let setup = Setup::new(&cfg.session).map(Rc::new);
+        let setup = Setup::new(&cfg.session, &cfg.client_name).map(Rc::new);
         for (i, c) in classes.into_iter().enumerate() {
             let id = ClassId(i as u32);
             let value = c.workload.value_bytes();
@@ -763,7 +765,20 @@ impl Shard {
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
         let kinds = &mut self.kinds;
-        match conn.take_replies(|r| class.on_reply(id, r, now, kinds)) {
+        // Two closures borrow the class: pushes are few, so they are tallied here and
+        // handed over after the replies.
+        let (mut pushes, mut invalidations) = (0u64, 0u64);
+        let taken = conn.take_replies(
+            |r| class.on_reply(id, r, now, kinds),
+            |invalidate| {
+                pushes += 1;
+                invalidations += u64::from(invalidate);
+            },
+        );
+        if pushes > 0 {
+            class.on_pushes(pushes, invalidations);
+        }
+        match taken {
             Ok(()) => true,
             Err(Fault::TooLarge) => {
                 self.conn_too_large(id, now);
@@ -1001,6 +1016,7 @@ mod tests {
             total_shards: 1,
             target,
             session: Session::default(),
+            client_name: "crest-test-0".into(),
             classes: vec![ShardClass {
                 workload: workload(),
                 load,
@@ -1192,6 +1208,7 @@ mod tests {
                 password: crest_model::target::Secret::new("pw"),
             }),
             db,
+            ..Session::default()
         }
     }
 

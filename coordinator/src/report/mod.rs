@@ -114,6 +114,9 @@ pub struct Summary {
     pub sent: u64,
     /// Non-error replies.
     pub completed: u64,
+    /// Misses among them: nil replies (`GET` of a missing key: `$-1` in RESP2, `_` in
+    /// RESP3) and nil elements of array replies (`MGET`'s missing keys).
+    pub misses: u64,
     /// Failed requests (error replies, timeouts, disconnects, backlog overflow).
     pub errors: u64,
     /// `errors` by kind.
@@ -171,6 +174,7 @@ impl Summary {
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
+            misses: s.misses,
             errors: s.error_total(),
             errors_by_kind: error_map(&s.errors),
             backlogged: s.backlogged,
@@ -446,6 +450,13 @@ pub struct ClassReport {
     pub summary: Summary,
     /// Per command.
     pub commands: BTreeMap<String, Summary>,
+    /// The protocol its connections spoke: 2 or 3.
+    pub resp: u32,
+    /// RESP3 push frames its connections received (never counted as replies), warm-up
+    /// included; from the workers that finished.
+    pub pushes: u64,
+    /// Of them, client-side caching invalidations.
+    pub invalidations: u64,
     /// The class's merged histograms.
     pub histograms: Histograms,
 }
@@ -473,6 +484,10 @@ pub struct Report {
     pub user: Option<String>,
     /// The database every connection selected (0: the server's default, no `SELECT`).
     pub db: u32,
+    /// The protocol every connection spoke: 2 (RESP2) or 3 (RESP3, `HELLO 3`).
+    pub resp: u32,
+    /// True when every connection turned on client-side caching (`CLIENT TRACKING on`).
+    pub tracking: bool,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.
@@ -681,14 +696,26 @@ impl Report {
         rows
     }
 
-    /// ` (user bench, db 2)` after the target when the connections logged in or selected
-    /// a database; empty otherwise.
+    /// ` (user bench, db 2, RESP3, tracking)` after the target when the connections logged
+    /// in, selected a database, spoke RESP3 or tracked keys; empty otherwise.
     pub fn session_note(&self) -> String {
-        match (&self.user, self.db) {
-            (None, 0) => String::new(),
-            (Some(u), 0) => format!(" (user {u})"),
-            (None, db) => format!(" (db {db})"),
-            (Some(u), db) => format!(" (user {u}, db {db})"),
+        let mut parts = Vec::new();
+        if let Some(u) = &self.user {
+            parts.push(format!("user {u}"));
+        }
+        if self.db != 0 {
+            parts.push(format!("db {}", self.db));
+        }
+        if self.resp != 2 {
+            parts.push(format!("RESP{}", self.resp));
+        }
+        if self.tracking {
+            parts.push("tracking".into());
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
         }
     }
 
@@ -715,7 +742,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
             "command",
             "completed",
             "rate (achieved/target)",
@@ -725,17 +752,19 @@ impl Report {
             "p99.9",
             "p99.99",
             "max",
-            "errors"
+            "errors",
+            "misses"
         );
         let row = |out: &mut String, name: &str, s: &Summary| {
             let [p50, p90, p99, p999, p9999, max] = s.latency_us.cells();
             let _ = writeln!(
                 out,
-                "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8}",
+                "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8} {:>8}",
                 name,
                 s.completed,
                 format!("{:.0}/{}", s.achieved_rate, s.target_rate.show()),
-                s.errors
+                s.errors,
+                s.misses
             );
         };
         for (label, s) in self.rows() {
@@ -758,6 +787,14 @@ impl Report {
                 })
                 .collect();
             let _ = writeln!(out, "errors by kind: {}", kinds.join(" "));
+        }
+        let pushes: u64 = self.classes.values().map(|c| c.pushes).sum();
+        if pushes > 0 {
+            let invalidations: u64 = self.classes.values().map(|c| c.invalidations).sum();
+            let _ = writeln!(
+                out,
+                "push frames (RESP3, not replies): {pushes}, of them invalidations: {invalidations}"
+            );
         }
         if let Some(line) = self.stopped_answering() {
             let _ = writeln!(out, "{line}");

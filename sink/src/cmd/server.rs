@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(h.run(&["COMMAND", "COUNT"]), Frame::Integer(0));
         assert_eq!(
             h.run(&["COMMAND", "INFO", "get", "set"]),
-            Frame::Array(vec![Frame::Null, Frame::Null])
+            Frame::Array(vec![Frame::NullBulk, Frame::NullBulk])
         );
         assert_eq!(h.run(&["PING", "hi"]), bulk("hi"));
         assert_eq!(h.run(&["ECHO", "hi"]), bulk("hi"));
