@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     pub(crate) id: u64,
     /// Counts not yet added to [`Sink::stats`].
     pub(crate) stats: LocalStats,
+    /// The client said `HELLO 3`: replies are RESP3.
+    pub(crate) resp3: bool,
 }
 
 impl Conn {
@@ -84,6 +86,7 @@ impl Conn {
         Conn {
             id,
             stats: LocalStats::default(),
+            resp3: false,
         }
     }
 }
