@@ -18,5 +18,6 @@ mod failure;
 mod hostile;
 mod inprocess;
 mod netns;
+mod resp3;
 mod support;
 mod workload;
