@@ -20,13 +20,20 @@
 //! past without being buffered at all: only its header and final CRLF are kept. A reply
 //! over a cap fails as `reply_too_large` and closes the connection.
 //!
-//! A run with a login or a database sets every connection up before it carries requests
-//! ([`Setup`]): once the TCP connect is done the connection sends `HELLO 2 AUTH` (or
-//! `AUTH`, on servers without `HELLO`) and `SELECT`, one step at a time, and only when
-//! the last step's reply is in does it become [`ConnState::Up`] and take requests. Setup
-//! replies are matched by [`Conn::take_setup`], never by [`match_replies`]: they are not
-//! requests of the run and count nowhere but, when the server refuses a step, as one
-//! connection error of its kind (`setup: WRONGPASS`).
+//! A run with a login, a database or RESP3 sets every connection up before it carries
+//! requests ([`Setup`]): once the TCP connect is done the connection sends `HELLO <2|3>
+//! [AUTH] SETNAME crest-<worker>-<shard>` (on RESP2 servers without `HELLO`: `AUTH` and
+//! `CLIENT SETNAME`), `SELECT` and `CLIENT TRACKING on` as the session asks, one step at a
+//! time, and only when the last step's reply is in does it become [`ConnState::Up`] and
+//! take requests. Setup replies are matched by [`Conn::take_setup`], never by
+//! [`match_replies`]: they are not requests of the run and count nowhere but, when the
+//! server refuses a step, as one connection error of its kind (`setup: WRONGPASS`).
+//!
+//! RESP3 push frames (invalidations, pub/sub) come between replies, never inside them, and
+//! answer no request: [`match_replies`] hands them to their own callback and goes on, so a
+//! push can neither take a request's reply nor be an unexpected reply on an idle
+//! connection. An attribute is part of the reply after it (the scanner skips it). A nil
+//! reply, and each nil element of an array reply, is a miss ([`Reply::misses`]).
 
 use crate::class::ClassId;
 use crate::sys::epoll::{Epoll, Interest};

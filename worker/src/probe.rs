@@ -1,9 +1,11 @@
 //! Before a run's shards open their connections, one probe connection sets itself up the
-//! way every shard connection will (`HELLO 2 AUTH` or `AUTH`, then `SELECT`: the same
-//! `conn::Setup`) and asks the target a harmless question (`ECHO`, which no workload sends,
+//! way every shard connection will (`HELLO <2|3> [AUTH] SETNAME`, or `AUTH` and `CLIENT
+//! SETNAME` on RESP2 servers without `HELLO`, then `SELECT` and `CLIENT TRACKING on`: the
+//! same `conn::Setup`) and asks the target a harmless question (`ECHO`, which no workload sends,
 //! so the server's counts of the measured commands stay exact). A target that refuses the
 //! generator outright — a wrong password, a user without permission, a database it does
-//! not have, a password it wants and was not given, no room for more clients — fails the
+//! not have, a password it wants and was not given, no RESP3 for `--resp 3`, no room for
+//! more clients — fails the
 //! run before it starts, with the server's own words and what would be right, instead of
 //! a report full of errors.
 

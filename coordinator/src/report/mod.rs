@@ -477,7 +477,7 @@ pub struct Report {
     pub crest_version: String,
     /// `host:port`, or `builtin`.
     pub target: String,
-    /// True when every connection authenticated (`HELLO 2 AUTH`, or `AUTH`).
+    /// True when every connection authenticated (`HELLO <2|3> AUTH`, or `AUTH`).
     pub auth: bool,
     /// The user connections authenticated as (`default` for a password alone); null
     /// without authentication. The password is never recorded.
