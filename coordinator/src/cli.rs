@@ -1070,6 +1070,43 @@ mod tests {
         );
     }
 
+    /// The profile file's `resp` and `tracking`, and the flags over them; the built-in
+    /// target speaks RESP3 too; a protocol Crest does not speak is one line naming 2 and 3.
+    #[test]
+    fn the_protocol_comes_from_the_flag_then_the_file() {
+        let body = "resp = 3\ntracking = true\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        let cfg = with_file(body, "resp3", |_| {});
+        assert_eq!(
+            (cfg.session.resp, cfg.session.tracking),
+            (Resp::Resp3, true)
+        );
+        assert!(cfg.target.is_none(), "the built-in target takes RESP3");
+        let cfg = with_file(
+            "resp = 3\nduration = \"1s\"\n[[class]]\nrate = 10\n",
+            "resp-flag",
+            |a| {
+                a.resp = Some(Resp::Resp2);
+            },
+        );
+        assert_eq!(cfg.session.resp, Resp::Resp2);
+        let path =
+            std::env::temp_dir().join(format!("crest-cli-resp4-{}.toml", std::process::id()));
+        std::fs::write(&path, "resp = 4\nduration = \"1s\"\n[[class]]\nrate = 10\n").unwrap();
+        let e = to_config(RunArgs {
+            profile: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            e.contains("resp") && e.contains("expected 2") && e.contains("or 3"),
+            "{e}"
+        );
+        assert_eq!(parse_resp("3"), Ok(Resp::Resp3));
+        assert!(parse_resp("1").is_err() && parse_resp("three").is_err());
+    }
+
     /// The profile file's `user`, `password_file` (next to the file) and `db`; a URI target
     /// gives its address to the plan and its login to the session.
     #[test]

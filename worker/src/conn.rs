@@ -764,11 +764,21 @@ impl Conn {
                 self.reset_read();
                 return Ok(SetupProgress::Waiting { flush });
             }
+            let scanned = resp::scan_reply(buf);
             if self.state == ConnState::Up {
-                // More than the last setup step's reply, before any request was sent.
-                return Err(SetupError::Fault(Fault::UnexpectedReply));
+                match scanned {
+                    // Pushes after the last setup reply: skipped below. The start of one:
+                    // the connection's replies are read from here on.
+                    Ok(Scan::Push { .. }) => {}
+                    Ok(Scan::Incomplete { need }) => {
+                        self.need = self.rstart + need;
+                        return Ok(SetupProgress::Up);
+                    }
+                    // More than the last setup step's reply, before any request was sent.
+                    _ => return Err(SetupError::Fault(Fault::UnexpectedReply)),
+                }
             }
-            match resp::scan_reply(buf) {
+            match scanned {
                 Ok(Scan::Incomplete { need }) => {
                     if need > self.budget.max_reply {
                         return Err(SetupError::Fault(Fault::TooLarge));
@@ -776,9 +786,15 @@ impl Conn {
                     self.need = self.rstart + need;
                     return Ok(SetupProgress::Waiting { flush });
                 }
-                // A push before the connection is up (none is asked for yet) answers
-                // no setup step: skipped.
-                Ok(Scan::Push { len, .. }) => self.rstart += len,
+                // A push during the setup (or right after it, before any request)
+                // answers no setup step: skipped.
+                Ok(Scan::Push { len, .. }) => {
+                    self.rstart += len;
+                    if self.state == ConnState::Up && self.rstart == self.rend {
+                        self.reset_read();
+                        return Ok(SetupProgress::Up);
+                    }
+                }
                 Ok(Scan::Reply { kind, len, .. }) => {
                     let next = setup.next(self.step, kind);
                     let message = match kind {
@@ -2035,6 +2051,21 @@ mod tests {
             c.take_setup(),
             Err(SetupError::Fault(Fault::UnexpectedReply))
         );
+        // A push is no reply: one during the setup and one after its last reply pass.
+        c.close(2, |_, _| {});
+        c.begin(3);
+        c.feed(b">2\r\n$10\r\ninvalidate\r\n_\r\n+OK\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n");
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Up));
+        // ... and the start of one after it is left for the replies' reader.
+        c.close(4, |_, _| {});
+        c.begin(5);
+        c.feed(b"+OK\r\n>2\r\n$10\r\ninval");
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Up));
+        c.feed(b"idate\r\n_\r\n");
+        let mut pushes = 0;
+        c.take_replies(|_| panic!("no reply"), |inv| pushes += u32::from(inv))
+            .unwrap();
+        assert_eq!(pushes, 1);
         c.close(2, |_, _| {});
         c.begin(3);
         c.feed(b"!!\r\n");
