@@ -1048,6 +1048,8 @@ mod tests {
         in_flight: u64,
         unsent: u64,
         conn_errors: ErrorCounts,
+        /// (push frames, invalidations) of the class.
+        pushes: (u64, u64),
     }
 
     impl Report {
@@ -1089,6 +1091,7 @@ mod tests {
             in_flight: 0,
             unsent: 0,
             conn_errors: Vec::new(),
+            pushes: (0, 0),
         };
         let mut finished = false;
         while let Ok(ev) = rx.try_recv() {
@@ -1107,6 +1110,7 @@ mod tests {
                     ..
                 } => {
                     assert_eq!(intervals as usize, r.intervals.len());
+                    r.pushes = (totals[0].pushes, totals[0].invalidations);
                     r.totals = totals.remove(0).cmds.remove(0);
                     r.in_flight = in_flight;
                     r.unsent = unsent;
@@ -1233,6 +1237,36 @@ mod tests {
         assert_eq!((t.scheduled, t.sent, t.completed), (200, 200, 200));
         assert_eq!(t.error_total(), 0);
         assert!(r.conn_errors.is_empty(), "{:?}", r.conn_errors);
+    }
+
+    /// RESP3, scripted: the HELLO 3 map, then every request answered with a null (a miss)
+    /// and an invalidation push, before it or after it in turn. The pushes go to the
+    /// class's push counts, never to a request: every request completes with its own reply
+    /// (one push more or less per reply would leave requests unanswered or faults).
+    #[test]
+    fn pushes_are_counted_apart_and_nulls_are_misses() {
+        let (fake, seen) = counting_server(|n| match n {
+            0 => Some(b"%1\r\n$5\r\nproto\r\n:3\r\n"),
+            n if n % 2 == 1 => Some(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n_\r\n"),
+            _ => Some(b"_\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n"),
+        });
+        let (mut cfg, rx) = config(fake.addr, open(1_000.0, 200), 2, 4);
+        cfg.session = Session {
+            resp: crest_model::target::Resp::Resp3,
+            ..Session::default()
+        };
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 2);
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            200 + 2,
+            "200 requests and 2 HELLOs"
+        );
+        let t = &r.totals;
+        assert_eq!((t.scheduled, t.completed, t.error_total()), (200, 200, 0));
+        assert!(r.conn_errors.is_empty(), "{:?}", r.conn_errors);
+        assert_eq!(t.misses, 200);
+        assert_eq!(r.pushes, (200, 200));
     }
 
     /// A login the server refuses is one connection error of its kind per attempt, never
