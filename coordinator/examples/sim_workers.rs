@@ -278,6 +278,7 @@ async fn stream_run(
         connection_errors: vec![],
         error_messages: vec![],
         tls: None,
+        classes: vec![],
     });
     let _ = tx.send(pb::WorkerMessage { msg: Some(fin) }).await;
 }

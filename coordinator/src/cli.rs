@@ -11,7 +11,7 @@ use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::ValueSizes;
-use crest_model::target::{self, DEFAULT_USER, Login, Secret, Session, Tls, Verify};
+use crest_model::target::{self, DEFAULT_USER, Login, Resp, Secret, Session, Tls, Verify};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -84,6 +84,13 @@ pub struct RunArgs {
     /// Check the certificate's chain but not its name (what memtier and valkey-benchmark do).
     #[arg(long)]
     pub tls_skip_hostname: bool,
+    /// Protocol every connection speaks: 2 (RESP2) or 3 (RESP3, set up with HELLO 3).
+    #[arg(long, env = "CREST_RESP", value_parser = parse_resp)]
+    pub resp: Option<Resp>,
+    /// Client-side caching: every connection sends CLIENT TRACKING on, so the server
+    /// pushes an invalidation when a key it read changes (needs --resp 3).
+    #[arg(long, env = "CREST_TRACKING")]
+    pub tracking: bool,
     /// Requests per second across the whole cluster, or `max` for closed loop.
     #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
     pub rate: Option<RateArg>,
@@ -246,6 +253,18 @@ pub fn clap_line(e: &clap::Error) -> String {
 /// memory and in report.json, so this keeps both to a few hundred MB (11 days at 1 s,
 /// 2.7 hours at 10 ms).
 pub const MAX_ROWS: u64 = 1_000_000;
+
+/// `--resp`: 2 or 3.
+fn parse_resp(s: &str) -> Result<Resp, String> {
+    s.trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(Resp::of)
+        .ok_or_else(|| RESP_VALUES.to_string())
+}
+
+/// What `--resp` and the profile's `resp` take.
+const RESP_VALUES: &str = "expected 2 (RESP2, the default) or 3 (RESP3, via HELLO 3)";
 
 fn err(flag: &'static str, value: impl ToString, why: impl ToString) -> ConfigError {
     ConfigError::new(flag, value, why)
@@ -784,8 +803,26 @@ fn target_session(
         }),
         (None, None) => None,
     };
-    let session = Session { login, db };
-    if spec.is_none() && !session.is_plain() {
+    let resp = match (a.resp, file.resp) {
+        (Some(r), _) => r,
+        (None, Some(v)) => Resp::of(v).ok_or_else(|| err("resp", v, RESP_VALUES))?,
+        (None, None) => Resp::Resp2,
+    };
+    let tracking = a.tracking || file.tracking.unwrap_or(false);
+    if tracking && resp != Resp::Resp3 {
+        return Err(err(
+            "--tracking",
+            "on",
+            "needs --resp 3: the invalidations it asks for are RESP3 push frames",
+        ));
+    }
+    let session = Session {
+        login,
+        db,
+        resp,
+        tracking,
+    };
+    if spec.is_none() && (session.login.is_some() || session.db != 0) {
         let (flag, value) = match &session.login {
             Some(l) if a.user.is_some() || file.user.is_some() => ("--user", l.user.clone()),
             Some(_) => ("--password", "***".to_string()),
@@ -1133,6 +1170,43 @@ mod tests {
             (c.ttl, c.connections, c.pipeline, c.batch),
             (Some(5), 9, 3, 4)
         );
+    }
+
+    /// The profile file's `resp` and `tracking`, and the flags over them; the built-in
+    /// target speaks RESP3 too; a protocol Crest does not speak is one line naming 2 and 3.
+    #[test]
+    fn the_protocol_comes_from_the_flag_then_the_file() {
+        let body = "resp = 3\ntracking = true\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        let cfg = with_file(body, "resp3", |_| {});
+        assert_eq!(
+            (cfg.session.resp, cfg.session.tracking),
+            (Resp::Resp3, true)
+        );
+        assert!(cfg.target.is_none(), "the built-in target takes RESP3");
+        let cfg = with_file(
+            "resp = 3\nduration = \"1s\"\n[[class]]\nrate = 10\n",
+            "resp-flag",
+            |a| {
+                a.resp = Some(Resp::Resp2);
+            },
+        );
+        assert_eq!(cfg.session.resp, Resp::Resp2);
+        let path =
+            std::env::temp_dir().join(format!("crest-cli-resp4-{}.toml", std::process::id()));
+        std::fs::write(&path, "resp = 4\nduration = \"1s\"\n[[class]]\nrate = 10\n").unwrap();
+        let e = to_config(RunArgs {
+            profile: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            e.contains("resp") && e.contains("expected 2") && e.contains("or 3"),
+            "{e}"
+        );
+        assert_eq!(parse_resp("3"), Ok(Resp::Resp3));
+        assert!(parse_resp("1").is_err() && parse_resp("three").is_err());
     }
 
     /// The profile file's `user`, `password_file` (next to the file) and `db`; a URI target

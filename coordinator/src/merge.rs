@@ -35,6 +35,27 @@ pub type ByCommand = BTreeMap<(String, String), CmdStats>;
 pub const MAX_PENDING_BYTES: usize = 32 << 20;
 /// Interval indices kept waiting for every worker; past it the oldest is finalized.
 pub const MAX_PENDING_INTERVALS: usize = 4_096;
+/// Push counts per class from a worker's final message: at most one entry per class a
+/// plan may hold, counts saturating (a peer's numbers).
+fn pushes_from_pb(classes: &[pb::ClassCounts]) -> BTreeMap<String, (u64, u64)> {
+    let mut out = BTreeMap::<String, (u64, u64)>::new();
+    for c in classes.iter().take(convert::limits::MAX_CLASSES) {
+        let e = out.entry(c.class.clone()).or_default();
+        e.0 = e.0.saturating_add(c.pushes);
+        e.1 = e.1.saturating_add(c.invalidations);
+    }
+    out
+}
+
+/// Push frames and invalidations of `class`, summed over the workers that finished.
+pub fn class_pushes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>, class: &str) -> (u64, u64) {
+    workers
+        .filter_map(|w| w.final_.as_ref()?.pushes.get(class))
+        .fold((0, 0), |(p, i), (a, b)| {
+            (p.saturating_add(*a), i.saturating_add(*b))
+        })
+}
+
 /// Memory a decoded command entry takes beside its wire bytes (strings, vectors, structs).
 const PENDING_OVERHEAD: usize = 256;
 
@@ -183,6 +204,8 @@ pub struct Final {
     pub connection_errors: ErrorCounts,
     /// TLS handshakes, when the run used TLS.
     pub tls: Option<Handshakes>,
+    /// Per class: (push frames, invalidations) its connections received.
+    pub pushes: BTreeMap<String, (u64, u64)>,
 }
 
 /// One worker's part of the books: counts per command and one set of all-commands
@@ -230,6 +253,7 @@ impl WorkerBooks {
                 version: label(&t.version),
                 cipher: label(&t.cipher),
             }),
+            pushes: pushes_from_pb(&f.classes),
         });
         Ok(())
     }
@@ -765,7 +789,7 @@ mod tests {
             intervals,
             connection_errors: vec![],
             error_messages: vec![],
-            tls: None,
+            ..Default::default()
         }
     }
 

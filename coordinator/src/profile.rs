@@ -381,6 +381,10 @@ pub struct FileToml {
     pub key: Option<PathBuf>,
     /// TLS server name.
     pub sni: Option<String>,
+    /// Protocol: 2 or 3.
+    pub resp: Option<u32>,
+    /// Client-side caching (`CLIENT TRACKING on`; resp 3 only).
+    pub tracking: Option<bool>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

@@ -119,6 +119,14 @@ fn each_bad_input_gets_its_exact_line() {
             "unexpected argument '--rat' found; did you mean --rate?",
         ),
         (
+            &["--resp", "4"],
+            r#"--resp "4": expected 2 (RESP2, the default) or 3 (RESP3, via HELLO 3)"#,
+        ),
+        (
+            &["--tracking"],
+            r#"--tracking "on": needs --resp 3: the invalidations it asks for are RESP3 push frames"#,
+        ),
+        (
             &["--pacer", "fast"],
             r#"--pacer "fast": expected one of sleep, spin"#,
         ),

@@ -12,7 +12,7 @@ use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
-use crate::target::{Login, MAX_DB, Secret, Session, Tls, Verify};
+use crate::target::{Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -761,6 +761,8 @@ impl From<&Session> for pb::TargetSession {
                 password: l.password.expose().to_string(),
             }),
             db: s.db,
+            resp: s.resp.version(),
+            tracking: s.tracking,
         }
     }
 }
@@ -788,9 +790,23 @@ impl TryFrom<&pb::TargetSession> for Session {
                 })
             }
         };
+        // 0: a peer that leaves the field out speaks RESP2.
+        let resp = match s.resp {
+            0 => Resp::Resp2,
+            v => Resp::of(v).ok_or_else(|| WireError::new("session.resp", v, "2 or 3"))?,
+        };
+        if s.tracking && resp != Resp::Resp3 {
+            return Err(WireError::new(
+                "session.tracking",
+                true,
+                "tracking only with resp 3 (its invalidations are RESP3 pushes)",
+            ));
+        }
         Ok(Self {
             login,
             db: check_range("session.db", s.db, 0, MAX_DB)?,
+            resp,
+            tracking: s.tracking,
         })
     }
 }
@@ -1052,6 +1068,7 @@ pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
+            misses: s.misses,
             backlogged: s.backlogged,
             errors: errors_to_pb(&s.errors),
             latency: Some(pb::Histogram {
@@ -1137,6 +1154,7 @@ pub fn delta_from_pb(
             scheduled: c.scheduled,
             sent: c.sent,
             completed: c.completed,
+            misses: c.misses,
             backlogged: c.backlogged,
             errors: errors_from_pb(&c.errors),
             latency: h(&c.latency)?,
@@ -1258,6 +1276,11 @@ mod tests {
             (
                 prop::option::of(("[a-z]{1,8}", "[ -~]{0,12}")),
                 prop_oneof![Just(0u32), 0..=MAX_DB],
+                prop_oneof![
+                    Just((Resp::Resp2, false)),
+                    Just((Resp::Resp3, false)),
+                    Just((Resp::Resp3, true))
+                ],
             ),
             prop::option::of((
                 prop::option::of(prop::collection::vec(any::<u8>(), 1..64)),
@@ -1271,7 +1294,7 @@ mod tests {
                     classes,
                     (extra, shards),
                     (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog),
-                    (login, db),
+                    (login, db, (resp, tracking)),
                     tls,
                 )| {
                     let total_shards = shards.len() as u32 + extra;
@@ -1315,6 +1338,8 @@ mod tests {
                                 password: Secret::new(password),
                             }),
                             db,
+                            resp,
+                            tracking,
                         },
                         tls: tls.map(|(ca_pem, client, server_name, verify)| Tls {
                             ca_pem,
@@ -1476,6 +1501,20 @@ mod tests {
                 p.session = Some(pb::TargetSession {
                     login: None,
                     db: u32::MAX,
+                    ..Default::default()
+                })
+            }),
+            ("session.resp", |p| {
+                p.session = Some(pb::TargetSession {
+                    resp: 4,
+                    ..Default::default()
+                })
+            }),
+            ("session.tracking", |p| {
+                p.session = Some(pb::TargetSession {
+                    resp: 2,
+                    tracking: true,
+                    ..Default::default()
                 })
             }),
             ("session.login.user", |p| {
@@ -1484,7 +1523,7 @@ mod tests {
                         user: String::new(),
                         password: "pw".into(),
                     }),
-                    db: 0,
+                    ..Default::default()
                 })
             }),
             ("session.login.password", |p| {
@@ -1493,7 +1532,7 @@ mod tests {
                         user: "u".into(),
                         password: "x".repeat(limits::MAX_NAME + 1),
                     }),
-                    db: 0,
+                    ..Default::default()
                 })
             }),
             ("classes[0].keys.zipf.exponent", |p| {

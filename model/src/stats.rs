@@ -205,6 +205,9 @@ pub struct CmdStatsOf<H> {
     pub sent: u64,
     /// Requests answered with a non-error reply.
     pub completed: u64,
+    /// Misses among the completed: nil replies (`$-1`, `*-1`, RESP3 `_`: a `GET` of a
+    /// missing key), and each nil element of an array reply (`MGET`'s missing keys).
+    pub misses: u64,
     /// Requests that found every connection full and waited in the backlog (their wait
     /// is in `schedule_lag` and `latency`; it is the server's slowness, not the pacer's).
     pub backlogged: u64,
@@ -239,6 +242,7 @@ impl<H: Samples> Default for CmdStatsOf<H> {
             scheduled: 0,
             sent: 0,
             completed: 0,
+            misses: 0,
             backlogged: 0,
             errors: Vec::new(),
             latency: H::none(),
@@ -289,6 +293,7 @@ impl<H: Samples> AddAssign<&CmdStatsOf<H>> for CmdStats {
         self.scheduled = self.scheduled.saturating_add(o.scheduled);
         self.sent = self.sent.saturating_add(o.sent);
         self.completed = self.completed.saturating_add(o.completed);
+        self.misses = self.misses.saturating_add(o.misses);
         self.backlogged = self.backlogged.saturating_add(o.backlogged);
         for (k, n) in &o.errors {
             add_error(&mut self.errors, k, *n);
@@ -299,11 +304,16 @@ impl<H: Samples> AddAssign<&CmdStatsOf<H>> for CmdStats {
     }
 }
 
-/// Results of every command of a workload, indexed like the workload's commands.
+/// Results of every command of a workload, indexed like the workload's commands, and what
+/// the class's connections received that answers no request.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Stats {
     /// One entry per command, in mix order.
     pub cmds: Vec<CmdStats>,
+    /// Out-of-band frames (RESP3 pushes) received, including the warm-up's.
+    pub pushes: u64,
+    /// Of them, client-side caching invalidations (`invalidate` pushes).
+    pub invalidations: u64,
 }
 
 impl Stats {
@@ -311,6 +321,8 @@ impl Stats {
     pub fn new(n: usize) -> Self {
         Self {
             cmds: (0..n).map(|_| CmdStats::default()).collect(),
+            pushes: 0,
+            invalidations: 0,
         }
     }
 }
@@ -323,6 +335,8 @@ impl AddAssign<&Stats> for Stats {
         for (a, b) in self.cmds.iter_mut().zip(&o.cmds) {
             *a += b;
         }
+        self.pushes = self.pushes.saturating_add(o.pushes);
+        self.invalidations = self.invalidations.saturating_add(o.invalidations);
     }
 }
 

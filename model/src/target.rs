@@ -47,20 +47,56 @@ pub struct Login {
     pub password: Secret,
 }
 
-/// What every connection sends before any request of the schedule: `HELLO 2 AUTH` (or
-/// `AUTH` on servers without `HELLO`) when there is a login, `SELECT` when `db` is not 0.
+/// The protocol a connection speaks: RESP2 (every server) or RESP3 (`HELLO 3`, Redis 6+).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Resp {
+    /// RESP2, what a connection speaks until it says `HELLO 3`.
+    #[default]
+    Resp2,
+    /// RESP3: maps, sets, doubles, nulls, and out-of-band push frames.
+    Resp3,
+}
+
+impl Resp {
+    /// 2 or 3.
+    pub fn version(self) -> u32 {
+        match self {
+            Resp::Resp2 => 2,
+            Resp::Resp3 => 3,
+        }
+    }
+
+    /// The protocol numbered `v`, if Crest speaks it.
+    pub fn of(v: u32) -> Option<Self> {
+        match v {
+            2 => Some(Resp::Resp2),
+            3 => Some(Resp::Resp3),
+            _ => None,
+        }
+    }
+}
+
+/// What every connection sends before any request of the schedule: `HELLO <2|3> [AUTH]
+/// SETNAME` when there is a login or the protocol is RESP3 (`AUTH` and `CLIENT SETNAME`
+/// on RESP2 servers without `HELLO`), `SELECT` when `db` is not 0, and `CLIENT TRACKING
+/// on` when `tracking`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Session {
     /// Authenticate as this user; None: no authentication.
     pub login: Option<Login>,
     /// Database to select; 0 is the server's default and needs no `SELECT`.
     pub db: u32,
+    /// The protocol.
+    pub resp: Resp,
+    /// Turn on client-side caching (`CLIENT TRACKING on`, RESP3 only): the server then
+    /// pushes an invalidation whenever a key the connection read changes.
+    pub tracking: bool,
 }
 
 impl Session {
     /// True when a connection needs no setup at all.
     pub fn is_plain(&self) -> bool {
-        self.login.is_none() && self.db == 0
+        self.login.is_none() && self.db == 0 && self.resp == Resp::Resp2 && !self.tracking
     }
 }
 
@@ -110,6 +146,21 @@ impl fmt::Debug for Tls {
             .field("verify", &self.verify)
             .finish()
     }
+}
+
+/// `name` as a connection name a server takes (`CLIENT SETNAME` refuses spaces and
+/// anything outside printable ASCII): every such byte is `-`, at most 64 bytes.
+pub fn client_name(name: &str) -> String {
+    name.bytes()
+        .take(64)
+        .map(|b| {
+            if b.is_ascii_graphic() {
+                char::from(b)
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 /// A `--target` taken apart: the address, and what a URI said about the session.
@@ -408,6 +459,20 @@ mod tests {
             "{e}"
         );
         assert!(Session::default().is_plain());
-        assert!(!Session { login: None, db: 1 }.is_plain());
+        assert!(
+            !Session {
+                db: 1,
+                ..Session::default()
+            }
+            .is_plain()
+        );
+        assert!(
+            !Session {
+                resp: Resp::Resp3,
+                ..Session::default()
+            }
+            .is_plain()
+        );
+        assert_eq!(client_name("crest-my host\u{e9}-0"), "crest-my-host---0");
     }
 }

@@ -37,8 +37,10 @@ pub mod pb {
 /// Version 2: typed key distributions and value sizes (`oneof`), a failure kind in
 /// `RunFailed`, no `Interval.target_rate`. Version 3: `RunPlan.session` (login and
 /// database); an older worker would ignore it and load database 0 unauthenticated.
-/// Version 4: `RunPlan.tls` (TLS to the target) and `Finished.tls`; an older worker would
-/// send plaintext to a TLS port.
+/// Version 4: `RunPlan.tls` (TLS to the target), `Finished.tls`, `TargetSession.resp`
+/// and `tracking`, `CommandStats.misses`, `Finished.classes` (push frames),
+/// `Interval.shard_cpu_ns` and `busiest_shard`; an older worker would send plaintext to a
+/// TLS port and speak RESP2.
 pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).

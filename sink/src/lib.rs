@@ -1,4 +1,4 @@
-//! Crest's built-in RESP2 target: an in-memory server that answers every command Crest
+//! Crest's built-in RESP2 and RESP3 target: an in-memory server that answers every command Crest
 //! sends with Redis 7's semantics, as cheaply as possible.
 //!
 //! It exists so Crest runs with no server installed (the default when no `--target` is
@@ -17,6 +17,8 @@
 //!   parsing; one file per family: `string`, `hash`, `list`, `set`, `zset`, `keys`
 //!   (DEL EXPIRE TTL TYPE...), `server` (PING HELLO INFO QUIT...).
 //! - `info`: the counters `INFO` reports and its sections.
+//! - `resp3`: what a connection that said `HELLO 3` gets instead of RESP2 replies (maps,
+//!   sets, doubles, `_` for a nil, a verbatim `INFO`), as Redis 7 sends them.
 //!
 //! Cost model: a command locks one of 64 `std::sync::Mutex`-guarded shards for one map
 //! operation, never across an await. Each connection answers every pipelined request it
@@ -28,7 +30,7 @@
 //! touched, or by `DBSIZE` and `INFO keyspace`, which sweep); `MSET` is not atomic across
 //! keys; `INFO` with no section includes every section, `commandstats` too; subcommands
 //! are counted under their command (`cmdstat_client`, where Redis 7 says
-//! `cmdstat_client|id`); `usec` is always 0; `HELLO` ignores `AUTH` and `SETNAME`; only
+//! `cmdstat_client|id`); `usec` is always 0; `HELLO` ignores `AUTH` and `SETNAME`; RESP3 covers the replies of the commands listed (no push frames: there is no `CLIENT TRACKING` or pub/sub); only
 //! database 0 exists; `COMMAND` publishes no table.
 
 // Nothing a client sends may panic the server: the workspace lints deny unwrap/expect
@@ -36,6 +38,7 @@
 
 mod cmd;
 mod info;
+mod resp3;
 mod server;
 mod store;
 #[cfg(test)]
@@ -48,7 +51,7 @@ use std::time::Instant;
 
 use tokio::net::TcpListener;
 
-/// Serves RESP2 clients on `listener` until `shutdown` resolves; then stops accepting and
+/// Serves RESP2 and RESP3 clients on `listener` until `shutdown` resolves; then stops accepting and
 /// closes connections.
 ///
 /// Each call has its own empty store. A connection's I/O or protocol error closes that

@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     pub(crate) id: u64,
     /// Counts not yet added to [`Sink::stats`].
     pub(crate) stats: LocalStats,
+    /// The client said `HELLO 3`: replies are RESP3.
+    pub(crate) resp3: bool,
 }
 
 impl Conn {
@@ -84,6 +86,7 @@ impl Conn {
         Conn {
             id,
             stats: LocalStats::default(),
+            resp3: false,
         }
     }
 }
@@ -271,7 +274,7 @@ mod tests {
             simple("OK")
         );
         assert_eq!(client.call(&["get", "greeting"]).await, bulk("hello"));
-        assert_eq!(client.call(&["GET", "missing"]).await, Frame::Null);
+        assert_eq!(client.call(&["GET", "missing"]).await, Frame::NullBulk);
         assert_eq!(
             client
                 .call(&["EXISTS", "greeting", "missing", "greeting"])
@@ -282,7 +285,7 @@ mod tests {
             client.call(&["DEL", "greeting", "missing"]).await,
             Frame::Integer(1)
         );
-        assert_eq!(client.call(&["GET", "greeting"]).await, Frame::Null);
+        assert_eq!(client.call(&["GET", "greeting"]).await, Frame::NullBulk);
     }
 
     #[tokio::test]

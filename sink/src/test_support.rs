@@ -71,6 +71,14 @@ impl Harness {
         *self.clock.lock().expect("clock") += by;
     }
 
+    /// Runs one command; returns its reply's bytes.
+    pub(crate) fn raw(&mut self, args: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let args = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        cmd::execute(&self.sink, args, &mut self.conn, &mut out);
+        out
+    }
+
     /// Runs one command; returns its one reply.
     pub(crate) fn run(&mut self, args: &[&str]) -> Frame {
         let mut out = Vec::new();

@@ -458,6 +458,7 @@ async fn start_run(
         stop: stop.clone(),
         out: etx,
         tls: tls.clone(),
+        worker: cfg.name.clone(),
     };
     let configs = assemble::shard_configs(&plan, &wiring)
         .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
@@ -665,6 +666,16 @@ impl ActiveRun {
                             version: self.handshakes.version.clone(),
                             cipher: self.handshakes.cipher.clone(),
                         }),
+                        classes: self
+                            .classes
+                            .iter()
+                            .zip(&self.totals)
+                            .map(|(c, s)| pb::ClassCounts {
+                                class: c.name.clone(),
+                                pushes: s.pushes,
+                                invalidations: s.invalidations,
+                            })
+                            .collect(),
                     }));
                     return (out, true);
                 }

@@ -46,6 +46,8 @@ pub struct Wiring {
     pub out: UnboundedSender<ShardEvent>,
     /// TLS to the target, built once from the plan (its session cache shared by all).
     pub tls: Option<Client>,
+    /// The worker's name: connections are named `crest-<worker>-<shard>`.
+    pub worker: String,
 }
 
 /// One configuration per shard part of `plan`, in the plan's order.
@@ -94,6 +96,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             target: wiring.target,
             session: plan.session.clone(),
             tls: wiring.tls.clone(),
+            client_name: format!("crest-{}-{}", wiring.worker, part.shard),
             classes,
             seed: part.seed,
             pacer: plan.pacer,
@@ -196,6 +199,7 @@ mod tests {
             stop: Arc::new(AtomicBool::new(false)),
             out,
             tls: None,
+            worker: "w".into(),
         };
         (w, rx)
     }

@@ -378,8 +378,9 @@ impl ClassState {
                 hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
             }
             match r.kind {
-                ReplyKind::Value => {
+                ReplyKind::Value | ReplyKind::Nil => {
                     s.completed += 1;
+                    s.misses += u64::from(r.misses);
                     hist::record(&mut s.latency, now.saturating_sub(p.intended));
                     hist::record(&mut s.service_time, now.saturating_sub(p.since()));
                 }
@@ -396,6 +397,15 @@ impl ClassState {
             Arrivals::Closed { .. } if r.idle => self.on_up(id),
             Arrivals::Closed { .. } => {}
         }
+    }
+
+    /// RESP3 push frames arrived on the class's connections, `invalidations` of them
+    /// client-side caching invalidations. They answer no request; they are counted, warm-up
+    /// included (a push carries no intended time).
+    #[inline]
+    pub fn on_pushes(&mut self, pushes: u64, invalidations: u64) {
+        self.interval.pushes += pushes;
+        self.interval.invalidations += invalidations;
     }
 
     /// A request that failed without a reply (its connection closed under it, or it was
@@ -533,8 +543,11 @@ mod tests {
         fn answer(&mut self, class: &mut ClassState, id: ConnId, n: usize, reply: &[u8], now: u64) {
             let c = &mut self.conns[id.index()];
             c.feed(&reply.repeat(n));
-            c.take_replies(|r| class.on_reply(id, r, now, &mut Kinds::default()))
-                .unwrap();
+            c.take_replies(
+                |r| class.on_reply(id, r, now, &mut Kinds::default()),
+                |_| {},
+            )
+            .unwrap();
         }
 
         fn in_flight(&self) -> Vec<usize> {
@@ -801,7 +814,7 @@ mod tests {
             let reply = format!("-E{i} code {i}\r\n");
             let c = &mut rig.conns[0];
             c.feed(reply.as_bytes());
-            c.take_replies(|r| class.on_reply(ConnId(0), r, i * MS, &mut kinds))
+            c.take_replies(|r| class.on_reply(ConnId(0), r, i * MS, &mut kinds), |_| {})
                 .unwrap();
         }
         let s = &class.interval().cmds[0];

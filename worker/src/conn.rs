@@ -20,20 +20,27 @@
 //! past without being buffered at all: only its header and final CRLF are kept. A reply
 //! over a cap fails as `reply_too_large` and closes the connection.
 //!
-//! A run with a login or a database sets every connection up before it carries requests
-//! ([`Setup`]): once the TCP connect is done the connection sends `HELLO 2 AUTH` (or
-//! `AUTH`, on servers without `HELLO`) and `SELECT`, one step at a time, and only when
-//! the last step's reply is in does it become [`ConnState::Up`] and take requests. Setup
-//! replies are matched by [`Conn::take_setup`], never by [`match_replies`]: they are not
-//! requests of the run and count nowhere but, when the server refuses a step, as one
-//! connection error of its kind (`setup: WRONGPASS`).
+//! A run with a login, a database or RESP3 sets every connection up before it carries
+//! requests ([`Setup`]): once the TCP connect is done the connection sends `HELLO <2|3>
+//! [AUTH] SETNAME crest-<worker>-<shard>` (on RESP2 servers without `HELLO`: `AUTH` and
+//! `CLIENT SETNAME`), `SELECT` and `CLIENT TRACKING on` as the session asks, one step at a
+//! time, and only when the last step's reply is in does it become [`ConnState::Up`] and
+//! take requests. Setup replies are matched by [`Conn::take_setup`], never by
+//! [`match_replies`]: they are not requests of the run and count nowhere but, when the
+//! server refuses a step, as one connection error of its kind (`setup: WRONGPASS`).
+//!
+//! RESP3 push frames (invalidations, pub/sub) come between replies, never inside them, and
+//! answer no request: [`match_replies`] hands them to their own callback and goes on, so a
+//! push can neither take a request's reply nor be an unexpected reply on an idle
+//! connection. An attribute is part of the reply after it (the scanner skips it). A nil
+//! reply, and each nil element of an array reply, is a miss ([`Reply::misses`]).
 
 use crate::class::ClassId;
 use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
 use crate::target_tls::{self, Client, Handshakes};
 use crest_model::stats::clean_message;
-use crest_model::target::{DEFAULT_USER, Session};
+use crest_model::target::{DEFAULT_USER, Resp, Session, client_name};
 use crest_model::workload::Wire;
 use crest_resp::{self as resp, ReplyKind, Scan};
 use std::borrow::Cow;
@@ -199,20 +206,28 @@ impl Pending {
 /// The commands a connection sends before any request, encoded once per shard. Its
 /// `Debug` leaves out the bytes: they hold the password.
 pub struct Setup {
-    /// `HELLO 2 AUTH user password`, when there is a login.
-    hello: Option<Vec<u8>>,
-    /// `AUTH [user] password`: what a server that refuses `HELLO` gets instead (the user
-    /// is left out for `default`, so a server older than ACLs takes it too).
-    auth: Vec<u8>,
+    /// `HELLO <2|3> [AUTH user password] SETNAME name`.
+    hello: Vec<u8>,
+    /// RESP3: a refused `HELLO` is final (there is no RESP3 without it).
+    resp3: bool,
+    /// `AUTH [user] password`: what a RESP2 server that refuses `HELLO` gets instead (the
+    /// user is left out for `default`, so a server older than ACLs takes it too).
+    auth: Option<Vec<u8>>,
+    /// `CLIENT SETNAME name`, after `AUTH` on a server without `HELLO`.
+    setname: Vec<u8>,
     /// `SELECT db`, when the database is not 0.
     select: Option<Vec<u8>>,
+    /// `CLIENT TRACKING on`, when asked for.
+    tracking: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Setup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Setup")
-            .field("login", &self.hello.is_some())
+            .field("resp3", &self.resp3)
+            .field("login", &self.auth.is_some())
             .field("select", &self.select.is_some())
+            .field("tracking", &self.tracking.is_some())
             .finish()
     }
 }
@@ -220,12 +235,16 @@ impl std::fmt::Debug for Setup {
 /// The setup reply a connection waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// `HELLO 2 AUTH`.
+    /// `HELLO`.
     Hello,
-    /// `AUTH`, after the server refused `HELLO`.
+    /// `AUTH`, after a RESP2 server refused `HELLO`.
     Auth,
+    /// `CLIENT SETNAME`, after a RESP2 server refused `HELLO`.
+    SetName,
     /// `SELECT`.
     Select,
+    /// `CLIENT TRACKING on`.
+    Tracking,
 }
 
 /// What a setup reply leads to.
@@ -255,14 +274,17 @@ fn refusal_kind(word: &[u8]) -> &'static str {
         b"WRONGPASS" => "setup: WRONGPASS",
         b"NOPERM" => "setup: NOPERM",
         b"NOAUTH" => "setup: NOAUTH",
+        b"NOPROTO" => "setup: NOPROTO",
         b"ERR" => "setup: ERR",
         _ => "setup: other",
     }
 }
 
 impl Setup {
-    /// The setup of `session`; None when a connection needs none.
-    pub fn new(session: &Session) -> Option<Self> {
+    /// The setup of `session` for connections named `name` (made fit by
+    /// [`client_name`](crest_model::target::client_name)); None when a connection needs
+    /// none (RESP2, no login, database 0, no tracking).
+    pub fn new(session: &Session, name: &str) -> Option<Self> {
         if session.is_plain() {
             return None;
         }
@@ -270,6 +292,12 @@ impl Setup {
             let mut b = Vec::new();
             resp::encode_command(&mut b, args);
             b
+        };
+        let name = client_name(name);
+        let name = name.as_bytes();
+        let proto: &[u8] = match session.resp {
+            Resp::Resp2 => b"2",
+            Resp::Resp3 => b"3",
         };
         let (hello, auth) = match &session.login {
             Some(l) => {
@@ -279,47 +307,66 @@ impl Setup {
                 } else {
                     enc(&[b"AUTH", u, p])
                 };
-                (Some(enc(&[b"HELLO", b"2", b"AUTH", u, p])), auth)
+                (
+                    enc(&[b"HELLO", proto, b"AUTH", u, p, b"SETNAME", name]),
+                    Some(auth),
+                )
             }
-            None => (None, Vec::new()),
+            None => (enc(&[b"HELLO", proto, b"SETNAME", name]), None),
         };
         let db = session.db.to_string();
         let select = (session.db != 0).then(|| enc(&[b"SELECT", db.as_bytes()]));
         Some(Self {
             hello,
+            resp3: session.resp == Resp::Resp3,
             auth,
+            setname: enc(&[b"CLIENT", b"SETNAME", name]),
             select,
+            tracking: session
+                .tracking
+                .then(|| enc(&[b"CLIENT", b"TRACKING", b"on"])),
         })
     }
 
     /// The first command, and the step whose reply it waits for.
     pub fn first(&self) -> (&[u8], Step) {
-        match (&self.hello, &self.select) {
-            (Some(h), _) => (h, Step::Hello),
-            (None, Some(s)) => (s, Step::Select),
-            // Never built: `Setup::new` gives None for a session with nothing to set up.
-            (None, None) => (&[], Step::Select),
-        }
+        (&self.hello, Step::Hello)
     }
 
-    /// What the reply `reply` to `step` leads to. A `HELLO` refused for any reason but a
-    /// wrong password (an unknown command on Redis 5, an ACL without `+hello`) falls back
-    /// to `AUTH`, whose answer is final.
+    /// What the reply `reply` to `step` leads to. A RESP2 `HELLO` refused for any reason
+    /// but a wrong password (an unknown command on Redis 5, an ACL without `+hello`) falls
+    /// back to `AUTH` (when there is a login) and `CLIENT SETNAME`; a RESP3 `HELLO` refused
+    /// for any reason is final. A refused `CLIENT SETNAME` is let pass (the name only
+    /// labels the connection in `CLIENT LIST`).
     pub fn next(&self, step: Step, reply: ReplyKind<'_>) -> Next<'_> {
-        let then_select = || match &self.select {
-            Some(s) => Next::Send(s, Step::Select),
+        let then_tracking = || match &self.tracking {
+            Some(t) => Next::Send(t, Step::Tracking),
             None => Next::Done,
         };
-        match (step, reply) {
-            (Step::Hello | Step::Auth, ReplyKind::Value) => then_select(),
-            (Step::Select, ReplyKind::Value) => Next::Done,
-            (Step::Hello, ReplyKind::Error { kind, .. }) if kind != b"WRONGPASS" => {
-                Next::Send(&self.auth, Step::Auth)
-            }
-            (step, ReplyKind::Error { kind, .. }) => Next::Refused(Refusal {
+        let then_select = || match &self.select {
+            Some(s) => Next::Send(s, Step::Select),
+            None => then_tracking(),
+        };
+        let refused = |step, kind: &[u8]| {
+            Next::Refused(Refusal {
                 step,
                 kind: refusal_kind(kind),
-            }),
+            })
+        };
+        match (step, reply) {
+            (Step::Hello, ReplyKind::Error { kind, .. }) if kind != b"WRONGPASS" && !self.resp3 => {
+                match &self.auth {
+                    Some(a) => Next::Send(a, Step::Auth),
+                    None => Next::Send(&self.setname, Step::SetName),
+                }
+            }
+            (Step::Auth, ReplyKind::Value | ReplyKind::Nil) => {
+                Next::Send(&self.setname, Step::SetName)
+            }
+            (Step::SetName, _) | (Step::Hello, ReplyKind::Value | ReplyKind::Nil) => then_select(),
+            (Step::Select, ReplyKind::Value | ReplyKind::Nil) => then_tracking(),
+            (Step::Tracking, ReplyKind::Value | ReplyKind::Nil) => Next::Done,
+            (step, ReplyKind::Error { kind, .. }) => refused(step, kind),
         }
     }
 }
@@ -377,8 +424,10 @@ pub enum ConnState {
 pub struct Reply<'a> {
     /// The request, taken off the in-flight queue.
     pub req: Pending,
-    /// Value or error, with the error's first word.
+    /// Value, nil or error, with the error's first word.
     pub kind: ReplyKind<'a>,
+    /// Misses it carries: 1 for a nil reply, the nil elements of an array reply (`MGET`).
+    pub misses: u32,
     /// The reply came before the request's write had completed (the server answered a
     /// partial command, e.g. with an error): it was sent, but no write will say so.
     pub early: bool,
@@ -430,13 +479,16 @@ pub enum Matched {
 /// Matches the complete replies at the front of `buf` with the requests in `inflight`, in
 /// order, reporting each to `on_reply`. `unwritten` counts the requests at the back of
 /// `inflight` whose write has not completed; a reply to one of them is `early`, and marks
-/// it (and everything before it) as sent.
+/// it (and everything before it) as sent. RESP3 push frames answer no request: they go to
+/// `on_push` (with whether each is an `invalidate`), and the matching goes on after them,
+/// also with nothing in flight.
 #[inline]
 pub fn match_replies<'a>(
     buf: &'a [u8],
     inflight: &mut VecDeque<Pending>,
     unwritten: &mut usize,
     mut on_reply: impl FnMut(Reply<'a>),
+    mut on_push: impl FnMut(bool),
 ) -> Matched {
     let mut at = 0;
     loop {
@@ -450,7 +502,11 @@ pub fn match_replies<'a>(
                     need: at + need,
                 };
             }
-            Ok(Scan::Reply { kind, len }) => {
+            Ok(Scan::Push { len, invalidate }) => {
+                at += len;
+                on_push(invalidate);
+            }
+            Ok(Scan::Reply { kind, len, nils }) => {
                 let Some(req) = inflight.pop_front() else {
                     return Matched::Fault(Fault::UnexpectedReply);
                 };
@@ -462,6 +518,7 @@ pub fn match_replies<'a>(
                 on_reply(Reply {
                     req,
                     kind,
+                    misses: nils + u32::from(kind == ReplyKind::Nil),
                     early,
                     idle: inflight.is_empty(),
                 });
@@ -801,11 +858,21 @@ impl Conn {
                 self.reset_read();
                 return Ok(SetupProgress::Waiting { flush });
             }
+            let scanned = resp::scan_reply(buf);
             if self.state == ConnState::Up {
-                // More than the last setup step's reply, before any request was sent.
-                return Err(SetupError::Fault(Fault::UnexpectedReply));
+                match scanned {
+                    // Pushes after the last setup reply: skipped below. The start of one:
+                    // the connection's replies are read from here on.
+                    Ok(Scan::Push { .. }) => {}
+                    Ok(Scan::Incomplete { need }) => {
+                        self.need = self.rstart + need;
+                        return Ok(SetupProgress::Up);
+                    }
+                    // More than the last setup step's reply, before any request was sent.
+                    _ => return Err(SetupError::Fault(Fault::UnexpectedReply)),
+                }
             }
-            match resp::scan_reply(buf) {
+            match scanned {
                 Ok(Scan::Incomplete { need }) => {
                     if need > self.budget.max_reply {
                         return Err(SetupError::Fault(Fault::TooLarge));
@@ -813,11 +880,20 @@ impl Conn {
                     self.need = self.rstart + need;
                     return Ok(SetupProgress::Waiting { flush });
                 }
-                Ok(Scan::Reply { kind, len }) => {
+                // A push during the setup (or right after it, before any request)
+                // answers no setup step: skipped.
+                Ok(Scan::Push { len, .. }) => {
+                    self.rstart += len;
+                    if self.state == ConnState::Up && self.rstart == self.rend {
+                        self.reset_read();
+                        return Ok(SetupProgress::Up);
+                    }
+                }
+                Ok(Scan::Reply { kind, len, .. }) => {
                     let next = setup.next(self.step, kind);
                     let message = match kind {
                         ReplyKind::Error { message, .. } => clean_message(message),
-                        ReplyKind::Value => String::new(),
+                        ReplyKind::Value | ReplyKind::Nil => String::new(),
                     };
                     self.rstart += len;
                     match next {
@@ -983,15 +1059,25 @@ impl Conn {
         self.skip == 0 && self.rend >= self.need
     }
 
-    /// Matches the complete replies read so far with their requests (see
-    /// [`match_replies`]) and drops their bytes.
+    /// Matches the complete replies read so far with their requests, and hands push frames
+    /// to `on_push` (see [`match_replies`]); drops their bytes.
     ///
     /// # Errors
     /// The [`Fault`] that makes the connection unusable; the caller closes it.
     #[inline]
-    pub fn take_replies(&mut self, on_reply: impl FnMut(Reply<'_>)) -> Result<(), Fault> {
+    pub fn take_replies(
+        &mut self,
+        on_reply: impl FnMut(Reply<'_>),
+        on_push: impl FnMut(bool),
+    ) -> Result<(), Fault> {
         let buf = &self.rbuf[self.rstart..self.rend];
-        match match_replies(buf, &mut self.inflight, &mut self.unwritten, on_reply) {
+        match match_replies(
+            buf,
+            &mut self.inflight,
+            &mut self.unwritten,
+            on_reply,
+            on_push,
+        ) {
             Matched::All => {
                 self.reset_read();
                 self.shrink();
@@ -1400,13 +1486,21 @@ mod tests {
         unwritten: &mut usize,
     ) -> (Seen, Matched) {
         let mut seen = Vec::new();
-        let m = match_replies(bytes, inflight, unwritten, |r| {
-            let err = match r.kind {
-                ReplyKind::Value => None,
-                ReplyKind::Error { kind: k, .. } => Some(String::from_utf8_lossy(k).into_owned()),
-            };
-            seen.push((r.req.intended, err, r.early, r.idle));
-        });
+        let m = match_replies(
+            bytes,
+            inflight,
+            unwritten,
+            |r| {
+                let err = match r.kind {
+                    ReplyKind::Value | ReplyKind::Nil => None,
+                    ReplyKind::Error { kind: k, .. } => {
+                        Some(String::from_utf8_lossy(k).into_owned())
+                    }
+                };
+                seen.push((r.req.intended, err, r.early, r.idle));
+            },
+            |_| panic!("no push"),
+        );
         (seen, m)
     }
 
@@ -1597,16 +1691,22 @@ mod tests {
         (&theirs).write_all(b"+PONG\r\n+PO").unwrap();
         assert_eq!(c.receive(), Received::Data { filled: false });
         let mut answered = Vec::new();
-        c.take_replies(|r| answered.push((r.req.cmd, r.req.since(), r.idle)))
-            .unwrap();
+        c.take_replies(
+            |r| answered.push((r.req.cmd, r.req.since(), r.idle)),
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(answered, vec![(0, 42, false)]);
         assert!(!c.reply_ready(), "waits for the rest of +PONG");
         (&theirs).write_all(b"NG\r\n").unwrap();
         assert_eq!(c.receive(), Received::Data { filled: false });
         assert!(c.reply_ready());
         answered.clear();
-        c.take_replies(|r| answered.push((r.req.cmd, r.req.since(), r.idle)))
-            .unwrap();
+        c.take_replies(
+            |r| answered.push((r.req.cmd, r.req.since(), r.idle)),
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(answered, vec![(1, 42, true)]);
 
         drop(theirs);
@@ -1680,12 +1780,15 @@ mod tests {
                 Received::TooLarge => return (got, Err(Fault::TooLarge.kind().into())),
                 Received::Data { .. } => {
                     if c.reply_ready() {
-                        let r = c.take_replies(|r| {
-                            got.push(match r.kind {
-                                ReplyKind::Value => None,
-                                ReplyKind::Error { kind, .. } => Some(kind.to_vec()),
-                            })
-                        });
+                        let r = c.take_replies(
+                            |r| {
+                                got.push(match r.kind {
+                                    ReplyKind::Value | ReplyKind::Nil => None,
+                                    ReplyKind::Error { kind, .. } => Some(kind.to_vec()),
+                                })
+                            },
+                            |_| {},
+                        );
                         if let Err(f) = r {
                             return (got, Err(f.kind().into()));
                         }
@@ -1824,7 +1927,7 @@ mod tests {
         line.resize(resp::MAX_LINE_LEN + 2, b'x');
         c.feed(&line);
         assert_eq!(
-            c.take_replies(|_| panic!("no reply")),
+            c.take_replies(|_| panic!("no reply"), |_| panic!("no push")),
             Err(Fault::ProtocolError)
         );
     }
@@ -1870,15 +1973,20 @@ mod tests {
         assert!(c.splices.is_empty() && c.wbuf.is_empty());
     }
 
-    fn login(user: &str, db: u32) -> Rc<Setup> {
-        let session = Session {
-            login: Some(crest_model::target::Login {
+    fn session(user: Option<&str>, db: u32, resp: Resp) -> Session {
+        Session {
+            login: user.map(|user| crest_model::target::Login {
                 user: user.into(),
                 password: crest_model::target::Secret::new("pw"),
             }),
             db,
-        };
-        Rc::new(Setup::new(&session).unwrap())
+            resp,
+            tracking: false,
+        }
+    }
+
+    fn login(user: &str, db: u32) -> Rc<Setup> {
+        Rc::new(Setup::new(&session(Some(user), db, Resp::Resp2), "crest-w-0").unwrap())
     }
 
     const ERR: fn(&'static [u8]) -> ReplyKind<'static> = |kind| ReplyKind::Error {
@@ -1886,22 +1994,40 @@ mod tests {
         message: kind,
     };
 
-    /// HELLO, then SELECT; a HELLO refused for anything but the password falls back to
-    /// AUTH; every refusal counts under a fixed kind.
+    fn cmd(args: &[&[u8]]) -> Vec<u8> {
+        let mut b = Vec::new();
+        resp::encode_command(&mut b, args);
+        b
+    }
+
+    /// HELLO (naming the connection), then SELECT; a RESP2 HELLO refused for anything but
+    /// the password falls back to AUTH and CLIENT SETNAME; every refusal counts under a
+    /// fixed kind.
     #[test]
     fn setup_steps_follow_the_replies() {
         assert!(
-            Setup::new(&Session::default()).is_none(),
+            Setup::new(&Session::default(), "n").is_none(),
             "nothing to set up"
         );
         let s = login("bench", 2);
-        assert_eq!(s.first().1, Step::Hello);
-        assert!(
-            s.first()
-                .0
-                .starts_with(b"*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench")
+        assert_eq!(
+            s.first(),
+            (
+                cmd(&[
+                    b"HELLO",
+                    b"2",
+                    b"AUTH",
+                    b"bench",
+                    b"pw",
+                    b"SETNAME",
+                    b"crest-w-0"
+                ])
+                .as_slice(),
+                Step::Hello
+            )
         );
         let select = b"*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n".as_slice();
+        let setname = cmd(&[b"CLIENT", b"SETNAME", b"crest-w-0"]);
         assert_eq!(
             s.next(Step::Hello, ReplyKind::Value),
             Next::Send(select, Step::Select)
@@ -1915,6 +2041,15 @@ mod tests {
         );
         assert_eq!(
             s.next(Step::Auth, ReplyKind::Value),
+            Next::Send(&setname, Step::SetName)
+        );
+        assert_eq!(
+            s.next(Step::SetName, ReplyKind::Value),
+            Next::Send(select, Step::Select)
+        );
+        // A name the server will not take only labels the connection: not a refusal.
+        assert_eq!(
+            s.next(Step::SetName, ERR(b"NOPERM")),
             Next::Send(select, Step::Select)
         );
         assert_eq!(s.next(Step::Select, ReplyKind::Value), Next::Done);
@@ -1941,16 +2076,149 @@ mod tests {
             d.next(Step::Hello, ERR(b"ERR")),
             Next::Send(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n", Step::Auth)
         );
-        // A database alone: SELECT first.
-        let db = Setup::new(&Session { login: None, db: 7 }).unwrap();
+        // A database alone: HELLO 2 to name the connection (CLIENT SETNAME on a server
+        // without it), then SELECT.
+        let db = Setup::new(&session(None, 7, Resp::Resp2), "crest-w-0").unwrap();
         assert_eq!(
-            db.first(),
-            (
-                b"*2\r\n$6\r\nSELECT\r\n$1\r\n7\r\n".as_slice(),
-                Step::Select
-            )
+            db.first().0,
+            cmd(&[b"HELLO", b"2", b"SETNAME", b"crest-w-0"]).as_slice()
+        );
+        assert_eq!(
+            db.next(Step::Hello, ERR(b"ERR")),
+            Next::Send(&setname, Step::SetName)
         );
         assert!(!format!("{s:?}").contains("pw"), "{s:?}");
+    }
+
+    /// RESP3: HELLO 3 [AUTH] SETNAME; a server that refuses it (no HELLO, NOPROTO) cannot
+    /// speak RESP3, so there is no fallback. CLIENT TRACKING on comes last. Names are made
+    /// fit for CLIENT SETNAME.
+    #[test]
+    fn a_resp3_setup_says_hello_3_and_has_no_fallback() {
+        let plain = Setup::new(&session(None, 0, Resp::Resp3), "crest-my host-1").unwrap();
+        assert_eq!(
+            plain.first().0,
+            cmd(&[b"HELLO", b"3", b"SETNAME", b"crest-my-host-1"]).as_slice()
+        );
+        assert_eq!(plain.next(Step::Hello, ReplyKind::Value), Next::Done);
+        for (word, kind) in [
+            (b"ERR".as_slice(), "setup: ERR"),
+            (b"NOPROTO", "setup: NOPROTO"),
+            (b"WRONGPASS", "setup: WRONGPASS"),
+            (b"NOPERM", "setup: NOPERM"),
+        ] {
+            assert_eq!(
+                plain.next(Step::Hello, ERR(word)),
+                Next::Refused(Refusal {
+                    step: Step::Hello,
+                    kind
+                })
+            );
+        }
+        let auth = Setup::new(&session(Some("bench"), 0, Resp::Resp3), "c").unwrap();
+        assert_eq!(
+            auth.first().0,
+            cmd(&[b"HELLO", b"3", b"AUTH", b"bench", b"pw", b"SETNAME", b"c"]).as_slice()
+        );
+        let mut tracked = session(None, 3, Resp::Resp3);
+        tracked.tracking = true;
+        let t = Setup::new(&tracked, "c").unwrap();
+        let track = cmd(&[b"CLIENT", b"TRACKING", b"on"]);
+        assert!(matches!(
+            t.next(Step::Hello, ReplyKind::Value),
+            Next::Send(_, Step::Select)
+        ));
+        assert_eq!(
+            t.next(Step::Select, ReplyKind::Value),
+            Next::Send(&track, Step::Tracking)
+        );
+        assert_eq!(t.next(Step::Tracking, ReplyKind::Value), Next::Done);
+        assert_eq!(
+            t.next(Step::Tracking, ERR(b"NOPERM")),
+            Next::Refused(Refusal {
+                step: Step::Tracking,
+                kind: "setup: NOPERM"
+            })
+        );
+    }
+
+    /// The pipeline of the research's live check, as redis (push before the reply) and
+    /// valkey (push after it) send it: GET k1, DEBUG PROTOCOL push, GET k2, DEBUG PROTOCOL
+    /// attrib, GET missing. Each reply answers its own request; the push answers none;
+    /// the miss is counted; an invalidation with nothing in flight is no fault.
+    #[test]
+    fn pushes_and_attributes_never_shift_the_matching() {
+        let push = b">2\r\n$16\r\nserver-cpu-usage\r\n:42\r\n".as_slice();
+        let push_reply = b"$40\r\nSome real reply following the push reply\r\n".as_slice();
+        let attrib = b"|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n$39\r\nSome real reply following the attribute\r\n".as_slice();
+        let redis = [
+            b"$2\r\nv1\r\n".as_slice(),
+            push,
+            push_reply,
+            b"$2\r\nv2\r\n",
+            attrib,
+            b"_\r\n",
+        ]
+        .concat();
+        let valkey = [
+            b"$2\r\nv1\r\n".as_slice(),
+            push_reply,
+            push,
+            b"$2\r\nv2\r\n",
+            attrib,
+            b"_\r\n",
+        ]
+        .concat();
+        for bytes in [redis, valkey] {
+            // Whole, and split at every byte as reads would bring it.
+            for split in 0..=bytes.len() {
+                let mut q: VecDeque<_> = (1..=5).map(|t| pending(t, t as u32)).collect();
+                let mut seen = Vec::new();
+                let mut pushes = Vec::new();
+                let mut at = 0;
+                for chunk_end in [split, bytes.len()] {
+                    let m = match_replies(
+                        &bytes[at..chunk_end],
+                        &mut q,
+                        &mut 0,
+                        |r| seen.push((r.req.cmd, r.kind == ReplyKind::Nil, r.misses)),
+                        |inv| pushes.push(inv),
+                    );
+                    match m {
+                        Matched::All => at = chunk_end,
+                        Matched::Partial { consumed, .. } => at += consumed,
+                        Matched::Fault(f) => panic!("split {split}: {f:?}"),
+                    }
+                }
+                assert_eq!(at, bytes.len(), "split {split}");
+                assert_eq!(
+                    seen,
+                    vec![
+                        (1, false, 0),
+                        (2, false, 0),
+                        (3, false, 0),
+                        (4, false, 0),
+                        (5, true, 1)
+                    ],
+                    "split {split}"
+                );
+                assert_eq!(pushes, vec![false], "split {split}");
+            }
+        }
+        // An invalidation while idle, then an MGET with two missing keys.
+        let mut q: VecDeque<_> = [pending(9, 0)].into();
+        let mut seen = Vec::new();
+        let mut pushes = Vec::new();
+        let m = match_replies(
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\ntk\r\n*3\r\n$1\r\na\r\n_\r\n_\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n",
+            &mut q,
+            &mut 0,
+            |r| seen.push(r.misses),
+            |inv| pushes.push(inv),
+        );
+        assert_eq!(m, Matched::All);
+        assert_eq!(seen, vec![2]);
+        assert_eq!(pushes, vec![true, true]);
     }
 
     /// Over a socket pair: the setup's replies are taken by the setup alone; the
@@ -1968,7 +2236,7 @@ mod tests {
         assert_eq!(sent, 0, "the setup is not a request");
         let mut got = [0u8; 256];
         let n = theirs.read(&mut got).unwrap();
-        assert!(got[..n].starts_with(b"*5\r\n$5\r\nHELLO"));
+        assert!(got[..n].starts_with(b"*7\r\n$5\r\nHELLO"));
         // The HELLO reply in two pieces, as a RESP2 map.
         theirs.write_all(b"*2\r\n$6\r\nserver\r\n$5\r\nre").unwrap();
         assert_eq!(c.receive(), Received::Data { filled: false });
@@ -1991,7 +2259,8 @@ mod tests {
         theirs.write_all(b"+PONG\r\n").unwrap();
         assert_eq!(c.receive(), Received::Data { filled: false });
         let mut answered = Vec::new();
-        c.take_replies(|r| answered.push(r.req.intended)).unwrap();
+        c.take_replies(|r| answered.push(r.req.intended), |_| {})
+            .unwrap();
         assert_eq!(answered, vec![10]);
     }
 
@@ -2020,6 +2289,21 @@ mod tests {
             c.take_setup(),
             Err(SetupError::Fault(Fault::UnexpectedReply))
         );
+        // A push is no reply: one during the setup and one after its last reply pass.
+        c.close(2, |_, _| {});
+        c.begin(3);
+        c.feed(b">2\r\n$10\r\ninvalidate\r\n_\r\n+OK\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n");
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Up));
+        // ... and the start of one after it is left for the replies' reader.
+        c.close(4, |_, _| {});
+        c.begin(5);
+        c.feed(b"+OK\r\n>2\r\n$10\r\ninval");
+        assert_eq!(c.take_setup(), Ok(SetupProgress::Up));
+        c.feed(b"idate\r\n_\r\n");
+        let mut pushes = 0;
+        c.take_replies(|_| panic!("no reply"), |inv| pushes += u32::from(inv))
+            .unwrap();
+        assert_eq!(pushes, 1);
         c.close(2, |_, _| {});
         c.begin(3);
         c.feed(b"!!\r\n");

@@ -1,9 +1,11 @@
 //! Before a run's shards open their connections, one probe connection sets itself up the
-//! way every shard connection will (`HELLO 2 AUTH` or `AUTH`, then `SELECT`: the same
-//! `conn::Setup`) and asks the target a harmless question (`ECHO`, which no workload sends,
+//! way every shard connection will (`HELLO <2|3> [AUTH] SETNAME`, or `AUTH` and `CLIENT
+//! SETNAME` on RESP2 servers without `HELLO`, then `SELECT` and `CLIENT TRACKING on`: the
+//! same `conn::Setup`) and asks the target a harmless question (`ECHO`, which no workload sends,
 //! so the server's counts of the measured commands stay exact). A target that refuses the
 //! generator outright — a wrong password, a user without permission, a database it does
-//! not have, a password it wants and was not given, no room for more clients — fails the
+//! not have, a password it wants and was not given, no RESP3 for `--resp 3`, no room for
+//! more clients — fails the
 //! run before it starts, with the server's own words and what would be right, instead of
 //! a report full of errors.
 //!
@@ -29,6 +31,8 @@ pub const TLS_PROBE_TIMEOUT: Duration = Duration::from_millis(800);
 const HANDSHAKE_MIN: Duration = Duration::from_millis(300);
 /// Most time it is given (four connect times, up to this).
 const HANDSHAKE_MAX: Duration = Duration::from_millis(600);
+/// The probe connection's name (`CLIENT LIST`), when it sets a session up.
+const PROBE_NAME: &str = "crest-probe";
 /// Largest reply the probe reads (a `HELLO` reply is a few hundred bytes).
 const MAX_PROBE_REPLY: usize = 64 * 1024;
 
@@ -76,6 +80,13 @@ enum Heard {
 fn setup_hint(step: Step, reply: &str) -> &'static str {
     let word = reply.split_whitespace().next().unwrap_or_default();
     match (step, word) {
+        (Step::Hello, "NOPROTO") => " (the server does not speak RESP3: give --resp 2)",
+        (Step::Hello, "ERR") if reply.contains("unknown command") => {
+            " (the server has no HELLO, so no RESP3 (Redis < 6): give --resp 2)"
+        }
+        (Step::Tracking, _) => {
+            " (the server refuses CLIENT TRACKING: leave out --tracking, or allow it, e.g. ACL SETUSER <user> +client|tracking)"
+        }
         (_, "WRONGPASS") => {
             " (wrong user or password: check --user and --password, --password-file, CREST_PASSWORD or the redis:// URI)"
         }
@@ -124,7 +135,7 @@ pub async fn probe(
     session: &Session,
     tls: Option<&Client>,
 ) -> Result<(), Refusal> {
-    let setup = Setup::new(session);
+    let setup = Setup::new(session, PROBE_NAME);
     let refused = |message: String, hint| Refusal::Refused {
         addr,
         message,
@@ -284,7 +295,7 @@ async fn read_reply<S: AsyncRead + Unpin>(
 fn message(reply: ReplyKind<'_>) -> String {
     match reply {
         ReplyKind::Error { message, .. } => clean_message(message),
-        ReplyKind::Value => String::new(),
+        ReplyKind::Value | ReplyKind::Nil => String::new(),
     }
 }
 
@@ -375,6 +386,7 @@ mod tests {
                 password: crest_model::target::Secret::new("pw"),
             }),
             db,
+            ..Session::default()
         }
     }
 
@@ -390,15 +402,17 @@ mod tests {
         let sent = String::from_utf8(h.await.unwrap()).unwrap();
         assert_eq!(
             sent,
-            "*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n"
+            "*7\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$5\r\nbench\r\n$2\r\npw\r\n$7\r\nSETNAME\r\n$11\r\ncrest-probe\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n"
         );
     }
 
-    /// A server without HELLO gets AUTH (the user left out for `default`, as Redis 5 wants).
+    /// A server without HELLO gets AUTH (the user left out for `default`, as Redis 5 wants)
+    /// and CLIENT SETNAME.
     #[tokio::test]
     async fn an_old_server_gets_auth_after_hello_is_unknown() {
         let (a, h) = scripted(&[
             b"-ERR unknown command 'HELLO'\r\n",
+            b"+OK\r\n",
             b"+OK\r\n",
             b"$11\r\ncrest-probe\r\n",
         ])
@@ -406,9 +420,37 @@ mod tests {
         probe(a, &session("default", 0)).await.unwrap();
         let sent = String::from_utf8(h.await.unwrap()).unwrap();
         assert!(
-            sent.contains("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$4\r\nECHO"),
+            sent.contains("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$11\r\ncrest-probe\r\n*2\r\n$4\r\nECHO"),
             "{sent:?}"
         );
+    }
+
+    /// RESP3 on a server without HELLO, or one that refuses protocol 3: the run stops up
+    /// front with the server's words and what would be right.
+    #[tokio::test]
+    async fn a_server_without_resp3_refuses_a_resp3_run_up_front() {
+        let resp3 = Session {
+            resp: crest_model::target::Resp::Resp3,
+            ..Session::default()
+        };
+        let (a, h) =
+            scripted(&[b"-ERR unknown command 'HELLO', with args beginning with: '3' \r\n"]).await;
+        let e = probe(a, &resp3).await.unwrap_err().to_string();
+        assert!(
+            e.contains("unknown command 'HELLO'") && e.contains("--resp 2"),
+            "{e}"
+        );
+        let sent = String::from_utf8(h.await.unwrap()).unwrap();
+        assert!(
+            sent.starts_with("*4\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"),
+            "{sent:?}"
+        );
+        let (a, _h) = scripted(&[b"-NOPROTO unsupported protocol version\r\n"]).await;
+        let e = probe(a, &resp3).await.unwrap_err().to_string();
+        assert!(e.contains("NOPROTO") && e.contains("--resp 2"), "{e}");
+        // A RESP3 server: the HELLO map, then ECHO's answer.
+        let (a, _h) = scripted(&[b"%1\r\n$5\r\nproto\r\n:3\r\n", b"$11\r\ncrest-probe\r\n"]).await;
+        probe(a, &resp3).await.unwrap();
     }
 
     #[tokio::test]

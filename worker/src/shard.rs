@@ -92,10 +92,12 @@ pub struct ShardConfig {
     pub total_shards: u32,
     /// Server address.
     pub target: SocketAddr,
-    /// What every connection sends before its first request (login, database).
+    /// What every connection sends before its first request (protocol, login, database).
     pub session: Session,
     /// TLS to the target: every connection handshakes with it first. None: plaintext.
     pub tls: Option<Client>,
+    /// The name every connection gives itself (`crest-<worker>-<shard>`, in `CLIENT LIST`).
+    pub client_name: String,
     /// The classes.
     pub classes: Vec<ShardClass>,
     /// This shard's RNG seed.
@@ -378,7 +380,7 @@ impl Shard {
         let mut conns = Vec::new();
         let mut states = Vec::new();
         let budget = ReadBudget::default_caps();
-        let setup = Setup::new(&cfg.session).map(Rc::new);
+        let setup = Setup::new(&cfg.session, &cfg.client_name).map(Rc::new);
         let tls = cfg.tls.clone().map(Rc::new);
         for (i, c) in classes.into_iter().enumerate() {
             let id = ClassId(i as u32);
@@ -899,7 +901,20 @@ impl Shard {
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
         let kinds = &mut self.kinds;
-        match conn.take_replies(|r| class.on_reply(id, r, now, kinds)) {
+        // Two closures borrow the class: pushes are few, so they are tallied here and
+        // handed over after the replies.
+        let (mut pushes, mut invalidations) = (0u64, 0u64);
+        let taken = conn.take_replies(
+            |r| class.on_reply(id, r, now, kinds),
+            |invalidate| {
+                pushes += 1;
+                invalidations += u64::from(invalidate);
+            },
+        );
+        if pushes > 0 {
+            class.on_pushes(pushes, invalidations);
+        }
+        match taken {
             Ok(()) => true,
             Err(Fault::TooLarge) => {
                 self.conn_too_large(id, now);
@@ -1138,6 +1153,7 @@ mod tests {
             target,
             session: Session::default(),
             tls: None,
+            client_name: "crest-test-0".into(),
             classes: vec![ShardClass {
                 workload: workload(),
                 load,
@@ -1169,6 +1185,8 @@ mod tests {
         in_flight: u64,
         unsent: u64,
         conn_errors: ErrorCounts,
+        /// (push frames, invalidations) of the class.
+        pushes: (u64, u64),
     }
 
     impl Report {
@@ -1210,6 +1228,7 @@ mod tests {
             in_flight: 0,
             unsent: 0,
             conn_errors: Vec::new(),
+            pushes: (0, 0),
         };
         let mut finished = false;
         while let Ok(ev) = rx.try_recv() {
@@ -1228,6 +1247,7 @@ mod tests {
                     ..
                 } => {
                     assert_eq!(intervals as usize, r.intervals.len());
+                    r.pushes = (totals[0].pushes, totals[0].invalidations);
                     r.totals = totals.remove(0).cmds.remove(0);
                     r.in_flight = in_flight;
                     r.unsent = unsent;
@@ -1329,6 +1349,7 @@ mod tests {
                 password: crest_model::target::Secret::new("pw"),
             }),
             db,
+            ..Session::default()
         }
     }
 
@@ -1353,6 +1374,36 @@ mod tests {
         assert_eq!((t.scheduled, t.sent, t.completed), (200, 200, 200));
         assert_eq!(t.error_total(), 0);
         assert!(r.conn_errors.is_empty(), "{:?}", r.conn_errors);
+    }
+
+    /// RESP3, scripted: the HELLO 3 map, then every request answered with a null (a miss)
+    /// and an invalidation push, before it or after it in turn. The pushes go to the
+    /// class's push counts, never to a request: every request completes with its own reply
+    /// (one push more or less per reply would leave requests unanswered or faults).
+    #[test]
+    fn pushes_are_counted_apart_and_nulls_are_misses() {
+        let (fake, seen) = counting_server(|n| match n {
+            0 => Some(b"%1\r\n$5\r\nproto\r\n:3\r\n"),
+            n if n % 2 == 1 => Some(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n_\r\n"),
+            _ => Some(b"_\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n"),
+        });
+        let (mut cfg, rx) = config(fake.addr, open(1_000.0, 200), 2, 4);
+        cfg.session = Session {
+            resp: crest_model::target::Resp::Resp3,
+            ..Session::default()
+        };
+        let r = run_shard(cfg, rx);
+        assert_eq!(fake.finish(), 2);
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            200 + 2,
+            "200 requests and 2 HELLOs"
+        );
+        let t = &r.totals;
+        assert_eq!((t.scheduled, t.completed, t.error_total()), (200, 200, 0));
+        assert!(r.conn_errors.is_empty(), "{:?}", r.conn_errors);
+        assert_eq!(t.misses, 200);
+        assert_eq!(r.pushes, (200, 200));
     }
 
     /// A login the server refuses is one connection error of its kind per attempt, never

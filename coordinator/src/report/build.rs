@@ -74,11 +74,15 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             let by = merge::of_class(all, &c.name);
             let t = class_target(c);
             let sum = merge::sum(by.values());
+            let pushes = merge::class_pushes(members.iter().map(|m| &m.books), &c.name);
             (
                 c.name.clone(),
                 ClassReport {
                     summary: Summary::of(&sum, t, duration_s),
                     commands: commands(&by, &c.weights(), t, duration_s),
+                    resp: cfg.session.resp.version(),
+                    pushes: pushes.0,
+                    invalidations: pushes.1,
                     histograms: Histograms::of(&sum),
                 },
             )
@@ -114,6 +118,8 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                 handshakes_resumed: h.resumed,
             }
         }),
+        resp: cfg.session.resp.version(),
+        tracking: cfg.session.tracking,
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {

@@ -114,6 +114,9 @@ pub struct Summary {
     pub sent: u64,
     /// Non-error replies.
     pub completed: u64,
+    /// Misses among them: nil replies (`GET` of a missing key: `$-1` in RESP2, `_` in
+    /// RESP3) and nil elements of array replies (`MGET`'s missing keys).
+    pub misses: u64,
     /// Failed requests (error replies, timeouts, disconnects, backlog overflow).
     pub errors: u64,
     /// `errors` by kind.
@@ -171,6 +174,7 @@ impl Summary {
             scheduled: s.scheduled,
             sent: s.sent,
             completed: s.completed,
+            misses: s.misses,
             errors: s.error_total(),
             errors_by_kind: error_map(&s.errors),
             backlogged: s.backlogged,
@@ -509,6 +513,13 @@ pub struct ClassReport {
     pub summary: Summary,
     /// Per command.
     pub commands: BTreeMap<String, Summary>,
+    /// The protocol its connections spoke: 2 or 3.
+    pub resp: u32,
+    /// RESP3 push frames its connections received (never counted as replies), warm-up
+    /// included; from the workers that finished.
+    pub pushes: u64,
+    /// Of them, client-side caching invalidations.
+    pub invalidations: u64,
     /// The class's merged histograms.
     pub histograms: Histograms,
 }
@@ -552,7 +563,7 @@ pub struct Report {
     pub crest_version: String,
     /// `host:port`, or `builtin`.
     pub target: String,
-    /// True when every connection authenticated (`HELLO 2 AUTH`, or `AUTH`).
+    /// True when every connection authenticated (`HELLO <2|3> AUTH`, or `AUTH`).
     pub auth: bool,
     /// The user connections authenticated as (`default` for a password alone); null
     /// without authentication. The password is never recorded.
@@ -561,6 +572,10 @@ pub struct Report {
     pub db: u32,
     /// TLS to the target; null for plaintext.
     pub tls: Option<TlsReport>,
+    /// The protocol every connection spoke: 2 (RESP2) or 3 (RESP3, `HELLO 3`).
+    pub resp: u32,
+    /// True when every connection turned on client-side caching (`CLIENT TRACKING on`).
+    pub tracking: bool,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.
@@ -772,8 +787,8 @@ impl Report {
         rows
     }
 
-    /// ` (user bench, db 2)` after the target when the connections logged in or selected
-    /// a database; empty otherwise.
+    /// ` (user bench, db 2, RESP3, tracking)` after the target when the connections logged
+    /// in, selected a database, spoke RESP3 or tracked keys; empty otherwise.
     pub fn session_note(&self) -> String {
         let mut parts = Vec::new();
         if let Some(t) = &self.tls {
@@ -793,6 +808,12 @@ impl Report {
         }
         if self.db != 0 {
             parts.push(format!("db {}", self.db));
+        }
+        if self.resp != 2 {
+            parts.push(format!("RESP{}", self.resp));
+        }
+        if self.tracking {
+            parts.push("tracking".into());
         }
         if parts.is_empty() {
             String::new()
@@ -824,7 +845,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
             "command",
             "completed",
             "rate (achieved/target)",
@@ -834,17 +855,19 @@ impl Report {
             "p99.9",
             "p99.99",
             "max",
-            "errors"
+            "errors",
+            "misses"
         );
         let row = |out: &mut String, name: &str, s: &Summary| {
             let [p50, p90, p99, p999, p9999, max] = s.latency_us.cells();
             let _ = writeln!(
                 out,
-                "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8}",
+                "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8} {:>8}",
                 name,
                 s.completed,
                 format!("{:.0}/{}", s.achieved_rate, s.target_rate.show()),
-                s.errors
+                s.errors,
+                s.misses
             );
         };
         for (label, s) in self.rows() {
@@ -867,6 +890,14 @@ impl Report {
                 })
                 .collect();
             let _ = writeln!(out, "errors by kind: {}", kinds.join(" "));
+        }
+        let pushes: u64 = self.classes.values().map(|c| c.pushes).sum();
+        if pushes > 0 {
+            let invalidations: u64 = self.classes.values().map(|c| c.invalidations).sum();
+            let _ = writeln!(
+                out,
+                "push frames (RESP3, not replies): {pushes}, of them invalidations: {invalidations}"
+            );
         }
         if let Some(line) = self.stopped_answering() {
             let _ = writeln!(out, "{line}");

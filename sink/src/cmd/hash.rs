@@ -105,8 +105,8 @@ mod tests {
             "overwriting a field does not count"
         );
         assert_eq!(h.run(&["HGET", "h", "a"]), bulk("10"));
-        assert_eq!(h.run(&["HGET", "h", "nope"]), Frame::Null);
-        assert_eq!(h.run(&["HGET", "nope", "a"]), Frame::Null);
+        assert_eq!(h.run(&["HGET", "h", "nope"]), Frame::NullBulk);
+        assert_eq!(h.run(&["HGET", "nope", "a"]), Frame::NullBulk);
         assert_eq!(h.run(&["HLEN", "h"]), Frame::Integer(3));
         assert_eq!(h.run(&["HLEN", "nope"]), Frame::Integer(0));
 

@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(h.run(&["PEXPIRE", "k", "500"]), int(1));
         assert_eq!(h.run(&["PTTL", "k"]), int(500));
         h.advance(Duration::from_millis(500));
-        assert_eq!(h.run(&["GET", "k"]), Frame::Null);
+        assert_eq!(h.run(&["GET", "k"]), Frame::NullBulk);
         assert_eq!(h.run(&["EXPIRE", "k", "10"]), int(0), "no key");
     }
 

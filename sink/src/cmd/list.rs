@@ -177,7 +177,7 @@ mod tests {
             Frame::Integer(0),
             "the last pop removes the key"
         );
-        assert_eq!(h.run(&["LPOP", "l"]), Frame::Null);
+        assert_eq!(h.run(&["LPOP", "l"]), Frame::NullBulk);
         assert_eq!(h.run(&["LPOP", "l", "2"]), Frame::NullArray);
 
         assert_eq!(h.run(&["LPOP", "l", "-1"]), err(NOT_POSITIVE));
@@ -219,8 +219,8 @@ mod tests {
                 let (reply, want) = match op {
                     0 => { model.push_front(v.clone()); (h.run(&["LPUSH", "l", &v]), Frame::Integer(model.len() as i64)) }
                     1 => { model.push_back(v.clone()); (h.run(&["RPUSH", "l", &v]), Frame::Integer(model.len() as i64)) }
-                    2 => (h.run(&["LPOP", "l"]), model.pop_front().map_or(Frame::Null, |s| bulk(&s))),
-                    _ => (h.run(&["RPOP", "l"]), model.pop_back().map_or(Frame::Null, |s| bulk(&s))),
+                    2 => (h.run(&["LPOP", "l"]), model.pop_front().map_or(Frame::NullBulk, |s| bulk(&s))),
+                    _ => (h.run(&["RPOP", "l"]), model.pop_back().map_or(Frame::NullBulk, |s| bulk(&s))),
                 };
                 prop_assert_eq!(reply, want);
             }

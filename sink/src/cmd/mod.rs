@@ -17,6 +17,7 @@ mod zset;
 use std::borrow::Cow;
 use std::sync::MutexGuard;
 
+use crate::resp3::{Shape, to_resp3};
 use crest_resp::{Frame, encode_bulk, parse_integer};
 
 use crate::server::{Conn, Flow, Sink};
@@ -223,6 +224,8 @@ pub(crate) fn execute(
         error(out, &wrong_arity(command.name));
         return Flow::Continue;
     }
+    // The reply's RESP3 shape depends on the arguments, which the command may take.
+    let shape = (conn.resp3 || command.name == "hello").then(|| Shape::of(command.name, &args));
     let mut ctx = Ctx {
         sink,
         conn,
@@ -230,12 +233,21 @@ pub(crate) fn execute(
         out,
         close: false,
     };
+    let start = ctx.out.len();
     let result = (command.run)(&mut ctx, &mut args);
     let close = ctx.close;
     conn.stats.calls[index] += 1;
-    if let Err(message) = result {
-        conn.stats.failed[index] += 1;
-        error(out, &message);
+    match result {
+        Err(message) => {
+            conn.stats.failed[index] += 1;
+            error(out, &message);
+        }
+        // `HELLO 3` answers in the protocol it switches to.
+        Ok(()) => {
+            if let Some(shape) = shape.filter(|_| conn.resp3) {
+                to_resp3(shape, out, start);
+            }
+        }
     }
     if close { Flow::Close } else { Flow::Continue }
 }

@@ -1,6 +1,7 @@
 //! Connection and server commands: PING ECHO HELLO CLIENT SELECT COMMAND DBSIZE FLUSHALL
-//! FLUSHDB INFO QUIT. Handshakes clients send are answered harmlessly: `HELLO` ignores
-//! `AUTH` and `SETNAME`, only database 0 exists, and `COMMAND` publishes no table.
+//! FLUSHDB INFO QUIT. Handshakes clients send are answered harmlessly: `HELLO` switches
+//! between RESP2 and RESP3 and ignores `AUTH` and `SETNAME`, only database 0 exists, and
+//! `COMMAND` publishes no table.
 
 use crest_resp::{Frame, encode_array_header, encode_bulk, encode_integer, parse_integer};
 
@@ -28,12 +29,14 @@ pub(super) fn echo(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     Ok(())
 }
 
-/// `HELLO [2 ...]`: RESP2 only; its reply is the map Redis 7.0 sends, flattened.
+/// `HELLO [2|3 ...]`: switches the connection to RESP2 or RESP3; its reply is the map Redis
+/// 7.0 sends (flattened in RESP2; the dispatcher makes it a map in RESP3).
 pub(super) fn hello(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     if let Some(version) = args.get(1) {
         match parse_integer(version) {
             None => return Err(BAD_PROTOVER.into()),
-            Some(2) => {}
+            Some(2) => ctx.conn.resp3 = false,
+            Some(3) => ctx.conn.resp3 = true,
             Some(_) => return Err(NOPROTO.into()),
         }
     }
@@ -44,7 +47,7 @@ pub(super) fn hello(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
         text("version"),
         text(info::REDIS_VERSION),
         text("proto"),
-        Frame::Integer(2),
+        Frame::Integer(if ctx.conn.resp3 { 3 } else { 2 }),
         text("id"),
         Frame::Integer(i64::try_from(ctx.conn.id).unwrap_or(i64::MAX)),
         text("mode"),
@@ -142,7 +145,7 @@ mod tests {
     fn handshake_commands_are_harmless() {
         let mut h = Harness::new();
         assert_eq!(
-            h.run(&["HELLO", "3"]),
+            h.run(&["HELLO", "4"]),
             err("NOPROTO sorry, this protocol version is not supported")
         );
         assert_eq!(h.run(&["HELLO", "x"]), err(BAD_PROTOVER));
@@ -173,7 +176,7 @@ mod tests {
         assert_eq!(h.run(&["COMMAND", "COUNT"]), Frame::Integer(0));
         assert_eq!(
             h.run(&["COMMAND", "INFO", "get", "set"]),
-            Frame::Array(vec![Frame::Null, Frame::Null])
+            Frame::Array(vec![Frame::NullBulk, Frame::NullBulk])
         );
         assert_eq!(h.run(&["PING", "hi"]), bulk("hi"));
         assert_eq!(h.run(&["ECHO", "hi"]), bulk("hi"));

@@ -282,7 +282,7 @@ mod tests {
         h.advance(Duration::from_millis(1499));
         assert_eq!(h.run(&["GET", "p"]), bulk("1"));
         h.advance(Duration::from_millis(1));
-        assert_eq!(h.run(&["GET", "p"]), Frame::Null);
+        assert_eq!(h.run(&["GET", "p"]), Frame::NullBulk);
         assert_eq!(h.run(&["EXISTS", "s", "p"]), Frame::Integer(1));
         assert_eq!(h.run(&["DBSIZE"]), Frame::Integer(2));
         h.advance(Duration::from_secs(9));
@@ -302,7 +302,7 @@ mod tests {
         h.run(&["INCR", "k"]);
         h.run(&["SET", "k", "5", "KEEPTTL"]);
         h.advance(Duration::from_secs(10));
-        assert_eq!(h.run(&["GET", "k"]), Frame::Null);
+        assert_eq!(h.run(&["GET", "k"]), Frame::NullBulk);
         assert_eq!(
             h.run(&["INCR", "k"]),
             Frame::Integer(1),
@@ -318,12 +318,12 @@ mod tests {
     #[test]
     fn set_options_nx_xx_get_and_their_errors() {
         let mut h = Harness::new();
-        assert_eq!(h.run(&["SET", "k", "a", "XX"]), Frame::Null);
+        assert_eq!(h.run(&["SET", "k", "a", "XX"]), Frame::NullBulk);
         assert_eq!(h.run(&["SET", "k", "a", "NX"]), simple("OK"));
-        assert_eq!(h.run(&["SET", "k", "b", "NX"]), Frame::Null);
+        assert_eq!(h.run(&["SET", "k", "b", "NX"]), Frame::NullBulk);
         assert_eq!(h.run(&["SET", "k", "b", "NX", "GET"]), bulk("a"));
         assert_eq!(h.run(&["SET", "k", "c", "xx", "get"]), bulk("a"));
-        assert_eq!(h.run(&["SET", "new", "x", "GET"]), Frame::Null);
+        assert_eq!(h.run(&["SET", "new", "x", "GET"]), Frame::NullBulk);
         assert_eq!(h.run(&["GET", "k"]), bulk("c"));
 
         assert_eq!(h.run(&["SET", "k", "v", "NX", "XX"]), err(SYNTAX_ERROR));
@@ -365,13 +365,13 @@ mod tests {
             &(unix_millis() + 5_000).to_string(),
         ]);
         h.advance(Duration::from_secs(6));
-        assert_eq!(h.run(&["GET", "b"]), Frame::Null);
+        assert_eq!(h.run(&["GET", "b"]), Frame::NullBulk);
         assert_eq!(
             h.run(&["SET", "c", "1", "PXAT", "1"]),
             simple("OK"),
             "a deadline in the past is accepted and the key is gone at once"
         );
-        assert_eq!(h.run(&["GET", "c"]), Frame::Null);
+        assert_eq!(h.run(&["GET", "c"]), Frame::NullBulk);
         assert_eq!(h.run(&["SET", "c", "1", "EXAT", "0"]), err(INVALID_EXPIRE));
         assert_eq!(
             h.run(&["SET", "c", "1", "EXAT", "1", "KEEPTTL"]),
@@ -437,7 +437,7 @@ mod tests {
         assert_eq!(h.run(&["MSET", "a", "1", "b", "2"]), simple("OK"));
         assert_eq!(
             h.run(&["MGET", "a", "missing", "b"]),
-            Frame::Array(vec![bulk("1"), Frame::Null, bulk("2")])
+            Frame::Array(vec![bulk("1"), Frame::NullBulk, bulk("2")])
         );
     }
 }

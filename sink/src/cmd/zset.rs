@@ -422,8 +422,8 @@ mod tests {
         );
         assert_eq!(h.run(&["ZCARD", "z"]), int(4));
         assert_eq!(h.run(&["ZSCORE", "z", "b"]), bulk("6"));
-        assert_eq!(h.run(&["ZSCORE", "z", "nope"]), Frame::Null);
-        assert_eq!(h.run(&["ZSCORE", "nope", "a"]), Frame::Null);
+        assert_eq!(h.run(&["ZSCORE", "z", "nope"]), Frame::NullBulk);
+        assert_eq!(h.run(&["ZSCORE", "nope", "a"]), Frame::NullBulk);
         assert_eq!(h.run(&["ZCARD", "nope"]), int(0));
     }
 
@@ -443,7 +443,7 @@ mod tests {
         );
         assert_eq!(
             h.run(&["ZSCORE", "z", "o"]),
-            Frame::Null,
+            Frame::NullBulk,
             "XX adds nothing new"
         );
         assert_eq!(h.run(&["ZADD", "z", "GT", "CH", "6", "m"]), int(0));
@@ -456,8 +456,14 @@ mod tests {
         assert_eq!(h.run(&["ZADD", "z", "lt", "ch", "3", "m"]), int(1));
         assert_eq!(h.run(&["ZADD", "z", "INCR", "2.5", "m"]), bulk("5.5"));
         assert_eq!(h.run(&["ZADD", "z", "INCR", "1", "fresh"]), bulk("1"));
-        assert_eq!(h.run(&["ZADD", "z", "INCR", "NX", "1", "m"]), Frame::Null);
-        assert_eq!(h.run(&["ZADD", "z", "INCR", "GT", "-1", "m"]), Frame::Null);
+        assert_eq!(
+            h.run(&["ZADD", "z", "INCR", "NX", "1", "m"]),
+            Frame::NullBulk
+        );
+        assert_eq!(
+            h.run(&["ZADD", "z", "INCR", "GT", "-1", "m"]),
+            Frame::NullBulk
+        );
         assert_eq!(h.run(&["ZADD", "missing", "XX", "1", "m"]), int(0));
         assert_eq!(
             h.run(&["EXISTS", "missing"]),
