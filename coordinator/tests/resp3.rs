@@ -384,3 +384,50 @@ keys = { count = 100, prefix = "l:" }
     assert!(u(&report["classes"]["strings"]["commands"]["GET"], "misses") > 0);
     assert_eq!(report["resp"], 3);
 }
+
+/// A server older than RESP3 (it knows no HELLO, as Redis 5): `--resp 3` stops the run
+/// before any load with one line that quotes the server and says what would be right,
+/// exit 2.
+#[test]
+fn resp3_on_a_server_without_hello_stops_the_run_with_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0
+                        || s.write_all(
+                            b"-ERR unknown command 'HELLO', with args beginning with: '3' \r\n",
+                        )
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let dir = TempDir::new("resp3-old-server");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &addr,
+            "--resp",
+            "3",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+        ])
+        .run(2);
+    assert!(report.is_null());
+    let err = read_log(dir.path(), "crest", "stderr");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("unknown command 'HELLO'") && last.contains("give --resp 2"),
+        "{err}"
+    );
+}

@@ -119,7 +119,7 @@ mod tests {
 
     /// The bytes redis-server 7.0.15 sends a RESP3 client for the same commands (captured
     /// over a raw socket after `HELLO 3`), except where the sink's own state differs (its
-    /// version, the connection id, member order of a set).
+    /// version, the connection id, the order of a hash's fields and a set's members).
     #[test]
     fn a_resp3_client_gets_redis_7s_resp3_bytes() {
         let mut h = Harness::new();
@@ -137,11 +137,9 @@ mod tests {
             (&["GET", "nokey"], b"_\r\n"),
             (&["GET", "k"], b"$1\r\nv\r\n"),
             (&["MGET", "k", "nokey"], b"*2\r\n$1\r\nv\r\n_\r\n"),
-            (&["HSET", "h", "f", "v", "g", "w"], b":2\r\n"),
-            (
-                &["HGETALL", "h"],
-                b"%2\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$1\r\nw\r\n",
-            ),
+            // One field: the sink's field order is its hash map's, as Redis's is its own.
+            (&["HSET", "h", "f", "v"], b":1\r\n"),
+            (&["HGETALL", "h"], b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n"),
             (&["HGETALL", "nohash"], b"%0\r\n"),
             (&["HGET", "h", "zz"], b"_\r\n"),
             (&["SADD", "s", "a"], b":1\r\n"),
