@@ -418,8 +418,9 @@ fn reconnects_resume_their_tls_sessions_and_lose_nothing() {
     assert_eq!(broke, 4, "{}", report["connection_errors"]);
 }
 
-/// The managed-cache case: `rediss://user:password@host:port/db` logs in and selects the
-/// database over TLS; the keys land there and the password is recorded nowhere.
+/// The managed-cache case: `rediss://user:password@host:port/db` with `--resp 3` says
+/// `HELLO 3 AUTH` and selects the database over TLS; the keys land there and the password
+/// is recorded nowhere.
 #[test]
 fn a_rediss_uri_with_a_login_and_a_database_works_over_tls() {
     let dir = TempDir::new("tls-auth");
@@ -452,9 +453,12 @@ fn a_rediss_uri_with_a_login_and_a_database_works_over_tls() {
             "bench:",
             "--keys",
             "50",
+            "--resp",
+            "3",
         ],
     )
     .run(0);
+    assert_eq!(report["resp"], 3);
     assert_eq!(
         u(&report["totals"], "completed"),
         1000,
@@ -473,7 +477,7 @@ fn a_rediss_uri_with_a_login_and_a_database_works_over_tls() {
     );
     let summary = read_log(dir.path(), "crest", "stdout");
     assert!(
-        summary.contains("(TLS TLSv1_3, user bench, db 2)"),
+        summary.contains("(TLS TLSv1_3, user bench, db 2, RESP3)"),
         "{summary}"
     );
     for f in ["report.json", "report.html", "timeline.csv"] {
