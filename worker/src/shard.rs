@@ -187,7 +187,10 @@ pub struct ShardLoad {
 }
 
 impl ShardLoad {
-    /// The busy share of the wall time, 0 to 1 (see [`LoadMeter::take`]).
+    /// The busy share of the wall time, 0 to 1. With the sleep pacer `busy_ns` is at least
+    /// the CPU time (its polls are short, and what else the thread burns is the generator's
+    /// own work); with the spin pacer, whose CPU time is always ~100%, only the time not
+    /// waiting counts.
     pub fn busy(&self) -> f64 {
         if self.wall_ns == 0 {
             0.0
