@@ -268,8 +268,13 @@ fn conflicting_or_bad_logins_get_one_line() {
             r#"--password "***": the built-in target has no users or databases; give --target host:port of a server"#,
         ),
         (
-            &["--target", "rediss://bench:hunter2@127.0.0.1:1"],
-            r#"--target "rediss://bench:***@127.0.0.1:1": rediss:// is TLS to the target, which Crest does not build yet; load a plaintext port with redis://"#,
+            &[
+                "--target",
+                "rediss://bench:hunter2@127.0.0.1:1",
+                "--sni",
+                "bad name",
+            ],
+            r#"--sni "bad name": is not a DNS name or an IP address; give the name the server's certificate lists"#,
         ),
         (
             &["--target", "redis://bench:hunter2@127.0.0.1:1/x"],
