@@ -53,19 +53,6 @@ fn acl_server(kind: Kind) -> Server {
     s
 }
 
-fn short_run<'a>(dir: &'a TempDir, target: &str, rate: &str) -> CrestRun<'a> {
-    CrestRun::new(dir).args(&[
-        "--target",
-        target,
-        "--rate",
-        rate,
-        "--duration",
-        "2s",
-        "--connections",
-        "4",
-    ])
-}
-
 /// `requirepass`: a run with `--password` completes, its counts match INFO commandstats,
 /// every connection (and the probe) said HELLO once, and no file or log holds the password.
 #[test]

@@ -253,6 +253,20 @@ fn server_lacks_tls(bin: &Path) -> bool {
     .unwrap_or(true)
 }
 
+/// A 2 s run against `target` at `rate` over 4 connections (the login and TLS tests' run).
+pub fn short_run<'a>(dir: &'a TempDir, target: &str, rate: &str) -> CrestRun<'a> {
+    CrestRun::new(dir).args(&[
+        "--target",
+        target,
+        "--rate",
+        rate,
+        "--duration",
+        "2s",
+        "--connections",
+        "4",
+    ])
+}
+
 /// One command on a fresh connection to `addr`.
 pub fn command(addr: &str, args: &[&[u8]]) -> std::io::Result<Frame> {
     command_as(addr, None, args)

@@ -24,18 +24,7 @@ fn p(path: &std::path::Path) -> &str {
 }
 
 fn tls_run<'a>(dir: &'a TempDir, target: &str, rate: &str, extra: &[&str]) -> CrestRun<'a> {
-    CrestRun::new(dir)
-        .args(&[
-            "--target",
-            target,
-            "--rate",
-            rate,
-            "--duration",
-            "2s",
-            "--connections",
-            "4",
-        ])
-        .args(extra)
+    short_run(dir, target, rate).args(extra)
 }
 
 /// The run's one error line (its last line of stderr).

@@ -779,23 +779,10 @@ impl Conn {
             return Err(Cow::Borrowed("eof"));
         };
         loop {
-            while tls.wants_write() {
-                match tls.write_tls(&mut Io(sock)) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if !self.want_out {
-                            self.want_out = true;
-                            let _ = ep.modify(sock.as_fd(), Interest::ReadWrite, id.token());
-                        }
-                        return Ok(self.state);
-                    }
-                    Err(e) => return Err(Cow::Owned(error_kind(&e))),
-                }
-            }
-            if self.want_out {
-                self.want_out = false;
-                let _ = ep.modify(sock.as_fd(), Interest::Read, id.token());
+            let sent = send_records(sock, tls).map_err(|e| Cow::Owned(error_kind(&e)))?;
+            want_writable(ep, sock, id, &mut self.want_out, !sent);
+            if !sent {
+                return Ok(self.state);
             }
             if !tls.is_handshaking() {
                 handshakes.count(tls);
@@ -931,58 +918,16 @@ impl Conn {
         now: u64,
         mut on_sent: impl FnMut(&Pending),
     ) -> io::Result<()> {
-        if let (Some(sock), Some(tls)) = (&self.sock, &mut self.tls) {
-            if !flush_tls(
-                sock,
-                tls,
-                &self.wbuf,
-                &mut self.wpos,
-                &mut self.splices,
-                &mut self.spos,
-                &self.value,
-            )? {
-                if !self.want_out {
-                    self.want_out = true;
-                    let _ = ep.modify(sock.as_fd(), Interest::ReadWrite, id.token());
-                }
+        if let Some(sock) = &self.sock {
+            let (wbuf, value) = (&self.wbuf, &self.value);
+            let (wpos, splices, spos) = (&mut self.wpos, &mut self.splices, &mut self.spos);
+            let done = match &mut self.tls {
+                Some(tls) => flush_tls(sock, tls, wbuf, wpos, splices, spos, value)?,
+                None => send_plain(sock, wbuf, wpos, splices, spos, value)?,
+            };
+            want_writable(ep, sock, id, &mut self.want_out, !done);
+            if !done {
                 return Ok(());
-            }
-            if self.want_out {
-                self.want_out = false;
-                let _ = ep.modify(sock.as_fd(), Interest::Read, id.token());
-            }
-        } else if let Some(sock) = &self.sock {
-            while self.wpos < self.wbuf.len() || !self.splices.is_empty() {
-                let sent = if self.splices.is_empty() {
-                    sock.send_with_flags(&self.wbuf[self.wpos..], libc::MSG_NOSIGNAL)
-                } else {
-                    let mut iov = [IoSlice::new(&[]); MAX_IOV];
-                    let n = pieces(
-                        &self.wbuf,
-                        self.wpos,
-                        &self.splices,
-                        self.spos,
-                        &self.value,
-                        &mut iov,
-                    );
-                    sock.send_vectored_with_flags(&iov[..n], libc::MSG_NOSIGNAL)
-                };
-                match sent {
-                    Ok(n) => advance(&mut self.splices, &mut self.wpos, &mut self.spos, n),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if !self.want_out {
-                            self.want_out = true;
-                            let _ = ep.modify(sock.as_fd(), Interest::ReadWrite, id.token());
-                        }
-                        return Ok(());
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            if self.want_out {
-                self.want_out = false;
-                let _ = ep.modify(sock.as_fd(), Interest::Read, id.token());
             }
         }
         self.wbuf.clear();
@@ -1353,6 +1298,69 @@ impl io::Write for Io<'_> {
     }
 }
 
+/// Registers the socket for writability while a write waits for room (`on`), and back to
+/// reads only once it is done; `want_out` remembers which, so epoll is told only on a change.
+fn want_writable(ep: &Epoll, sock: &socket2::Socket, id: ConnId, want_out: &mut bool, on: bool) {
+    if *want_out != on {
+        *want_out = on;
+        let interest = if on {
+            Interest::ReadWrite
+        } else {
+            Interest::Read
+        };
+        let _ = ep.modify(sock.as_fd(), interest, id.token());
+    }
+}
+
+/// Writes the unwritten stream (from `wpos`, and `spos` into the first splice) to a
+/// plaintext socket: `send`, or `writev` with the spliced values. True when all of it was
+/// written; false when the socket is full.
+///
+/// # Errors
+/// The send error.
+fn send_plain(
+    sock: &socket2::Socket,
+    wbuf: &[u8],
+    wpos: &mut usize,
+    splices: &mut VecDeque<Splice>,
+    spos: &mut usize,
+    value: &[u8],
+) -> io::Result<bool> {
+    while *wpos < wbuf.len() || !splices.is_empty() {
+        let sent = if splices.is_empty() {
+            sock.send_with_flags(&wbuf[*wpos..], libc::MSG_NOSIGNAL)
+        } else {
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let n = pieces(wbuf, *wpos, splices, *spos, value, &mut iov);
+            sock.send_vectored_with_flags(&iov[..n], libc::MSG_NOSIGNAL)
+        };
+        match sent {
+            Ok(n) => advance(splices, wpos, spos, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Writes the TLS records rustls holds to the socket. True when none is left; false when
+/// the socket is full.
+///
+/// # Errors
+/// The send error.
+fn send_records(sock: &socket2::Socket, tls: &mut ClientConnection) -> io::Result<bool> {
+    while tls.wants_write() {
+        match tls.write_tls(&mut Io(sock)) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
 /// Hands the unwritten stream (from `wpos`, and `spos` into the first splice) to `tls`
 /// and its records to the socket, alternating while rustls's send buffer (64 KiB) fills,
 /// so a 10 MB value goes out in bounded pieces. True when all of it reached the socket;
@@ -1383,13 +1391,8 @@ fn flush_tls(
             }
             advance(splices, wpos, spos, taken);
         }
-        while tls.wants_write() {
-            match tls.write_tls(&mut Io(sock)) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e),
-            }
+        if !send_records(sock, tls)? {
+            return Ok(false);
         }
         if *wpos >= wbuf.len() && splices.is_empty() {
             return Ok(true);

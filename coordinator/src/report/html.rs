@@ -279,23 +279,14 @@ pub fn render(r: &Report) -> String {
             esc(&r.generator_bound_spans())
         );
     }
-    if r.totals.generator_cpu_s > 0.0 {
-        let _ = write!(
-            out,
-            "<p>Generator: {:.2} CPU s in the shards; the busiest shard was {:.0}% busy in its busiest interval.</p>",
-            r.totals.generator_cpu_s,
-            r.totals.busiest_shard * 100.0
-        );
+    if let Some(line) = r.generator_line() {
+        let _ = write!(out, "<p>Generator: {}.</p>", esc(&line));
     }
-    if !r.checks.connection_bound_intervals.is_empty() {
+    if let Some(spans) = r.connection_bound_spans() {
         let _ = write!(
             out,
             "<p class=\"warn\">Requests waited for a free connection in {}: more --connections or --pipeline would send them on time.</p>",
-            esc(&super::describe_spans(
-                &r.checks.connection_bound_intervals,
-                r.settings.interval_s,
-                r.timeline.len()
-            ))
+            esc(&spans)
         );
     }
     out.push_str("</body></html>\n");

@@ -697,6 +697,41 @@ impl Report {
         )
     }
 
+    /// The shards' cost in one line (`8.46 CPU s in the shards = 42.3 CPU s per million
+    /// requests; busiest shard 45% busy in its busiest interval`), for the summary and the
+    /// HTML page; None when no shard reported CPU time.
+    pub fn generator_line(&self) -> Option<String> {
+        let cpu = self.totals.generator_cpu_s;
+        if cpu <= 0.0 {
+            return None;
+        }
+        let reqs = self.totals.summary.completed + self.totals.summary.errors;
+        let per_million = if reqs > 0 {
+            format!(
+                " = {:.1} CPU s per million requests",
+                cpu / reqs as f64 * 1e6
+            )
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{cpu:.2} CPU s in the shards{per_million}; busiest shard {:.0}% busy in its busiest interval",
+            self.totals.busiest_shard * 100.0
+        ))
+    }
+
+    /// The connection-bound intervals in words (as [`Report::generator_bound_spans`]);
+    /// None when there are none.
+    pub fn connection_bound_spans(&self) -> Option<String> {
+        (!self.checks.connection_bound_intervals.is_empty()).then(|| {
+            describe_spans(
+                &self.checks.connection_bound_intervals,
+                self.settings.interval_s,
+                self.timeline.len(),
+            )
+        })
+    }
+
     /// The totals under the summary, for every renderer: the timing line (service time
     /// and schedule lag) and the exact counts, one `name value` item each.
     pub fn footer(&self) -> (String, Vec<String>) {
@@ -919,32 +954,13 @@ impl Report {
                 w.completed
             );
         }
-        if self.totals.generator_cpu_s > 0.0 {
-            let reqs = self.totals.summary.completed + self.totals.summary.errors;
-            let per_million = if reqs > 0 {
-                format!(
-                    " = {:.1} CPU s per million requests",
-                    self.totals.generator_cpu_s / reqs as f64 * 1e6
-                )
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "generator: {:.2} CPU s in the shards{per_million}; busiest shard {:.0}% busy in its busiest interval",
-                self.totals.generator_cpu_s,
-                self.totals.busiest_shard * 100.0
-            );
+        if let Some(line) = self.generator_line() {
+            let _ = writeln!(out, "generator: {line}");
         }
-        if !self.checks.connection_bound_intervals.is_empty() {
+        if let Some(spans) = self.connection_bound_spans() {
             let _ = writeln!(
                 out,
-                "NOTE: requests waited for a free connection in {}; more --connections or --pipeline would send them on time",
-                describe_spans(
-                    &self.checks.connection_bound_intervals,
-                    self.settings.interval_s,
-                    self.timeline.len(),
-                )
+                "NOTE: requests waited for a free connection in {spans}; more --connections or --pipeline would send them on time"
             );
         }
         if !self.checks.generator_bound_intervals.is_empty() {
