@@ -11,7 +11,9 @@ use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::ValueSizes;
-use crest_model::target::{self, DEFAULT_USER, Login, Resp, Secret, Session, Tls, Verify};
+use crest_model::target::{
+    self, ClusterMode, DEFAULT_USER, Login, Resp, Secret, Session, Tls, Verify,
+};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -91,6 +93,14 @@ pub struct RunArgs {
     /// pushes an invalidation when a key it read changes (needs --resp 3).
     #[arg(long, env = "CREST_TRACKING")]
     pub tracking: bool,
+    /// The target is a Redis Cluster (any node as the seed): every request goes to its
+    /// key's slot owner, following MOVED and ASK. Default: a cluster when the seed says it
+    /// is one.
+    #[arg(long, env = "CREST_CLUSTER", conflicts_with = "no_cluster")]
+    pub cluster: bool,
+    /// Load the target as one node even if it is a cluster node (redirects count as errors).
+    #[arg(long)]
+    pub no_cluster: bool,
     /// Requests per second across the whole cluster, or `max` for closed loop.
     #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
     pub rate: Option<RateArg>,
@@ -584,6 +594,18 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let (target, session, uri_tls) = target_session(&a, &file)?;
     let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
     let workers = workers(&a)?;
+    let cluster = match (a.cluster, a.no_cluster, file.cluster) {
+        (true, _, _) | (false, false, Some(true)) => ClusterMode::On,
+        (_, true, _) | (false, false, Some(false)) => ClusterMode::Off,
+        (false, false, None) => ClusterMode::Auto,
+    };
+    if cluster == ClusterMode::On && target.is_none() {
+        return Err(err(
+            "--cluster",
+            "on",
+            "the built-in target is one node; give --target host:port of a cluster node",
+        ));
+    }
     let arrival = match (a.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
         (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
@@ -634,6 +656,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         target,
         session,
         tls,
+        cluster,
         classes,
         duration,
         warmup,

@@ -209,6 +209,8 @@ pub struct RunConfig {
     pub session: crest_model::target::Session,
     /// TLS to the target; None: plaintext.
     pub tls: Option<crest_model::target::Tls>,
+    /// One node or a Redis Cluster (auto: what the seed says).
+    pub cluster: crest_model::target::ClusterMode,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).

@@ -385,6 +385,8 @@ pub struct FileToml {
     pub resp: Option<u32>,
     /// Client-side caching (`CLIENT TRACKING on`; resp 3 only).
     pub tracking: Option<bool>,
+    /// A Redis Cluster (true), one node (false); absent: what the seed says.
+    pub cluster: Option<bool>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

@@ -11,8 +11,8 @@ use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::plan::Pacer;
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
-use crate::stats::{CmdDelta, CmdStats, ErrorCounts};
-use crate::target::{Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
+use crate::stats::{CmdDelta, CmdStats, ErrorCounts, NodeStats, Redirects};
+use crate::target::{ClusterMode, Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -606,6 +606,8 @@ pub struct RunPlan<C = ClassPlan> {
     pub session: Session,
     /// TLS to the target; None: plaintext.
     pub tls: Option<Tls>,
+    /// One node or a cluster.
+    pub cluster: ClusterMode,
 }
 
 impl<C> RunPlan<C> {
@@ -629,6 +631,7 @@ impl<C> RunPlan<C> {
             backlog_limit: self.backlog_limit,
             session: self.session,
             tls: self.tls,
+            cluster: self.cluster,
         })
     }
 }
@@ -660,6 +663,11 @@ impl From<&RunPlan> for pb::RunPlan {
             backlog_limit: p.backlog_limit,
             session: (!p.session.is_plain()).then(|| (&p.session).into()),
             tls: p.tls.as_ref().map(Into::into),
+            cluster: match p.cluster {
+                ClusterMode::Auto => pb::ClusterMode::ClusterAuto,
+                ClusterMode::Off => pb::ClusterMode::ClusterOff,
+                ClusterMode::On => pb::ClusterMode::ClusterOn,
+            } as i32,
         }
     }
 }
@@ -895,6 +903,12 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 .transpose()?
                 .unwrap_or_default(),
             tls: p.tls.as_ref().map(Tls::try_from).transpose()?,
+            cluster: match pb::ClusterMode::try_from(p.cluster) {
+                Ok(pb::ClusterMode::ClusterAuto) => ClusterMode::Auto,
+                Ok(pb::ClusterMode::ClusterOff) => ClusterMode::Off,
+                Ok(pb::ClusterMode::ClusterOn) => ClusterMode::On,
+                Err(_) => return Err(WireError::new("cluster", p.cluster, "auto, off or on")),
+            },
         })
     }
 }
@@ -1070,6 +1084,9 @@ pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::
             completed: s.completed,
             misses: s.misses,
             backlogged: s.backlogged,
+            moved: s.redirects.moved,
+            asked: s.redirects.asked,
+            retried: s.redirects.retried,
             errors: errors_to_pb(&s.errors),
             latency: Some(pb::Histogram {
                 v2_deflate: hist::encode(&s.latency),
@@ -1080,6 +1097,60 @@ pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::
             schedule_lag: Some(pb::Histogram {
                 v2_deflate: hist::encode(&s.schedule_lag),
             }),
+        })
+        .collect()
+}
+
+/// Per-node results to the wire.
+pub fn nodes_to_pb(nodes: &[NodeStats]) -> Vec<pb::NodeStats> {
+    nodes
+        .iter()
+        .map(|n| pb::NodeStats {
+            addr: n.addr.clone(),
+            primary: n.primary,
+            slots: n.slots,
+            completed: n.completed,
+            errors: n.errors,
+            moved: n.redirects.moved,
+            asked: n.redirects.asked,
+            latency: Some(pb::Histogram {
+                v2_deflate: hist::encode(&n.latency),
+            }),
+            connections: n.connections,
+        })
+        .collect()
+}
+
+/// Per-node results from a peer: at most [`crate::topology::MAX_NODES`], addresses cut
+/// and made printable, slots at most 16,384.
+///
+/// # Errors
+/// [`HistError`] when a latency histogram does not decode; a [`WireError`] for a slot
+/// count over 16,384.
+pub fn nodes_from_pb(nodes: &[pb::NodeStats]) -> Result<Vec<NodeStats>, WireError> {
+    nodes
+        .iter()
+        .take(crate::topology::MAX_NODES)
+        .map(|n| {
+            let latency = match &n.latency {
+                Some(h) => hist::decode(&h.v2_deflate)
+                    .map_err(|e| WireError::new("nodes.latency", 0, e.to_string()))?,
+                None => hist::new_hist(),
+            };
+            Ok(NodeStats {
+                addr: crate::stats::clean_message(n.addr.as_bytes()),
+                primary: n.primary,
+                slots: check_range("nodes.slots", n.slots, 0, u32::from(crate::slot::SLOTS))?,
+                completed: n.completed,
+                errors: n.errors,
+                redirects: Redirects {
+                    moved: n.moved,
+                    asked: n.asked,
+                    retried: 0,
+                },
+                connections: n.connections,
+                latency,
+            })
         })
         .collect()
 }
@@ -1156,6 +1227,11 @@ pub fn delta_from_pb(
             completed: c.completed,
             misses: c.misses,
             backlogged: c.backlogged,
+            redirects: Redirects {
+                moved: c.moved,
+                asked: c.asked,
+                retried: c.retried,
+            },
             errors: errors_from_pb(&c.errors),
             latency: h(&c.latency)?,
             service_time: h(&c.service_time)?,
@@ -1348,6 +1424,8 @@ mod tests {
                             verify: [Verify::Full, Verify::SkipHostname, Verify::None]
                                 [usize::from(verify)],
                         }),
+                        cluster: [ClusterMode::Auto, ClusterMode::Off, ClusterMode::On]
+                            [(db % 3) as usize],
                     }
                 },
             )
@@ -1468,12 +1546,14 @@ mod tests {
                 server_name: "cache.example".into(),
                 verify: Verify::Full,
             }),
+            cluster: ClusterMode::On,
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
         type Edit = fn(&mut pb::RunPlan);
         let cases: &[(&str, Edit)] = &[
             ("total_shards", |p| p.total_shards = u32::MAX),
+            ("cluster", |p| p.cluster = 7),
             ("total_shards", |p| p.total_shards = 0),
             ("timeout_ns", |p| p.timeout_ns = u64::MAX),
             ("timeout_ns", |p| p.timeout_ns = 0),

@@ -12,6 +12,8 @@
 //! - [`stats`], [`hist`]: per-command counts and HDR histograms that merge by addition, and
 //!   the bounded set of error kinds with their first messages.
 //! - [`slot`]: Redis Cluster hash slots (CRC16 of the key or its `{hash tag}`).
+//! - [`topology`]: a Redis Cluster's slot table (`CLUSTER SLOTS`) and its redirects
+//!   (`MOVED`, `ASK`).
 //! - [`rng`]: the seeded generator every random choice comes from.
 //! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
 //! - [`plan`]: a run plan as a worker runs it: the checked wire plan with workloads built.
@@ -29,4 +31,5 @@ pub mod shapes;
 pub mod slot;
 pub mod stats;
 pub mod target;
+pub mod topology;
 pub mod workload;

@@ -194,6 +194,84 @@ impl Kinds {
     }
 }
 
+/// Cluster redirects and retries (a request sent again keeps its intended time, so what
+/// they cost is in its latency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Redirects {
+    /// `MOVED` answers followed: the slot's owner changed; the table was updated and the
+    /// request sent to the new owner.
+    pub moved: u64,
+    /// `ASK` answers followed: the slot is migrating; `ASKING` and the request went to
+    /// the importing node.
+    pub asked: u64,
+    /// `TRYAGAIN`, `CLUSTERDOWN` or `LOADING` answers retried after a back-off.
+    pub retried: u64,
+}
+
+impl Redirects {
+    /// Whether none happened.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl AddAssign for Redirects {
+    fn add_assign(&mut self, o: Self) {
+        self.moved = self.moved.saturating_add(o.moved);
+        self.asked = self.asked.saturating_add(o.asked);
+        self.retried = self.retried.saturating_add(o.retried);
+    }
+}
+
+/// One target node's share of a run (cluster mode), measured requests of every class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeStats {
+    /// `host:port` as the cluster announces it.
+    pub addr: String,
+    /// Owned slots in the last slot table.
+    pub primary: bool,
+    /// Slots it owned there.
+    pub slots: u32,
+    /// Requests it answered with a non-error reply.
+    pub completed: u64,
+    /// Requests that failed on it (error replies, timeouts, disconnects).
+    pub errors: u64,
+    /// Redirects it answered with (`moved`, `asked`).
+    pub redirects: Redirects,
+    /// Connections opened to it.
+    pub connections: u32,
+    /// Completed requests' latency from intended time, ns.
+    pub latency: Hist,
+}
+
+impl NodeStats {
+    /// Nothing yet for the node at `addr`.
+    pub fn new(addr: &str) -> Self {
+        Self {
+            addr: addr.to_string(),
+            primary: false,
+            slots: 0,
+            completed: 0,
+            errors: 0,
+            redirects: Redirects::default(),
+            connections: 0,
+            latency: hist::new_hist(),
+        }
+    }
+
+    /// Adds another worker's or shard's share of the same node (slots and role: the
+    /// later table's, which `o` is).
+    pub fn add(&mut self, o: &NodeStats) {
+        self.primary = o.primary;
+        self.slots = o.slots;
+        self.completed = self.completed.saturating_add(o.completed);
+        self.errors = self.errors.saturating_add(o.errors);
+        self.redirects += o.redirects;
+        self.connections = self.connections.saturating_add(o.connections);
+        hist::add(&mut self.latency, &o.latency);
+    }
+}
+
 /// Results of one command over some span, with histograms of type `H`: [`CmdStats`]
 /// (full histograms, what is recorded and reported) or [`CmdDelta`] (sparse ones, one
 /// interval as it came off the wire, added into a [`CmdStats`]).
@@ -211,6 +289,9 @@ pub struct CmdStatsOf<H> {
     /// Requests that found every connection full and waited in the backlog (their wait
     /// is in `schedule_lag` and `latency`; it is the server's slowness, not the pacer's).
     pub backlogged: u64,
+    /// Cluster redirects and retries the requests went through (each request still counts
+    /// once above, by how it ended).
+    pub redirects: Redirects,
     /// Failed requests by kind: server error replies by their first word (`ERR`,
     /// `WRONGTYPE`..., bounded by [`Kinds`]), and the [`ENGINE_KINDS`].
     pub errors: ErrorCounts,
@@ -244,6 +325,7 @@ impl<H: Samples> Default for CmdStatsOf<H> {
             completed: 0,
             misses: 0,
             backlogged: 0,
+            redirects: Redirects::default(),
             errors: Vec::new(),
             latency: H::none(),
             service_time: H::none(),
@@ -295,6 +377,7 @@ impl<H: Samples> AddAssign<&CmdStatsOf<H>> for CmdStats {
         self.completed = self.completed.saturating_add(o.completed);
         self.misses = self.misses.saturating_add(o.misses);
         self.backlogged = self.backlogged.saturating_add(o.backlogged);
+        self.redirects += o.redirects;
         for (k, n) in &o.errors {
             add_error(&mut self.errors, k, *n);
         }

@@ -100,6 +100,29 @@ impl Session {
     }
 }
 
+/// Whether the target is one node or a Redis Cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClusterMode {
+    /// A cluster when the seed node says it is one (`cluster_enabled:1`).
+    #[default]
+    Auto,
+    /// One node, whatever it is: redirects are counted as errors.
+    Off,
+    /// A cluster: a seed that is not one stops the run before load.
+    On,
+}
+
+impl ClusterMode {
+    /// How the report and summary name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterMode::Auto => "auto",
+            ClusterMode::Off => "off",
+            ClusterMode::On => "on",
+        }
+    }
+}
+
 /// How much of the server's certificate a TLS connection checks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Verify {

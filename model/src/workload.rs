@@ -11,6 +11,7 @@
 
 use crate::rng::Rng;
 use crate::shapes::{KeySpace, ValueSizes};
+use crate::slot;
 use std::sync::Arc;
 
 /// The largest value Redis accepts (proto-max-bulk-len's default).
@@ -73,6 +74,10 @@ pub struct CmdDef {
     group: Vec<Part>,
     times: u32,
     tail: Vec<Part>,
+    /// Whether it names a key.
+    has_key: bool,
+    /// Keys it names (a batch's count included).
+    keys: u32,
 }
 
 /// Bad workload settings.
@@ -96,6 +101,11 @@ pub enum WorkloadError {
     /// A word shaped like a placeholder that is none (a typo would be sent literally).
     #[error("unknown placeholder {0}; known: {list}", list = PLACEHOLDERS.join(" "))]
     UnknownPlaceholder(String),
+    /// Cluster mode with multi-key commands over a keyspace too large to index by slot.
+    #[error(
+        "--keys {0} is too many for multi-key commands in cluster mode (at most {MAX_SLOT_INDEX_KEYS}); use fewer keys, --batch 1, or a hash tag in --key-prefix (e.g. 'crest:{{t}}:', which puts every key on one node)"
+    )]
+    SlotIndex(u64),
 }
 
 /// The placeholders a template may use.
@@ -207,13 +217,7 @@ impl CmdDef {
             "PING" => one(vec![lit("PING")]),
             _ => return Err(WorkloadError::UnknownCommand(t.to_string())),
         };
-        Ok(Self {
-            name,
-            head,
-            group,
-            times,
-            tail,
-        })
+        Ok(Self::counted(name, head, group, times, tail))
     }
 
     /// A template: words separated by spaces; `__key__`, `__value__`, `__field__`,
@@ -246,13 +250,27 @@ impl CmdDef {
             Some(_) => return Err(WorkloadError::UnknownCommand(spec.to_string())),
             None => return Err(WorkloadError::EmptyTemplate),
         };
-        Ok(Self {
+        Ok(Self::counted(name, head, vec![], 0, vec![]))
+    }
+
+    fn counted(
+        name: String,
+        head: Vec<Part>,
+        group: Vec<Part>,
+        times: u32,
+        tail: Vec<Part>,
+    ) -> Self {
+        let n = |ps: &[Part]| ps.iter().filter(|p| **p == Part::Key).count() as u32;
+        let keys = n(&head) + n(&group) * times + n(&tail);
+        Self {
             name,
             head,
-            group: vec![],
-            times: 0,
-            tail: vec![],
-        })
+            group,
+            times,
+            tail,
+            has_key: keys > 0,
+            keys,
+        }
     }
 
     fn argc(&self) -> usize {
@@ -276,6 +294,10 @@ pub struct Workload {
     /// The bytes every value is a prefix of; shared, so a connection can write a large
     /// value straight from here ([`Wire::value`]) instead of copying it per request.
     value: Arc<[u8]>,
+    /// The one slot every key hashes to, when the key prefix holds a hash tag.
+    tag_slot: Option<u16>,
+    /// Cluster mode with multi-key commands: the keyspace by slot.
+    same_slot: Option<Arc<SlotKeys>>,
 }
 
 /// Where [`Workload::encode_to`] writes a request: small parts are copied into `bytes`,
@@ -334,14 +356,20 @@ impl Workload {
         let value: Arc<[u8]> = (0..values.max())
             .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.below(36) as usize])
             .collect();
+        let tag_slot = (slot::hashed_part(&keys.prefix).len() < keys.prefix.len())
+            .then(|| slot::key_slot(&keys.prefix));
         Ok(Self {
             commands,
-            keys,
             values,
             members: members.max(1),
             members_sequential,
             ttl: ttl.unwrap_or(60).to_string().into_bytes(),
             value,
+            // A tag complete within the prefix decides every key's slot (the digits after
+            // it hold no braces).
+            tag_slot,
+            same_slot: None,
+            keys,
         })
     }
 
@@ -375,23 +403,114 @@ impl Workload {
     /// value handed over as a length into [`Workload::value_bytes`].
     #[inline]
     pub fn encode_to(&self, cmd: usize, rng: &mut Rng, cur: &mut Cursor, out: &mut impl Wire) {
+        let key = self.draw_key(cmd, rng, cur);
+        self.encode_keyed(cmd, key, rng, cur, out);
+    }
+
+    /// Draws the first key of command number `cmd` (None: it has none, as `PING`). The
+    /// engine draws it when a request is created, so in cluster mode the request's slot,
+    /// and so its node, is known before it is given a connection; a request sent again
+    /// after a redirect keeps it.
+    #[inline]
+    pub fn draw_key(&self, cmd: usize, rng: &mut Rng, cur: &mut Cursor) -> Option<u64> {
+        self.commands[cmd]
+            .0
+            .has_key
+            .then(|| self.keys.next(rng, &mut cur.key, cur.stride))
+    }
+
+    /// The cluster slot of key number `k` (`CLUSTER KEYSLOT <prefix><k>`).
+    #[inline]
+    pub fn key_slot(&self, k: u64) -> u16 {
+        if let Some(s) = self.tag_slot {
+            return s;
+        }
+        let mut name = [0u8; 20];
+        let d = digits(k, &mut name);
+        let p = &self.keys.prefix;
+        let mut buf = [0u8; 84];
+        if p.len() + d.len() <= buf.len() {
+            buf[..p.len()].copy_from_slice(p);
+            buf[p.len()..p.len() + d.len()].copy_from_slice(d);
+            slot::key_slot(&buf[..p.len() + d.len()])
+        } else {
+            slot::key_slot(&[p.as_slice(), d].concat())
+        }
+    }
+
+    /// Cluster mode: makes every key of one multi-key request (`MGET`/`MSET` with
+    /// `--batch`, a template with several `__key__`) share the first key's slot, as a
+    /// cluster requires. With a hash tag in the key prefix every key already shares one
+    /// slot; otherwise the keyspace is indexed by slot once (4 bytes a key) and the keys
+    /// after the first are drawn uniformly among the keyspace's keys in that slot, so they
+    /// are the same key names single-key commands use (a `GET` finds what an `MSET` wrote).
+    ///
+    /// # Errors
+    /// [`WorkloadError::SlotIndex`] when the keyspace is too large to index.
+    pub fn for_cluster(&mut self) -> Result<(), WorkloadError> {
+        if self.tag_slot.is_some() || !self.commands.iter().any(|c| c.0.keys > 1) {
+            return Ok(());
+        }
+        if self.keys.count > MAX_SLOT_INDEX_KEYS {
+            return Err(WorkloadError::SlotIndex(self.keys.count));
+        }
+        self.same_slot = Some(Arc::new(SlotKeys::new(self)));
+        Ok(())
+    }
+
+    /// Whether every key of the keyspace hashes to one slot (a hash tag in the prefix).
+    pub fn single_slot(&self) -> Option<u16> {
+        self.tag_slot
+    }
+
+    /// Whether some command names more than one key (needs [`Workload::for_cluster`] in a
+    /// cluster).
+    pub fn multi_key(&self) -> bool {
+        self.commands.iter().any(|c| c.0.keys > 1)
+    }
+
+    /// [`Workload::encode_to`] with the first key given (drawn by [`Workload::draw_key`]).
+    #[inline]
+    pub fn encode_keyed(
+        &self,
+        cmd: usize,
+        key: Option<u64>,
+        rng: &mut Rng,
+        cur: &mut Cursor,
+        out: &mut impl Wire,
+    ) {
         let def = &self.commands[cmd].0;
         let b = out.bytes();
         b.push(b'*');
         push_uint(b, def.argc() as u64);
         b.extend_from_slice(b"\r\n");
-        let mut member = None;
+        let mut st = Draws {
+            member: None,
+            first: key,
+            first_used: false,
+            slot: None,
+        };
         for p in &def.head {
-            self.part(p, rng, cur, &mut member, out);
+            self.part(p, rng, cur, &mut st, out);
         }
         for _ in 0..def.times {
             for p in &def.group {
-                self.part(p, rng, cur, &mut member, out);
+                self.part(p, rng, cur, &mut st, out);
             }
         }
         for p in &def.tail {
-            self.part(p, rng, cur, &mut member, out);
+            self.part(p, rng, cur, &mut st, out);
         }
+    }
+
+    /// A key after a request's first: in the first's slot in cluster mode, else any.
+    #[inline]
+    fn next_key(&self, rng: &mut Rng, cur: &mut Cursor, st: &mut Draws) -> u64 {
+        if let (Some(index), Some(first)) = (&self.same_slot, st.first) {
+            let slot = *st.slot.get_or_insert_with(|| self.key_slot(first));
+            return index.draw(slot, rng).unwrap_or(first);
+        }
+        self.keys.next(rng, &mut cur.key, cur.stride)
     }
 
     #[inline]
@@ -412,7 +531,7 @@ impl Workload {
         p: &Part,
         rng: &mut Rng,
         cur: &mut Cursor,
-        member: &mut Option<u64>,
+        st: &mut Draws,
         wire: &mut impl Wire,
     ) {
         if let Part::Value = p {
@@ -429,7 +548,14 @@ impl Workload {
         match p {
             Part::Lit(b) => bulk(out, b),
             Part::Key => {
-                let k = self.keys.next(rng, &mut cur.key, cur.stride);
+                let k = if st.first_used {
+                    self.next_key(rng, cur, st)
+                } else {
+                    // The first key was drawn with the request (or is drawn now).
+                    st.first_used = true;
+                    *st.first
+                        .get_or_insert_with(|| self.keys.next(rng, &mut cur.key, cur.stride))
+                };
                 prefixed_number(out, &self.keys.prefix, k);
             }
             Part::Value => {}
@@ -438,16 +564,73 @@ impl Workload {
                 // A score and the member after it share one number, so ZRANGEBYSCORE ranges
                 // line up with member order.
                 let n = self.next_member(rng, cur);
-                *member = Some(n);
+                st.member = Some(n);
                 let mut d = [0u8; 20];
                 bulk(out, digits(n, &mut d));
             }
             Part::Member => {
-                let n = member.take().unwrap_or_else(|| self.next_member(rng, cur));
+                let n = st
+                    .member
+                    .take()
+                    .unwrap_or_else(|| self.next_member(rng, cur));
                 prefixed_number(out, b"m", n);
             }
             Part::Ttl => bulk(out, &self.ttl),
         }
+    }
+}
+
+/// What one request's parts share while it is encoded.
+struct Draws {
+    /// A score's number, for the member after it.
+    member: Option<u64>,
+    /// The request's first key.
+    first: Option<u64>,
+    /// Whether a part used `first` already.
+    first_used: bool,
+    /// The first key's slot, once a later key needed it.
+    slot: Option<u16>,
+}
+
+/// Largest keyspace [`Workload::for_cluster`] indexes by slot (64 MB of index).
+pub const MAX_SLOT_INDEX_KEYS: u64 = 16_000_000;
+
+/// The keyspace's key numbers grouped by slot: `keys[start[s]..start[s + 1]]` are slot `s`'s.
+#[derive(Debug)]
+struct SlotKeys {
+    start: Vec<u32>,
+    keys: Vec<u32>,
+}
+
+impl SlotKeys {
+    fn new(w: &Workload) -> Self {
+        let n = w.keys.count as usize;
+        let slots: Vec<u16> = (0..n as u64).map(|k| w.key_slot(k)).collect();
+        let mut start = vec![0u32; usize::from(slot::SLOTS) + 1];
+        for &s in &slots {
+            start[usize::from(s) + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut keys = vec![0u32; n];
+        for (k, &s) in slots.iter().enumerate() {
+            let at = &mut fill[usize::from(s)];
+            keys[*at as usize] = k as u32;
+            *at += 1;
+        }
+        Self { start, keys }
+    }
+
+    /// A key of slot `s`, uniformly; None when the keyspace has none there.
+    #[inline]
+    fn draw(&self, s: u16, rng: &mut Rng) -> Option<u64> {
+        let (a, b) = (
+            self.start[usize::from(s)] as usize,
+            self.start[usize::from(s) + 1] as usize,
+        );
+        (b > a).then(|| u64::from(self.keys[a + rng.below((b - a) as u64) as usize]))
     }
 }
 
@@ -639,5 +822,133 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e, WorkloadError::ZeroWeights);
+    }
+
+    fn keyed_args(w: &Workload, cmd: usize, key: Option<u64>, seed: u64) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut rng = Rng::new(seed);
+        w.encode_keyed(cmd, key, &mut rng, &mut Cursor::default(), &mut out);
+        let Frame::Array(items) = Frame::parse(&out).unwrap().unwrap().0 else {
+            panic!("not an array")
+        };
+        items
+            .into_iter()
+            .map(|i| match i {
+                Frame::Bulk(b) => b,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_first_key_is_the_one_drawn_with_the_request_and_its_slot_is_the_keys() {
+        let wl = w(&[("SET", 1), ("PING", 1)], 1, None);
+        assert_eq!(
+            wl.draw_key(1, &mut Rng::new(1), &mut Cursor::default()),
+            None
+        );
+        let k = wl
+            .draw_key(0, &mut Rng::new(1), &mut Cursor::default())
+            .unwrap();
+        assert!(k < 1000);
+        let a = keyed_args(&wl, 0, Some(k), 3);
+        assert_eq!(a[1], format!("key:{k}").into_bytes());
+        for k in [0, 7, 999, 123_456_789] {
+            let name = format!("key:{k}");
+            assert_eq!(wl.key_slot(k), slot::key_slot(name.as_bytes()), "{name}");
+        }
+        assert_eq!(wl.single_slot(), None);
+    }
+
+    #[test]
+    fn in_cluster_mode_every_key_of_a_batch_shares_the_first_keys_slot() {
+        for cmd in ["MGET", "MSET"] {
+            let mut wl = w(&[(cmd, 1)], 20, None);
+            assert!(wl.multi_key());
+            // Without the index the keys land anywhere.
+            let a = keyed_args(&wl, 0, Some(5), 9);
+            let keys: Vec<_> = a[1..]
+                .iter()
+                .step_by(if cmd == "MSET" { 2 } else { 1 })
+                .collect();
+            assert_eq!(keys.len(), 20);
+            let slots: std::collections::HashSet<_> =
+                keys.iter().map(|k| slot::key_slot(k)).collect();
+            assert!(slots.len() > 1, "{cmd}: uniform keys spread over slots");
+            wl.for_cluster().unwrap();
+            for seed in 0..50 {
+                let first = seed * 19 % 1000;
+                let a = keyed_args(&wl, 0, Some(first), seed);
+                let keys: Vec<_> = a[1..]
+                    .iter()
+                    .step_by(if cmd == "MSET" { 2 } else { 1 })
+                    .collect();
+                assert_eq!(keys.len(), 20);
+                assert_eq!(*keys[0], format!("key:{first}").into_bytes());
+                let want = wl.key_slot(first);
+                for k in &keys {
+                    assert_eq!(
+                        slot::key_slot(k),
+                        want,
+                        "{cmd}: {}",
+                        String::from_utf8_lossy(k)
+                    );
+                    let n: u64 = std::str::from_utf8(&k[4..]).unwrap().parse().unwrap();
+                    assert!(n < 1000, "keys stay in the keyspace");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_hash_tag_in_the_prefix_puts_every_key_in_one_slot() {
+        let mut wl = Workload::new(
+            vec![(CmdDef::parse("MGET", 4, None, 1).unwrap(), 1)],
+            KeySpace::new(1000, "crest:{t}:", KeyDist::Uniform).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap();
+        assert_eq!(wl.single_slot(), Some(slot::key_slot(b"t")));
+        assert_eq!(wl.key_slot(77), slot::key_slot(b"crest:{t}:77"));
+        wl.for_cluster().unwrap();
+        assert!(wl.same_slot.is_none(), "no index needed");
+        // An unclosed brace in the prefix is no tag.
+        let ks = KeySpace::new(10, "crest:{", KeyDist::Uniform).unwrap();
+        let open = Workload::new(
+            vec![(CmdDef::parse("GET", 1, None, 1).unwrap(), 1)],
+            ks,
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap();
+        assert_eq!(open.single_slot(), None);
+        assert_eq!(open.key_slot(3), slot::key_slot(b"crest:{3"));
+    }
+
+    #[test]
+    fn a_keyspace_too_large_to_index_is_refused_with_the_way_out() {
+        let mut wl = Workload::new(
+            vec![(CmdDef::parse("MSET", 2, None, 1).unwrap(), 1)],
+            KeySpace::new(MAX_SLOT_INDEX_KEYS + 1, "k:", KeyDist::Uniform).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap();
+        let e = wl.for_cluster().unwrap_err().to_string();
+        assert!(e.contains("--batch 1") && e.contains("hash tag"), "{e}");
+        // Single-key commands need no index, whatever the keyspace.
+        let mut one = w(&[("GET", 1), ("SET", 1)], 8, None);
+        assert!(!one.multi_key());
+        one.for_cluster().unwrap();
     }
 }

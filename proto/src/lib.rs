@@ -40,8 +40,10 @@ pub mod pb {
 /// Version 4: `RunPlan.tls` (TLS to the target), `Finished.tls`, `TargetSession.resp`
 /// and `tracking`, `CommandStats.misses`, `Finished.classes` (push frames),
 /// `Interval.shard_cpu_ns` and `busiest_shard`; an older worker would send plaintext to a
-/// TLS port and speak RESP2.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// TLS port and speak RESP2. Version 5: `RunPlan.cluster` (Redis Cluster mode),
+/// `CommandStats.moved`/`asked`/`retried`, `Finished.nodes`; an older worker would send
+/// every request to the seed node.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

@@ -12,18 +12,22 @@
 
 use crate::assemble;
 use crate::control_tls::{self, ClientTls};
+use crate::probe::Slots;
+use crate::route;
 use crate::shard::{self, ShardEvent};
 use crate::target_tls::{Client, Handshakes};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::plan::Plan;
-use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error, fold_kinds};
+use crest_model::stats::{ErrorCounts, Kinds, NodeStats, Stats, add_error, fold_kinds};
+use crest_model::target::ClusterMode;
 use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
     worker_message::Msg as Out,
 };
 use crest_proto::{DEAD_MAN, HEARTBEAT, PROTOCOL_VERSION};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -379,7 +383,7 @@ async fn start_run(
             format!("worker {} is busy with run {}", cfg.name, r.run_id),
         ));
     }
-    let plan = Plan::from_pb(&pb_plan, cfg.cores.len())
+    let mut plan = Plan::from_pb(&pb_plan, cfg.cores.len())
         .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
     let target = tokio::net::lookup_host(plan.target.as_str())
         .await
@@ -423,6 +427,19 @@ async fn start_run(
                 fail_as(FailureKind::TargetRefused, e.to_string())
             }
         })?;
+    let topology = match plan.cluster {
+        ClusterMode::Off => None,
+        mode => discover(&plan, target, tls.as_ref(), mode)
+            .await
+            .map_err(|e| fail_as(FailureKind::TargetRefused, e))?,
+    };
+    if topology.is_some() {
+        for c in &mut plan.classes {
+            c.workload
+                .for_cluster()
+                .map_err(|e| fail_as(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
+        }
+    }
     // The start instant is the peer's number: saturate instead of overflowing, and refuse
     // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
     let wait = Duration::from_nanos(
@@ -451,8 +468,16 @@ async fn start_run(
         .collect();
     let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
     let warmup_ns = plan.warmup.as_nanos() as u64;
+    if let Some(shared) = &topology {
+        tokio::spawn(route::refresh(
+            shared.clone(),
+            stop.clone(),
+            table_reader(target, plan.session.clone(), tls.clone()),
+        ));
+    }
     let wiring = assemble::Wiring {
         target,
+        topology,
         start,
         cores: cfg.cores.clone(),
         stop: stop.clone(),
@@ -497,8 +522,80 @@ async fn start_run(
         tls: tls.is_some(),
         kinds: Kinds::default(),
         new_messages: Vec::new(),
+        nodes: Vec::new(),
     });
     Ok(())
+}
+
+/// In cluster mode (or auto, for a seed that is a cluster node): the seed's slot table,
+/// resolved and published for the shards. None: one node.
+async fn discover(
+    plan: &Plan,
+    seed: SocketAddr,
+    tls: Option<&Client>,
+    mode: ClusterMode,
+) -> Result<Option<Arc<route::Shared>>, String> {
+    let host = crest_model::target::host_of(&plan.target);
+    match crate::probe::cluster_slots(seed, host, &plan.session, tls).await {
+        Slots::Table(t) => {
+            let r = route::Resolved::of(&t).await;
+            if r.owner.iter().all(|&o| o == crest_model::topology::NO_NODE) {
+                return Err(format!(
+                    "cluster seed {}: no node of its slot table resolves ({})",
+                    plan.target,
+                    t.nodes
+                        .iter()
+                        .map(|n| n.addr.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            tracing::info!(
+                nodes = r.nodes.len(),
+                primaries = t.primaries().len(),
+                "cluster slot table read"
+            );
+            Ok(Some(route::Shared::new(r)))
+        }
+        Slots::NotCluster(m) if mode == ClusterMode::On => Err(format!(
+            "target {} is not a cluster node (CLUSTER SLOTS: {m}): drop --cluster, or give a node of the cluster",
+            plan.target
+        )),
+        Slots::Failed(why) if mode == ClusterMode::On => Err(format!(
+            "cannot read the cluster's slot table from {}: {why}",
+            plan.target
+        )),
+        Slots::NotCluster(_) => Ok(None),
+        Slots::Failed(why) => {
+            tracing::warn!(%why, "no slot table from the seed: loading it as one node");
+            Ok(None)
+        }
+    }
+}
+
+/// Reads a slot table for the refresher: from the seed, else from the nodes of the
+/// current table (a failed-over seed), at most 8 tries.
+fn table_reader(
+    seed: SocketAddr,
+    session: crest_model::target::Session,
+    tls: Option<Client>,
+) -> impl FnMut(Arc<route::Resolved>) -> route::TableRead {
+    move |cur: Arc<route::Resolved>| {
+        let (session, tls) = (session.clone(), tls.clone());
+        Box::pin(async move {
+            let mut addrs = vec![seed];
+            addrs.extend(cur.nodes.iter().map(|n| n.1).filter(|a| *a != seed));
+            for a in addrs.into_iter().take(8) {
+                let host = a.ip().to_string();
+                if let Slots::Table(t) =
+                    crate::probe::cluster_slots(a, &host, &session, tls.as_ref()).await
+                {
+                    return Some(t);
+                }
+            }
+            None
+        })
+    }
 }
 
 /// The shards' work in one interval, summed: their CPU time, and the busy share of the
@@ -562,6 +659,8 @@ struct ActiveRun {
     kinds: Kinds,
     /// Kinds first seen since the last interval message, with their first messages.
     new_messages: Vec<(String, String)>,
+    /// Per target node, every shard's share.
+    nodes: Vec<NodeStats>,
 }
 
 /// Rewrites every error kind of `stats` through the worker's bound.
@@ -635,9 +734,16 @@ impl ActiveRun {
                 unsent,
                 connection_errors,
                 handshakes,
+                nodes,
                 ..
             } => {
                 self.handshakes.add(&handshakes);
+                for n in &nodes {
+                    match self.nodes.iter_mut().find(|m| m.addr == n.addr) {
+                        Some(m) => m.add(n),
+                        None => self.nodes.push(n.clone()),
+                    }
+                }
                 fold_stats(&mut totals, &mut self.kinds);
                 add_classes(&mut self.totals, &totals);
                 self.in_flight += in_flight;
@@ -676,6 +782,7 @@ impl ActiveRun {
                                 invalidations: s.invalidations,
                             })
                             .collect(),
+                        nodes: convert::nodes_to_pb(&self.nodes),
                     }));
                     return (out, true);
                 }

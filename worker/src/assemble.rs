@@ -34,8 +34,10 @@ pub enum AssembleError {
 /// What the shards of one run share besides the plan.
 #[derive(Debug, Clone)]
 pub struct Wiring {
-    /// The server, resolved.
+    /// The server, resolved (the seed, in a cluster).
     pub target: SocketAddr,
+    /// A cluster's slot table, kept current by the worker (None: one node).
+    pub topology: Option<Arc<crate::route::Shared>>,
     /// Local instant of the run's t = 0.
     pub start: Instant,
     /// One core per shard index (a shard without an entry is not pinned).
@@ -94,6 +96,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             global_index: part.global_index,
             total_shards: plan.total_shards,
             target: wiring.target,
+            topology: wiring.topology.clone(),
             session: plan.session.clone(),
             tls: wiring.tls.clone(),
             client_name: format!("crest-{}-{}", wiring.worker, part.shard),
@@ -187,6 +190,7 @@ mod tests {
             backlog_limit: 99,
             session: Default::default(),
             tls: None,
+            cluster: Default::default(),
         }
     }
 
@@ -194,6 +198,7 @@ mod tests {
         let (out, rx) = tokio::sync::mpsc::unbounded_channel();
         let w = Wiring {
             target: "127.0.0.1:1".parse().unwrap(),
+            topology: None,
             start: Instant::now(),
             cores,
             stop: Arc::new(AtomicBool::new(false)),

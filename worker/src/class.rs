@@ -2,29 +2,43 @@
 //! a closed loop with a budget), which of its connections takes the next one, the backlog
 //! of requests that found every connection full, and its results.
 //!
+//! A request's first key is drawn when the request is created, so its node is known
+//! before it is given a connection: one node for a single server, the owner of the key's
+//! slot in a Redis Cluster ([`Routes`]). Free slots and the backlog are kept per node, so a
+//! slow or missing node holds up only its own requests.
+//!
 //! Free pipeline slots are tokens: a connection's id, pushed once per slot when it comes
 //! up and once per reply (open loop) or `pipeline` times when its pipeline empties (closed
 //! loop). A token can go stale (its connection closed, or refilled through another token);
 //! dispatch skips those, so tokens never need to be withdrawn.
 //!
-//! A request that finds no free slot waits in the backlog keeping its intended time, so
-//! the wait shows in its latency; beyond the backlog limit it fails as `backlog_full`.
-//! A request whose intended time is more than the timeout ago is given up whether or not it
-//! was written: from the backlog (or at once, when it is scheduled that late) it fails as
-//! `timeout_unsent`, and its wait goes into the latency histogram like any timeout's.
+//! A request that finds no free slot waits in its node's backlog keeping its intended
+//! time, so the wait shows in its latency; beyond the backlog limit (all nodes together)
+//! it fails as `backlog_full`. A request whose intended time is more than the timeout ago
+//! is given up whether or not it was written: from the backlog (or at once, when it is
+//! scheduled that late) it fails as `timeout_unsent`, and its wait goes into the latency
+//! histogram like any timeout's.
+//!
+//! Cluster redirects: a `MOVED` or `ASK` answer is not a result. The request is set aside
+//! (`redirected`) for the shard, which updates its routes and hands it back through
+//! [`ClassState::resend`] with its original intended time, so the redirect shows in its
+//! latency; `TRYAGAIN`, `CLUSTERDOWN` and `LOADING` park it for a back-off. Each request is
+//! counted once, by how it finally ends; the redirects it went through are counted apart.
 //!
 //! A turn schedules at most [`MAX_PER_TURN`] requests per class, so a rate the shard
 //! cannot keep up with still lets the loop do I/O, roll intervals and see the stop flag;
 //! what it could not schedule by the class's end is dropped (the interval's `scheduled`
 //! falls short of its target, which marks it generator-bound).
 
-use crate::conn::{Conn, ConnId, Pending, Reply};
+use crate::conn::{Conn, ConnId, NO_KEY, Pending, Reply};
+use crate::route::{NO_SLOT, Routes};
 use crate::shard::Load;
-use crest_model::hist;
+use crest_model::hist::{self, Hist};
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
-use crest_model::stats::{Kinds, Stats, add_error};
-use crest_model::workload::{Cursor, Mixer, Workload};
+use crest_model::stats::{Kinds, Redirects, Stats, add_error};
+use crest_model::topology::{RedirectKind, parse_redirect};
+use crest_model::workload::{Cursor, Mixer, Wire, Workload};
 use crest_resp::ReplyKind;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -43,6 +57,13 @@ impl ClassId {
 
 /// Most requests one class schedules in one loop turn.
 pub const MAX_PER_TURN: usize = 4096;
+/// Most times one request is sent (redirects and retries included); then it fails with
+/// the server's word for the last refusal.
+pub const MAX_TRIES: u8 = 16;
+/// First back-off after `TRYAGAIN`, `CLUSTERDOWN` or `LOADING`; it doubles per try, to
+/// [`BACKOFF_MAX_NS`].
+const BACKOFF_MIN_NS: u64 = 5_000_000;
+const BACKOFF_MAX_NS: u64 = 200_000_000;
 
 /// Why a request failed without a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,11 +100,51 @@ impl Failure {
     }
 }
 
-/// A request waiting for a free slot.
+/// A request waiting for a free slot (or to be sent again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Queued {
+pub struct Queued {
     intended: u64,
+    /// Its first key ([`NO_KEY`]: none).
+    key: u64,
     cmd: u32,
+    /// Its key's slot ([`NO_SLOT`]: no key, or not a cluster).
+    slot: u16,
+    /// Sends before this one.
+    tries: u8,
+    /// Goes with `ASKING` first (an `ASK` redirect).
+    ask: bool,
+}
+
+/// What the shard does with a redirected or refused request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redo {
+    /// `MOVED`: `slot` is at `addr` now.
+    Moved {
+        /// The slot.
+        slot: u16,
+        /// `host:port` (or `:port`).
+        addr: String,
+    },
+    /// `ASK`: send once to `addr` with `ASKING`.
+    Ask {
+        /// `host:port` (or `:port`).
+        addr: String,
+    },
+    /// `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`: the same again after a back-off.
+    Later,
+}
+
+/// A request set aside for the shard: the node that answered, what it said.
+#[derive(Debug, Clone)]
+pub struct Redirected {
+    /// The request, as it will be sent again.
+    pub q: Queued,
+    /// The node that answered.
+    pub from: u16,
+    /// What to do.
+    pub redo: Redo,
+    /// The server's first word, to fail it with when it cannot be sent again.
+    pub word: &'static str,
 }
 
 /// Where a running class's requests come from.
@@ -101,7 +162,7 @@ enum Arrivals {
 }
 
 /// The shard-wide things a class sends with: the connections (each class uses only its
-/// own), the RNG, and the list of connections to flush this turn.
+/// own), the RNG, the routes, and the list of connections to flush this turn.
 pub struct Outbox<'a> {
     /// Every connection of the shard.
     pub conns: &'a mut [Conn],
@@ -110,6 +171,21 @@ pub struct Outbox<'a> {
     pub rng: &'a mut Rng,
     /// Connections with requests to write this turn.
     pub dirty: &'a mut Vec<ConnId>,
+    /// Which node each request goes to.
+    pub routes: &'a mut Routes,
+}
+
+/// One node's share of a class's measured requests.
+#[derive(Debug, Default)]
+pub struct NodeTally {
+    /// Answered with a non-error reply.
+    pub completed: u64,
+    /// Failed on it.
+    pub errors: u64,
+    /// Redirects it answered with.
+    pub redirects: Redirects,
+    /// Latency of its completed requests (made on the first).
+    pub latency: Option<Hist>,
 }
 
 /// Per-class state of a running shard.
@@ -122,10 +198,47 @@ pub struct ClassState {
     backlog_limit: usize,
     mixer: Mixer,
     cursor: Cursor,
-    free: VecDeque<ConnId>,
-    backlog: VecDeque<Queued>,
+    /// Free slots, per node.
+    free: Vec<VecDeque<ConnId>>,
+    /// Requests waiting for a free slot, per node, in intended order.
+    backlog: Vec<VecDeque<Queued>>,
+    backlog_len: usize,
+    /// Requests waiting out a back-off: (when to send again, the request).
+    parked: VecDeque<(u64, Queued)>,
+    /// Redirected requests for the shard to route again.
+    pub redirected: Vec<Redirected>,
+    /// Per node, measured requests.
+    nodes: Vec<NodeTally>,
     interval: Stats,
     totals: Stats,
+}
+
+/// The redirect or retry an error reply asks for, in cluster mode.
+fn redo_of(kind: &[u8], message: &[u8]) -> Option<(Redo, &'static str)> {
+    match kind {
+        b"MOVED" | b"ASK" => {
+            let r = parse_redirect(message)?;
+            Some(match r.kind {
+                RedirectKind::Moved => (
+                    Redo::Moved {
+                        slot: r.slot,
+                        addr: r.addr.to_string(),
+                    },
+                    "MOVED",
+                ),
+                RedirectKind::Ask => (
+                    Redo::Ask {
+                        addr: r.addr.to_string(),
+                    },
+                    "ASK",
+                ),
+            })
+        }
+        b"TRYAGAIN" => Some((Redo::Later, "TRYAGAIN")),
+        b"CLUSTERDOWN" => Some((Redo::Later, "CLUSTERDOWN")),
+        b"LOADING" => Some((Redo::Later, "LOADING")),
+        _ => None,
+    }
 }
 
 impl ClassState {
@@ -158,10 +271,23 @@ impl ClassState {
             warmup,
             backlog_limit,
             cursor,
-            free: VecDeque::new(),
-            backlog: VecDeque::new(),
+            free: vec![VecDeque::new()],
+            backlog: vec![VecDeque::new()],
+            backlog_len: 0,
+            parked: VecDeque::new(),
+            redirected: Vec::new(),
+            nodes: vec![NodeTally::default()],
             interval: Stats::new(n),
             totals: Stats::new(n),
+        }
+    }
+
+    /// Makes room for node indexes below `n`.
+    fn reach(&mut self, n: usize) {
+        if self.free.len() < n {
+            self.free.resize_with(n, VecDeque::new);
+            self.backlog.resize_with(n, VecDeque::new);
+            self.nodes.resize_with(n, NodeTally::default);
         }
     }
 
@@ -201,10 +327,10 @@ impl ClassState {
         }
     }
 
-    /// Whether requests wait in the backlog.
+    /// Whether requests wait in a backlog, a back-off or a redirect.
     #[inline]
     pub fn has_backlog(&self) -> bool {
-        !self.backlog.is_empty()
+        self.backlog_len > 0 || !self.parked.is_empty() || !self.redirected.is_empty()
     }
 
     /// Step 1 of a turn: every request due by `due` is scheduled (open loop), at most
@@ -246,52 +372,111 @@ impl ClassState {
         Pending {
             intended: q.intended,
             written: 0,
+            key: q.key,
             cmd: q.cmd,
+            tries: q.tries,
             measured: q.intended >= self.warmup,
+            asking: false,
+        }
+    }
+
+    /// A new request intended at `intended`: its command, its first key and that key's
+    /// slot (in a cluster).
+    #[inline]
+    fn create(&mut self, intended: u64, out: &mut Outbox<'_>) -> Queued {
+        let cmd = self.mixer.pick() as u32;
+        let key = self
+            .workload
+            .draw_key(cmd as usize, out.rng, &mut self.cursor);
+        let slot = match key {
+            Some(k) if out.routes.is_cluster() => self.workload.key_slot(k),
+            _ => NO_SLOT,
+        };
+        Queued {
+            intended,
+            key: key.unwrap_or(NO_KEY),
+            cmd,
+            slot,
+            tries: 0,
+            ask: false,
         }
     }
 
     /// One open-loop request intended at `intended`: given up when it is already older
-    /// than the timeout, else onto a free slot, else into the backlog (behind any already
-    /// waiting, so order holds), else `backlog_full`.
+    /// than the timeout, else onto a free slot of its node, else into its node's backlog
+    /// (behind any already waiting, so order holds), else `backlog_full`.
     #[inline]
     fn schedule(&mut self, intended: u64, now: u64, timeout: u64, out: &mut Outbox<'_>) {
-        let cmd = self.mixer.pick() as u32;
+        let q = self.create(intended, out);
         let measured = intended >= self.warmup;
         if measured {
-            self.interval.cmds[cmd as usize].scheduled += 1;
+            self.interval.cmds[q.cmd as usize].scheduled += 1;
         }
         if now.saturating_sub(intended) > timeout {
-            let p = self.unwritten(Queued { intended, cmd });
-            self.on_failed(p, Failure::TimeoutUnsent, now);
+            let p = self.unwritten(q);
+            self.on_failed(p, Failure::TimeoutUnsent, now, None);
             return;
         }
-        let q = Queued { intended, cmd };
-        if self.backlog.is_empty() && self.dispatch(q, out) {
+        self.place(q, out);
+    }
+
+    /// Puts `q` on a free slot of its node, or in its node's backlog, or fails it as
+    /// `backlog_full`. A slot no node owns parks it (the cluster is missing the slot: a
+    /// refresh may find it).
+    fn place(&mut self, q: Queued, out: &mut Outbox<'_>) {
+        let Some(node) = self.node_for(&q, out) else {
+            self.parked.push_back((0, q));
+            return;
+        };
+        if self.backlog[usize::from(node)].is_empty() && self.dispatch(q, node, out) {
             return;
         }
-        let full = self.backlog.len() >= self.backlog_limit;
+        let measured = q.intended >= self.warmup;
+        let full = self.backlog_len >= self.backlog_limit;
         if measured {
-            let s = &mut self.interval.cmds[cmd as usize];
+            let s = &mut self.interval.cmds[q.cmd as usize];
             if full {
                 add_error(&mut s.errors, "backlog_full", 1);
-            } else {
+                self.nodes[usize::from(node)].errors += 1;
+            } else if q.tries == 0 {
                 s.backlogged += 1;
             }
         }
         if !full {
-            self.backlog.push_back(q);
+            self.backlog[usize::from(node)].push_back(q);
+            self.backlog_len += 1;
         }
     }
 
+    /// The node `q` goes to (an ASK's target is already in `q.slot`'s place: see
+    /// [`ClassState::resend`]).
+    #[inline]
+    fn node_for(&mut self, q: &Queued, out: &mut Outbox<'_>) -> Option<u16> {
+        let n = out.routes.node_of(q.slot)?;
+        self.reach(out.routes.nodes.len());
+        Some(n)
+    }
+
     /// Closed loop: every free slot gets a request now, within the budget and the time.
+    /// A request whose node has no free slot waits in its backlog, and the fill stops
+    /// there for this turn (a slow node holds back only what is meant for it).
     #[inline]
     fn fill_closed(&mut self, now: u64, out: &mut Outbox<'_>) {
-        while self.sending(now) && !self.free.is_empty() {
-            let cmd = self.mixer.pick() as u32;
-            if !self.dispatch(Queued { intended: now, cmd }, out) {
-                // Only stale tokens were left; the mixer's pick is simply not used.
+        while self.sending(now) && self.free.iter().any(|f| !f.is_empty()) {
+            let q = self.create(now, out);
+            let Some(node) = self.node_for(&q, out) else {
                 break;
+            };
+            let placed = self.backlog[usize::from(node)].is_empty() && self.dispatch(q, node, out);
+            if !placed {
+                if !out.routes.is_cluster()
+                    || self.backlog_len >= self.backlog_limit.min(self.pipeline)
+                {
+                    // Only stale tokens, or a full node: the pick is simply not used.
+                    break;
+                }
+                self.backlog[usize::from(node)].push_back(q);
+                self.backlog_len += 1;
             }
             // Warm-up requests do not use the budget: --requests counts measured requests.
             if now >= self.warmup {
@@ -301,24 +486,41 @@ impl ClassState {
                 {
                     *b -= 1;
                 }
-                self.interval.cmds[cmd as usize].scheduled += 1;
+                self.interval.cmds[q.cmd as usize].scheduled += 1;
+            }
+            if !placed {
+                break;
             }
         }
     }
 
-    /// Puts a request on a connection with a free slot; false when none has one.
+    /// Puts a request on a connection of `node` with a free slot; false when none has one.
     #[inline]
-    fn dispatch(&mut self, q: Queued, out: &mut Outbox<'_>) -> bool {
-        while let Some(id) = self.free.pop_front() {
+    fn dispatch(&mut self, q: Queued, node: u16, out: &mut Outbox<'_>) -> bool {
+        let free = &mut self.free[usize::from(node)];
+        while let Some(id) = free.pop_front() {
             let conn = &mut out.conns[id.index()];
             if !conn.has_room(self.pipeline) {
                 continue; // stale token
             }
             let req = self.unwritten(q);
+            // An ASK-redirected request goes with ASKING first; the marker says its
+            // reply is no request's.
+            let asked = q.ask
+                && conn.enqueue(
+                    Pending {
+                        asking: true,
+                        measured: false,
+                        ..req
+                    },
+                    |w| w.bytes().extend_from_slice(b"*1\r\n$6\r\nASKING\r\n"),
+                );
             let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
-            if conn.enqueue(req, |buf| {
-                workload.encode_to(q.cmd as usize, rng, cursor, buf)
-            }) {
+            let key = (q.key != NO_KEY).then_some(q.key);
+            let dirty = conn.enqueue(req, |buf| {
+                workload.encode_keyed(q.cmd as usize, key, rng, cursor, buf)
+            });
+            if dirty || asked {
                 out.dirty.push(id);
             }
             return true;
@@ -326,76 +528,247 @@ impl ClassState {
         false
     }
 
-    /// Gives up backlogged requests intended more than `timeout` before `now`, as
-    /// `timeout_unsent` (the backlog is in intended order: only its front can be due).
+    /// Gives up requests intended more than `timeout` before `now` that wait in a
+    /// backlog or a back-off, as `timeout_unsent` (a backlog is in intended order: only
+    /// its front can be due). A parked one that was refused (`TRYAGAIN`) fails with the
+    /// server's word instead.
     pub fn expire_backlog(&mut self, now: u64, timeout: u64) {
-        while let Some(&q) = self.backlog.front() {
-            if now.saturating_sub(q.intended) <= timeout {
-                break;
+        for node in 0..self.backlog.len() {
+            while let Some(&q) = self.backlog[node].front() {
+                if now.saturating_sub(q.intended) <= timeout {
+                    break;
+                }
+                self.backlog[node].pop_front();
+                self.backlog_len -= 1;
+                let p = self.unwritten(q);
+                self.on_failed(p, Failure::TimeoutUnsent, now, Some(node as u16));
             }
-            self.backlog.pop_front();
-            let p = self.unwritten(q);
-            self.on_failed(p, Failure::TimeoutUnsent, now);
+        }
+        let mut i = 0;
+        while i < self.parked.len() {
+            let q = self.parked[i].1;
+            if now.saturating_sub(q.intended) > timeout {
+                self.parked.remove(i);
+                let p = self.unwritten(q);
+                self.on_failed(p, Failure::TimeoutUnsent, now, None);
+            } else {
+                i += 1;
+            }
         }
     }
 
-    /// Moves backlogged requests, oldest first, onto slots that came free.
+    /// Moves backlogged requests, oldest first, onto slots that came free; and parked
+    /// requests whose back-off is over back to their nodes.
     pub fn drain_backlog(&mut self, out: &mut Outbox<'_>) {
-        while let Some(&q) = self.backlog.front() {
-            if !self.dispatch(q, out) {
-                break;
+        for node in 0..self.backlog.len() {
+            while let Some(&q) = self.backlog[node].front() {
+                if !self.dispatch(q, node as u16, out) {
+                    break;
+                }
+                self.backlog[node].pop_front();
+                self.backlog_len -= 1;
             }
-            self.backlog.pop_front();
         }
     }
 
-    /// A connection of this class came up: all its slots are free.
-    pub fn on_up(&mut self, id: ConnId) {
+    /// Sends parked requests whose back-off ended by `now` (at the sweep).
+    pub fn unpark(&mut self, now: u64, out: &mut Outbox<'_>) {
+        for _ in 0..self.parked.len() {
+            let Some((at, q)) = self.parked.pop_front() else {
+                break;
+            };
+            if at > now {
+                self.parked.push_back((at, q));
+                continue;
+            }
+            if out.routes.node_of(q.slot).is_none() {
+                // Still nobody's slot: wait for a table that has it (or the timeout).
+                self.parked.push_back((now + BACKOFF_MIN_NS, q));
+                continue;
+            }
+            self.place(q, out);
+        }
+    }
+
+    /// A new table: requests waiting for a node that no longer owns their slot go to the
+    /// one that does.
+    pub fn reroute(&mut self, out: &mut Outbox<'_>) {
+        self.reach(out.routes.nodes.len());
+        for node in 0..self.backlog.len() {
+            let moving: VecDeque<Queued> = {
+                let b = &mut self.backlog[node];
+                let (stay, go): (VecDeque<_>, VecDeque<_>) = b.drain(..).partition(|q| {
+                    q.ask || q.slot == NO_SLOT || usize::from(out.routes.owner(q.slot)) == node
+                });
+                *b = stay;
+                go
+            };
+            self.backlog_len -= moving.len();
+            for q in moving {
+                self.place(q, out);
+            }
+        }
+    }
+
+    /// A connection of this class to `node` came up: all its slots are free.
+    pub fn on_up(&mut self, id: ConnId, node: u16) {
+        self.reach(usize::from(node) + 1);
         for _ in 0..self.pipeline {
-            self.free.push_back(id);
+            self.free[usize::from(node)].push_back(id);
         }
     }
 
-    /// A request's write completed at `now`.
+    /// A request's write completed at `now` (a request sent again was counted at its
+    /// first write).
     #[inline]
     pub fn on_sent(&mut self, p: &Pending, now: u64) {
-        if p.measured {
+        if p.measured && p.tries == 0 {
             let s = &mut self.interval.cmds[p.cmd as usize];
             s.sent += 1;
             hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
         }
     }
 
-    /// A reply on connection `id` at `now`: results, and the slot it frees. Error replies
-    /// count under the kind `kinds` (the shard's bounded set) names.
+    /// A reply on connection `id` to `node` at `now`: results, and the slot it frees.
+    /// Error replies count under the kind `kinds` (the shard's bounded set) names; in a
+    /// cluster (`cluster`), redirects and retries are set aside for the shard instead.
     #[inline]
-    pub fn on_reply(&mut self, id: ConnId, r: Reply<'_>, now: u64, kinds: &mut Kinds) {
+    pub fn on_reply(
+        &mut self,
+        id: ConnId,
+        node: u16,
+        r: Reply<'_>,
+        now: u64,
+        kinds: &mut Kinds,
+        cluster: bool,
+    ) {
         let p = r.req;
+        if p.asking {
+            // `ASKING`'s own `+OK`: it took no slot of its own.
+            return;
+        }
         if p.measured {
             let s = &mut self.interval.cmds[p.cmd as usize];
-            if r.early {
+            if r.early && p.tries == 0 {
                 s.sent += 1;
                 hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
             }
+        }
+        let redo = match r.kind {
+            ReplyKind::Error { kind, message } if cluster => redo_of(kind, message),
+            _ => None,
+        };
+        if let Some((redo, word)) = redo {
+            self.set_aside(p, node, redo, word);
+        } else if p.measured {
+            let s = &mut self.interval.cmds[p.cmd as usize];
+            let t = &mut self.nodes[usize::from(node)];
             match r.kind {
                 ReplyKind::Value | ReplyKind::Nil => {
                     s.completed += 1;
                     s.misses += u64::from(r.misses);
-                    hist::record(&mut s.latency, now.saturating_sub(p.intended));
+                    let l = now.saturating_sub(p.intended);
+                    hist::record(&mut s.latency, l);
                     hist::record(&mut s.service_time, now.saturating_sub(p.since()));
+                    t.completed += 1;
+                    hist::record(t.latency.get_or_insert_with(hist::new_hist), l);
                 }
                 ReplyKind::Error { kind, message } => {
                     add_error(&mut s.errors, kinds.resolve(kind, message), 1);
+                    t.errors += 1;
                 }
             }
         }
         match self.arrivals {
-            Arrivals::Open { .. } => self.free.push_back(id),
+            Arrivals::Open { .. } => self.free[usize::from(node)].push_back(id),
             // Closed loop refills a connection's whole pipeline at once, as
             // valkey-benchmark does: one write of `pipeline` requests instead of a trickle
             // of small ones, which the server reads more cheaply too.
-            Arrivals::Closed { .. } if r.idle => self.on_up(id),
+            Arrivals::Closed { .. } if r.idle => self.on_up(id, node),
             Arrivals::Closed { .. } => {}
+        }
+    }
+
+    /// A redirect or refusal: counted, and the request kept to be sent again.
+    fn set_aside(&mut self, p: Pending, from: u16, redo: Redo, word: &'static str) {
+        if p.measured {
+            let s = &mut self.interval.cmds[p.cmd as usize].redirects;
+            let t = &mut self.nodes[usize::from(from)].redirects;
+            match redo {
+                Redo::Moved { .. } => (s.moved += 1, t.moved += 1),
+                Redo::Ask { .. } => (s.asked += 1, t.asked += 1),
+                Redo::Later => (s.retried += 1, t.retried += 1),
+            };
+        }
+        let q = Queued {
+            intended: p.intended,
+            key: p.key,
+            cmd: p.cmd,
+            // Recomputed from the key: an ASK's slot is its key's, like any other.
+            slot: if p.key == NO_KEY {
+                NO_SLOT
+            } else {
+                self.workload.key_slot(p.key)
+            },
+            tries: p.tries.saturating_add(1),
+            ask: false,
+        };
+        self.redirected.push(Redirected {
+            q,
+            from,
+            redo,
+            word,
+        });
+    }
+
+    /// Sends a redirected request again (the shard has updated the routes): to `ask`'s
+    /// node with `ASKING` for an `ASK`, to its slot's owner otherwise, after a back-off for
+    /// `later`. One past [`MAX_TRIES`], or older than the timeout, it fails with the
+    /// server's `word` or as `timeout`.
+    pub fn resend(
+        &mut self,
+        r: Redirected,
+        ask: Option<u16>,
+        later: bool,
+        now: u64,
+        timeout: u64,
+        out: &mut Outbox<'_>,
+    ) {
+        let q = r.q;
+        if q.tries >= MAX_TRIES {
+            self.fail_word(q, r.word, r.from);
+            return;
+        }
+        if now.saturating_sub(q.intended) > timeout {
+            let p = self.unwritten(q);
+            self.on_failed(p, Failure::Timeout, now, Some(r.from));
+            return;
+        }
+        if later {
+            let backoff = (BACKOFF_MIN_NS << q.tries.saturating_sub(1).min(8)).min(BACKOFF_MAX_NS);
+            self.parked.push_back((now + backoff, q));
+            return;
+        }
+        match ask {
+            Some(node) => {
+                self.reach(usize::from(node) + 1);
+                let q = Queued { ask: true, ..q };
+                if !self.dispatch(q, node, out) {
+                    // Waits at the importing node (its backlog keeps it there: `ask`).
+                    self.backlog[usize::from(node)].push_back(q);
+                    self.backlog_len += 1;
+                }
+            }
+            None => self.place(q, out),
+        }
+    }
+
+    /// Fails `q` with the server's word (a redirect loop, or a refusal to the end).
+    pub fn fail_word(&mut self, q: Queued, word: &str, node: u16) {
+        if q.intended >= self.warmup {
+            add_error(&mut self.interval.cmds[q.cmd as usize].errors, word, 1);
+            self.reach(usize::from(node) + 1);
+            self.nodes[usize::from(node)].errors += 1;
         }
     }
 
@@ -408,10 +781,10 @@ impl ClassState {
         self.interval.invalidations += invalidations;
     }
 
-    /// A request that failed without a reply (its connection closed under it, or it was
-    /// given up).
-    pub fn on_failed(&mut self, p: Pending, failure: Failure, now: u64) {
-        if !p.measured {
+    /// A request that failed without a reply (its connection, to `node`, closed under
+    /// it, or it was given up).
+    pub fn on_failed(&mut self, p: Pending, failure: Failure, now: u64, node: Option<u16>) {
+        if !p.measured || p.asking {
             return;
         }
         let s = &mut self.interval.cmds[p.cmd as usize];
@@ -420,6 +793,10 @@ impl ClassState {
             // A request given up on waited at least this long: keep it in the latency
             // histogram so timing out can never make the percentiles look better.
             hist::record(&mut s.latency, now.saturating_sub(p.intended));
+        }
+        if let Some(n) = node {
+            self.reach(usize::from(n) + 1);
+            self.nodes[usize::from(n)].errors += 1;
         }
     }
 
@@ -436,12 +813,23 @@ impl ClassState {
         std::mem::take(&mut self.totals)
     }
 
-    /// Measured requests still waiting in the backlog (never written).
+    /// Per node, this class's measured requests.
+    pub fn take_nodes(&mut self) -> Vec<NodeTally> {
+        std::mem::take(&mut self.nodes)
+    }
+
+    /// Measured requests still waiting in a backlog or a back-off (never written, or
+    /// to be written again).
     pub fn unsent(&self) -> u64 {
-        self.backlog
-            .iter()
-            .filter(|q| q.intended >= self.warmup)
-            .count() as u64
+        let measured = |q: &&Queued| q.intended >= self.warmup;
+        (self.backlog.iter().flatten().filter(measured).count()
+            + self.parked.iter().map(|(_, q)| q).filter(measured).count()
+            + self
+                .redirected
+                .iter()
+                .map(|r| &r.q)
+                .filter(measured)
+                .count()) as u64
     }
 
     /// Results of the interval so far.
@@ -502,6 +890,7 @@ mod tests {
         conns: Vec<Conn>,
         rng: Rng,
         dirty: Vec<ConnId>,
+        routes: Routes,
     }
 
     impl Rig {
@@ -510,7 +899,7 @@ mod tests {
                 .map(|i| {
                     let mut c = Conn::for_tests(ClassId(0));
                     c.set_up();
-                    class.on_up(ConnId(i));
+                    class.on_up(ConnId(i), 0);
                     c
                 })
                 .collect();
@@ -518,6 +907,43 @@ mod tests {
                 conns,
                 rng: Rng::new(7),
                 dirty: Vec::new(),
+                routes: Routes::single("127.0.0.1:1".parse().unwrap()),
+            }
+        }
+
+        /// A cluster of two nodes (slots below 8192 on node 0), `n` connections to each.
+        fn cluster(n: u32, class: &mut ClassState) -> Self {
+            let shared = crate::route::Shared::new(crate::route::Resolved {
+                nodes: vec![
+                    (
+                        "127.0.0.1:7000".into(),
+                        "127.0.0.1:7000".parse().unwrap(),
+                        true,
+                    ),
+                    (
+                        "127.0.0.1:7001".into(),
+                        "127.0.0.1:7001".parse().unwrap(),
+                        true,
+                    ),
+                ],
+                owner: (0..crest_model::slot::SLOTS)
+                    .map(|s| u16::from(s >= 8192))
+                    .collect(),
+            });
+            let conns = (0..2 * n)
+                .map(|i| {
+                    let node = (i / n) as u16;
+                    let mut c = Conn::for_tests(ClassId(0)).to_node(node);
+                    c.set_up();
+                    class.on_up(ConnId(i), node);
+                    c
+                })
+                .collect();
+            Self {
+                conns,
+                rng: Rng::new(7),
+                dirty: Vec::new(),
+                routes: Routes::cluster(&shared),
             }
         }
 
@@ -526,6 +952,7 @@ mod tests {
                 conns: &mut self.conns,
                 rng: &mut self.rng,
                 dirty: &mut self.dirty,
+                routes: &mut self.routes,
             }
         }
 
@@ -541,13 +968,20 @@ mod tests {
 
         /// The server answers `n` requests on `id` with `reply` at `now`.
         fn answer(&mut self, class: &mut ClassState, id: ConnId, n: usize, reply: &[u8], now: u64) {
+            let cluster = self.routes.is_cluster();
             let c = &mut self.conns[id.index()];
+            let node = c.node;
             c.feed(&reply.repeat(n));
             c.take_replies(
-                |r| class.on_reply(id, r, now, &mut Kinds::default()),
+                |r| class.on_reply(id, node, r, now, &mut Kinds::default(), cluster),
                 |_| {},
             )
             .unwrap();
+        }
+
+        /// What connection `id` has queued to write.
+        fn written(&self, id: ConnId) -> String {
+            String::from_utf8_lossy(self.conns[id.index()].wbuf_for_tests()).into_owned()
         }
 
         fn in_flight(&self) -> Vec<usize> {
@@ -622,8 +1056,8 @@ mod tests {
         rig.conns[0].close(500 * MS, |p, _| failed.push(p));
         rig.conns[1].close(500 * MS, |p, _| failed.push(p));
         assert_eq!(failed.len(), 2);
-        class.on_failed(failed[0], Failure::Timeout, 500 * MS);
-        class.on_failed(failed[1], Failure::Disconnected, 500 * MS);
+        class.on_failed(failed[0], Failure::Timeout, 500 * MS, Some(0));
+        class.on_failed(failed[1], Failure::Disconnected, 500 * MS, Some(0));
         let s = &class.interval().cmds[0];
         assert_eq!(errors(class.interval(), "timeout"), 1);
         assert_eq!(errors(class.interval(), "disconnected"), 1);
@@ -644,7 +1078,7 @@ mod tests {
         assert_eq!(class.unsent(), 1);
         assert_eq!(rig.in_flight(), vec![0]);
         rig.conns[0].set_up();
-        class.on_up(ConnId(0));
+        class.on_up(ConnId(0), 0);
         class.drain_backlog(&mut rig.out());
         class.send_due(2 * MS, 2 * MS, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![2], "pipeline 2 is full");
@@ -729,7 +1163,7 @@ mod tests {
         rig.flush(&mut class, 4 * MS);
         assert_eq!(class.interval().cmds[0].sent, 3, "the rest counted once");
         rig.answer(&mut class, ConnId(0), 1, b"+OK\r\n", 5 * MS);
-        assert_eq!(class.free.len(), 2, "one token per reply");
+        assert_eq!(class.free[0].len(), 2, "one token per reply");
     }
 
     #[test]
@@ -814,13 +1248,204 @@ mod tests {
             let reply = format!("-E{i} code {i}\r\n");
             let c = &mut rig.conns[0];
             c.feed(reply.as_bytes());
-            c.take_replies(|r| class.on_reply(ConnId(0), r, i * MS, &mut kinds), |_| {})
-                .unwrap();
+            c.take_replies(
+                |r| class.on_reply(ConnId(0), 0, r, i * MS, &mut kinds, false),
+                |_| {},
+            )
+            .unwrap();
         }
         let s = &class.interval().cmds[0];
         assert_eq!(s.errors.len(), crest_model::stats::MAX_KINDS + 1);
         assert_eq!(errors(class.interval(), "other"), 40 - 32);
         assert_eq!(kinds.message("E3"), Some("E3 code 3"));
         assert_eq!(kinds.message("other"), Some("E32 code 32"));
+    }
+
+    /// The one request in flight on the rig: its connection and itself.
+    fn only_request(rig: &Rig) -> (ConnId, Pending) {
+        let mut found = rig
+            .conns
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| c.requests().map(move |p| (ConnId(i as u32), *p)));
+        let one = found.next().expect("a request in flight");
+        assert!(found.next().is_none(), "only one");
+        one
+    }
+
+    fn slot_of(key: u64) -> u16 {
+        crest_model::slot::key_slot(format!("key:{key}").as_bytes())
+    }
+
+    /// Issue #9: a MOVED answer is not a result: the request goes to the new owner with
+    /// its original intended time, is counted once (sent, completed), and the redirect is
+    /// counted apart; the routes learn the slot.
+    #[test]
+    fn a_moved_request_is_sent_again_to_the_new_owner_with_its_intended_time() {
+        let mut class = open(1, 1, 0, 8);
+        let mut rig = Rig::cluster(1, &mut class);
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
+        let (id, p) = only_request(&rig);
+        let slot = slot_of(p.key);
+        let (from, to) = (rig.conns[id.index()].node, 1 - rig.conns[id.index()].node);
+        assert_eq!(from, u16::from(slot >= 8192), "routed by the key's slot");
+        rig.flush(&mut class, MS);
+        let moved = format!("-MOVED {slot} 127.0.0.1:{}\r\n", 7000 + to);
+        rig.answer(&mut class, id, 1, moved.as_bytes(), 2 * MS);
+        let s = &class.interval().cmds[0];
+        assert_eq!((s.sent, s.completed, s.error_total()), (1, 0, 0));
+        assert_eq!(s.redirects.moved, 1);
+        let r = class.redirected.pop().unwrap();
+        assert_eq!(r.from, from);
+        let Redo::Moved { slot: rs, addr } = &r.redo else {
+            panic!("{:?}", r.redo)
+        };
+        assert_eq!(*rs, slot);
+        let n = rig.routes.redirect_target(addr, r.from).unwrap();
+        assert_eq!(n, to);
+        rig.routes.moved(slot, n);
+        class.resend(r, None, false, 2 * MS, u64::MAX, &mut rig.out());
+        let (id2, p2) = only_request(&rig);
+        assert_eq!(rig.conns[id2.index()].node, to);
+        assert_eq!((p2.intended, p2.key, p2.tries), (p.intended, p.key, 1));
+        assert!(rig.written(id2).contains(&format!("key:{}", p.key)));
+        rig.flush(&mut class, 3 * MS);
+        rig.answer(&mut class, id2, 1, b"$-1\r\n", 5 * MS);
+        let s = &class.interval().cmds[0];
+        assert_eq!(
+            (s.scheduled, s.sent, s.completed),
+            (1, 1, 1),
+            "counted once"
+        );
+        assert!(
+            s.latency.max() >= 5 * MS - 20_000,
+            "the redirect is in the latency"
+        );
+        assert_eq!(class.nodes[usize::from(to)].completed, 1);
+        assert_eq!(class.nodes[usize::from(from)].redirects.moved, 1);
+        assert_eq!(rig.routes.node_of(slot), Some(to));
+    }
+
+    /// ASK: ASKING and the request go to the importing node once; ASKING's +OK is no
+    /// result; the table is not changed.
+    #[test]
+    fn an_ask_sends_asking_first_and_leaves_the_table() {
+        let mut class = open(1, 2, 0, 8);
+        let mut rig = Rig::cluster(1, &mut class);
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
+        let (id, p) = only_request(&rig);
+        let slot = slot_of(p.key);
+        let to = 1 - rig.conns[id.index()].node;
+        rig.flush(&mut class, MS);
+        let ask = format!("-ASK {slot} 127.0.0.1:{}\r\n", 7000 + to);
+        rig.answer(&mut class, id, 1, ask.as_bytes(), 2 * MS);
+        let r = class.redirected.pop().unwrap();
+        let n = match &r.redo {
+            Redo::Ask { addr } => rig.routes.redirect_target(addr, r.from).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        class.resend(r, Some(n), false, 2 * MS, u64::MAX, &mut rig.out());
+        let target = ConnId(u32::from(to));
+        let w = rig.written(target);
+        assert!(
+            w.starts_with("*1\r\n$6\r\nASKING\r\n*2\r\n$3\r\nGET"),
+            "{w}"
+        );
+        assert_eq!(rig.conns[target.index()].in_flight(), 2);
+        rig.flush(&mut class, 3 * MS);
+        rig.answer(&mut class, target, 1, b"+OK\r\n", 4 * MS);
+        assert_eq!(
+            class.interval().cmds[0].completed,
+            0,
+            "ASKING's reply is no result"
+        );
+        rig.answer(&mut class, target, 1, b"$1\r\nx\r\n", 5 * MS);
+        let s = &class.interval().cmds[0];
+        assert_eq!((s.sent, s.completed, s.redirects.asked), (1, 1, 1));
+        assert_ne!(rig.routes.node_of(slot), Some(to), "ASK leaves the table");
+        assert_eq!(rig.conns[target.index()].leftovers(), (0, 0));
+    }
+
+    /// TRYAGAIN parks the request for a back-off and sends it again; a request still
+    /// refused when its timeout passes fails as `timeout`, with its wait in latency.
+    #[test]
+    fn tryagain_backs_off_and_gives_up_at_the_timeout() {
+        let mut class = open(2, 1, 0, 8);
+        let mut rig = Rig::cluster(2, &mut class);
+        class.send_due(MS, MS, u64::MAX, &mut rig.out());
+        rig.flush(&mut class, MS);
+        let reqs: Vec<_> = rig
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.in_flight() > 0)
+            .map(|(i, _)| ConnId(i as u32))
+            .collect();
+        assert_eq!(reqs.len(), 2);
+        for &id in &reqs {
+            rig.answer(
+                &mut class,
+                id,
+                1,
+                b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+                2 * MS,
+            );
+        }
+        assert_eq!(class.interval().cmds[0].redirects.retried, 2);
+        let timeout = 20 * MS;
+        let first = class.redirected.remove(0);
+        class.resend(first, None, true, 2 * MS, timeout, &mut rig.out());
+        assert_eq!(class.unsent(), 2, "one parked, one still set aside");
+        // Past its timeout, the other one is given up.
+        let second = class.redirected.remove(0);
+        class.resend(second, None, true, 30 * MS, timeout, &mut rig.out());
+        assert_eq!(errors(class.interval(), "timeout"), 1);
+        // The back-off (5 ms) is over at 8 ms: the parked one goes out again.
+        class.unpark(3 * MS, &mut rig.out());
+        assert!(
+            rig.conns.iter().all(|c| c.in_flight() == 0),
+            "still backing off"
+        );
+        class.unpark(8 * MS, &mut rig.out());
+        assert_eq!(rig.conns.iter().map(Conn::in_flight).sum::<usize>(), 1);
+        assert_eq!(class.unsent(), 0);
+        let s = &class.interval().cmds[0];
+        assert_eq!(s.scheduled, 2);
+    }
+
+    /// A request redirected MAX_TRIES times fails with the server's word (a redirect loop
+    /// never spins forever).
+    #[test]
+    fn a_redirect_loop_ends_with_the_servers_word() {
+        let mut class = open(1, 1, 0, 8);
+        let mut rig = Rig::cluster(1, &mut class);
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
+        for i in 0..u64::from(MAX_TRIES) + 1 {
+            let Some((id, p)) = rig
+                .conns
+                .iter()
+                .enumerate()
+                .find_map(|(i, c)| c.requests().next().map(|p| (ConnId(i as u32), *p)))
+            else {
+                break;
+            };
+            rig.flush(&mut class, i * MS);
+            let slot = slot_of(p.key);
+            // Always pointing at the node that answered.
+            let me = 7000 + rig.conns[id.index()].node;
+            rig.answer(
+                &mut class,
+                id,
+                1,
+                format!("-MOVED {slot} 127.0.0.1:{me}\r\n").as_bytes(),
+                i * MS,
+            );
+            let r = class.redirected.pop().unwrap();
+            class.resend(r, None, false, i * MS, u64::MAX, &mut rig.out());
+        }
+        let s = &class.interval().cmds[0];
+        assert_eq!(errors(class.interval(), "MOVED"), 1);
+        assert_eq!(s.redirects.moved, u64::from(MAX_TRIES));
+        assert_eq!(s.completed + s.error_total(), s.scheduled);
     }
 }

@@ -184,11 +184,21 @@ pub struct Pending {
     /// When its write completed; 0 while not yet written. (A request written at 0 was
     /// also intended at 0, so the two readings agree.)
     pub written: u64,
+    /// Its first key ([`NO_KEY`]: none), kept so a redirect sends the same key again.
+    pub key: u64,
     /// Command index in the class's workload.
     pub cmd: u32,
+    /// Sends before this one (cluster redirects and retries): 0 the first time.
+    pub tries: u8,
     /// Intended after the warm-up: its results count.
     pub measured: bool,
+    /// The `ASKING` sent before an `ASK`-redirected request: its reply answers no request
+    /// of the schedule.
+    pub asking: bool,
 }
+
+/// A request without a key (`PING`).
+pub const NO_KEY: u64 = u64::MAX;
 
 impl Pending {
     /// Where its service time (and its timeout) starts: the write, or the intended time
@@ -565,6 +575,8 @@ pub enum Due {
 pub struct Conn {
     /// The class whose requests this connection carries.
     pub class: ClassId,
+    /// The target node it is connected to (the shard's node index: 0 for a single node).
+    pub node: u16,
     sock: Option<socket2::Socket>,
     /// TLS to the target: what every (re)connect handshakes with.
     tls_client: Option<Rc<Client>>,
@@ -614,6 +626,7 @@ impl Conn {
     pub fn new(class: ClassId, value: Arc<[u8]>, budget: Rc<ReadBudget>) -> Self {
         Self {
             class,
+            node: 0,
             sock: None,
             tls_client: None,
             tls: None,
@@ -637,6 +650,12 @@ impl Conn {
             setup: None,
             step: Step::Select,
         }
+    }
+
+    /// The same connection, to node `node` of the shard's routes.
+    pub fn to_node(mut self, node: u16) -> Self {
+        self.node = node;
+        self
     }
 
     /// The same connection, set up with `setup` on every (re)connect.
@@ -1209,6 +1228,12 @@ impl Conn {
         self.rbuf.resize(self.rend + READ_CHUNK, 0);
     }
 
+    /// The bytes queued and not yet written.
+    #[cfg(test)]
+    pub fn wbuf_for_tests(&self) -> &[u8] {
+        &self.wbuf[self.wpos..]
+    }
+
     /// The requests in flight, oldest first.
     #[cfg(test)]
     pub fn requests(&self) -> impl Iterator<Item = &Pending> {
@@ -1474,8 +1499,11 @@ mod tests {
         Pending {
             intended,
             written: 0,
+            key: NO_KEY,
             cmd,
+            tries: 0,
             measured: true,
+            asking: false,
         }
     }
 

@@ -13,6 +13,9 @@
 //!   matching as a pure function of the read buffer and the requests in flight.
 //! - `sys` (private): epoll with nanosecond waits, timer slack, errno names, the open-file
 //!   limit; the crate's only `unsafe` code.
+//! - [`route`]: where each request goes: the one node, or in a Redis Cluster the owner
+//!   of its key's slot; the worker's shared slot table and its refresher, each shard's
+//!   own copy updated by `MOVED`.
 //! - [`assemble`]: a checked plan → one shard configuration per core.
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
 //! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
@@ -25,7 +28,8 @@
 //!   to the target before a run, so a server that refuses the generator (a wrong password,
 //!   a missing permission or database, maxclients) stops the run with its own words.
 //!
-//! Data flow: coordinator → `StartRun` → [`agent`] → [`assemble`] → one [`shard`] thread
+//! Data flow: coordinator → `StartRun` → [`agent`] (probe; in cluster mode the slot table
+//! from the seed, then its refresher) → [`assemble`] → one [`shard`] thread
 //! per core → `ShardEvent::Interval` per interval → [`agent`] sums shards → `Interval` to
 //! the coordinator. What a run is (plans, workloads, stats) comes from `crest-model`; the
 //! bytes on the target's wire from `crest-resp`.
@@ -40,6 +44,7 @@ mod conn;
 pub mod control_tls;
 pub mod cpus;
 pub mod probe;
+pub mod route;
 pub mod shard;
 mod sys;
 pub mod target_tls;

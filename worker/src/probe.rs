@@ -17,6 +17,7 @@ use crate::conn::{Next, Setup, Step};
 use crate::target_tls::{self, Client};
 use crest_model::stats::clean_message;
 use crest_model::target::Session;
+use crest_model::topology::Topology;
 use crest_resp::{self as resp, ReplyKind, Scan};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -71,6 +72,8 @@ enum Heard {
     SetupRefused(Step, String),
     /// The server answered `ECHO` with this error line.
     EchoError(String),
+    /// The server answered the question with this reply (not an error).
+    Answer(Vec<u8>),
     /// The server accepted the TCP connection but did not answer the TLS handshake
     /// within this long.
     NoHandshake(Duration),
@@ -147,7 +150,11 @@ pub async fn probe(
     } else {
         PROBE_TIMEOUT
     };
-    match tokio::time::timeout(budget, connect(addr, tls, setup.as_ref())).await {
+    let echo = Ask {
+        command: ECHO,
+        limit: MAX_PROBE_REPLY,
+    };
+    match tokio::time::timeout(budget, connect(addr, tls, setup.as_ref(), echo)).await {
         Err(_elapsed) => Ok(()),
         Ok(Ok(Heard::NoHandshake(allow))) => Err(Refusal::Tls(format!(
             "TLS to target {target} failed: the server accepted the connection but did not answer the TLS handshake within {allow:?}: a plaintext port? drop --tls (and use redis:// rather than rediss://), or give its tls-port"
@@ -180,7 +187,7 @@ pub async fn probe(
         }
         // Other I/O trouble (a reset, a close): the shards meet it too and count it.
         Ok(Err(_)) => Ok(()),
-        Ok(Ok(Heard::Fine)) => Ok(()),
+        Ok(Ok(Heard::Fine | Heard::Answer(_))) => Ok(()),
         Ok(Ok(Heard::SetupRefused(step, message))) => {
             let hint = setup_hint(step, &message);
             Err(refused(message, hint))
@@ -190,6 +197,60 @@ pub async fn probe(
                 Some(hint) => Err(refused(message, hint)),
                 None => Ok(()),
             }
+        }
+    }
+}
+
+/// The name the slot-table connections give themselves.
+const TOPOLOGY_NAME: &str = "crest-topology";
+/// Largest `CLUSTER SLOTS` reply read (about 100 bytes a node: 512 nodes fit many times).
+const MAX_SLOTS_REPLY: usize = 4 * 1024 * 1024;
+/// How long one slot-table read may take.
+pub const SLOTS_TIMEOUT: Duration = Duration::from_millis(900);
+
+/// What `CLUSTER SLOTS` said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slots {
+    /// A slot table.
+    Table(Topology),
+    /// The node is not in cluster mode (or has no `CLUSTER` command): its error line.
+    NotCluster(String),
+    /// No answer (closed, timed out, garbage, an unreadable table): why.
+    Failed(String),
+}
+
+/// Asks `addr` for its slot table on a connection set up like every other (login, TLS,
+/// protocol). `seed_host` stands for nodes the table names without a host.
+pub async fn cluster_slots(
+    addr: SocketAddr,
+    seed_host: &str,
+    session: &Session,
+    tls: Option<&Client>,
+) -> Slots {
+    let setup = Setup::new(session, TOPOLOGY_NAME);
+    let q = Ask {
+        command: b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n",
+        limit: MAX_SLOTS_REPLY,
+    };
+    match tokio::time::timeout(SLOTS_TIMEOUT, connect(addr, tls, setup.as_ref(), q)).await {
+        Err(_) => Slots::Failed(format!(
+            "{addr} did not answer CLUSTER SLOTS within {SLOTS_TIMEOUT:?}"
+        )),
+        Ok(Err(e)) => Slots::Failed(format!("{addr}: {e}")),
+        Ok(Ok(Heard::Answer(bytes))) => match resp::Frame::parse(&bytes) {
+            Ok(Some((f, _))) => match Topology::from_cluster_slots(&f, seed_host) {
+                Ok(t) => Slots::Table(t),
+                Err(e) => Slots::Failed(format!("{addr}: {e}")),
+            },
+            _ => Slots::Failed(format!("{addr}: CLUSTER SLOTS reply does not parse")),
+        },
+        Ok(Ok(Heard::EchoError(m))) => Slots::NotCluster(m),
+        Ok(Ok(Heard::SetupRefused(_, m))) => {
+            Slots::Failed(format!("{addr} refused the login: {m}"))
+        }
+        Ok(Ok(Heard::NoHandshake(_))) => Slots::Failed(format!("{addr}: no TLS handshake")),
+        Ok(Ok(Heard::Fine)) => {
+            Slots::Failed(format!("{addr} closed without answering CLUSTER SLOTS"))
         }
     }
 }
@@ -205,16 +266,27 @@ fn server_name(c: &Client) -> String {
     }
 }
 
+/// The probe's question: a harmless command no workload sends.
+const ECHO: &[u8] = b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n";
+
+/// What to ask after the setup, and the largest answer read.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    command: &'static [u8],
+    limit: usize,
+}
+
 /// Connects (and handshakes, over TLS), then asks.
 async fn connect(
     addr: SocketAddr,
     tls: Option<&Client>,
     setup: Option<&Setup>,
+    q: Ask,
 ) -> std::io::Result<Heard> {
     let t0 = tokio::time::Instant::now();
     let s = tokio::net::TcpStream::connect(addr).await?;
     match tls {
-        None => ask(s, setup).await,
+        None => ask(s, setup, q).await,
         Some(c) => {
             // A TLS 1.3 handshake takes one round trip after the connect's: allow four
             // connect times (within bounds), so a far server passes and a plaintext port
@@ -222,24 +294,25 @@ async fn connect(
             let allow = (t0.elapsed() * 4).clamp(HANDSHAKE_MIN, HANDSHAKE_MAX);
             let connector = tokio_rustls::TlsConnector::from(c.config.clone());
             match tokio::time::timeout(allow, connector.connect(c.name.clone(), s)).await {
-                Ok(s) => ask(s?, setup).await,
+                Ok(s) => ask(s?, setup, q).await,
                 Err(_) => Ok(Heard::NoHandshake(allow)),
             }
         }
     }
 }
 
-/// Runs the setup's steps, sends `ECHO`; says what it heard.
+/// Runs the setup's steps, sends the question; says what it heard.
 async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
     setup: Option<&Setup>,
+    q: Ask,
 ) -> std::io::Result<Heard> {
     let mut buf = Vec::new();
     if let Some(setup) = setup {
         let (mut bytes, mut step) = setup.first();
         loop {
             s.write_all(bytes).await?;
-            let Some(len) = read_reply(&mut s, &mut buf).await? else {
+            let Some(len) = read_reply(&mut s, &mut buf, MAX_PROBE_REPLY).await? else {
                 return Ok(Heard::Fine);
             };
             let reply = match resp::scan_reply(&buf[..len]) {
@@ -255,31 +328,34 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
         }
         buf.clear();
     }
-    s.write_all(b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n")
-        .await?;
-    Ok(match read_reply(&mut s, &mut buf).await? {
+    s.write_all(q.command).await?;
+    Ok(match read_reply(&mut s, &mut buf, q.limit).await? {
         Some(len) => match resp::scan_reply(&buf[..len]) {
             Ok(Scan::Reply {
                 kind: kind @ ReplyKind::Error { .. },
                 ..
             }) => Heard::EchoError(message(kind)),
-            _ => Heard::Fine,
+            _ => {
+                buf.truncate(len);
+                Heard::Answer(buf)
+            }
         },
         None => Heard::Fine,
     })
 }
 
 /// Reads until `buf` starts with one complete reply; its length, or None when the server
-/// closed, sent garbage or more than [`MAX_PROBE_REPLY`] first.
+/// closed, sent garbage or more than `limit` bytes first.
 async fn read_reply<S: AsyncRead + Unpin>(
     s: &mut S,
     buf: &mut Vec<u8>,
+    limit: usize,
 ) -> std::io::Result<Option<usize>> {
     let mut chunk = [0u8; 4096];
     loop {
         match resp::scan_reply(buf) {
             Ok(Scan::Reply { len, .. }) => return Ok(Some(len)),
-            Ok(Scan::Incomplete { .. }) if buf.len() < MAX_PROBE_REPLY => {}
+            Ok(Scan::Incomplete { .. }) if buf.len() < limit => {}
             _ => return Ok(None),
         }
         let n = s.read(&mut chunk).await?;

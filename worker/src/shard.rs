@@ -31,16 +31,18 @@
 //! past their deadline are counted as timeouts, so what is left in flight or unsent is
 //! only what was younger than the timeout.
 
-use crate::class::{ClassId, ClassState, Failure, Outbox};
+use crate::class::{ClassId, ClassState, Failure, Outbox, Redo};
 use crate::conn::{
     Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received, Setup, SetupError, SetupProgress,
 };
+use crate::route::{Routes, Shared};
 use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::target_tls::{self, Client, Handshakes};
+use crest_model::hist;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
-use crest_model::stats::{ErrorCounts, Kinds, Stats, add_error};
+use crest_model::stats::{ErrorCounts, Kinds, NodeStats, Stats, add_error};
 use crest_model::target::Session;
 use crest_model::workload::{Cursor, Workload};
 use std::borrow::Cow;
@@ -75,7 +77,7 @@ pub struct ShardClass {
     pub workload: Arc<Workload>,
     /// When to send (an open-loop schedule is already scaled to this shard's share).
     pub load: Load,
-    /// Connections this shard opens for the class.
+    /// Connections this shard opens for the class (to each node, in a cluster).
     pub connections: u32,
     /// Requests in flight per connection.
     pub pipeline: u32,
@@ -90,8 +92,10 @@ pub struct ShardConfig {
     pub global_index: u32,
     /// Shards in the cluster.
     pub total_shards: u32,
-    /// Server address.
+    /// Server address (the seed, in a cluster).
     pub target: SocketAddr,
+    /// A Redis Cluster's slot table, kept current by the worker (None: one node).
+    pub topology: Option<Arc<Shared>>,
     /// What every connection sends before its first request (protocol, login, database).
     pub session: Session,
     /// TLS to the target: every connection handshakes with it first. None: plaintext.
@@ -168,6 +172,8 @@ pub enum ShardEvent {
         connection_errors: ErrorCounts,
         /// TLS handshakes completed (all zero for plaintext).
         handshakes: Handshakes,
+        /// Per target node: its share of the measured requests, every class.
+        nodes: Vec<NodeStats>,
     },
 }
 
@@ -336,6 +342,13 @@ struct Shard {
     cfg: ShardConfig,
     ep: Epoll,
     conns: Vec<Conn>,
+    /// Where each request goes.
+    routes: Routes,
+    /// What a connection to a new node is made of: per class, its count and value bytes.
+    per_node: Vec<(u32, Arc<[u8]>)>,
+    budget: Rc<ReadBudget>,
+    setup: Option<Rc<Setup>>,
+    tls: Option<Rc<Client>>,
     classes: Vec<ClassState>,
     /// Connections with requests to write this turn.
     dirty: Vec<ConnId>,
@@ -380,19 +393,17 @@ pub fn run(mut cfg: ShardConfig) {
 impl Shard {
     fn new(cfg: ShardConfig, classes: Vec<ShardClass>) -> io::Result<Self> {
         let warmup = cfg.warmup.as_nanos() as u64;
-        let mut conns = Vec::new();
         let mut states = Vec::new();
         let budget = ReadBudget::default_caps();
         let setup = Setup::new(&cfg.session, &cfg.client_name).map(Rc::new);
         let tls = cfg.tls.clone().map(Rc::new);
-        for (i, c) in classes.into_iter().enumerate() {
-            let id = ClassId(i as u32);
-            let value = c.workload.value_bytes();
-            conns.extend((0..c.connections).map(|_| {
-                Conn::new(id, value.clone(), Rc::clone(&budget))
-                    .with_setup(setup.clone())
-                    .with_tls(tls.clone())
-            }));
+        let routes = match &cfg.topology {
+            Some(shared) => Routes::cluster(shared),
+            None => Routes::single(cfg.target),
+        };
+        let mut per_node = Vec::new();
+        for c in classes.into_iter() {
+            per_node.push((c.connections, c.workload.value_bytes().clone()));
             // Sequential keys and members interleave across the cluster's shards.
             let cursor = Cursor {
                 key: u64::from(cfg.global_index),
@@ -412,9 +423,14 @@ impl Shard {
             .iter()
             .map(ClassState::end)
             .try_fold(warmup, |end, e| e.map(|e| end.max(e)));
-        Ok(Self {
+        let mut s = Self {
             ep: Epoll::new()?,
-            conns,
+            conns: Vec::new(),
+            routes,
+            per_node,
+            budget,
+            setup,
+            tls,
             classes: states,
             dirty: Vec::new(),
             rng: Rng::new(cfg.seed),
@@ -426,7 +442,53 @@ impl Shard {
             kinds: Kinds::default(),
             end,
             cfg,
-        })
+        };
+        s.make_conns();
+        Ok(s)
+    }
+
+    /// Makes the connections of every node that owns slots and has none yet (every class's
+    /// count, to each), closed and due to connect; returns their ids.
+    fn make_conns(&mut self) -> std::ops::Range<usize> {
+        let first = self.conns.len();
+        for node in self.routes.to_open() {
+            self.add_node_conns(node);
+        }
+        first..self.conns.len()
+    }
+
+    /// Makes every class's connections to `node`, closed.
+    fn add_node_conns(&mut self, node: u16) {
+        self.routes.nodes[usize::from(node)].opened = true;
+        for (i, (n, value)) in self.per_node.iter().enumerate() {
+            self.conns.extend((0..*n).map(|_| {
+                Conn::new(ClassId(i as u32), value.clone(), Rc::clone(&self.budget))
+                    .to_node(node)
+                    .with_setup(self.setup.clone())
+                    .with_tls(self.tls.clone())
+            }));
+        }
+    }
+
+    /// Opens connections to nodes that came to own slots (a `MOVED`, a new table).
+    fn open_new_nodes(&mut self, now: u64) {
+        for i in self.make_conns() {
+            self.start_connect(ConnId(i as u32), now);
+        }
+    }
+
+    /// The class's things to send with, `Outbox`.
+    #[inline]
+    fn outbox(&mut self) -> (&mut [ClassState], Outbox<'_>) {
+        (
+            &mut self.classes,
+            Outbox {
+                conns: &mut self.conns,
+                rng: &mut self.rng,
+                dirty: &mut self.dirty,
+                routes: &mut self.routes,
+            },
+        )
     }
 
     /// ns since the run's start (0 before it).
@@ -549,13 +611,10 @@ impl Shard {
 
     /// Schedules what is due by `due` (bounded per class), at clock `now`.
     fn send_due(&mut self, due: u64, now: u64) {
-        let mut out = Outbox {
-            conns: &mut self.conns,
-            rng: &mut self.rng,
-            dirty: &mut self.dirty,
-        };
-        for c in &mut self.classes {
-            c.send_due(due, now, self.timeout, &mut out);
+        let timeout = self.timeout;
+        let (classes, mut out) = self.outbox();
+        for c in classes {
+            c.send_due(due, now, timeout, &mut out);
         }
     }
 
@@ -564,12 +623,8 @@ impl Shard {
             if !self.classes[i].has_backlog() {
                 continue;
             }
-            let mut out = Outbox {
-                conns: &mut self.conns,
-                rng: &mut self.rng,
-                dirty: &mut self.dirty,
-            };
-            self.classes[i].drain_backlog(&mut out);
+            let (classes, mut out) = self.outbox();
+            classes[i].drain_backlog(&mut out);
             self.flush_dirty();
         }
     }
@@ -618,8 +673,9 @@ impl Shard {
         }
         for conn in &mut self.conns {
             let class = &mut self.classes[conn.class.index()];
+            let node = Some(conn.node);
             conn.expire_front(now, self.timeout, |p, written| {
-                class.on_failed(p, Failure::Timeout.of(written), now);
+                class.on_failed(p, Failure::Timeout.of(written), now, node);
             });
         }
         let mut unsent: u64 = self.classes.iter().map(ClassState::unsent).sum();
@@ -635,6 +691,7 @@ impl Shard {
             .iter_mut()
             .map(ClassState::take_totals)
             .collect();
+        let nodes = self.node_stats();
         let _ = self.cfg.out.send(ShardEvent::Finished {
             shard: self.cfg.index,
             totals,
@@ -643,7 +700,40 @@ impl Shard {
             intervals: self.intervals.shipped,
             connection_errors: std::mem::take(&mut self.conn_errors),
             handshakes: std::mem::take(&mut self.handshakes),
+            nodes,
         });
+    }
+
+    /// Per node, every class's share: the nodes connected to or answered by.
+    fn node_stats(&mut self) -> Vec<NodeStats> {
+        let mut out: Vec<NodeStats> = self
+            .routes
+            .nodes
+            .iter()
+            .map(|n| NodeStats::new(&n.name))
+            .collect();
+        for (i, n) in out.iter_mut().enumerate() {
+            n.slots = self.routes.slots_of(i as u16);
+            n.primary = n.slots > 0;
+        }
+        for c in &self.conns {
+            if let Some(n) = out.get_mut(usize::from(c.node)) {
+                n.connections += 1;
+            }
+        }
+        for class in &mut self.classes {
+            for (i, t) in class.take_nodes().into_iter().enumerate() {
+                let Some(n) = out.get_mut(i) else { continue };
+                n.completed += t.completed;
+                n.errors += t.errors;
+                n.redirects += t.redirects;
+                if let Some(h) = &t.latency {
+                    hist::add(&mut n.latency, h);
+                }
+            }
+        }
+        out.retain(|n| n.connections > 0 || n.completed + n.errors > 0 || !n.redirects.is_zero());
+        out
     }
 
     // ---- connections -------------------------------------------------------------
@@ -708,7 +798,8 @@ impl Shard {
 
     fn start_connect(&mut self, id: ConnId, now: u64) {
         let conn = &mut self.conns[id.index()];
-        if let Err(kind) = conn.connect(id, &self.ep, self.cfg.target, now) {
+        let addr = self.routes.nodes[usize::from(conn.node)].addr;
+        if let Err(kind) = conn.connect(id, &self.ep, addr, now) {
             self.conn_down(id, now, &kind, Failure::Disconnected);
         }
     }
@@ -730,8 +821,8 @@ impl Shard {
     fn connected(&mut self, id: ConnId, now: u64, state: Result<ConnState, Cow<'static, str>>) {
         match state {
             Ok(ConnState::Up) => {
-                let class = self.conns[id.index()].class.index();
-                self.classes[class].on_up(id);
+                let conn = &self.conns[id.index()];
+                self.classes[conn.class.index()].on_up(id, conn.node);
             }
             // The first setup command is in the write buffer.
             Ok(ConnState::Setup { .. }) => self.flush(id, now),
@@ -747,9 +838,14 @@ impl Shard {
         add_error(&mut self.conn_errors, conn_error, 1);
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
+        let node = Some(conn.node);
         conn.close(now, |p, written| {
-            class.on_failed(p, failure.of(written), now)
+            class.on_failed(p, failure.of(written), now, node)
         });
+        // A node that drops or refuses connections may have failed over.
+        if let Some(t) = &self.cfg.topology {
+            t.ask_refresh();
+        }
     }
 
     /// Closes a connection whose next reply is over the caps: the request it answers fails
@@ -758,6 +854,7 @@ impl Shard {
         add_error(&mut self.conn_errors, Fault::TooLarge.kind(), 1);
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
+        let node = Some(conn.node);
         let mut first = true;
         conn.close(now, |p, _| {
             let f = if std::mem::take(&mut first) {
@@ -765,7 +862,7 @@ impl Shard {
             } else {
                 Failure::Disconnected
             };
-            class.on_failed(p, f, now);
+            class.on_failed(p, f, now, node);
         });
     }
 
@@ -809,8 +906,16 @@ impl Shard {
     /// Fails requests older than the timeout (on connections and in backlogs), and
     /// reconnects closed connections whose backoff has passed.
     fn sweep(&mut self, now: u64) {
+        self.adopt_table(now);
         for c in &mut self.classes {
             c.expire_backlog(now, self.timeout);
+        }
+        if self.classes.iter().any(ClassState::has_backlog) {
+            let (classes, mut out) = self.outbox();
+            for c in classes {
+                c.unpark(now, &mut out);
+            }
+            self.flush_dirty();
         }
         for i in 0..self.conns.len() {
             let id = ConnId(i as u32);
@@ -828,6 +933,73 @@ impl Shard {
                 Due::Retry => self.start_connect(id, now),
                 Due::Nothing => {}
             }
+        }
+    }
+
+    /// Takes a newer slot table the worker published: connections to nodes that own
+    /// slots now, and waiting requests moved to their slots' owners.
+    fn adopt_table(&mut self, now: u64) {
+        let Some(shared) = &self.cfg.topology else {
+            return;
+        };
+        if shared.version() == self.routes.version() {
+            return;
+        }
+        let (v, t) = shared.current();
+        self.routes.adopt(v, &t);
+        self.open_new_nodes(now);
+        let (classes, mut out) = self.outbox();
+        for c in classes {
+            c.reroute(&mut out);
+        }
+        self.flush_dirty();
+    }
+
+    /// Sends again what class `class`'s replies redirected: `MOVED` updates the routes
+    /// (and asks the worker for a fresh table), `ASK` goes once to its node with
+    /// `ASKING`; a node that cannot be named yet, and `TRYAGAIN`-like answers, wait out a
+    /// back-off.
+    fn redo(&mut self, class: usize, now: u64) {
+        let list = std::mem::take(&mut self.classes[class].redirected);
+        for r in list {
+            let (ask, later) = match &r.redo {
+                Redo::Moved { slot, addr } => {
+                    if let Some(t) = &self.cfg.topology {
+                        t.ask_refresh();
+                    }
+                    match self.routes.redirect_target(addr, r.from) {
+                        Some(n) => {
+                            self.routes.moved(*slot, n);
+                            self.open_new_nodes(now);
+                            (None, false)
+                        }
+                        None => (None, true),
+                    }
+                }
+                Redo::Ask { addr } => match self.routes.redirect_target(addr, r.from) {
+                    Some(n) => {
+                        if !self.routes.nodes[usize::from(n)].opened {
+                            self.open_node(n, now);
+                        }
+                        (Some(n), false)
+                    }
+                    None => (None, true),
+                },
+                Redo::Later => (None, true),
+            };
+            let timeout = self.timeout;
+            let (classes, mut out) = self.outbox();
+            classes[class].resend(r, ask, later, now, timeout, &mut out);
+        }
+        self.flush_dirty();
+    }
+
+    /// Opens connections to node `n` even though it owns no slot (an `ASK` target).
+    fn open_node(&mut self, n: u16, now: u64) {
+        let first = self.conns.len();
+        self.add_node_conns(n);
+        for i in first..self.conns.len() {
+            self.start_connect(ConnId(i as u32), now);
         }
     }
 
@@ -902,13 +1074,15 @@ impl Shard {
     fn take_replies(&mut self, id: ConnId) -> bool {
         let now = ns_since(self.cfg.start);
         let conn = &mut self.conns[id.index()];
-        let class = &mut self.classes[conn.class.index()];
+        let class_index = conn.class.index();
+        let class = &mut self.classes[class_index];
         let kinds = &mut self.kinds;
+        let (node, cluster) = (conn.node, self.routes.is_cluster());
         // Two closures borrow the class: pushes are few, so they are tallied here and
         // handed over after the replies.
         let (mut pushes, mut invalidations) = (0u64, 0u64);
         let taken = conn.take_replies(
-            |r| class.on_reply(id, r, now, kinds),
+            |r| class.on_reply(id, node, r, now, kinds, cluster),
             |invalidate| {
                 pushes += 1;
                 invalidations += u64::from(invalidate);
@@ -916,6 +1090,9 @@ impl Shard {
         );
         if pushes > 0 {
             class.on_pushes(pushes, invalidations);
+        }
+        if !class.redirected.is_empty() {
+            self.redo(class_index, now);
         }
         match taken {
             Ok(()) => true,
@@ -948,7 +1125,8 @@ impl Shard {
                 !matches!(self.conns[id.index()].state(), ConnState::Down { .. })
             }
             Ok(SetupProgress::Up) => {
-                self.classes[class].on_up(id);
+                let node = self.conns[id.index()].node;
+                self.classes[class].on_up(id, node);
                 true
             }
             Err(SetupError::Fault(Fault::TooLarge)) => {
@@ -1154,6 +1332,7 @@ mod tests {
             global_index: 0,
             total_shards: 1,
             target,
+            topology: None,
             session: Session::default(),
             tls: None,
             client_name: "crest-test-0".into(),

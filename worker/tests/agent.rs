@@ -84,6 +84,7 @@ fn good_plan() -> RunPlan {
         backlog_limit: 10,
         session: Default::default(),
         tls: None,
+        cluster: Default::default(),
     }
 }
 

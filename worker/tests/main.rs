@@ -84,6 +84,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
         target: addr,
         session: Default::default(),
         tls: None,
+        topology: None,
         client_name: "crest-test-0".into(),
         classes: vec![ShardClass {
             workload: set_get(),

@@ -153,6 +153,7 @@ pub(super) fn plans(
                 backlog_limit: cfg.backlog_limit,
                 session: cfg.session.clone(),
                 tls: cfg.tls.clone(),
+                cluster: cfg.cluster,
             }
         })
         .collect()

@@ -1,0 +1,428 @@
+//! Where a request goes: one node, or the owner of its key's slot in a Redis Cluster.
+//!
+//! Data flow in cluster mode:
+//! - the agent reads the slot table from the seed before the run (`probe::cluster_slots`),
+//!   resolves every node's address and publishes it in a [`Shared`] cell;
+//! - a refresher task ([`refresh`]) reads it again every second, and within 200 ms of a
+//!   shard asking (a `MOVED`, or a node that refuses connections), from the seed or any
+//!   node that answers, and publishes a new version when it changed;
+//! - each shard keeps its own [`Routes`]: the slot table it routes by, updated at once by
+//!   every `MOVED` it follows and replaced by a newer published version at its next sweep
+//!   (every 10 ms), so the hot path reads no lock and no atomic but the sweep's one.
+//!
+//! A shard's node indexes only grow (a node is never removed, so a connection's node index
+//! stays valid); at most [`MAX_NODES`] nodes, so a hostile server cannot make a shard
+//! connect without bound.
+
+use crest_model::slot::SLOTS;
+use crest_model::topology::{MAX_NODES, NO_NODE, Topology};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A published slot table: every node resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// (`host:port` as announced, its address, owns slots).
+    pub nodes: Vec<(String, SocketAddr, bool)>,
+    /// Index into `nodes` of each slot's owner ([`NO_NODE`]: unowned).
+    pub owner: Vec<u16>,
+}
+
+impl Resolved {
+    /// Resolves every node of `t` (a name that does not resolve is left out; its slots
+    /// become unowned until a later table has it).
+    pub async fn of(t: &Topology) -> Self {
+        let mut nodes = Vec::with_capacity(t.nodes.len());
+        let mut map = Vec::with_capacity(t.nodes.len());
+        for n in &t.nodes {
+            let addr = match n.addr.parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => tokio::net::lookup_host(n.addr.as_str())
+                    .await
+                    .ok()
+                    .and_then(|mut a| a.next()),
+            };
+            map.push(addr.map(|a| {
+                nodes.push((n.addr.clone(), a, n.primary));
+                (nodes.len() - 1) as u16
+            }));
+        }
+        let owner = t
+            .owner
+            .iter()
+            .map(|&o| {
+                map.get(usize::from(o))
+                    .copied()
+                    .flatten()
+                    .unwrap_or(NO_NODE)
+            })
+            .collect();
+        Self { nodes, owner }
+    }
+}
+
+/// The worker's current slot table, shared by its shards and its refresher.
+#[derive(Debug)]
+pub struct Shared {
+    version: AtomicU64,
+    table: Mutex<Arc<Resolved>>,
+    /// A shard saw the table is stale (a `MOVED`, a node that refuses connections).
+    want: AtomicBool,
+    /// Tables read, and of them the ones that changed something.
+    reads: AtomicU64,
+    changes: AtomicU64,
+}
+
+impl Shared {
+    /// A cell holding `first` as version 1.
+    pub fn new(first: Resolved) -> Arc<Self> {
+        Arc::new(Self {
+            version: AtomicU64::new(1),
+            table: Mutex::new(Arc::new(first)),
+            want: AtomicBool::new(false),
+            reads: AtomicU64::new(1),
+            changes: AtomicU64::new(0),
+        })
+    }
+
+    /// The version now published.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The table now published, with its version.
+    pub fn current(&self) -> (u64, Arc<Resolved>) {
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        (self.version(), t.clone())
+    }
+
+    /// Publishes `t` when it differs from the current table.
+    pub fn publish(&self, t: Resolved) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let mut cur = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if **cur != t {
+            *cur = Arc::new(t);
+            self.changes.fetch_add(1, Ordering::Relaxed);
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Asks the refresher for a new read soon.
+    #[inline]
+    pub fn ask_refresh(&self) {
+        self.want.store(true, Ordering::Relaxed);
+    }
+
+    /// (tables read, of them changed).
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.changes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Least time between two reads asked for by shards.
+pub const REFRESH_MIN: Duration = Duration::from_millis(200);
+/// Time between two reads nobody asked for.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+/// One read of a slot table by the refresher (None: no node answered).
+pub type TableRead = std::pin::Pin<Box<dyn std::future::Future<Output = Option<Topology>> + Send>>;
+
+/// Keeps `shared` current until `stop` is set: reads the table with `read` (which tries
+/// the seed, then other nodes) every [`REFRESH_EVERY`], or [`REFRESH_MIN`] after the last
+/// read when a shard asked.
+pub async fn refresh<F>(shared: Arc<Shared>, stop: Arc<AtomicBool>, mut read: F)
+where
+    F: FnMut(Arc<Resolved>) -> TableRead,
+{
+    let mut last = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !stop.load(Ordering::Relaxed) {
+        tick.tick().await;
+        let since = last.elapsed();
+        let asked = shared.want.load(Ordering::Relaxed);
+        if !(since >= REFRESH_EVERY || (asked && since >= REFRESH_MIN)) {
+            continue;
+        }
+        shared.want.store(false, Ordering::Relaxed);
+        last = tokio::time::Instant::now();
+        let (_, cur) = shared.current();
+        if let Some(t) = read(cur).await {
+            shared.publish(Resolved::of(&t).await);
+        }
+    }
+}
+
+/// One shard node: where it is, whether the shard has connections to it.
+#[derive(Debug, Clone)]
+pub struct RouteNode {
+    /// `host:port` as announced.
+    pub name: String,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// The shard opened its connections.
+    pub opened: bool,
+}
+
+/// A shard's routing table.
+#[derive(Debug)]
+pub struct Routes {
+    /// Nodes by shard node index (never removed).
+    pub nodes: Vec<RouteNode>,
+    /// Shard node index of each slot's owner ([`NO_NODE`]: unowned). Empty: one node.
+    owner: Vec<u16>,
+    /// The published version adopted last (0: none).
+    version: u64,
+    /// For keyless requests (`PING`): a walk over the slots, so they spread as keys do.
+    walk: u16,
+}
+
+/// A request without a key (or a single-node run).
+pub const NO_SLOT: u16 = u16::MAX;
+
+impl Routes {
+    /// Everything to one node.
+    pub fn single(addr: SocketAddr) -> Self {
+        Self {
+            nodes: vec![RouteNode {
+                name: addr.to_string(),
+                addr,
+                opened: false,
+            }],
+            owner: Vec::new(),
+            version: 0,
+            walk: 0,
+        }
+    }
+
+    /// A cluster's table, as published in `shared`.
+    pub fn cluster(shared: &Shared) -> Self {
+        let mut r = Self {
+            nodes: Vec::new(),
+            owner: vec![NO_NODE; usize::from(SLOTS)],
+            version: 0,
+            walk: 0,
+        };
+        let (v, t) = shared.current();
+        r.adopt(v, &t);
+        r
+    }
+
+    /// Whether requests are routed by slot.
+    #[inline]
+    pub fn is_cluster(&self) -> bool {
+        !self.owner.is_empty()
+    }
+
+    /// The version adopted last.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The node a request for `slot` goes to ([`NO_SLOT`]: any, spread like keys); None when
+    /// no node owns the slot.
+    #[inline]
+    pub fn node_of(&mut self, slot: u16) -> Option<u16> {
+        if self.owner.is_empty() {
+            return Some(0);
+        }
+        let s = if slot == NO_SLOT {
+            // A stride coprime with 16,384 visits every slot once per cycle.
+            self.walk = (self.walk.wrapping_add(5_471)) % SLOTS;
+            self.walk
+        } else {
+            slot
+        };
+        let o = self.owner[usize::from(s)];
+        (o != NO_NODE).then_some(o)
+    }
+
+    /// The shard node index of `addr` (added when new; None past [`MAX_NODES`]).
+    pub fn index_of(&mut self, name: &str, addr: SocketAddr) -> Option<u16> {
+        if let Some(i) = self.nodes.iter().position(|n| n.addr == addr) {
+            return Some(i as u16);
+        }
+        if self.nodes.len() >= MAX_NODES {
+            return None;
+        }
+        self.nodes.push(RouteNode {
+            name: name.to_string(),
+            addr,
+            opened: false,
+        });
+        Some((self.nodes.len() - 1) as u16)
+    }
+
+    /// The node a redirect names: `host:port`, or `:port` for the host of `from` (the
+    /// node that answered). None when it is a name no node has and not an address (a
+    /// refresh will tell), or past [`MAX_NODES`].
+    pub fn redirect_target(&mut self, addr: &str, from: u16) -> Option<u16> {
+        if let Some(i) = self.nodes.iter().position(|n| n.name == addr) {
+            return Some(i as u16);
+        }
+        let a = match addr.strip_prefix(':') {
+            Some(port) => {
+                let port: u16 = port.parse().ok()?;
+                SocketAddr::new(self.nodes.get(usize::from(from))?.addr.ip(), port)
+            }
+            None => addr.parse().ok()?,
+        };
+        self.index_of(&a.to_string(), a)
+    }
+
+    /// `MOVED`: `slot` is `node`'s now.
+    pub fn moved(&mut self, slot: u16, node: u16) {
+        if let Some(o) = self.owner.get_mut(usize::from(slot)) {
+            *o = node;
+        }
+    }
+
+    /// Takes a published table: nodes mapped to shard indexes (new ones added), every
+    /// slot's owner replaced. Returns false when a node had to be left out (past
+    /// [`MAX_NODES`]); its slots are unowned.
+    pub fn adopt(&mut self, version: u64, t: &Resolved) -> bool {
+        let mut all = true;
+        let map: Vec<u16> = t
+            .nodes
+            .iter()
+            .map(|(name, addr, _)| {
+                self.index_of(name, *addr).unwrap_or_else(|| {
+                    all = false;
+                    NO_NODE
+                })
+            })
+            .collect();
+        for (o, &t) in self.owner.iter_mut().zip(&t.owner) {
+            *o = map.get(usize::from(t)).copied().unwrap_or(NO_NODE);
+        }
+        self.version = version;
+        all
+    }
+
+    /// Nodes that own a slot and have no connections yet.
+    pub fn to_open(&self) -> Vec<u16> {
+        let mut owns = vec![false; self.nodes.len()];
+        if self.owner.is_empty() {
+            owns[0] = true;
+        }
+        for &o in &self.owner {
+            if let Some(x) = owns.get_mut(usize::from(o)) {
+                *x = true;
+            }
+        }
+        (0..self.nodes.len())
+            .filter(|&i| owns[i] && !self.nodes[i].opened)
+            .map(|i| i as u16)
+            .collect()
+    }
+
+    /// Slots node `i` owns (all of them for a single node).
+    pub fn slots_of(&self, i: u16) -> u32 {
+        if self.owner.is_empty() {
+            return u32::from(SLOTS);
+        }
+        self.owner.iter().filter(|&&o| o == i).count() as u32
+    }
+
+    /// The owner of `slot` ([`NO_NODE`] for none; 0 for a single node).
+    #[inline]
+    pub fn owner(&self, slot: u16) -> u16 {
+        if self.owner.is_empty() || slot == NO_SLOT {
+            return 0;
+        }
+        self.owner[usize::from(slot)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn table(split: u16, a: u16, b: u16) -> Resolved {
+        Resolved {
+            nodes: vec![
+                (format!("127.0.0.1:{a}"), addr(a), true),
+                (format!("127.0.0.1:{b}"), addr(b), true),
+            ],
+            owner: (0..SLOTS).map(|s| u16::from(s >= split)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_routes_by_slot_and_moved_updates_one_slot() {
+        let shared = Shared::new(table(8000, 7000, 7001));
+        let mut r = Routes::cluster(&shared);
+        assert!(r.is_cluster());
+        assert_eq!(r.node_of(0), Some(0));
+        assert_eq!(r.node_of(8000), Some(1));
+        assert_eq!(r.to_open(), vec![0, 1]);
+        let n = r.redirect_target("127.0.0.1:7002", 0).unwrap();
+        assert_eq!(n, 2, "a new node");
+        r.moved(5, n);
+        assert_eq!(r.node_of(5), Some(2));
+        assert_eq!(r.slots_of(2), 1);
+        assert_eq!(
+            r.redirect_target(":7001", 0),
+            Some(1),
+            "host of the answering node"
+        );
+        assert_eq!(r.redirect_target("nohost:1", 0), None);
+    }
+
+    #[test]
+    fn a_newer_table_replaces_the_old_and_keeps_node_indexes() {
+        let shared = Shared::new(table(8000, 7000, 7001));
+        let mut r = Routes::cluster(&shared);
+        shared.publish(table(8000, 7000, 7001));
+        assert_eq!(shared.version(), 1, "the same table is no new version");
+        // A failover: 7001's slots are 7003's now.
+        shared.publish(table(8000, 7000, 7003));
+        assert_eq!(shared.version(), 2);
+        let (v, t) = shared.current();
+        r.adopt(v, &t);
+        assert_eq!(r.version(), 2);
+        assert_eq!(r.node_of(9000), Some(2));
+        assert_eq!(r.nodes[1].addr, addr(7001), "indexes never move");
+        assert_eq!(r.to_open(), vec![0, 2]);
+        assert_eq!(shared.counts(), (3, 1));
+    }
+
+    #[test]
+    fn keyless_requests_spread_over_the_owners_like_slots() {
+        let shared = Shared::new(table(4096, 7000, 7001));
+        let mut r = Routes::cluster(&shared);
+        let mut n = [0u32; 2];
+        for _ in 0..SLOTS {
+            n[usize::from(r.node_of(NO_SLOT).unwrap())] += 1;
+        }
+        assert_eq!(n, [4096, 16384 - 4096], "one cycle visits every slot once");
+    }
+
+    #[test]
+    fn unowned_slots_have_no_node_and_nodes_are_bounded() {
+        let mut t = table(8000, 7000, 7001);
+        t.owner[3] = NO_NODE;
+        let shared = Shared::new(t);
+        let mut r = Routes::cluster(&shared);
+        assert_eq!(r.node_of(3), None);
+        for p in 0..MAX_NODES as u16 {
+            r.index_of("x", addr(10_000 + p));
+        }
+        assert_eq!(r.nodes.len(), MAX_NODES);
+        assert_eq!(r.index_of("y", addr(9)), None);
+        let mut one = Routes::single(addr(6379));
+        assert!(!one.is_cluster());
+        assert_eq!(one.node_of(NO_SLOT), Some(0));
+        assert_eq!(one.to_open(), vec![0]);
+    }
+}
