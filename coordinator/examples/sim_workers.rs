@@ -279,6 +279,7 @@ async fn stream_run(
         error_messages: vec![],
         tls: None,
         classes: vec![],
+        nodes: vec![],
     });
     let _ = tx.send(pb::WorkerMessage { msg: Some(fin) }).await;
 }

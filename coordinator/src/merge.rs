@@ -20,7 +20,7 @@ use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
 use crest_model::stats::{
-    CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, Kinds, Samples, add_error, fold_kinds,
+    CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, Kinds, NodeStats, Samples, add_error, fold_kinds,
 };
 use crest_proto::pb;
 use prost::Message as _;
@@ -206,6 +206,8 @@ pub struct Final {
     pub tls: Option<Handshakes>,
     /// Per class: (push frames, invalidations) its connections received.
     pub pushes: BTreeMap<String, (u64, u64)>,
+    /// Per target node, every class.
+    pub nodes: Vec<NodeStats>,
 }
 
 /// One worker's part of the books: counts per command and one set of all-commands
@@ -254,6 +256,8 @@ impl WorkerBooks {
                 cipher: label(&t.cipher),
             }),
             pushes: pushes_from_pb(&f.classes),
+            nodes: convert::nodes_from_pb(&f.nodes)
+                .map_err(|e| HistError::Decode(e.to_string()))?,
         });
         Ok(())
     }
@@ -347,6 +351,21 @@ pub fn handshakes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> Option<
     let mut out: Option<Handshakes> = None;
     for t in workers.filter_map(|w| w.final_.as_ref()?.tls.as_ref()) {
         out.get_or_insert_with(Handshakes::default).add(t);
+    }
+    out
+}
+
+/// Per target node, summed over workers (by address), in the order first reported.
+pub fn nodes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> Vec<NodeStats> {
+    let mut out: Vec<NodeStats> = Vec::new();
+    for n in workers
+        .filter_map(|w| w.final_.as_ref())
+        .flat_map(|f| &f.nodes)
+    {
+        match out.iter_mut().find(|m| m.addr == n.addr) {
+            Some(m) => m.add(n),
+            None => out.push(n.clone()),
+        }
     }
     out
 }

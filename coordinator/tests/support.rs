@@ -232,6 +232,104 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Kills the server at once (`kill -9`): no goodbye to its clients or its cluster.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Redis Cluster this test built: `primaries` primaries with `replicas` replicas each,
+/// made with `redis-cli --cluster create` and waited for until every node says
+/// `cluster_state:ok`. Its servers are killed on drop.
+pub struct RedisCluster {
+    /// Every node, in `redis-cli --cluster create` order (primaries first).
+    pub nodes: Vec<Server>,
+}
+
+impl RedisCluster {
+    /// Builds one (at most 60 s).
+    pub fn start(kind: Kind, primaries: usize, replicas: usize) -> Self {
+        let nodes: Vec<Server> = (0..primaries * (1 + replicas))
+            .map(|_| {
+                Server::with_args(
+                    kind,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-node-timeout",
+                        "1500",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                    ],
+                )
+            })
+            .collect();
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(nodes.iter().map(Server::addr));
+        args.extend([
+            "--cluster-replicas".into(),
+            replicas.to_string(),
+            "--cluster-yes".into(),
+        ]);
+        let out = Command::new(find_on_path("redis-cli"))
+            .args(&args)
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let c = Self { nodes };
+        c.wait_ok(&c.nodes.iter().collect::<Vec<_>>(), Duration::from_secs(60));
+        c
+    }
+
+    /// Waits until every node of `alive` says `cluster_state:ok` and lists `primaries`
+    /// nodes owning slots in `CLUSTER SLOTS`.
+    pub fn wait_ok(&self, alive: &[&Server], limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ok = alive.iter().all(|n| {
+                matches!(n.try_command(&[b"CLUSTER", b"INFO"]),
+                    Ok(Frame::Bulk(b)) if String::from_utf8_lossy(&b).contains("cluster_state:ok"))
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ok within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// A node's id (`CLUSTER MYID`).
+    pub fn id(&self, i: usize) -> String {
+        match self.nodes[i].command(&[b"CLUSTER", b"MYID"]) {
+            Frame::Bulk(b) => String::from_utf8(b).unwrap(),
+            other => panic!("CLUSTER MYID: {other:?}"),
+        }
+    }
+
+    /// `cmdstat_<name>` calls summed over the nodes that still answer.
+    pub fn commandstats(&self) -> HashMap<String, u64> {
+        let mut out = HashMap::new();
+        for n in &self.nodes {
+            if let Ok(f) = n.try_command(&[b"INFO", b"commandstats"]) {
+                for (k, v) in parse_commandstats(&f) {
+                    *out.entry(k).or_insert(0) += v;
+                }
+            }
+        }
+        out
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

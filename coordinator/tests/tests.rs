@@ -19,6 +19,7 @@ mod failure;
 mod hostile;
 mod inprocess;
 mod netns;
+mod redis_cluster;
 mod resp3;
 mod slots;
 mod support;

@@ -933,7 +933,7 @@ mod tests {
             let conns = (0..2 * n)
                 .map(|i| {
                     let node = (i / n) as u16;
-                    let mut c = Conn::for_tests(ClassId(0)).to_node(node);
+                    let mut c = Conn::for_tests(ClassId(0)).at_node(node);
                     c.set_up();
                     class.on_up(ConnId(i), node);
                     c

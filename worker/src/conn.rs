@@ -653,7 +653,7 @@ impl Conn {
     }
 
     /// The same connection, to node `node` of the shard's routes.
-    pub fn to_node(mut self, node: u16) -> Self {
+    pub fn at_node(mut self, node: u16) -> Self {
         self.node = node;
         self
     }

@@ -463,7 +463,7 @@ impl Shard {
         for (i, (n, value)) in self.per_node.iter().enumerate() {
             self.conns.extend((0..*n).map(|_| {
                 Conn::new(ClassId(i as u32), value.clone(), Rc::clone(&self.budget))
-                    .to_node(node)
+                    .at_node(node)
                     .with_setup(self.setup.clone())
                     .with_tls(self.tls.clone())
             }));

@@ -89,6 +89,12 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         })
         .collect();
     let total = merge::all_commands(all);
+    let nodes = merge::nodes(members.iter().map(|m| &m.books));
+    let cluster = cfg.cluster == crest_model::target::ClusterMode::On
+        || nodes.len() > 1
+        || nodes
+            .iter()
+            .any(|n| n.slots != u32::from(crest_model::slot::SLOTS));
     let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
     let complete = !results.interrupted && !members.iter().any(|m| m.lost()) && problems.is_empty();
     Report {
@@ -120,6 +126,8 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         }),
         resp: cfg.session.resp.version(),
         tracking: cfg.session.tracking,
+        cluster,
+        nodes: super::NodeReport::all(&nodes, total.completed),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {

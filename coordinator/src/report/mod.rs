@@ -123,6 +123,10 @@ pub struct Summary {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Requests that waited for a free connection.
     pub backlogged: u64,
+    /// Cluster redirects and retries the requests went through (absent when none): each
+    /// request is still counted once above, by how it ended.
+    #[serde(skip_serializing_if = "RedirectCounts::is_zero")]
+    pub redirects: RedirectCounts,
     /// Asked rate, requests per second, or "max".
     pub target_rate: Target,
     /// Completed per second over the run.
@@ -178,6 +182,11 @@ impl Summary {
             errors: s.error_total(),
             errors_by_kind: error_map(&s.errors),
             backlogged: s.backlogged,
+            redirects: RedirectCounts {
+                moved: s.redirects.moved,
+                asked: s.redirects.asked,
+                retried: s.redirects.retried,
+            },
             target_rate: match target_rate {
                 Target::Rate(r) => Target::Rate(round2(r)),
                 t => t,
@@ -524,6 +533,78 @@ pub struct ClassReport {
     pub histograms: Histograms,
 }
 
+/// Cluster redirects and retries.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+pub struct RedirectCounts {
+    /// `MOVED` answers followed (the request sent to the slot's new owner).
+    pub moved: u64,
+    /// `ASK` answers followed (`ASKING` and the request at the importing node).
+    pub asked: u64,
+    /// `TRYAGAIN` / `CLUSTERDOWN` / `LOADING` answers retried after a back-off.
+    pub retried: u64,
+}
+
+impl RedirectCounts {
+    /// Whether none happened.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// One target node's share of the run (every worker, every class).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NodeReport {
+    /// `host:port` as the cluster announces it (the target, for one node).
+    pub addr: String,
+    /// Owned slots in the workers' last slot tables.
+    pub primary: bool,
+    /// Slots it owned there (16,384 for a single node).
+    pub slots: u32,
+    /// `slots` / 16,384.
+    pub slot_share: f64,
+    /// Requests it answered with a non-error reply.
+    pub completed: u64,
+    /// `completed` / the run's completed: against `slot_share`, how evenly keys spread.
+    pub request_share: f64,
+    /// Requests that failed on it (error replies, timeouts, disconnects).
+    pub errors: u64,
+    /// `MOVED` answers it gave.
+    pub moved: u64,
+    /// `ASK` answers it gave.
+    pub asked: u64,
+    /// Connections the workers opened to it.
+    pub connections: u32,
+    /// Latency of its completed requests, from intended time.
+    pub latency_us: Percentiles,
+}
+
+impl NodeReport {
+    /// Every node of `nodes`, its shares out of the run's `completed`.
+    pub fn all(nodes: &[crest_model::stats::NodeStats], completed: u64) -> Vec<Self> {
+        let slots = f64::from(crest_model::slot::SLOTS);
+        nodes
+            .iter()
+            .map(|n| NodeReport {
+                addr: n.addr.clone(),
+                primary: n.primary,
+                slots: n.slots,
+                slot_share: round4(f64::from(n.slots) / slots),
+                completed: n.completed,
+                request_share: round4(n.completed as f64 / completed.max(1) as f64),
+                errors: n.errors,
+                moved: n.redirects.moved,
+                asked: n.redirects.asked,
+                connections: n.connections,
+                latency_us: Percentiles::of(&n.latency),
+            })
+            .collect()
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
 /// TLS to the target, as the run set it up and the connections negotiated it. No
 /// secret is recorded: not the key, not the certificates' bytes.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -576,6 +657,12 @@ pub struct Report {
     pub resp: u32,
     /// True when every connection turned on client-side caching (`CLIENT TRACKING on`).
     pub tracking: bool,
+    /// True when the target was loaded as a Redis Cluster (`--cluster`, or a seed that
+    /// said it is one): requests routed by slot.
+    pub cluster: bool,
+    /// Per target node (one for a single node): its slots, its share of the requests,
+    /// its errors, redirects and latency, so one hot or slow node stands out.
+    pub nodes: Vec<NodeReport>,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.
@@ -937,6 +1024,9 @@ impl Report {
         if let Some(line) = self.stopped_answering() {
             let _ = writeln!(out, "{line}");
         }
+        if self.cluster {
+            self.nodes_table(&mut out);
+        }
         if !self.connection_errors.is_empty() {
             let _ = writeln!(
                 out,
@@ -988,6 +1078,51 @@ impl Report {
             );
         }
         out
+    }
+
+    /// The cluster's nodes, one row each: slots and requests side by side (a hot node
+    /// stands out), errors, redirects, latency; and the redirects over the run.
+    fn nodes_table(&self, out: &mut String) {
+        let r = self.totals.summary.redirects;
+        let _ = writeln!(
+            out,
+            "cluster: {} nodes ({} primaries); redirects followed: MOVED {} ASK {}, retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}",
+            self.nodes.len(),
+            self.nodes.iter().filter(|n| n.primary).count(),
+            r.moved,
+            r.asked,
+            r.retried
+        );
+        let _ = writeln!(
+            out,
+            "{:<22} {:>6} {:>7} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>5}",
+            "node",
+            "slots",
+            "slot%",
+            "completed",
+            "req%",
+            "p50",
+            "p99",
+            "p99.9",
+            "errors",
+            "MOVED",
+            "ASK"
+        );
+        for n in &self.nodes {
+            let [p50, _, p99, p999, _, _] = n.latency_us.cells();
+            let _ = writeln!(
+                out,
+                "{:<22} {:>6} {:>6.2}% {:>10} {:>6.2}% {p50:>8} {p99:>8} {p999:>8} {:>8} {:>7} {:>5}",
+                n.addr,
+                n.slots,
+                n.slot_share * 100.0,
+                n.completed,
+                n.request_share * 100.0,
+                n.errors,
+                n.moved,
+                n.asked
+            );
+        }
     }
 
     /// `timeline.csv`: one row per second.

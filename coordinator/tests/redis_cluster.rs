@@ -1,0 +1,333 @@
+//! Redis Cluster mode (issue #9, item 4) against real clusters built here with
+//! `redis-cli --cluster create`: the cluster-wide rate is the target whatever the node
+//! count, every request goes to its key's slot owner (each node's share of requests is
+//! its share of slots), the counts agree with the nodes' own `INFO commandstats` summed,
+//! and resharding and failover mid-run lose nothing from the books.
+
+use crate::support::*;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Every scheduled request is in exactly one place: completed, failed, in flight or
+/// never sent.
+fn assert_books(report: &Value) {
+    let t = &report["totals"];
+    assert_eq!(
+        u(t, "scheduled"),
+        u(t, "completed") + u(t, "errors") + u(t, "in_flight") + u(t, "unsent"),
+        "{t}"
+    );
+    assert!(
+        report["checks"]["intervals_match_totals"]
+            .as_bool()
+            .unwrap(),
+        "{}",
+        report["checks"]
+    );
+}
+
+/// The nodes section: per node completed summed is the run's; each node's request share
+/// is within `tolerance` (absolute) of its slot share.
+fn assert_nodes(report: &Value, primaries: usize, tolerance: f64) {
+    let nodes = report["nodes"].as_array().unwrap();
+    let owners: Vec<&Value> = nodes.iter().filter(|n| u(n, "slots") > 0).collect();
+    assert_eq!(owners.len(), primaries, "{nodes:?}");
+    assert_eq!(
+        owners.iter().map(|n| u(n, "slots")).sum::<u64>(),
+        16_384,
+        "{nodes:?}"
+    );
+    let completed: u64 = nodes.iter().map(|n| u(n, "completed")).sum();
+    assert_eq!(completed, u(&report["totals"], "completed"));
+    for n in owners {
+        let (slots, reqs) = (f(n, "slot_share"), f(n, "request_share"));
+        assert!(
+            (slots - reqs).abs() <= tolerance,
+            "{}: {reqs} of the requests for {slots} of the slots",
+            n["addr"]
+        );
+    }
+}
+
+/// A steady run against 3 primaries, the cluster detected from the seed (no flag): the
+/// achieved rate is the target (not 3×), the nodes' commandstats summed equal the report,
+/// and keys spread over the nodes as their slots do.
+#[test]
+fn a_steady_run_routes_every_request_by_slot_at_the_cluster_wide_rate() {
+    let cluster = RedisCluster::start(Kind::Redis, 3, 0);
+    let dir = TempDir::new("cluster-steady");
+    let (rate, secs) = (3000.0, 3.0);
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &cluster.nodes[1].addr(),
+            "--rate",
+            "3000",
+            "--duration",
+            "3s",
+            "--ratio",
+            "1:10",
+            "--keys",
+            "20000",
+            "--connections",
+            "2",
+        ])
+        .run(0);
+    assert_eq!(report["cluster"], true, "detected from the seed");
+    check_against_server(&report, &cluster.commandstats(), rate, secs);
+    assert_books(&report);
+    // 9,000 requests over 3 nodes: binomial spread ~0.5% absolute.
+    assert_nodes(&report, 3, 0.03);
+    let r = &report["totals"]["redirects"];
+    assert!(r.is_null(), "a stable cluster redirects nothing: {r}");
+    // Each primary has 2 connections from the one shard.
+    for n in report["nodes"].as_array().unwrap() {
+        assert_eq!(u(n, "connections"), 2, "{n}");
+    }
+}
+
+/// MGET and MSET with a batch: every key of a call shares the first key's slot, so no
+/// CROSSSLOT; each node saw its own calls, summed they are the report's.
+#[test]
+fn multi_key_batches_share_a_slot_and_never_cross() {
+    let cluster = RedisCluster::start(Kind::Valkey, 3, 0);
+    let dir = TempDir::new("cluster-batch");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &cluster.nodes[0].addr(),
+            "--cluster",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--mix",
+            "MSET=1,MGET=1",
+            "--batch",
+            "10",
+            "--keys",
+            "5000",
+        ])
+        .run(0);
+    assert_books(&report);
+    let stats = cluster.commandstats();
+    let t = &report["totals"];
+    assert_eq!(u(t, "errors"), 0, "{}", t["errors_by_kind"]);
+    for cmd in ["MSET", "MGET"] {
+        let c = &report["commands"][cmd];
+        assert_eq!(u(c, "completed"), 1000, "{c}");
+        assert_eq!(stats[&cmd.to_lowercase()], 1000, "{cmd} at the servers");
+    }
+    assert_nodes(&report, 3, 0.06);
+    // What MSET wrote, MGET reads: no miss once every key was written is not promised,
+    // but the keys are the keyspace's own (crest:0..4999).
+    let keys: u64 = cluster
+        .nodes
+        .iter()
+        .map(|n| match n.command(&[b"DBSIZE"]) {
+            crest_resp::Frame::Integer(k) => k as u64,
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert!(keys > 0 && keys <= 5000, "{keys} keys");
+}
+
+/// `--cluster` against a server that is not a cluster node stops the run before load,
+/// with one line; `--cluster` with the built-in target is refused as a usage error.
+#[test]
+fn cluster_mode_against_a_single_node_is_refused_with_the_fix() {
+    let server = Server::start(Kind::Redis);
+    let err = crest_fails(
+        &[
+            "run",
+            "--target",
+            &server.addr(),
+            "--cluster",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+        ],
+        "is not a cluster node",
+    );
+    assert!(err.contains("drop --cluster"), "{err}");
+    assert_eq!(total_calls(&server), 0, "no request before the refusal");
+    crest_fails(
+        &["run", "--cluster", "--rate", "100", "--duration", "1s"],
+        "the built-in target is one node",
+    );
+}
+
+/// Resharding 1,000 slots mid-run: the migrated keys answer ASK, the moved slots MOVED;
+/// nothing is lost (zero errors), every second keeps its rate within 5%, the redirects are
+/// counted, and the nodes' commandstats summed still equal the report.
+#[test]
+fn resharding_mid_run_loses_nothing_and_counts_the_redirects() {
+    let cluster = RedisCluster::start(Kind::Redis, 3, 0);
+    let (from, to) = (cluster.id(0), cluster.id(1));
+    let dir = TempDir::new("cluster-reshard");
+    let (rate, secs) = (2000.0, 8.0);
+    let mut run = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &cluster.nodes[2].addr(),
+            "--cluster",
+            "--rate",
+            "2000",
+            "--duration",
+            "8s",
+            "--ratio",
+            "1:10",
+            "--keys",
+            "3000",
+            "--connections",
+            "2",
+        ])
+        .spawn();
+    std::thread::sleep(Duration::from_secs(3));
+    let out = std::process::Command::new(find_on_path("redis-cli"))
+        .args([
+            "--cluster",
+            "reshard",
+            &cluster.nodes[0].addr(),
+            "--cluster-from",
+            &from,
+            "--cluster-to",
+            &to,
+            "--cluster-slots",
+            "1000",
+            "--cluster-yes",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "reshard failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(run.wait(Duration::from_secs(60)), 0);
+    let report = read_report(&dir.path().join("out"));
+    assert_books(&report);
+    check_against_server(&report, &cluster.commandstats(), rate, secs);
+    let r = &report["totals"]["redirects"];
+    eprintln!("reshard: redirects {r}, nodes {}", report["nodes"]);
+    assert!(
+        u(r, "moved") + u(r, "asked") > 0,
+        "resharding under load redirects: {r}"
+    );
+    for p in report["timeline"].as_array().unwrap() {
+        let achieved = f(p, "achieved_rate");
+        assert!(
+            (achieved - rate).abs() <= 0.05 * rate,
+            "second {}: {achieved}/s",
+            p["t_s"]
+        );
+    }
+    // The moved slots are node 1's now, in the report's last table too.
+    let nodes = report["nodes"].as_array().unwrap();
+    let slots = |addr: &str| {
+        nodes
+            .iter()
+            .find(|n| n["addr"] == addr)
+            .map_or(0, |n| u(n, "slots"))
+    };
+    assert_eq!(slots(&cluster.nodes[0].addr()) + 1000, 5461, "{nodes:?}");
+}
+
+/// Failover twice mid-run on Valkey with one replica per primary: a manual `CLUSTER
+/// FAILOVER` on a replica, then `kill -9` of a primary. The run completes, the gap shows
+/// as latency and counted failures, and every request is in exactly one place.
+#[test]
+fn failover_and_a_killed_primary_keep_the_books() {
+    let mut cluster = RedisCluster::start(Kind::Valkey, 3, 1);
+    // redis-cli pairs replicas with primaries itself: find a replica and a primary that is
+    // not its own.
+    let role = |i: usize| match cluster.nodes[i].command(&[b"ROLE"]) {
+        crest_resp::Frame::Array(a) => match &a[0] {
+            crest_resp::Frame::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let replica = (0..6).find(|&i| role(i) == "slave").expect("a replica");
+    let dir = TempDir::new("cluster-failover");
+    let (rate, secs) = (1000.0, 10.0);
+    let mut run = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &cluster.nodes[0].addr(),
+            "--cluster",
+            "--rate",
+            "1000",
+            "--duration",
+            "10s",
+            "--ratio",
+            "1:10",
+            "--keys",
+            "2000",
+            "--timeout",
+            "3s",
+        ])
+        .spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        cluster.nodes[replica].command(&[b"CLUSTER", b"FAILOVER"]),
+        crest_resp::Frame::Simple(b"OK".to_vec())
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // Kill a primary that is not the seed (the refresher may still use the seed).
+    let victim = (1..6)
+        .find(|&i| i != replica && role(i) == "master")
+        .expect("another primary");
+    cluster.nodes[victim].kill();
+    assert_eq!(run.wait(Duration::from_secs(90)), 0);
+    let report = read_report(&dir.path().join("out"));
+    assert_books(&report);
+    let t = &report["totals"];
+    eprintln!(
+        "failover: completed {} errors {} {} redirects {} latency {} nodes {}",
+        t["completed"],
+        t["errors"],
+        t["errors_by_kind"],
+        t["redirects"],
+        t["latency_us"],
+        report["nodes"]
+    );
+    assert_eq!(u(t, "scheduled"), (rate * secs) as u64);
+    // The replica of the killed primary takes over after the node timeout (1.5 s) and
+    // the refresh: most requests complete; the rest failed with a counted kind.
+    assert!(
+        u(t, "completed") as f64 >= 0.7 * rate * secs,
+        "completed {}",
+        u(t, "completed")
+    );
+    let allowed = [
+        "timeout",
+        "timeout_unsent",
+        "disconnected",
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+        "MOVED",
+        "backlog_full",
+    ];
+    for (kind, _) in t["errors_by_kind"].as_object().unwrap() {
+        assert!(
+            allowed.contains(&kind.as_str()),
+            "unexpected kind {kind}: {t}"
+        );
+    }
+    // After the failovers the run goes back to full rate: the last two seconds complete
+    // (nearly) everything they schedule.
+    let timeline = report["timeline"].as_array().unwrap();
+    for p in &timeline[timeline.len() - 2..] {
+        assert!(f(p, "achieved_rate") >= 0.95 * rate, "{p}");
+    }
+    // The promoted replicas own slots in the last table.
+    let nodes = report["nodes"].as_array().unwrap();
+    assert!(
+        nodes
+            .iter()
+            .any(|n| n["addr"] == cluster.nodes[replica].addr() && u(n, "slots") > 0),
+        "{nodes:?}"
+    );
+}
