@@ -262,6 +262,10 @@ impl RedisCluster {
                         "1500",
                         "--cluster-config-file",
                         "nodes.conf",
+                        // Replicas sync at once (the default waits 5 s for more replicas),
+                        // so one can take over as soon as the cluster is up.
+                        "--repl-diskless-sync-delay",
+                        "0",
                     ],
                 )
             })
@@ -285,6 +289,21 @@ impl RedisCluster {
         );
         let c = Self { nodes };
         c.wait_ok(&c.nodes.iter().collect::<Vec<_>>(), Duration::from_secs(60));
+        // A replica that has not synced cannot take over: wait for every link.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for n in &c.nodes {
+            loop {
+                let info = match n.command(&[b"INFO", b"replication"]) {
+                    Frame::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+                    other => panic!("INFO replication: {other:?}"),
+                };
+                if info.contains("role:master") || info.contains("master_link_status:up") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "a replica did not sync: {info}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         c
     }
 

@@ -390,29 +390,6 @@ async fn start_run(
         .map_err(|e| fail(format!("cannot resolve target {}: {e}", plan.target)))?
         .next()
         .ok_or_else(|| fail(format!("target {} resolves to no address", plan.target)))?;
-    // One open file per connection, plus what the process holds already (a margin for the
-    // rest): refuse up front rather than fail connects one by one with EMFILE.
-    let conns: u64 = plan
-        .shards
-        .iter()
-        .flat_map(|p| p.classes.iter())
-        .map(|c| u64::from(c.connections))
-        .sum();
-    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count() as u64);
-    let need = conns + open + 64;
-    match crate::sys::rlimit::ensure_nofile(need) {
-        Ok(lim) if lim.soft < need => {
-            return Err(fail_as(
-                FailureKind::WorkerLimit,
-                format!(
-                    "{conns} connections need {need} open files, but the limit is {} (hard limit {}); raise it (ulimit -n {need}, or docker run --ulimit nofile={need}) or use fewer --connections",
-                    lim.soft, lim.hard
-                ),
-            ));
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "cannot read the open-file limit"),
-    }
     let tls = plan
         .tls
         .as_ref()
@@ -427,9 +404,20 @@ async fn start_run(
                 fail_as(FailureKind::TargetRefused, e.to_string())
             }
         })?;
+    // Auto-detection must not eat the start lead (a silent server answers nothing): it
+    // gets what is left of it but 250 ms; --cluster gets the full read time.
+    let lead = Duration::from_nanos(
+        u64::try_from(s.start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
+    );
+    let limit = match plan.cluster {
+        ClusterMode::On => crate::probe::SLOTS_TIMEOUT,
+        _ => lead
+            .saturating_sub(Duration::from_millis(250))
+            .clamp(Duration::from_millis(100), crate::probe::SLOTS_TIMEOUT),
+    };
     let topology = match plan.cluster {
         ClusterMode::Off => None,
-        mode => discover(&plan, target, tls.as_ref(), mode)
+        mode => discover(&plan, target, tls.as_ref(), mode, limit)
             .await
             .map_err(|e| fail_as(FailureKind::TargetRefused, e))?,
     };
@@ -439,6 +427,39 @@ async fn start_run(
                 .for_cluster()
                 .map_err(|e| fail_as(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
         }
+    }
+    let owners = topology.as_ref().map_or(1, |t| {
+        let (_, r) = t.current();
+        let mut seen: Vec<u16> = r.owner.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.retain(|&o| o != crest_model::topology::NO_NODE);
+        seen.len().max(1) as u64
+    });
+    // One open file per connection, plus what the process holds already (a margin for the
+    // rest): refuse up front rather than fail connects one by one with EMFILE.
+    let conns: u64 = plan
+        .shards
+        .iter()
+        .flat_map(|p| p.classes.iter())
+        .map(|c| u64::from(c.connections))
+        .sum::<u64>()
+        // In a cluster every shard connects to every primary.
+        * owners;
+    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count() as u64);
+    let need = conns + open + 64;
+    match crate::sys::rlimit::ensure_nofile(need) {
+        Ok(lim) if lim.soft < need => {
+            return Err(fail_as(
+                FailureKind::WorkerLimit,
+                format!(
+                    "{conns} connections need {need} open files, but the limit is {} (hard limit {}); raise it (ulimit -n {need}, or docker run --ulimit nofile={need}) or use fewer --connections",
+                    lim.soft, lim.hard
+                ),
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open-file limit"),
     }
     // The start instant is the peer's number: saturate instead of overflowing, and refuse
     // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
@@ -534,9 +555,10 @@ async fn discover(
     seed: SocketAddr,
     tls: Option<&Client>,
     mode: ClusterMode,
+    limit: Duration,
 ) -> Result<Option<Arc<route::Shared>>, String> {
     let host = crest_model::target::host_of(&plan.target);
-    match crate::probe::cluster_slots(seed, host, &plan.session, tls).await {
+    match crate::probe::cluster_slots(seed, host, &plan.session, tls, limit).await {
         Slots::Table(t) => {
             let r = route::Resolved::of(&t).await;
             if r.owner.iter().all(|&o| o == crest_model::topology::NO_NODE) {
@@ -587,8 +609,14 @@ fn table_reader(
             addrs.extend(cur.nodes.iter().map(|n| n.1).filter(|a| *a != seed));
             for a in addrs.into_iter().take(8) {
                 let host = a.ip().to_string();
-                if let Slots::Table(t) =
-                    crate::probe::cluster_slots(a, &host, &session, tls.as_ref()).await
+                if let Slots::Table(t) = crate::probe::cluster_slots(
+                    a,
+                    &host,
+                    &session,
+                    tls.as_ref(),
+                    crate::probe::SLOTS_TIMEOUT,
+                )
+                .await
                 {
                     return Some(t);
                 }

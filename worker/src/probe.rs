@@ -205,7 +205,7 @@ pub async fn probe(
 const TOPOLOGY_NAME: &str = "crest-topology";
 /// Largest `CLUSTER SLOTS` reply read (about 100 bytes a node: 512 nodes fit many times).
 const MAX_SLOTS_REPLY: usize = 4 * 1024 * 1024;
-/// How long one slot-table read may take.
+/// How long one slot-table read may take at most.
 pub const SLOTS_TIMEOUT: Duration = Duration::from_millis(900);
 
 /// What `CLUSTER SLOTS` said.
@@ -220,21 +220,23 @@ pub enum Slots {
 }
 
 /// Asks `addr` for its slot table on a connection set up like every other (login, TLS,
-/// protocol). `seed_host` stands for nodes the table names without a host.
+/// protocol), waiting at most `limit`. `seed_host` stands for nodes the table names
+/// without a host.
 pub async fn cluster_slots(
     addr: SocketAddr,
     seed_host: &str,
     session: &Session,
     tls: Option<&Client>,
+    limit: Duration,
 ) -> Slots {
     let setup = Setup::new(session, TOPOLOGY_NAME);
     let q = Ask {
         command: b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n",
         limit: MAX_SLOTS_REPLY,
     };
-    match tokio::time::timeout(SLOTS_TIMEOUT, connect(addr, tls, setup.as_ref(), q)).await {
+    match tokio::time::timeout(limit, connect(addr, tls, setup.as_ref(), q)).await {
         Err(_) => Slots::Failed(format!(
-            "{addr} did not answer CLUSTER SLOTS within {SLOTS_TIMEOUT:?}"
+            "{addr} did not answer CLUSTER SLOTS within {limit:?}"
         )),
         Ok(Err(e)) => Slots::Failed(format!("{addr}: {e}")),
         Ok(Ok(Heard::Answer(bytes))) => match resp::Frame::parse(&bytes) {

@@ -230,6 +230,33 @@ pub fn render(r: &Report) -> String {
         "%",
         false,
     ));
+    if r.cluster {
+        let red = r.totals.summary.redirects;
+        let _ = write!(
+            out,
+            "<h2>Cluster nodes</h2><p>Redirects followed: MOVED {}, ASK {}; retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}. A node whose share of requests is above its share of slots is hot.</p><table><tr><th>node</th><th>slots</th><th>share of slots</th><th>completed</th><th>share of requests</th><th>p50</th><th>p99</th><th>p99.9</th><th>errors</th><th>MOVED</th><th>ASK</th><th>connections</th></tr>",
+            red.moved, red.asked, red.retried
+        );
+        for n in &r.nodes {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&n.addr),
+                n.slots,
+                n.slot_share * 100.0,
+                n.completed,
+                n.request_share * 100.0,
+                human_us(n.latency_us.p50),
+                human_us(n.latency_us.p99),
+                human_us(n.latency_us.p999),
+                n.errors,
+                n.moved,
+                n.asked,
+                n.connections
+            );
+        }
+        out.push_str("</table>");
+    }
     out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
     for w in &r.workers {
         let _ = write!(
