@@ -170,6 +170,38 @@ fn cluster_mode_against_a_single_node_is_refused_with_the_fix() {
     );
 }
 
+/// `--no-cluster` loads a cluster node as one node: keys it does not own get `MOVED`,
+/// counted as errors by that word (about two thirds of them with three primaries).
+#[test]
+fn no_cluster_loads_the_seed_alone_and_counts_moved_as_errors() {
+    let cluster = RedisCluster::start(Kind::Redis, 3, 0);
+    let dir = TempDir::new("cluster-off");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &cluster.nodes[0].addr(),
+            "--no-cluster",
+            "--rate",
+            "600",
+            "--duration",
+            "1s",
+            "--keys",
+            "10000",
+        ])
+        .run(0);
+    assert_eq!(report["cluster"], false);
+    assert_books(&report);
+    let t = &report["totals"];
+    let moved = t["errors_by_kind"]["MOVED"].as_u64().unwrap_or(0);
+    assert!(
+        (300..=500).contains(&moved),
+        "about 2/3 of 600 are other nodes' keys: {t}"
+    );
+    assert_eq!(u(t, "completed") + moved, 600, "{t}");
+    assert!(t["redirects"].is_null(), "nothing followed: {t}");
+    assert_eq!(report["nodes"].as_array().unwrap().len(), 1);
+}
+
 /// Resharding 1,000 slots mid-run: the migrated keys answer ASK, the moved slots MOVED;
 /// nothing is lost (zero errors), every second keeps its rate within 5%, the redirects are
 /// counted, and the nodes' commandstats summed still equal the report.

@@ -396,27 +396,35 @@ async fn start_run(
         .map(Client::new)
         .transpose()
         .map_err(|e| fail_as(FailureKind::BadPlan, e))?;
-    crate::probe::probe(target, &plan.target, &plan.session, tls.as_ref())
-        .await
-        .map_err(|e| match e {
-            crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
-            crate::probe::Refusal::Refused { .. } | crate::probe::Refusal::Tls(_) => {
-                fail_as(FailureKind::TargetRefused, e.to_string())
-            }
-        })?;
-    // Auto-detection must not eat the start lead (a silent server answers nothing): it
-    // gets what is left of it but 250 ms; --cluster gets the full read time.
+    // The probe asks whether the seed is a cluster node when the plan leaves it open.
+    let ask_cluster = plan.cluster == ClusterMode::Auto;
+    let seed_is_cluster = crate::probe::probe(
+        target,
+        &plan.target,
+        &plan.session,
+        tls.as_ref(),
+        ask_cluster,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
+        crate::probe::Refusal::Refused { .. } | crate::probe::Refusal::Tls(_) => {
+            fail_as(FailureKind::TargetRefused, e.to_string())
+        }
+    })?;
+    // Reading the slot table must not eat the start lead (the session loop waits for this
+    // function, and a slow seed must not trip the coordinator's silence check): it gets
+    // what is left of the lead but 250 ms, at most SLOTS_TIMEOUT. A cluster node answers
+    // CLUSTER SLOTS in well under a millisecond.
     let lead = Duration::from_nanos(
         u64::try_from(s.start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
     );
-    let limit = match plan.cluster {
-        ClusterMode::On => crate::probe::SLOTS_TIMEOUT,
-        _ => lead
-            .saturating_sub(Duration::from_millis(250))
-            .clamp(Duration::from_millis(100), crate::probe::SLOTS_TIMEOUT),
-    };
+    let limit = lead
+        .saturating_sub(Duration::from_millis(250))
+        .clamp(Duration::from_millis(100), crate::probe::SLOTS_TIMEOUT);
     let topology = match plan.cluster {
         ClusterMode::Off => None,
+        ClusterMode::Auto if !seed_is_cluster => None,
         mode => discover(&plan, target, tls.as_ref(), mode, limit)
             .await
             .map_err(|e| fail_as(FailureKind::TargetRefused, e))?,

@@ -72,7 +72,8 @@ enum Heard {
     SetupRefused(Step, String),
     /// The server answered `ECHO` with this error line.
     EchoError(String),
-    /// The server answered the question with this reply (not an error).
+    /// The server answered the question (the follow-up, when there was one) with this
+    /// reply (not an error).
     Answer(Vec<u8>),
     /// The server accepted the TCP connection but did not answer the TLS handshake
     /// within this long.
@@ -128,7 +129,9 @@ fn refusal_hint(reply: &str, login: bool) -> Option<&'static str> {
 
 /// Probes `addr`, setting the probe connection up as `session` says. Slow or silent
 /// targets pass (the run measures them); only a refusal every connection or request would
-/// meet stops the run.
+/// meet stops the run. With `ask_cluster`, the probe also asks `INFO cluster` after its
+/// `ECHO` (no error on any server, no second connection) and says whether the target is a
+/// cluster node (`cluster_enabled:1`).
 ///
 /// # Errors
 /// [`Refusal`] when the connection is refused or the server refuses the generator.
@@ -137,7 +140,8 @@ pub async fn probe(
     target: &str,
     session: &Session,
     tls: Option<&Client>,
-) -> Result<(), Refusal> {
+    ask_cluster: bool,
+) -> Result<bool, Refusal> {
     let setup = Setup::new(session, PROBE_NAME);
     let refused = |message: String, hint| Refusal::Refused {
         addr,
@@ -152,10 +156,11 @@ pub async fn probe(
     };
     let echo = Ask {
         command: ECHO,
+        then: ask_cluster.then_some(INFO_CLUSTER),
         limit: MAX_PROBE_REPLY,
     };
     match tokio::time::timeout(budget, connect(addr, tls, setup.as_ref(), echo)).await {
-        Err(_elapsed) => Ok(()),
+        Err(_elapsed) => Ok(false),
         Ok(Ok(Heard::NoHandshake(allow))) => Err(Refusal::Tls(format!(
             "TLS to target {target} failed: the server accepted the connection but did not answer the TLS handshake within {allow:?}: a plaintext port? drop --tls (and use redis:// rather than rediss://), or give its tls-port"
         ))),
@@ -186,8 +191,12 @@ pub async fn probe(
             )))
         }
         // Other I/O trouble (a reset, a close): the shards meet it too and count it.
-        Ok(Err(_)) => Ok(()),
-        Ok(Ok(Heard::Fine | Heard::Answer(_))) => Ok(()),
+        Ok(Err(_)) => Ok(false),
+        Ok(Ok(Heard::Fine)) => Ok(false),
+        Ok(Ok(Heard::Answer(info))) => Ok(ask_cluster
+            && info
+                .windows(b"cluster_enabled:1".len())
+                .any(|w| w == b"cluster_enabled:1")),
         Ok(Ok(Heard::SetupRefused(step, message))) => {
             let hint = setup_hint(step, &message);
             Err(refused(message, hint))
@@ -195,7 +204,7 @@ pub async fn probe(
         Ok(Ok(Heard::EchoError(message))) => {
             match refusal_hint(&message, session.login.is_some()) {
                 Some(hint) => Err(refused(message, hint)),
-                None => Ok(()),
+                None => Ok(false),
             }
         }
     }
@@ -232,6 +241,7 @@ pub async fn cluster_slots(
     let setup = Setup::new(session, TOPOLOGY_NAME);
     let q = Ask {
         command: b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n",
+        then: None,
         limit: MAX_SLOTS_REPLY,
     };
     match tokio::time::timeout(limit, connect(addr, tls, setup.as_ref(), q)).await {
@@ -270,11 +280,15 @@ fn server_name(c: &Client) -> String {
 
 /// The probe's question: a harmless command no workload sends.
 const ECHO: &[u8] = b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n";
+/// Whether the target is a cluster node, asked without an error on servers that are not.
+const INFO_CLUSTER: &[u8] = b"*2\r\n$4\r\nINFO\r\n$7\r\ncluster\r\n";
 
-/// What to ask after the setup, and the largest answer read.
+/// What to ask after the setup (and after its answer, when it was not an error), and the
+/// largest answer read.
 #[derive(Debug, Clone, Copy)]
 struct Ask {
     command: &'static [u8],
+    then: Option<&'static [u8]>,
     limit: usize,
 }
 
@@ -331,7 +345,7 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
         buf.clear();
     }
     s.write_all(q.command).await?;
-    Ok(match read_reply(&mut s, &mut buf, q.limit).await? {
+    let first = match read_reply(&mut s, &mut buf, q.limit).await? {
         Some(len) => match resp::scan_reply(&buf[..len]) {
             Ok(Scan::Reply {
                 kind: kind @ ReplyKind::Error { .. },
@@ -339,8 +353,26 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
             }) => Heard::EchoError(message(kind)),
             _ => {
                 buf.truncate(len);
+                Heard::Answer(std::mem::take(&mut buf))
+            }
+        },
+        None => Heard::Fine,
+    };
+    let (Heard::Answer(_), Some(then)) = (&first, q.then) else {
+        return Ok(first);
+    };
+    s.write_all(then).await?;
+    Ok(match read_reply(&mut s, &mut buf, q.limit).await? {
+        Some(len) => match resp::scan_reply(&buf[..len]) {
+            Ok(Scan::Reply {
+                kind: ReplyKind::Value,
+                ..
+            }) => {
+                buf.truncate(len);
                 Heard::Answer(buf)
             }
+            // An error (a user without +info) or nothing: no answer to the follow-up.
+            _ => Heard::Fine,
         },
         None => Heard::Fine,
     })
@@ -382,8 +414,8 @@ mod tests {
     use super::*;
 
     /// The probe of a plaintext target.
-    async fn probe(addr: SocketAddr, session: &Session) -> Result<(), Refusal> {
-        super::probe(addr, "target", session, None).await
+    async fn probe(addr: SocketAddr, session: &Session) -> Result<bool, Refusal> {
+        super::probe(addr, "target", session, None, false).await
     }
     use tokio::net::TcpListener;
 
@@ -570,5 +602,44 @@ mod tests {
         ])
         .await;
         probe(a, &session("bench", 0)).await.unwrap();
+    }
+
+    /// Asked to, the probe follows its ECHO with INFO cluster on the same connection and
+    /// says whether the target is a cluster node; an error to INFO (a user without +info)
+    /// means "not known to be one".
+    #[tokio::test]
+    async fn the_probe_tells_a_cluster_node_by_its_info() {
+        for (info, want) in [
+            (
+                &b"$35\r\n# Cluster\r\ncluster_enabled:1\r\nx:y\r\n\r\n"[..],
+                true,
+            ),
+            (&b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n"[..], false),
+            (
+                &b"-NOPERM this user has no permissions to run the 'info' command\r\n"[..],
+                false,
+            ),
+        ] {
+            let replies: &'static [&'static [u8]] =
+                Box::leak(vec![&b"$11\r\ncrest-probe\r\n"[..], info].into_boxed_slice());
+            let (a, h) = scripted(replies).await;
+            let got = super::probe(a, "target", &Session::default(), None, true)
+                .await
+                .unwrap();
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(info));
+            let sent = String::from_utf8(h.await.unwrap()).unwrap();
+            assert!(
+                sent.ends_with("*2\r\n$4\r\nINFO\r\n$7\r\ncluster\r\n"),
+                "{sent}"
+            );
+        }
+        // Not asked: ECHO alone.
+        let (a, h) = scripted(&[b"$11\r\ncrest-probe\r\n"]).await;
+        assert!(!probe(a, &Session::default()).await.unwrap());
+        assert!(
+            !String::from_utf8(h.await.unwrap())
+                .unwrap()
+                .contains("INFO")
+        );
     }
 }
