@@ -20,7 +20,7 @@ server() { # port, extra args...
   local p=$1; shift; mkdir -p "$work/$p"
   taskset -c 0 "$SERVER" --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$work/$p" "$@" >/dev/null 2>&1 &
   pids+=($!)
-  for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && return; sleep 0.1; done
+  for _ in $(seq 150); do redis-cli -p "$p" ping >/dev/null 2>&1 && return; sleep 0.1; done
   echo "cluster-throughput.sh: $SERVER on $p did not start" >&2; exit 1
 }
 SINGLE=$(port); server "$SINGLE"

@@ -16,9 +16,12 @@
 #   bench/coordinator-memory.sh [INTERVALS]     default: 3600
 #   PROFILE=dev bench/coordinator-memory.sh      the dev build (tests' binaries), no release build
 #   WORKERS="16" LENGTHS="100ms" bench/...       one case
+#   WORKERS=1000 LENGTHS=1s bench/coordinator-memory.sh 60   a fleet: 1,000 workers (one connection each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3600}
+# A fleet of simulated workers holds one socket each, in this process and the coordinator.
+ulimit -n 65536 2>/dev/null || true
 PROFILE=${PROFILE:-release}
 if [[ $PROFILE == release ]]; then
   nice -n 10 cargo build --release -q --bin crest --example sim_workers
@@ -47,7 +50,7 @@ for W in ${WORKERS:-1 16}; do
     /usr/bin/time -f "%M %U %S %e" -o "$work/time-$W-$IV" \
       "$BIN/crest" run --listen "127.0.0.1:$CP" --workers "$W" --wait-timeout 60s \
       --target 127.0.0.1:1 --rate 10000 --duration "${D}s" --interval "$IV" --mix "$MIX" \
-      --connections 16 --out "$out" >"$work/table-$W-$IV" 2>"$work/crest-$W-$IV.err" &
+      --connections "$(( W > 16 ? W : 16 ))" --out "$out" >"$work/table-$W-$IV" 2>"$work/crest-$W-$IV.err" &
     cpid=$!
     pids+=($cpid)
     sleep 0.5
