@@ -385,6 +385,9 @@ pub struct FileToml {
     pub resp: Option<u32>,
     /// Client-side caching (`CLIENT TRACKING on`; resp 3 only).
     pub tracking: Option<bool>,
+    /// Sample the target's INFO at every interval (default true; false as
+    /// `--no-server-stats`).
+    pub server_stats: Option<bool>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

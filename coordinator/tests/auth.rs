@@ -66,8 +66,8 @@ fn a_password_run_matches_the_server_and_leaves_the_password_nowhere() {
     check_against_server(&report, &stats, 2000.0, 2.0);
     assert_eq!(
         stats.get("hello"),
-        Some(&5),
-        "4 connections + the probe: {stats:?}"
+        Some(&6),
+        "4 connections + the probe + the server sampler: {stats:?}"
     );
     assert_eq!(report["auth"], Value::Bool(true));
     assert_eq!(report["user"], "default");
@@ -206,7 +206,8 @@ fn a_password_file_and_the_environment_work() {
     assert_eq!(report["auth"], Value::Bool(true));
     assert_nowhere(dir.path(), PASSWORD);
     let stats = server.commandstats();
-    assert_eq!(stats.get("select"), Some(&5), "{stats:?}");
+    // 4 connections, the probe and the server sampler.
+    assert_eq!(stats.get("select"), Some(&6), "{stats:?}");
 }
 
 /// Each bad combination is one line naming what is wrong and what would be right, and

@@ -20,6 +20,7 @@ mod hostile;
 mod inprocess;
 mod netns;
 mod resp3;
+mod server_stats;
 mod slots;
 mod support;
 mod tls;

@@ -12,6 +12,10 @@
 //! Over TLS the probe handshakes with the run's own client configuration first, so a
 //! certificate the worker cannot trust, a name it is not valid for, or a server that
 //! wants a client certificate stops the run with a line saying which flag fixes it.
+//!
+//! [`control`] opens the same connection (TLS, login, database: the same `conn::Setup`
+//! steps) and keeps it for the caller's own questions ([`Control::ask`]): the
+//! coordinator's server sampler (`INFO` at every interval boundary) is such a caller.
 
 use crate::conn::{Next, Setup, Step};
 use crate::target_tls::{self, Client};
@@ -229,35 +233,48 @@ async fn connect(
     }
 }
 
+/// Runs the setup's steps on `s`: None when every step was accepted (or the server
+/// closed or sent garbage: the caller finds out on its next read), else what was refused.
+async fn set_up<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    setup: Option<&Setup>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<Heard>> {
+    if let Some(setup) = setup {
+        let (mut bytes, mut step) = setup.first();
+        loop {
+            s.write_all(bytes).await?;
+            let Some(len) = read_reply(s, buf, MAX_PROBE_REPLY).await? else {
+                return Ok(Some(Heard::Fine));
+            };
+            let reply = match resp::scan_reply(&buf[..len]) {
+                Ok(Scan::Reply { kind, .. }) => kind,
+                _ => return Ok(Some(Heard::Fine)),
+            };
+            match setup.next(step, reply) {
+                Next::Send(b, st) => (bytes, step) = (b, st),
+                Next::Done => break,
+                Next::Refused(_) => return Ok(Some(Heard::SetupRefused(step, message(reply)))),
+            }
+            buf.drain(..len);
+        }
+        buf.clear();
+    }
+    Ok(None)
+}
+
 /// Runs the setup's steps, sends `ECHO`; says what it heard.
 async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
     setup: Option<&Setup>,
 ) -> std::io::Result<Heard> {
     let mut buf = Vec::new();
-    if let Some(setup) = setup {
-        let (mut bytes, mut step) = setup.first();
-        loop {
-            s.write_all(bytes).await?;
-            let Some(len) = read_reply(&mut s, &mut buf).await? else {
-                return Ok(Heard::Fine);
-            };
-            let reply = match resp::scan_reply(&buf[..len]) {
-                Ok(Scan::Reply { kind, .. }) => kind,
-                _ => return Ok(Heard::Fine),
-            };
-            match setup.next(step, reply) {
-                Next::Send(b, st) => (bytes, step) = (b, st),
-                Next::Done => break,
-                Next::Refused(_) => return Ok(Heard::SetupRefused(step, message(reply))),
-            }
-            buf.drain(..len);
-        }
-        buf.clear();
+    if let Some(heard) = set_up(&mut s, setup, &mut buf).await? {
+        return Ok(heard);
     }
     s.write_all(b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n")
         .await?;
-    Ok(match read_reply(&mut s, &mut buf).await? {
+    Ok(match read_reply(&mut s, &mut buf, MAX_PROBE_REPLY).await? {
         Some(len) => match resp::scan_reply(&buf[..len]) {
             Ok(Scan::Reply {
                 kind: kind @ ReplyKind::Error { .. },
@@ -270,16 +287,17 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Reads until `buf` starts with one complete reply; its length, or None when the server
-/// closed, sent garbage or more than [`MAX_PROBE_REPLY`] first.
+/// closed, sent garbage or more than `max` bytes first.
 async fn read_reply<S: AsyncRead + Unpin>(
     s: &mut S,
     buf: &mut Vec<u8>,
+    max: usize,
 ) -> std::io::Result<Option<usize>> {
     let mut chunk = [0u8; 4096];
     loop {
         match resp::scan_reply(buf) {
             Ok(Scan::Reply { len, .. }) => return Ok(Some(len)),
-            Ok(Scan::Incomplete { .. }) if buf.len() < MAX_PROBE_REPLY => {}
+            Ok(Scan::Incomplete { .. }) if buf.len() < max => {}
             _ => return Ok(None),
         }
         let n = s.read(&mut chunk).await?;
@@ -287,6 +305,100 @@ async fn read_reply<S: AsyncRead + Unpin>(
             return Ok(None);
         }
         buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A byte stream to the target: TCP, or TLS over TCP.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A connection to the target set up as every shard connection is (TLS handshake with
+/// the run's client configuration, `HELLO`/`AUTH`, `SETNAME`, `SELECT`), kept open for
+/// its owner's questions, one at a time. Not for load: nothing here is paced or measured.
+pub struct Control {
+    stream: Box<dyn Stream>,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control").finish_non_exhaustive()
+    }
+}
+
+/// Opens a [`Control`] connection to `addr` named `name` (`CLIENT LIST`), set up as
+/// `session` says (its `tracking` is ignored: a control connection wants no pushes), over
+/// `tls` when given. The caller bounds the time it may take.
+///
+/// # Errors
+/// One line: the connection failed (the OS's reason, the TLS failure in words), or the
+/// server refused a setup step (its own words and what would be right).
+pub async fn control(
+    addr: SocketAddr,
+    target: &str,
+    session: &Session,
+    tls: Option<&Client>,
+    name: &str,
+) -> Result<Control, String> {
+    let session = Session {
+        tracking: false,
+        ..session.clone()
+    };
+    let setup = Setup::new(&session, name);
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let mut stream: Box<dyn Stream> = match tls {
+        None => Box::new(tcp),
+        Some(c) => {
+            let connector = tokio_rustls::TlsConnector::from(c.config.clone());
+            match connector.connect(c.name.clone(), tcp).await {
+                Ok(s) => Box::new(s),
+                Err(e) => {
+                    return Err(match target_tls::tls_error(&e) {
+                        Some(t) => target_tls::explain(target, &server_name(c), t),
+                        None => format!("TLS to {target} failed: {e}"),
+                    });
+                }
+            }
+        }
+    };
+    let mut buf = Vec::new();
+    match set_up(&mut stream, setup.as_ref(), &mut buf).await {
+        Err(e) => Err(format!("{target}: {e}")),
+        Ok(Some(Heard::SetupRefused(step, message))) => Err(format!(
+            "target {addr} refuses the connection: {message}{}",
+            setup_hint(step, &message)
+        )),
+        Ok(_) => Ok(Control { stream, buf }),
+    }
+}
+
+impl Control {
+    /// Sends one command (`args`, encoded as a RESP array) and reads its reply, at most
+    /// `max` bytes. None when the server closed the connection, sent something that is not
+    /// RESP, or a reply larger than `max`: the connection is then of no further use.
+    ///
+    /// # Errors
+    /// The I/O error of the write or the read.
+    pub async fn ask(
+        &mut self,
+        args: &[&[u8]],
+        max: usize,
+    ) -> std::io::Result<Option<resp::Frame>> {
+        let mut out = Vec::new();
+        resp::encode_command(&mut out, args);
+        self.stream.write_all(&out).await?;
+        let Some(len) = read_reply(&mut self.stream, &mut self.buf, max).await? else {
+            return Ok(None);
+        };
+        let frame = match resp::Frame::parse(&self.buf[..len]) {
+            Ok(Some((f, _))) => Some(f),
+            _ => None,
+        };
+        self.buf.drain(..len);
+        Ok(frame)
     }
 }
 
