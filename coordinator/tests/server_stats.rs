@@ -350,3 +350,38 @@ fn the_builtin_target_is_sampled_and_agrees() {
     assert!(s["total"]["cpu_us_per_op"].is_null());
     assert_eq!(rows(&report).len(), 2);
 }
+
+/// A count-bound closed loop (`--rate max --requests N`) ends inside an interval: its last
+/// row ends at the final sample, the rows add up to the total, and the server agrees.
+#[test]
+fn a_count_bound_closed_loop_is_sampled_to_its_end() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("server-stats-closed");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &server.addr(),
+            "--rate",
+            "max",
+            "--requests",
+            "20000",
+            "--connections",
+            "4",
+            "--interval",
+            "100ms",
+        ])
+        .run(0);
+    let s = &report["server"];
+    assert_eq!(
+        report["checks"]["server_agrees"], true,
+        "{}",
+        s["agreement"]
+    );
+    let rows = rows(&report);
+    assert_eq!(rows.len(), report["timeline"].as_array().unwrap().len());
+    assert!(rows.iter().all(|r| r["sampled"] == true), "{rows:?}");
+    let sum: u64 = rows.iter().map(|r| u(r, "ops")).sum();
+    let drain = s["drain"].as_object().map_or(0, |_| u(&s["drain"], "ops"));
+    assert_eq!(sum + drain, u(&s["total"], "ops"));
+    assert_eq!(u(&s["total"], "ops"), 20_000);
+}

@@ -454,7 +454,15 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         } else {
             find(Mark::Boundary(k))
         };
-        let b = find(Mark::Boundary(k + 1));
+        // The last row of a run that ended before its boundary (a count-bound closed
+        // loop, whose last interval is partial) ends at the final sample instead.
+        let b = find(Mark::Boundary(k + 1)).or_else(|| {
+            let later = series
+                .samples
+                .iter()
+                .any(|s| matches!(s.mark, Mark::Boundary(j) if j > k));
+            (k + 1 == rows && !later).then_some(final_).flatten()
+        });
         intervals.push(match (a, b) {
             (Some(a), Some(b)) => {
                 let mut r = row(a, b, Some(k), t_s);
@@ -900,6 +908,27 @@ mod tests {
         let (r, _) = report(&gone, &books(&c4, false)).unwrap();
         assert_eq!(r.agrees, None);
         assert!(r.unchecked.unwrap().contains("no sample after the drain"));
+    }
+
+    /// A count-bound run ends inside its last interval: that row ends at the final
+    /// sample, there is no drain, and the rows still add up to the total.
+    #[test]
+    fn a_partial_last_interval_ends_at_the_final_sample() {
+        let series = Series {
+            samples: vec![
+                sample(Mark::BeforeLoad, 1, -1.0, &info(0, 1, 0.0, 0)),
+                sample(Mark::Boundary(1), 2, 1.0, &info(100, 2, 0.0, 0)),
+                sample(Mark::Final, 3, 1.4, &info(140, 3, 0.0, 0)),
+            ],
+            ..Series::default()
+        };
+        let c: BTreeMap<String, Summary> = [("SET".to_string(), summary(140, 140))].into();
+        let (r, problem) = report(&series, &books(&c, false)).unwrap();
+        assert!(problem.is_none());
+        assert!(r.drain.is_none());
+        let ops: Vec<u64> = r.intervals.iter().map(|i| i.ops.unwrap()).collect();
+        assert_eq!(ops, [100, 40]);
+        assert_eq!(r.total.ops, Some(140));
     }
 
     #[test]
