@@ -107,6 +107,15 @@ fn an_acl_user_runs_in_its_keys_and_gets_noperm_outside_them() {
     assert_eq!(u(totals, "errors"), 0, "{totals}");
     assert_eq!(u(totals, "completed"), 1000, "{totals}");
     assert_eq!(report["user"], "bench");
+    // INFO is @dangerous: the sampler, logged in as bench too, is refused and says so;
+    // the run goes on without server figures.
+    let stats = report["server_stats"].as_str().unwrap();
+    assert!(
+        stats.starts_with("unavailable: the target does not answer INFO")
+            && stats.contains("NOPERM"),
+        "{stats}"
+    );
+    assert!(report["server"].is_null());
 
     let report = as_bench(&server, "auth-noperm", "other:");
     let totals = &report["totals"];

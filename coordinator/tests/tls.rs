@@ -60,6 +60,12 @@ fn a_tls_run_matches_the_server_and_reports_what_it_negotiated() {
     )
     .run(0);
     check_against_server(&report, &server.commandstats(), 2000.0, 2.0);
+    // The server sampler logs in over the same TLS and agrees.
+    assert_eq!(
+        report["checks"]["server_agrees"], true,
+        "{}",
+        report["server_stats"]
+    );
     let tls = &report["tls"];
     assert_eq!(tls["verify"], "full", "{tls}");
     assert_eq!(tls["server_name"], "127.0.0.1", "{tls}");
