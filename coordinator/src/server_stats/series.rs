@@ -175,8 +175,13 @@ pub struct Agreement {
     /// How far `server` may lie outside [`answered`, `sent`] and still agree: the start
     /// boundary's allowance (0 when the baseline was taken before any load).
     pub allowance: u64,
-    /// `answered − allowance ≤ server ≤ sent + allowance`.
+    /// `answered − allowance ≤ server ≤ sent + allowance` (true, not judged, for a
+    /// command every connection's setup sends too: see `judged`).
     pub agrees: bool,
+    /// False for a command the connections' setup or the workers' probe sends as well
+    /// ([`SETUP_COMMANDS`]: a workload of `ECHO` or `CLIENT ...`): the server's count
+    /// holds every connection's and reconnect's setup, which no report counts.
+    pub judged: bool,
 }
 
 /// `n` with thousands separators: `181,818`.
@@ -517,7 +522,7 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
             .filter(|(n, _)| base(n) == lower)
             .map(|(_, d)| d.calls + d.rejected_calls)
             .sum();
-        counted.insert(lower);
+        counted.insert(lower.clone());
         let server_errors: u64 = s
             .errors_by_kind
             .iter()
@@ -533,8 +538,10 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
             difference: i64::try_from(server).unwrap_or(i64::MAX)
                 - i64::try_from(s.sent).unwrap_or(i64::MAX),
             allowance,
-            agrees: answered.saturating_sub(allowance) <= server
-                && server <= s.sent.saturating_add(allowance),
+            agrees: is_setup(&lower)
+                || (answered.saturating_sub(allowance) <= server
+                    && server <= s.sent.saturating_add(allowance)),
+            judged: !is_setup(&lower),
         });
     }
     let other_commands: BTreeMap<String, u64> = total
@@ -664,7 +671,14 @@ pub fn agreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -
     let mut parts: Vec<String> = agreement
         .iter()
         .map(|a| {
-            if a.server == a.sent && a.answered == a.sent {
+            if !a.judged {
+                format!(
+                    "{} {} by the server, {} sent (not judged: connection setup sends it too)",
+                    a.command,
+                    grouped(a.server),
+                    grouped(a.sent)
+                )
+            } else if a.server == a.sent && a.answered == a.sent {
                 format!("{} {} = {}", a.command, grouped(a.server), grouped(a.sent))
             } else if a.agrees {
                 format!(
@@ -848,6 +862,26 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("(+5;"), "{p}");
+        // A workload of ECHO (which every worker's probe sends too) is not judged.
+        let mut echo = series.clone();
+        for s in &mut echo.samples {
+            s.info.commands.insert(
+                "echo".into(),
+                CmdCounters {
+                    calls: s.seq * 7,
+                    ..CmdCounters::default()
+                },
+            );
+        }
+        let echoes: BTreeMap<String, Summary> = [
+            ("SET".to_string(), summary(205, 205)),
+            ("ECHO".to_string(), summary(3, 3)),
+        ]
+        .into();
+        let (r, problem) = report(&echo, &books(&echoes, false)).unwrap();
+        assert!(problem.is_none(), "{problem:?}");
+        let e = r.agreement.iter().find(|a| a.command == "ECHO").unwrap();
+        assert_eq!((e.server, e.judged, e.agrees), (21, false, true));
         // With a warm-up the baseline is the measured start, give or take the boundary.
         let mut warm = series.clone();
         warm.samples
