@@ -49,7 +49,14 @@
 //!   connections × pipeline) plus the first interval's rate times the baseline's lateness.
 //!   The prefill is over (all its replies in) before the baseline: never counted.
 //!   Commands crest did not send (another client's) are listed, not judged; a command
-//!   crest sent that the server counted more or fewer times fails `checks` by name.
+//!   crest sent that the server counted more or fewer times fails `checks` by name. A
+//!   workload command that setup sends too (`ECHO`, `CLIENT`...) is shown, not judged.
+//!   No truth check (null, said why, no problem) when the final sample is missing (the
+//!   server stopped answering), the server restarted (`run_id` changed) or a counter
+//!   went down (`CONFIG RESETSTAT`): the client's figures stand.
+//! - **Cost.** A sample keeps only the fields it reads ([`series::FIELDS`], the command,
+//!   error and database lines): a few kB of coordinator memory per interval, plus the
+//!   interval's row in the report.
 //!
 //! # Layout
 //! - [`info`]: one `INFO` reply parsed.
