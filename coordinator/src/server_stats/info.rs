@@ -103,12 +103,6 @@ impl Info {
         info
     }
 
-    /// Keeps only the plain fields named in `keep` (the commands, errors and databases
-    /// stay): a run keeps one sample per interval, and a whole `INFO` is ~170 fields.
-    pub fn retain(&mut self, keep: &[&str]) {
-        self.fields.retain(|k, _| keep.contains(&k.as_str()));
-    }
-
     /// A whole-number field (`used_memory`), None when absent or not a number.
     pub fn uint(&self, field: &str) -> Option<u64> {
         self.fields.get(field)?.trim().parse().ok()
@@ -138,6 +132,95 @@ impl Info {
     }
 
     /// Keys over every database.
+    pub fn keys(&self) -> u64 {
+        self.dbs.values().map(|d| d.keys).sum()
+    }
+}
+
+/// Whole-number fields a [`Snap`] keeps.
+const UINTS: &[&str] = &[
+    "total_net_input_bytes",
+    "total_net_output_bytes",
+    "evicted_keys",
+    "expired_keys",
+    "keyspace_hits",
+    "keyspace_misses",
+    "used_memory",
+    "used_memory_rss",
+    "connected_clients",
+    "io_threads_active",
+    "maxmemory",
+];
+/// Text fields a [`Snap`] keeps.
+const TEXTS: &[&str] = &[
+    "redis_version",
+    "valkey_version",
+    "crest_sink",
+    "mem_allocator",
+    "run_id",
+];
+/// The one decimal gauge a [`Snap`] keeps.
+const FRAG: &str = "mem_fragmentation_ratio";
+
+/// What a sample keeps of an [`Info`]: the fields the series reads, as numbers (a run
+/// keeps one sample per interval; a whole `INFO` is ~170 text fields, several kB), and
+/// the command, error and database lines. The same accessors as [`Info`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snap {
+    uints: [Option<u64>; UINTS.len()],
+    texts: [Option<Box<str>>; TEXTS.len()],
+    frag: Option<f64>,
+    cpu_us: Option<u64>,
+    /// As [`Info::commands`].
+    pub commands: BTreeMap<String, CmdCounters>,
+    /// As [`Info::errors`].
+    pub errors: BTreeMap<String, u64>,
+    /// As [`Info::dbs`].
+    pub dbs: BTreeMap<String, DbKeys>,
+}
+
+impl From<Info> for Snap {
+    fn from(info: Info) -> Self {
+        Snap {
+            uints: std::array::from_fn(|i| info.uint(UINTS[i])),
+            texts: std::array::from_fn(|i| info.text(TEXTS[i]).map(Box::from)),
+            frag: info.float(FRAG),
+            cpu_us: info.cpu_us(),
+            commands: info.commands,
+            errors: info.errors,
+            dbs: info.dbs,
+        }
+    }
+}
+
+impl Snap {
+    /// A whole-number field it keeps (None for others, or when absent).
+    pub fn uint(&self, field: &str) -> Option<u64> {
+        UINTS
+            .iter()
+            .position(|f| *f == field)
+            .and_then(|i| self.uints[i])
+    }
+
+    /// `mem_fragmentation_ratio` (None for other fields, or when absent).
+    pub fn float(&self, field: &str) -> Option<f64> {
+        (field == FRAG).then_some(self.frag).flatten()
+    }
+
+    /// A text field it keeps (None for others, or when absent).
+    pub fn text(&self, field: &str) -> Option<&str> {
+        TEXTS
+            .iter()
+            .position(|f| *f == field)
+            .and_then(|i| self.texts[i].as_deref())
+    }
+
+    /// As [`Info::cpu_us`].
+    pub fn cpu_us(&self) -> Option<u64> {
+        self.cpu_us
+    }
+
+    /// As [`Info::keys`].
     pub fn keys(&self) -> u64 {
         self.dbs.values().map(|d| d.keys).sum()
     }
@@ -211,6 +294,27 @@ mod tests {
         assert_eq!(i.keys(), 1);
         let cpu = i.float("used_cpu_user").unwrap() + i.float("used_cpu_sys").unwrap();
         assert_eq!(i.cpu_us(), Some((cpu * 1e6).round() as u64));
+    }
+
+    /// A sample keeps what the series reads, the same values.
+    #[test]
+    fn a_snap_keeps_what_the_series_reads() {
+        for text in [REDIS, VALKEY] {
+            let i = Info::parse(text);
+            let s = Snap::from(i.clone());
+            for f in UINTS {
+                assert_eq!(s.uint(f), i.uint(f), "{f}");
+            }
+            for f in TEXTS {
+                assert_eq!(s.text(f), i.text(f), "{f}");
+            }
+            assert_eq!(s.float(FRAG), i.float(FRAG));
+            assert_eq!(s.cpu_us(), i.cpu_us());
+            assert_eq!(s.keys(), i.keys());
+            assert_eq!(s.commands, i.commands);
+            assert!(s.text("run_id").is_some_and(|r| r.len() == 40));
+            assert_eq!(s.uint("uptime_in_seconds"), None, "not kept");
+        }
     }
 
     #[test]

@@ -54,9 +54,8 @@
 //!   No truth check (null, said why, no problem) when the final sample is missing (the
 //!   server stopped answering), the server restarted (`run_id` changed) or a counter
 //!   went down (`CONFIG RESETSTAT`): the client's figures stand.
-//! - **Cost.** A sample keeps only the fields it reads ([`series::FIELDS`], the command,
-//!   error and database lines): a few kB of coordinator memory per interval, plus the
-//!   interval's row in the report.
+//! - **Cost.** A sample keeps only what it reads, as numbers ([`info::Snap`]: about 1 kB
+//!   with the command, error and database lines), plus the interval's row in the report.
 //!
 //! # Layout
 //! - [`info`]: one `INFO` reply parsed.

@@ -2,7 +2,7 @@
 //! `INFO`), [`Sampler::clock`] (a task sampling at every boundary) and
 //! [`Running::finish`] (stop, one last sample, the [`Series`]).
 
-use super::info::Info;
+use super::info::{Info, Snap};
 use super::series::{Mark, Sample, Series};
 use crest_engine::probe::{self, Control};
 use crest_engine::target_tls::Client;
@@ -165,7 +165,7 @@ impl Sampler {
     }
 
     /// One `INFO`, counted in `seq` (and in `unanswered` when no reply came).
-    async fn info(&mut self) -> Result<Info, String> {
+    async fn info(&mut self) -> Result<Snap, String> {
         if self.conn.is_none() {
             self.open().await?;
         }
@@ -180,9 +180,7 @@ impl Sampler {
                 {
                     return Err("its INFO reply has no commandstats section".into());
                 }
-                let mut info = Info::parse(&t);
-                info.retain(super::series::FIELDS);
-                Ok(info)
+                Ok(Snap::from(Info::parse(&t)))
             }),
             Err(e) => {
                 self.series.unanswered += 1;

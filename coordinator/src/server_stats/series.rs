@@ -5,7 +5,7 @@
 //! has no delta: the row names it in `counter_reset` and leaves the value null, never a
 //! negative or wrapped number; the truth check then says the counts cannot be compared.
 
-use super::info::{CmdCounters, Info};
+use super::info::{CmdCounters, Snap};
 use crate::report::Summary;
 use crest_model::stats::ENGINE_KINDS;
 use serde::Serialize;
@@ -17,29 +17,6 @@ use std::collections::BTreeMap;
 pub const SETUP_COMMANDS: &[&str] = &["hello", "auth", "select", "client", "echo"];
 /// What the sampler sends at every boundary (subtracted exactly, see [`Series`]).
 pub const SAMPLER_COMMAND: &str = "info";
-
-/// The plain `INFO` fields the series reads; a sample keeps these only.
-pub const FIELDS: &[&str] = &[
-    "used_cpu_user",
-    "used_cpu_sys",
-    "total_net_input_bytes",
-    "total_net_output_bytes",
-    "evicted_keys",
-    "expired_keys",
-    "keyspace_hits",
-    "keyspace_misses",
-    "used_memory",
-    "used_memory_rss",
-    "mem_fragmentation_ratio",
-    "connected_clients",
-    "redis_version",
-    "valkey_version",
-    "crest_sink",
-    "mem_allocator",
-    "io_threads_active",
-    "maxmemory",
-    "run_id",
-];
 
 /// Where a sample was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +44,7 @@ pub struct Sample {
     /// server after it answered, and any unanswered one in between).
     pub seq: u64,
     /// The reply.
-    pub info: Info,
+    pub info: Snap,
 }
 
 /// Everything the sampler collected in a run.
@@ -353,7 +330,7 @@ pub struct ServerIdentity {
 
 impl ServerIdentity {
     /// Read off one sample.
-    pub fn of(info: &Info, io_threads: Option<u64>) -> Self {
+    pub fn of(info: &Snap, io_threads: Option<u64>) -> Self {
         let redis = info.text("redis_version").map(str::to_string);
         let valkey = info.text("valkey_version").map(str::to_string);
         let version = match (&valkey, &redis) {
@@ -719,7 +696,7 @@ mod tests {
             at_s,
             late_us: 0.0,
             seq,
-            info: Info::parse(text),
+            info: crate::server_stats::info::Info::parse(text).into(),
         }
     }
 
