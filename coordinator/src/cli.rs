@@ -213,6 +213,10 @@ pub struct RunArgs {
     /// Requests per shard and class allowed to wait for a free connection.
     #[arg(long)]
     pub backlog_limit: Option<u64>,
+    /// Do not sample the target's INFO at every interval (server metrics and the check of
+    /// the server's command counts against the report's are then left out).
+    #[arg(long, env = "CREST_NO_SERVER_STATS")]
+    pub no_server_stats: bool,
 }
 
 /// A command-line error from clap as Crest's one line (without the `crest: ` prefix):
@@ -689,6 +693,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         }
         .load()
         .map_err(|e| err(e.flag, e.path.display(), e.why))?,
+        server_stats: !a.no_server_stats && file.server_stats.unwrap_or(true),
         backlog_limit: match a.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
             n @ 1..=limits::MAX_BACKLOG => n,
             n => {
@@ -1193,6 +1198,18 @@ mod tests {
             (c.ttl, c.connections, c.pipeline, c.batch),
             (Some(5), 9, 3, 4)
         );
+    }
+
+    /// Server stats are on by default; the profile's `server_stats = false` or
+    /// `--no-server-stats` turn them off (a file's `true` does not undo the flag).
+    #[test]
+    fn server_stats_are_on_unless_the_flag_or_the_file_says_off() {
+        let on = "duration = \"1s\"\n[[class]]\nrate = 10\n";
+        assert!(with_file(on, "stats-on", |_| {}).server_stats);
+        let off = "server_stats = false\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        assert!(!with_file(off, "stats-off", |_| {}).server_stats);
+        let yes = "server_stats = true\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        assert!(!with_file(yes, "stats-flag", |a| a.no_server_stats = true).server_stats);
     }
 
     /// The profile file's `resp` and `tracking`, and the flags over them; the built-in

@@ -242,6 +242,9 @@ pub struct RunConfig {
     pub control_tls: Option<crest_engine::control_tls::ServerTls>,
     /// Backlog bound per shard and class.
     pub backlog_limit: u64,
+    /// Sample the target's `INFO` at every interval boundary (on unless
+    /// `--no-server-stats`; a target that refuses `INFO` turns it off by itself).
+    pub server_stats: bool,
 }
 
 impl RunConfig {

@@ -18,6 +18,9 @@
 //! - [`output`]: the report's files in `--out`: `timeline.csv` and `latency.hlog` as the run
 //!   goes, `report.json` and `report.html` atomically at the end.
 //! - [`progress`]: live progress once a second.
+//! - [`server_stats`]: the target's `INFO` sampled at every interval boundary on the
+//!   coordinator's own connection, per-interval deltas, and the truth check of the
+//!   server's command counts against the report's.
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
 //! workers → intervals → [`merge::RunBooks`] (→ [`output::Live`] files) →
@@ -33,5 +36,6 @@ pub mod output;
 pub mod profile;
 pub mod progress;
 pub mod report;
+pub mod server_stats;
 pub mod service;
 pub mod split;

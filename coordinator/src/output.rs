@@ -36,13 +36,16 @@ pub fn check_writable(dir: &Path) -> Result<(), String> {
 /// Writes `report.json` and `report.html` into `dir` (`timeline.csv` and `latency.hlog` were
 /// written during the run by [`Live`]); when a live write failed (`live_failed`),
 /// `timeline.csv` is rewritten whole from the report, so it is complete if the disk has
-/// room again. Returns the path of `report.json`.
+/// room again; when the server was sampled, too, with the server's columns filled.
+/// Returns the path of `report.json`.
 ///
 /// # Errors
 /// The first file that cannot be rendered or written, named.
 pub fn write_all(report: &Report, dir: &Path, live_failed: bool) -> Result<PathBuf, String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| format!("report.json: {e}"))?;
-    if live_failed {
+    // The server's columns come at the end (a boundary's sample can arrive after its
+    // row was written): the whole file again, with them.
+    if live_failed || report.server.is_some() {
         write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
     }
     write_atomic(
@@ -153,7 +156,7 @@ impl Live {
     /// Appends one timeline row.
     pub fn row(&mut self, p: &TimelinePoint) {
         self.line.clear();
-        report::timeline_csv_row(&mut self.line, p);
+        report::timeline_csv_row(&mut self.line, p, None);
         self.timeline.write(self.line.as_bytes());
     }
 

@@ -387,6 +387,9 @@ pub struct FileToml {
     pub tracking: Option<bool>,
     /// A Redis Cluster (true), one node (false); absent: what the seed says.
     pub cluster: Option<bool>,
+    /// Sample the target's INFO at every interval (default true; false as
+    /// `--no-server-stats`).
+    pub server_stats: Option<bool>,
     /// Run length (default: the longest class profile).
     pub duration: Option<String>,
     /// Seed.

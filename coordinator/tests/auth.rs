@@ -66,8 +66,8 @@ fn a_password_run_matches_the_server_and_leaves_the_password_nowhere() {
     check_against_server(&report, &stats, 2000.0, 2.0);
     assert_eq!(
         stats.get("hello"),
-        Some(&5),
-        "4 connections + the probe: {stats:?}"
+        Some(&6),
+        "4 connections + the probe + the server sampler: {stats:?}"
     );
     assert_eq!(report["auth"], Value::Bool(true));
     assert_eq!(report["user"], "default");
@@ -107,6 +107,15 @@ fn an_acl_user_runs_in_its_keys_and_gets_noperm_outside_them() {
     assert_eq!(u(totals, "errors"), 0, "{totals}");
     assert_eq!(u(totals, "completed"), 1000, "{totals}");
     assert_eq!(report["user"], "bench");
+    // INFO is @dangerous: the sampler, logged in as bench too, is refused and says so;
+    // the run goes on without server figures.
+    let stats = report["server_stats"].as_str().unwrap();
+    assert!(
+        stats.starts_with("unavailable: the target does not answer INFO")
+            && stats.contains("NOPERM"),
+        "{stats}"
+    );
+    assert!(report["server"].is_null());
 
     let report = as_bench(&server, "auth-noperm", "other:");
     let totals = &report["totals"];
@@ -206,7 +215,8 @@ fn a_password_file_and_the_environment_work() {
     assert_eq!(report["auth"], Value::Bool(true));
     assert_nowhere(dir.path(), PASSWORD);
     let stats = server.commandstats();
-    assert_eq!(stats.get("select"), Some(&5), "{stats:?}");
+    // 4 connections, the probe and the server sampler.
+    assert_eq!(stats.get("select"), Some(&6), "{stats:?}");
 }
 
 /// Each bad combination is one line naming what is wrong and what would be right, and

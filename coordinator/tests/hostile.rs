@@ -271,13 +271,22 @@ fn hostile_never_replies() {
     // Every request is more than the timeout old at the end: none is left over.
     assert_eq!(kind(r, "timeout") + kind(r, "timeout_unsent"), 400, "{t}");
     // The server's own count of what reached it: every request the report calls written
-    // (each a `timeout`), and the pre-flight probe's ECHO (unanswered, so the probe never
-    // asks its INFO cluster).
+    // (each a `timeout`), the pre-flight probe's ECHO (unanswered, so the probe never
+    // asks its HELLO), and the server sampler's INFO (unanswered: the sampler turns
+    // itself off).
     let t0 = Instant::now();
-    while received.load(Ordering::Relaxed) < u(t, "sent") + 1 && t0.elapsed() < SETTLE {
+    while received.load(Ordering::Relaxed) < u(t, "sent") + 2 && t0.elapsed() < SETTLE {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(received.load(Ordering::Relaxed), u(t, "sent") + 1, "{t}");
+    assert_eq!(received.load(Ordering::Relaxed), u(t, "sent") + 2, "{t}");
+    assert!(
+        r["server_stats"]
+            .as_str()
+            .unwrap()
+            .starts_with("unavailable: the target does not answer INFO"),
+        "{}",
+        r["server_stats"]
+    );
     assert_eq!(kind(r, "timeout"), u(t, "sent"), "{t}");
     assert!(
         kind(r, "timeout_unsent") > 0,

@@ -80,6 +80,17 @@ fn a_steady_run_routes_every_request_by_slot_at_the_cluster_wide_rate() {
     assert_nodes(&report, 3, 0.03);
     let r = &report["totals"]["redirects"];
     assert!(r.is_null(), "a stable cluster redirects nothing: {r}");
+    // The server sampler reads the seed only: its counts are shown, not judged.
+    let server = &report["server"];
+    assert!(server["agrees"].is_null(), "{}", server["agrees"]);
+    assert!(
+        server["unchecked"]
+            .as_str()
+            .unwrap()
+            .contains("seed node only"),
+        "{}",
+        server["unchecked"]
+    );
     let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
     assert!(
         html.contains("<h2>Cluster nodes</h2>"),

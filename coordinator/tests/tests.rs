@@ -21,6 +21,7 @@ mod inprocess;
 mod netns;
 mod redis_cluster;
 mod resp3;
+mod server_stats;
 mod slots;
 mod support;
 mod tls;

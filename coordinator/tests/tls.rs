@@ -60,6 +60,12 @@ fn a_tls_run_matches_the_server_and_reports_what_it_negotiated() {
     )
     .run(0);
     check_against_server(&report, &server.commandstats(), 2000.0, 2.0);
+    // The server sampler logs in over the same TLS and agrees.
+    assert_eq!(
+        report["checks"]["server_agrees"], true,
+        "{}",
+        report["server_stats"]
+    );
     let tls = &report["tls"];
     assert_eq!(tls["verify"], "full", "{tls}");
     assert_eq!(tls["server_name"], "127.0.0.1", "{tls}");
@@ -376,9 +382,10 @@ fn reconnects_resume_their_tls_sessions_and_lose_nothing() {
     wait_for_calls(500, || {
         server.commandstats().get("get").copied().unwrap_or(0)
     });
-    // Every client but this one (SKIPME yes): the run's 4 connections.
+    // Every client but this one (SKIPME yes): the run's 4 connections and the server
+    // sampler's (which reconnects at its next boundary).
     let killed = server.command(&[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
-    assert_eq!(killed, crest_resp::Frame::Integer(4), "{killed:?}");
+    assert_eq!(killed, crest_resp::Frame::Integer(5), "{killed:?}");
     assert_eq!(proc.wait(std::time::Duration::from_secs(30)), 0);
     let report = read_report(&out);
     let tls = &report["tls"];

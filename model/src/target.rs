@@ -103,7 +103,7 @@ impl Session {
 /// Whether the target is one node or a Redis Cluster.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ClusterMode {
-    /// A cluster when the seed node says it is one (`cluster_enabled:1`).
+    /// A cluster when the seed node says it is one (its `HELLO` says `mode` `cluster`).
     #[default]
     Auto,
     /// One node, whatever it is: redirects are counted as errors.

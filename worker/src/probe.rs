@@ -12,6 +12,10 @@
 //! Over TLS the probe handshakes with the run's own client configuration first, so a
 //! certificate the worker cannot trust, a name it is not valid for, or a server that
 //! wants a client certificate stops the run with a line saying which flag fixes it.
+//!
+//! [`control`] opens the same connection (TLS, login, database: the same `conn::Setup`
+//! steps) and keeps it for the caller's own questions ([`Control::ask`]): the
+//! coordinator's server sampler (`INFO` at every interval boundary) is such a caller.
 
 use crate::conn::{Next, Setup, Step};
 use crate::target_tls::{self, Client};
@@ -129,9 +133,9 @@ fn refusal_hint(reply: &str, login: bool) -> Option<&'static str> {
 
 /// Probes `addr`, setting the probe connection up as `session` says. Slow or silent
 /// targets pass (the run measures them); only a refusal every connection or request would
-/// meet stops the run. With `ask_cluster`, the probe also asks `INFO cluster` after its
-/// `ECHO` (no error on any server, no second connection) and says whether the target is a
-/// cluster node (`cluster_enabled:1`).
+/// meet stops the run. With `ask_cluster`, the probe also says whether the target is a
+/// cluster node: its `HELLO` reply's `mode` (the setup's own `HELLO` when it sent one, else
+/// a bare `HELLO` after the `ECHO`, on the same connection: no error, no second login).
 ///
 /// # Errors
 /// [`Refusal`] when the connection is refused or the server refuses the generator.
@@ -156,7 +160,7 @@ pub async fn probe(
     };
     let echo = Ask {
         command: ECHO,
-        then: ask_cluster.then_some(INFO_CLUSTER),
+        then: ask_cluster.then_some(HELLO),
         limit: MAX_PROBE_REPLY,
     };
     match tokio::time::timeout(budget, connect(addr, tls, setup.as_ref(), echo)).await {
@@ -193,10 +197,7 @@ pub async fn probe(
         // Other I/O trouble (a reset, a close): the shards meet it too and count it.
         Ok(Err(_)) => Ok(false),
         Ok(Ok(Heard::Fine)) => Ok(false),
-        Ok(Ok(Heard::Answer(info))) => Ok(ask_cluster
-            && info
-                .windows(b"cluster_enabled:1".len())
-                .any(|w| w == b"cluster_enabled:1")),
+        Ok(Ok(Heard::Answer(hello))) => Ok(ask_cluster && says_cluster(&hello)),
         Ok(Ok(Heard::SetupRefused(step, message))) => {
             let hint = setup_hint(step, &message);
             Err(refused(message, hint))
@@ -267,6 +268,22 @@ pub async fn cluster_slots(
     }
 }
 
+/// Whether a `HELLO` reply (RESP2 array or RESP3 map) says `mode` is `cluster`.
+fn says_cluster(hello: &[u8]) -> bool {
+    let mode = |k: &resp::Frame, v: &resp::Frame| is_text(k, b"mode") && is_text(v, b"cluster");
+    match resp::Frame::parse(hello) {
+        Ok(Some((resp::Frame::Map(m), _))) => m.iter().any(|(k, v)| mode(k, v)),
+        Ok(Some((resp::Frame::Array(a), _))) => {
+            a.chunks(2).any(|c| c.len() == 2 && mode(&c[0], &c[1]))
+        }
+        _ => false,
+    }
+}
+
+fn is_text(f: &resp::Frame, want: &[u8]) -> bool {
+    matches!(f, resp::Frame::Bulk(b) | resp::Frame::Simple(b) if b == want)
+}
+
 /// The name a probe's certificate was checked against.
 fn server_name(c: &Client) -> String {
     match &c.name {
@@ -280,8 +297,11 @@ fn server_name(c: &Client) -> String {
 
 /// The probe's question: a harmless command no workload sends.
 const ECHO: &[u8] = b"*2\r\n$4\r\nECHO\r\n$11\r\ncrest-probe\r\n";
-/// Whether the target is a cluster node, asked without an error on servers that are not.
-const INFO_CLUSTER: &[u8] = b"*2\r\n$4\r\nINFO\r\n$7\r\ncluster\r\n";
+/// Whether the target is a cluster node: `HELLO` without arguments answers with the
+/// server's `mode` (`standalone`, `cluster`, `sentinel`) and changes nothing, no error on
+/// any server with RESP3 (Redis 6+, Valkey), and no count the sampler or the truth check
+/// judges (it is connection setup, like the shards' own `HELLO`).
+const HELLO: &[u8] = b"*1\r\n$5\r\nHELLO\r\n";
 
 /// What to ask after the setup (and after its answer, when it was not an error), and the
 /// largest answer read.
@@ -317,6 +337,41 @@ async fn connect(
     }
 }
 
+/// Runs the setup's steps on `s`: None when every step was accepted (or the server
+/// closed or sent garbage: the caller finds out on its next read), else what was refused.
+/// An accepted `HELLO`'s reply (the server's mode among it) is kept in `hello`.
+async fn set_up<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    setup: Option<&Setup>,
+    buf: &mut Vec<u8>,
+    mut hello: Option<&mut Vec<u8>>,
+) -> std::io::Result<Option<Heard>> {
+    if let Some(setup) = setup {
+        let (mut bytes, mut step) = setup.first();
+        loop {
+            s.write_all(bytes).await?;
+            let Some(len) = read_reply(s, buf, MAX_PROBE_REPLY).await? else {
+                return Ok(Some(Heard::Fine));
+            };
+            let reply = match resp::scan_reply(&buf[..len]) {
+                Ok(Scan::Reply { kind, .. }) => kind,
+                _ => return Ok(Some(Heard::Fine)),
+            };
+            if let (Step::Hello, ReplyKind::Value, Some(h)) = (step, reply, hello.as_deref_mut()) {
+                h.extend_from_slice(&buf[..len]);
+            }
+            match setup.next(step, reply) {
+                Next::Send(b, st) => (bytes, step) = (b, st),
+                Next::Done => break,
+                Next::Refused(_) => return Ok(Some(Heard::SetupRefused(step, message(reply)))),
+            }
+            buf.drain(..len);
+        }
+        buf.clear();
+    }
+    Ok(None)
+}
+
 /// Runs the setup's steps, sends the question; says what it heard.
 async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
@@ -324,25 +379,9 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
     q: Ask,
 ) -> std::io::Result<Heard> {
     let mut buf = Vec::new();
-    if let Some(setup) = setup {
-        let (mut bytes, mut step) = setup.first();
-        loop {
-            s.write_all(bytes).await?;
-            let Some(len) = read_reply(&mut s, &mut buf, MAX_PROBE_REPLY).await? else {
-                return Ok(Heard::Fine);
-            };
-            let reply = match resp::scan_reply(&buf[..len]) {
-                Ok(Scan::Reply { kind, .. }) => kind,
-                _ => return Ok(Heard::Fine),
-            };
-            match setup.next(step, reply) {
-                Next::Send(b, st) => (bytes, step) = (b, st),
-                Next::Done => break,
-                Next::Refused(_) => return Ok(Heard::SetupRefused(step, message(reply))),
-            }
-            buf.drain(..len);
-        }
-        buf.clear();
+    let mut hello = Vec::new();
+    if let Some(heard) = set_up(&mut s, setup, &mut buf, Some(&mut hello)).await? {
+        return Ok(heard);
     }
     s.write_all(q.command).await?;
     let first = match read_reply(&mut s, &mut buf, q.limit).await? {
@@ -361,6 +400,10 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
     let (Heard::Answer(_), Some(then)) = (&first, q.then) else {
         return Ok(first);
     };
+    // The follow-up is HELLO: the setup's own answers it when the setup began with one.
+    if then == HELLO && !hello.is_empty() {
+        return Ok(Heard::Answer(hello));
+    }
     s.write_all(then).await?;
     Ok(match read_reply(&mut s, &mut buf, q.limit).await? {
         Some(len) => match resp::scan_reply(&buf[..len]) {
@@ -371,7 +414,7 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
                 buf.truncate(len);
                 Heard::Answer(buf)
             }
-            // An error (a user without +info) or nothing: no answer to the follow-up.
+            // An error (a server without HELLO) or nothing: no answer to the follow-up.
             _ => Heard::Fine,
         },
         None => Heard::Fine,
@@ -397,6 +440,100 @@ async fn read_reply<S: AsyncRead + Unpin>(
             return Ok(None);
         }
         buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A byte stream to the target: TCP, or TLS over TCP.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A connection to the target set up as every shard connection is (TLS handshake with
+/// the run's client configuration, `HELLO`/`AUTH`, `SETNAME`, `SELECT`), kept open for
+/// its owner's questions, one at a time. Not for load: nothing here is paced or measured.
+pub struct Control {
+    stream: Box<dyn Stream>,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control").finish_non_exhaustive()
+    }
+}
+
+/// Opens a [`Control`] connection to `addr` named `name` (`CLIENT LIST`), set up as
+/// `session` says (its `tracking` is ignored: a control connection wants no pushes), over
+/// `tls` when given. The caller bounds the time it may take.
+///
+/// # Errors
+/// One line: the connection failed (the OS's reason, the TLS failure in words), or the
+/// server refused a setup step (its own words and what would be right).
+pub async fn control(
+    addr: SocketAddr,
+    target: &str,
+    session: &Session,
+    tls: Option<&Client>,
+    name: &str,
+) -> Result<Control, String> {
+    let session = Session {
+        tracking: false,
+        ..session.clone()
+    };
+    let setup = Setup::new(&session, name);
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let mut stream: Box<dyn Stream> = match tls {
+        None => Box::new(tcp),
+        Some(c) => {
+            let connector = tokio_rustls::TlsConnector::from(c.config.clone());
+            match connector.connect(c.name.clone(), tcp).await {
+                Ok(s) => Box::new(s),
+                Err(e) => {
+                    return Err(match target_tls::tls_error(&e) {
+                        Some(t) => target_tls::explain(target, &server_name(c), t),
+                        None => format!("TLS to {target} failed: {e}"),
+                    });
+                }
+            }
+        }
+    };
+    let mut buf = Vec::new();
+    match set_up(&mut stream, setup.as_ref(), &mut buf, None).await {
+        Err(e) => Err(format!("{target}: {e}")),
+        Ok(Some(Heard::SetupRefused(step, message))) => Err(format!(
+            "target {addr} refuses the connection: {message}{}",
+            setup_hint(step, &message)
+        )),
+        Ok(_) => Ok(Control { stream, buf }),
+    }
+}
+
+impl Control {
+    /// Sends one command (`args`, encoded as a RESP array) and reads its reply, at most
+    /// `max` bytes. None when the server closed the connection, sent something that is not
+    /// RESP, or a reply larger than `max`: the connection is then of no further use.
+    ///
+    /// # Errors
+    /// The I/O error of the write or the read.
+    pub async fn ask(
+        &mut self,
+        args: &[&[u8]],
+        max: usize,
+    ) -> std::io::Result<Option<resp::Frame>> {
+        let mut out = Vec::new();
+        resp::encode_command(&mut out, args);
+        self.stream.write_all(&out).await?;
+        let Some(len) = read_reply(&mut self.stream, &mut self.buf, max).await? else {
+            return Ok(None);
+        };
+        let frame = match resp::Frame::parse(&self.buf[..len]) {
+            Ok(Some((f, _))) => Some(f),
+            _ => None,
+        };
+        self.buf.drain(..len);
+        Ok(frame)
     }
 }
 
@@ -604,35 +741,49 @@ mod tests {
         probe(a, &session("bench", 0)).await.unwrap();
     }
 
-    /// Asked to, the probe follows its ECHO with INFO cluster on the same connection and
-    /// says whether the target is a cluster node; an error to INFO (a user without +info)
-    /// means "not known to be one".
+    /// Asked to, the probe follows its ECHO with a bare HELLO on the same connection and
+    /// says whether the target is a cluster node (`mode` `cluster`); an error to HELLO (a
+    /// server without it) means "not known to be one".
     #[tokio::test]
-    async fn the_probe_tells_a_cluster_node_by_its_info() {
-        for (info, want) in [
+    async fn the_probe_tells_a_cluster_node_by_its_hello() {
+        for (hello, want) in [
             (
-                &b"$35\r\n# Cluster\r\ncluster_enabled:1\r\nx:y\r\n\r\n"[..],
+                &b"*4\r\n$5\r\nproto\r\n:2\r\n$4\r\nmode\r\n$7\r\ncluster\r\n"[..],
                 true,
             ),
-            (&b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n"[..], false),
-            (
-                &b"-NOPERM this user has no permissions to run the 'info' command\r\n"[..],
-                false,
-            ),
+            (&b"%1\r\n$4\r\nmode\r\n$7\r\ncluster\r\n"[..], true),
+            (&b"*2\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"[..], false),
+            (&b"-ERR unknown command 'HELLO'\r\n"[..], false),
         ] {
             let replies: &'static [&'static [u8]] =
-                Box::leak(vec![&b"$11\r\ncrest-probe\r\n"[..], info].into_boxed_slice());
+                Box::leak(vec![&b"$11\r\ncrest-probe\r\n"[..], hello].into_boxed_slice());
             let (a, h) = scripted(replies).await;
             let got = super::probe(a, "target", &Session::default(), None, true)
                 .await
                 .unwrap();
-            assert_eq!(got, want, "{}", String::from_utf8_lossy(info));
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(hello));
             let sent = String::from_utf8(h.await.unwrap()).unwrap();
-            assert!(
-                sent.ends_with("*2\r\n$4\r\nINFO\r\n$7\r\ncluster\r\n"),
-                "{sent}"
-            );
+            assert!(sent.ends_with("*1\r\n$5\r\nHELLO\r\n"), "{sent}");
         }
+        // A setup that begins with HELLO answers it: no second HELLO.
+        let (a, h) = scripted(&[
+            b"*2\r\n$4\r\nmode\r\n$7\r\ncluster\r\n",
+            b"+OK\r\n",
+            b"$11\r\ncrest-probe\r\n",
+        ])
+        .await;
+        let got = super::probe(a, "target", &session("bench", 3), None, true)
+            .await
+            .unwrap();
+        assert!(got);
+        assert_eq!(
+            h.await
+                .unwrap()
+                .windows(5)
+                .filter(|w| w == b"HELLO")
+                .count(),
+            1
+        );
         // Not asked: ECHO alone.
         let (a, h) = scripted(&[b"$11\r\ncrest-probe\r\n"]).await;
         assert!(!probe(a, &Session::default()).await.unwrap());

@@ -28,6 +28,7 @@ use crate::config::{RunConfig, Workers};
 use crate::merge::{self, ByCommand, RunBooks, WorkerBooks};
 use crate::output::Live;
 use crate::report::TimelinePoint;
+use crate::server_stats::{Sampler, ServerStats, series::Mark};
 use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
 use crest_model::convert::limits;
 use crest_model::plan::ClassPlan;
@@ -92,6 +93,8 @@ pub struct RunResults {
     pub live_errors: Vec<String>,
     /// Every server error kind of the run, with the server's first message for it.
     pub error_messages: Vec<(String, String)>,
+    /// The target's `INFO` samples (or why there are none).
+    pub server: ServerStats,
 }
 
 impl RunResults {
@@ -442,6 +445,34 @@ async fn run_inner(
         );
     }
 
+    // The server sampler: connected after the prefill (whose replies are all in), its
+    // baseline taken before the measured phase's plans go out.
+    let mut server = ServerStats::Off;
+    let mut sampler = None;
+    if cfg.server_stats {
+        match sampler_target(cfg, builtin_port).await {
+            Ok((addr, shown)) => {
+                match Sampler::connect(addr, &shown, &cfg.session, cfg.tls.as_ref(), cfg.interval)
+                    .await
+                {
+                    Ok(mut s) => {
+                        s.sample(Mark::BeforeLoad, None).await;
+                        sampler = Some(s);
+                    }
+                    Err(why) => {
+                        eprintln!(
+                            "crest: server stats off: {why} (--no-server-stats says so up front)"
+                        );
+                        server = ServerStats::Unavailable(why);
+                    }
+                }
+            }
+            Err(why) => {
+                eprintln!("crest: server stats off: {why}");
+                server = ServerStats::Unavailable(why);
+            }
+        }
+    }
     let phase = phase::Phase {
         classes: cfg
             .classes
@@ -466,6 +497,9 @@ async fn run_inner(
         }
     );
     let measured_start = start_local + cfg.warmup;
+    // Boundary 0 only with a warm-up: without one the sample before load is the baseline.
+    let first = u32::from(cfg.warmup.is_zero());
+    let sampler = sampler.map(|s| s.clock(measured_start, cfg.interval, first));
     let budget = if cfg.closed_loop() && cfg.duration.is_zero() {
         UNBOUNDED_PHASE
     } else {
@@ -501,6 +535,9 @@ async fn run_inner(
     )
     .await?;
     let interrupted = ended == collect::Ended::Interrupted;
+    if let Some(s) = sampler {
+        server = ServerStats::Sampled(s.finish().await);
+    }
     let elapsed = match members.iter().filter_map(|m| m.finished_at).max() {
         Some(t) if !interrupted => t.saturating_duration_since(measured_start),
         _ => measured_start.elapsed(),
@@ -543,5 +580,33 @@ async fn run_inner(
         late_intervals: books.late,
         live_errors,
         error_messages,
+        server,
     })
+}
+
+/// The address the sampler dials and its name for messages: the target, or the built-in
+/// target on loopback.
+async fn sampler_target(
+    cfg: &RunConfig,
+    builtin_port: Option<u16>,
+) -> Result<(SocketAddr, String), String> {
+    match (&cfg.target, builtin_port) {
+        (Some(t), _) => {
+            let addr = tokio::net::lookup_host(t.as_str())
+                .await
+                .map_err(|e| format!("cannot resolve target {t}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("target {t} resolves to no address"))?;
+            Ok((addr, t.clone()))
+        }
+        (None, Some(port)) => {
+            let ip = match cfg.workers {
+                Workers::Remote { .. } if !cfg.listen.ip().is_unspecified() => cfg.listen.ip(),
+                _ => [127, 0, 0, 1].into(),
+            };
+            let addr = SocketAddr::new(ip, port);
+            Ok((addr, addr.to_string()))
+        }
+        (None, None) => Err("no target".into()),
+    }
 }

@@ -8,6 +8,7 @@ use super::{
 use crate::config::{ClassConfig, RunConfig};
 use crate::merge;
 use crate::orchestrate::RunResults;
+use crate::server_stats::{ServerStats, series};
 use crest_model::plan::Pacer;
 use crest_model::schedule::Arrival;
 use std::collections::BTreeMap;
@@ -95,6 +96,42 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         || nodes
             .iter()
             .any(|n| n.slots != u32::from(crest_model::slot::SLOTS));
+    let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
+    let server = match &results.server {
+        ServerStats::Sampled(series) => {
+            let first_rate = timeline.first().map_or(0.0, |p| {
+                p.achieved_rate
+                    .max(p.scheduled as f64 / cfg.interval.as_secs_f64().max(1e-9))
+            });
+            let books = series::Books {
+                commands: &commands,
+                rows: timeline.len(),
+                interval_s: cfg.interval.as_secs_f64(),
+                warmup: !cfg.warmup.is_zero(),
+                in_flight_max: cfg
+                    .classes
+                    .iter()
+                    .map(|c| u64::from(c.connections) * u64::from(c.pipeline))
+                    .sum(),
+                first_rate,
+                cluster,
+            };
+            series::report(series, &books)
+        }
+        _ => None,
+    };
+    let (server, server_problem) = match server {
+        Some((r, p)) => (Some(r), p),
+        None => (None, None),
+    };
+    let server_agrees = server.as_ref().and_then(|s| s.agrees);
+    let server_stats = match (&results.server, &server) {
+        (ServerStats::Sampled(_), None) => {
+            "unavailable: no sample before and after the load".into()
+        }
+        (s, _) => s.word(),
+    };
+    problems.extend(server_problem);
     let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
     let complete = !results.interrupted && !members.iter().any(|m| m.lost()) && problems.is_empty();
     Report {
@@ -192,7 +229,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             busiest_shard: timeline.iter().map(|p| p.busiest_shard).fold(0.0, f64::max),
             histograms: Histograms::of(&total),
         },
-        commands: commands_over_classes(&merge::by_name(all), &classes, duration_s),
+        commands,
         classes,
         checks: Checks {
             intervals_match_totals: problems.is_empty(),
@@ -208,7 +245,10 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                 .map(|p| p.t_s)
                 .collect(),
             late_intervals: results.late_intervals,
+            server_agrees,
         },
+        server_stats,
+        server,
         timeline,
         connection_errors: error_map(&conn_errors),
         error_messages: results.error_messages.iter().cloned().collect(),

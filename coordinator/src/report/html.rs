@@ -59,6 +59,8 @@ fn chart(
         let y = H - PAD / 2.0 - (H - PAD) * frac;
         let text = if unit == "µs" {
             human_us(label)
+        } else if y_max < 10.0 {
+            format!("{label:.2}")
         } else {
             format!("{label:.0}")
         };
@@ -257,6 +259,61 @@ pub fn render(r: &Report) -> String {
         }
         out.push_str("</table>");
     }
+    if let Some(s) = &r.server {
+        // The server's rows carry the timeline's indexes; a row without samples is a gap.
+        let pick =
+            |f: &dyn Fn(&crate::server_stats::ServerRow) -> Option<f64>| -> (Vec<f64>, Vec<f64>) {
+                s.intervals
+                    .iter()
+                    .filter(|row| row.sampled)
+                    .filter_map(|row| Some((row.t_s, f(row)?)))
+                    .unzip()
+            };
+        let (sx, ops) = pick(&|row| row.ops_per_sec);
+        let client: Vec<f64> = sx
+            .iter()
+            .map(|t| {
+                r.timeline
+                    .iter()
+                    .find(|p| (p.t_s - t).abs() < 1e-9)
+                    .map_or(0.0, |p| p.achieved_rate)
+            })
+            .collect();
+        out.push_str(&chart(
+            &format!(
+                "Server: commands per second ({}, INFO commandstats; the sampler's INFO and connection setup excluded) beside the client's completions",
+                s.identity.version
+            ),
+            &sx,
+            &[("server ops/s", "#a0a", ops), ("client completed/s", "#06c", client)],
+            "/s",
+            false,
+        ));
+        let (cx, cpu) = pick(&|row| row.cpu_us_per_op);
+        if !cpu.is_empty() {
+            out.push_str(&chart(
+                "Server CPU per op (used_cpu_user + used_cpu_sys per command), µs",
+                &cx,
+                &[("CPU µs/op", "#c60", cpu)],
+                "µs",
+                false,
+            ));
+        }
+        let mib = |b: Option<u64>| b.map(|b| b as f64 / 1024.0 / 1024.0);
+        let (mx, used) = pick(&|row| mib(row.used_memory));
+        let (_, rss) = pick(&|row| mib(row.used_memory.and(row.used_memory_rss)));
+        let mut mem = vec![("used_memory", "#393", used)];
+        if rss.len() == mx.len() && !rss.is_empty() {
+            mem.push(("used_memory_rss", "#999", rss));
+        }
+        out.push_str(&chart(
+            "Server memory at each interval's end, MB",
+            &mx,
+            &mem,
+            "MB",
+            false,
+        ));
+    }
     out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
     for w in &r.workers {
         let _ = write!(
@@ -308,6 +365,19 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(line) = r.generator_line() {
         let _ = write!(out, "<p>Generator: {}.</p>", esc(&line));
+    }
+    if let Some(line) = r.server_line() {
+        let _ = write!(out, "<p>Server: {}.</p>", esc(&line));
+    }
+    if let Some(s) = r.server.as_ref().filter(|s| s.agrees == Some(true)) {
+        let _ = write!(
+            out,
+            "<p>Server agrees: {}.</p>",
+            esc(&crate::server_stats::series::agreement_words(
+                &s.agreement,
+                &s.other_commands
+            ))
+        );
     }
     if let Some(spans) = r.connection_bound_spans() {
         let _ = write!(

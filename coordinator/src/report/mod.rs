@@ -15,6 +15,8 @@ pub mod html;
 
 pub use build::build;
 
+use crate::server_stats::ServerRow;
+use crate::server_stats::series::{agreement_words, grouped};
 use crest_model::hist::Hist;
 use crest_model::stats::{CmdStats, ENGINE_KINDS, ErrorCounts};
 use serde::Serialize;
@@ -447,6 +449,10 @@ pub struct Checks {
     /// past the coordinator's cap on pending intervals): counted in the totals and the
     /// worker's row, not in the timeline.
     pub late_intervals: u64,
+    /// The truth check: the server's own command counts (`INFO commandstats`, baseline to
+    /// final sample) agree with the report's for every command (`server.agreement`); null
+    /// when the server was not sampled. False is a problem: the report is not complete.
+    pub server_agrees: Option<bool>,
 }
 
 /// One class's settings, echoed so the run can be repeated.
@@ -685,16 +691,30 @@ pub struct Report {
     pub connection_errors: BTreeMap<String, u64>,
     /// Error kind → the server's message for its first occurrence (server kinds only).
     pub error_messages: BTreeMap<String, String>,
+    /// `on` when the target's `INFO` was sampled, `off` (`--no-server-stats`), or
+    /// `unavailable: <why>` (the target refused it).
+    pub server_stats: String,
+    /// The server's own figures per interval and the truth check; null unless
+    /// `server_stats` is `on`.
+    pub server: Option<crate::server_stats::ServerReport>,
     /// Self-check.
     pub checks: Checks,
 }
 
-/// The first line of `timeline.csv`.
-pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound\n";
+/// The first line of `timeline.csv`: the client's columns, then the server's (the
+/// report's `server.intervals`, empty when the server was not sampled).
+pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys\n";
 
-/// Appends one `timeline.csv` row (with its newline).
-pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint) {
-    let _ = writeln!(
+/// An optional CSV cell: empty when None.
+fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
+}
+
+/// Appends one `timeline.csv` row (with its newline); `server` fills the server's
+/// columns (None: left empty, as while the run goes: the rows are rewritten with them at
+/// the end).
+pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint, server: Option<&ServerRow>) {
+    let _ = write!(
         out,
         "{},{},{},{},{},{},{},{},{},{},{},{},{}",
         p.t_s,
@@ -711,6 +731,26 @@ pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint) {
         p.busiest_shard,
         p.bound
     );
+    let s = server.filter(|s| s.sampled);
+    let cells = [
+        cell(s.and_then(|s| s.ops)),
+        cell(s.and_then(|s| s.ops_per_sec)),
+        cell(s.and_then(|s| s.cpu_us)),
+        cell(s.and_then(|s| s.cpu_us_per_op)),
+        cell(s.and_then(|s| s.rejected_calls)),
+        cell(s.and_then(|s| s.failed_calls)),
+        cell(s.and_then(|s| s.net_input_bytes)),
+        cell(s.and_then(|s| s.net_output_bytes)),
+        cell(s.and_then(|s| s.evicted_keys)),
+        cell(s.and_then(|s| s.keyspace_hits)),
+        cell(s.and_then(|s| s.keyspace_misses)),
+        cell(s.and_then(|s| s.used_memory)),
+        cell(s.and_then(|s| s.used_memory_rss)),
+        cell(s.and_then(|s| s.mem_fragmentation_ratio)),
+        cell(s.and_then(|s| s.connected_clients)),
+        cell(s.and_then(|s| s.keys)),
+    ];
+    let _ = writeln!(out, ",{}", cells.join(","));
 }
 
 /// The header of an HdrHistogram interval log (the `.hlog` format HdrHistogram's log tools
@@ -761,6 +801,20 @@ pub fn hlog_line(
     out.push('\n');
 }
 
+/// Formats bytes for humans: B, KB, MB, GB (powers of 1024, as the servers' `_human`).
+pub fn human_bytes(b: u64) -> String {
+    let v = b as f64;
+    if b < 1024 {
+        format!("{b} B")
+    } else if v < 1024.0 * 1024.0 {
+        format!("{:.2} KB", v / 1024.0)
+    } else if v < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} MB", v / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2} GB", v / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
 /// Formats microseconds for humans: µs below 1 ms, ms below 1 s, else s.
 pub fn human_us(v: f64) -> String {
     if v < 1_000.0 {
@@ -804,6 +858,67 @@ impl Report {
         Some(format!(
             "{cpu:.2} CPU s in the shards{per_million}; busiest shard {:.0}% busy in its busiest interval",
             self.totals.busiest_shard * 100.0
+        ))
+    }
+
+    /// The server in one line (`valkey 8.1.8 (libc, io-threads 1): 9.88 µs CPU per op
+    /// over 20,000 ops; used_memory 1.20 MB at the end (peak 1.31 MB), rss 8.10 MB`), for
+    /// the summary and the HTML page; `off` or why it is unavailable when not sampled.
+    pub fn server_line(&self) -> Option<String> {
+        let Some(s) = &self.server else {
+            return match self.server_stats.as_str() {
+                "off" => None,
+                other => Some(format!("stats {other}")),
+            };
+        };
+        let id = &s.identity;
+        let mut about = Vec::new();
+        if let Some(a) = &id.mem_allocator {
+            about.push(a.clone());
+        }
+        if let Some(n) = id.io_threads {
+            about.push(format!("io-threads {n}"));
+        }
+        if let Some(n) = id.io_threads_active {
+            about.push(format!("io_threads_active {n}"));
+        }
+        let t = &s.total;
+        let ops = t.ops.unwrap_or(0);
+        let cpu = match t.cpu_us_per_op {
+            Some(c) => format!("{c:.2} µs CPU per op over {} ops", grouped(ops)),
+            None => format!("{} ops (no CPU figures)", grouped(ops)),
+        };
+        let peak = s
+            .intervals
+            .iter()
+            .filter_map(|r| r.used_memory)
+            .chain(t.used_memory)
+            .max();
+        let memory = match (t.used_memory, peak) {
+            (Some(m), Some(p)) => {
+                let mut m = format!("used_memory {} at the end", human_bytes(m));
+                if p > t.used_memory.unwrap_or(0) {
+                    m.push_str(&format!(" (peak {})", human_bytes(p)));
+                }
+                if let Some(rss) = t.used_memory_rss {
+                    m.push_str(&format!(", rss {}", human_bytes(rss)));
+                }
+                m
+            }
+            _ => "no memory figures".into(),
+        };
+        Some(format!(
+            "{}{}: {cpu}; {memory}{}",
+            id.version,
+            if about.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", about.join(", "))
+            },
+            match &s.unchecked {
+                Some(why) => format!("; no truth check: {why}"),
+                None => String::new(),
+            }
         ))
     }
 
@@ -1047,6 +1162,16 @@ impl Report {
         if let Some(line) = self.generator_line() {
             let _ = writeln!(out, "generator: {line}");
         }
+        if let Some(line) = self.server_line() {
+            let _ = writeln!(out, "server: {line}");
+        }
+        if let Some(s) = self.server.as_ref().filter(|s| s.agrees == Some(true)) {
+            let _ = writeln!(
+                out,
+                "server agrees: {}",
+                agreement_words(&s.agreement, &s.other_commands)
+            );
+        }
         if let Some(spans) = self.connection_bound_spans() {
             let _ = writeln!(
                 out,
@@ -1128,8 +1253,9 @@ impl Report {
     /// `timeline.csv`: one row per second.
     pub fn timeline_csv(&self) -> String {
         let mut out = String::from(TIMELINE_CSV_HEADER);
-        for p in &self.timeline {
-            timeline_csv_row(&mut out, p);
+        let rows = self.server.as_ref().map(|s| s.intervals.as_slice());
+        for (i, p) in self.timeline.iter().enumerate() {
+            timeline_csv_row(&mut out, p, rows.and_then(|r| r.get(i)));
         }
         out
     }

@@ -1,0 +1,962 @@
+//! From samples to the report's `server` section: per-interval deltas of the counters,
+//! gauges at each interval's end, the run's totals, and the truth check.
+//!
+//! A counter that went down between two samples (a server restart, `CONFIG RESETSTAT`)
+//! has no delta: the row names it in `counter_reset` and leaves the value null, never a
+//! negative or wrapped number; the truth check then says the counts cannot be compared.
+
+use super::info::{CmdCounters, Snap};
+use crate::report::Summary;
+use crest_model::stats::ENGINE_KINDS;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Commands a connection's setup sends (`HELLO`, `AUTH`, `SELECT`, `CLIENT SETNAME`,
+/// `CLIENT TRACKING`) and the workers' probe (`ECHO`): real calls, but not load. Matched on
+/// the name before `|` (`client|setname`).
+pub const SETUP_COMMANDS: &[&str] = &["hello", "auth", "select", "client", "echo"];
+/// What the sampler sends at every boundary (subtracted exactly, see [`Series`]).
+pub const SAMPLER_COMMAND: &str = "info";
+
+/// Where a sample was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// After the prefill, before the measured phase's plans went out: no load yet.
+    BeforeLoad,
+    /// At boundary `k` of the run clock: the measured start plus k intervals.
+    Boundary(u32),
+    /// After the last worker's finals (the drain is over).
+    Final,
+}
+
+/// One `INFO` sample.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Where it was taken.
+    pub mark: Mark,
+    /// When its reply came, seconds since the measured start (negative before it).
+    pub at_s: f64,
+    /// Its reply came this long after the instant it was due, µs (0 for samples not on
+    /// the clock).
+    pub late_us: f64,
+    /// How many `INFO`s the sampler had written before this one: the sampler's calls
+    /// between two samples `a` and `b` are `b.seq - a.seq` (`a`'s own call, counted by the
+    /// server after it answered, and any unanswered one in between).
+    pub seq: u64,
+    /// The reply.
+    pub info: Snap,
+}
+
+/// Everything the sampler collected in a run.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    /// Samples in the order taken.
+    pub samples: Vec<Sample>,
+    /// `INFO`s written that got no reply (timed out or the connection broke): each may or
+    /// may not have run on the server.
+    pub unanswered: u64,
+    /// `io-threads` from `CONFIG GET io-threads` (None when the server refused it).
+    pub io_threads: Option<u64>,
+    /// What went wrong while sampling, one line each (missed boundaries, reconnects).
+    pub notes: Vec<String>,
+}
+
+/// Per-command counter deltas in a span.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CmdDelta {
+    /// Δ calls (the sampler's own `INFO`s taken out of `info`).
+    pub calls: u64,
+    /// Δ rejected_calls (refused before running; not in `calls`).
+    pub rejected_calls: u64,
+    /// Δ failed_calls (ran and failed; in `calls`).
+    pub failed_calls: u64,
+    /// Δ usec: server time in the command, µs.
+    pub usec: u64,
+}
+
+/// One span of the server's counters: an interval of the timeline, the warm-up, the
+/// drain or the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerRow {
+    /// Interval index (the timeline's); null for the warm-up, drain and total spans.
+    pub index: Option<u32>,
+    /// Start of the span, seconds since the measured start (the timeline's `t_s`).
+    pub t_s: f64,
+    /// Length of the span between the two samples, seconds (their replies' times).
+    pub span_s: f64,
+    /// False when a sample at either end is missing: every value is then null.
+    pub sampled: bool,
+    /// Commands the server ran: Σ Δ(calls + rejected_calls) over every command except the
+    /// sampler's `INFO`s and connection setup ([`SETUP_COMMANDS`]).
+    pub ops: Option<u64>,
+    /// `ops` per second: of the interval for a timeline row (as its `achieved_rate`), of
+    /// `span_s` for the warm-up, drain and total.
+    pub ops_per_sec: Option<f64>,
+    /// Per command, lower case as the server names it (`get`, `config|get`); only those
+    /// with a change; the sampler's `INFO`s taken out.
+    pub commands: BTreeMap<String, CmdDelta>,
+    /// Σ Δ rejected_calls of those commands.
+    pub rejected_calls: Option<u64>,
+    /// Σ Δ failed_calls of those commands.
+    pub failed_calls: Option<u64>,
+    /// Δ(used_cpu_user + used_cpu_sys), µs, less the server time of the sampler's `INFO`s
+    /// (their `usec`); null without a cpu section.
+    pub cpu_us: Option<u64>,
+    /// `cpu_us / ops`: server CPU per command, µs.
+    pub cpu_us_per_op: Option<f64>,
+    /// Δ total_net_input_bytes.
+    pub net_input_bytes: Option<u64>,
+    /// Δ total_net_output_bytes.
+    pub net_output_bytes: Option<u64>,
+    /// Δ evicted_keys.
+    pub evicted_keys: Option<u64>,
+    /// Δ expired_keys.
+    pub expired_keys: Option<u64>,
+    /// Δ keyspace_hits.
+    pub keyspace_hits: Option<u64>,
+    /// Δ keyspace_misses.
+    pub keyspace_misses: Option<u64>,
+    /// Δ errorstat counts by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Gauge at the span's end: used_memory, bytes.
+    pub used_memory: Option<u64>,
+    /// Gauge: used_memory_rss, bytes.
+    pub used_memory_rss: Option<u64>,
+    /// Gauge: mem_fragmentation_ratio.
+    pub mem_fragmentation_ratio: Option<f64>,
+    /// Gauge: connected_clients.
+    pub connected_clients: Option<u64>,
+    /// Gauge: keys over every database.
+    pub keys: Option<u64>,
+    /// Gauge: keys per database (`db0`).
+    pub keys_by_db: BTreeMap<String, u64>,
+    /// Counters that went down in this span (restart, `CONFIG RESETSTAT`): their deltas
+    /// are null (commands: left out), never negative.
+    pub counter_reset: Vec<String>,
+}
+
+/// One command of the truth check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agreement {
+    /// The report's command name (`SET`).
+    pub command: String,
+    /// What the server counted from the baseline to the last sample: Σ Δ(calls +
+    /// rejected_calls) of the commands of that name (subcommands included).
+    pub server: u64,
+    /// What the report says was written.
+    pub sent: u64,
+    /// What the report says was answered by the server (completed + server error replies).
+    pub answered: u64,
+    /// `server − sent`.
+    pub difference: i64,
+    /// How far `server` may lie outside [`answered`, `sent`] and still agree: the start
+    /// boundary's allowance (0 when the baseline was taken before any load).
+    pub allowance: u64,
+    /// `answered − allowance ≤ server ≤ sent + allowance` (true, not judged, for a
+    /// command every connection's setup sends too: see `judged`).
+    pub agrees: bool,
+    /// False for a command the connections' setup or the workers' probe sends as well
+    /// ([`SETUP_COMMANDS`]: a workload of `ECHO` or `CLIENT ...`): the server's count
+    /// holds every connection's and reconnect's setup, which no report counts.
+    pub judged: bool,
+}
+
+/// `n` with thousands separators: `181,818`.
+pub fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The name before `|`.
+fn base(name: &str) -> &str {
+    name.split('|').next().unwrap_or(name)
+}
+
+/// True for a setup command's name.
+pub fn is_setup(name: &str) -> bool {
+    SETUP_COMMANDS.contains(&base(name))
+}
+
+/// `b − a` of a counter; None (and `name` pushed on `reset`) when it went down; None when
+/// either is missing.
+fn counter(a: Option<u64>, b: Option<u64>, name: &str, reset: &mut Vec<String>) -> Option<u64> {
+    let (a, b) = (a?, b?);
+    if b < a {
+        reset.push(name.to_string());
+        return None;
+    }
+    Some(b - a)
+}
+
+/// The deltas from sample `a` to sample `b`, the gauges of `b`; `t_s` the span's start.
+pub fn row(a: &Sample, b: &Sample, index: Option<u32>, t_s: f64) -> ServerRow {
+    let (ia, ib) = (&a.info, &b.info);
+    let mut reset = Vec::new();
+    let sampler_calls = b.seq.saturating_sub(a.seq);
+    let mut commands = BTreeMap::new();
+    let mut sampler_usec = 0u64;
+    for (name, cb) in &ib.commands {
+        let ca = ia.commands.get(name).copied().unwrap_or_default();
+        if cb.calls < ca.calls
+            || cb.rejected_calls < ca.rejected_calls
+            || cb.failed_calls < ca.failed_calls
+            || cb.usec < ca.usec
+        {
+            reset.push(format!("cmdstat_{name}"));
+            continue;
+        }
+        let mut d = CmdDelta {
+            calls: cb.calls - ca.calls,
+            rejected_calls: cb.rejected_calls - ca.rejected_calls,
+            failed_calls: cb.failed_calls - ca.failed_calls,
+            usec: cb.usec - ca.usec,
+        };
+        if name == SAMPLER_COMMAND && d.calls > 0 {
+            // The sampler's share of the INFO time, out of the CPU figure too.
+            let ours = sampler_calls.min(d.calls);
+            sampler_usec = d.usec * ours / d.calls;
+            d.usec -= sampler_usec;
+            d.calls -= ours;
+        }
+        if d != CmdDelta::default() {
+            commands.insert(name.clone(), d);
+        }
+    }
+    // A command the later sample no longer lists was reset (RESETSTAT clears the list).
+    for (name, ca) in &ia.commands {
+        if !ib.commands.contains_key(name) && *ca != CmdCounters::default() {
+            reset.push(format!("cmdstat_{name}"));
+        }
+    }
+    let load: Vec<&CmdDelta> = commands
+        .iter()
+        .filter(|(n, _)| !is_setup(n))
+        .map(|(_, d)| d)
+        .collect();
+    let ops: u64 = load.iter().map(|d| d.calls + d.rejected_calls).sum();
+    let span_s = b.at_s - a.at_s;
+    let cpu = counter(
+        ia.cpu_us(),
+        ib.cpu_us(),
+        "used_cpu_user+used_cpu_sys",
+        &mut reset,
+    )
+    .map(|c| c.saturating_sub(sampler_usec));
+    let mut c = |field: &str| counter(ia.uint(field), ib.uint(field), field, &mut reset);
+    let net_input_bytes = c("total_net_input_bytes");
+    let net_output_bytes = c("total_net_output_bytes");
+    let evicted_keys = c("evicted_keys");
+    let expired_keys = c("expired_keys");
+    let keyspace_hits = c("keyspace_hits");
+    let keyspace_misses = c("keyspace_misses");
+    let mut errors = BTreeMap::new();
+    for (kind, nb) in &ib.errors {
+        let na = ia.errors.get(kind).copied().unwrap_or(0);
+        if *nb < na {
+            reset.push(format!("errorstat_{kind}"));
+        } else if *nb > na {
+            errors.insert(kind.clone(), nb - na);
+        }
+    }
+    ServerRow {
+        index,
+        t_s,
+        span_s: (span_s * 1e6).round() / 1e6,
+        sampled: true,
+        ops: Some(ops),
+        ops_per_sec: (span_s > 0.0).then(|| round2(ops as f64 / span_s)),
+        rejected_calls: Some(load.iter().map(|d| d.rejected_calls).sum()),
+        failed_calls: Some(load.iter().map(|d| d.failed_calls).sum()),
+        commands,
+        cpu_us: cpu,
+        cpu_us_per_op: cpu
+            .filter(|_| ops > 0)
+            .map(|c| round2(c as f64 / ops as f64)),
+        net_input_bytes,
+        net_output_bytes,
+        evicted_keys,
+        expired_keys,
+        keyspace_hits,
+        keyspace_misses,
+        errors,
+        used_memory: ib.uint("used_memory"),
+        used_memory_rss: ib.uint("used_memory_rss"),
+        mem_fragmentation_ratio: ib.float("mem_fragmentation_ratio"),
+        connected_clients: ib.uint("connected_clients"),
+        keys: Some(ib.keys()),
+        keys_by_db: ib.dbs.iter().map(|(d, k)| (d.clone(), k.keys)).collect(),
+        counter_reset: reset,
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// A row with no samples at one end.
+fn missing(index: Option<u32>, t_s: f64) -> ServerRow {
+    ServerRow {
+        index,
+        t_s,
+        ..ServerRow::default()
+    }
+}
+
+/// The server as its `INFO server` and `INFO memory` describe it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerIdentity {
+    /// `valkey 8.1.8`, `redis 7.0.15`, or `crest-sink 7.0.0` for the built-in target.
+    pub version: String,
+    /// `redis_version` (Valkey reports the Redis version it is compatible with).
+    pub redis_version: Option<String>,
+    /// `valkey_version`; null on Redis.
+    pub valkey_version: Option<String>,
+    /// `mem_allocator` (`jemalloc-5.3.0`, `libc`).
+    pub mem_allocator: Option<String>,
+    /// `io_threads_active` (INFO server/stats): 1 while I/O threads run.
+    pub io_threads_active: Option<u64>,
+    /// `io-threads` (`CONFIG GET io-threads`); null when the server refused CONFIG.
+    pub io_threads: Option<u64>,
+    /// `maxmemory`, bytes (0: no limit).
+    pub maxmemory: Option<u64>,
+}
+
+impl ServerIdentity {
+    /// Read off one sample.
+    pub fn of(info: &Snap, io_threads: Option<u64>) -> Self {
+        let redis = info.text("redis_version").map(str::to_string);
+        let valkey = info.text("valkey_version").map(str::to_string);
+        let version = match (&valkey, &redis) {
+            (Some(v), _) => format!("valkey {v}"),
+            (None, Some(r)) if info.text("crest_sink") == Some("1") => format!("crest-sink {r}"),
+            (None, Some(r)) => format!("redis {r}"),
+            (None, None) => "unknown".into(),
+        };
+        Self {
+            version,
+            redis_version: redis,
+            valkey_version: valkey,
+            mem_allocator: info.text("mem_allocator").map(str::to_string),
+            io_threads_active: info.uint("io_threads_active"),
+            io_threads,
+            maxmemory: info.uint("maxmemory"),
+        }
+    }
+}
+
+/// The report's `server` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerReport {
+    /// Which server.
+    #[serde(flatten)]
+    pub identity: ServerIdentity,
+    /// Where the truth check's baseline sample was taken: `before_load` (after the
+    /// prefill, before any measured request: exact) or `measured_start` (the end of the
+    /// warm-up, whose requests reach the server but are in no count: see `allowance`).
+    pub baseline: &'static str,
+    /// `INFO` calls the sampler made in the sampled span, as the server counts them: the
+    /// baseline's and every later one's but the final's own (a command is counted after it
+    /// answered). Taken out of every `info` figure. The server's `cmdstat_info` grows by
+    /// this plus two over a run: the check at connect and the final sample.
+    pub sampler_calls: u64,
+    /// Of them, without a reply (each may or may not have run).
+    pub sampler_unanswered: u64,
+    /// Server time of the sampler's `INFO`s over the run (their commandstats `usec`), µs.
+    pub sampler_usec: u64,
+    /// Largest delay of a boundary sample's reply after its boundary, µs.
+    pub sample_late_max_us: f64,
+    /// One row per timeline interval, `index` aligned with the timeline's.
+    pub intervals: Vec<ServerRow>,
+    /// From the baseline before load to the measured start (null without a warm-up).
+    pub warmup: Option<ServerRow>,
+    /// From the last interval boundary to the final sample after the drain.
+    pub drain: Option<ServerRow>,
+    /// From the baseline to the final sample (the truth check's span).
+    pub total: ServerRow,
+    /// The truth check, per command the report counts.
+    pub agreement: Vec<Agreement>,
+    /// True when every command agrees; null when the counts cannot be compared
+    /// (`unchecked` says why).
+    pub agrees: Option<bool>,
+    /// Why there is no truth check: no sample after the drain (the server stopped
+    /// answering), the server restarted (`run_id` changed), or a counter went down
+    /// (`CONFIG RESETSTAT`); null when there is one.
+    pub unchecked: Option<String>,
+    /// Commands the server ran that crest did not send (setup and the sampler excluded):
+    /// another client's, listed, not judged.
+    pub other_commands: BTreeMap<String, u64>,
+    /// What went wrong while sampling.
+    pub notes: Vec<String>,
+}
+
+/// What the truth check needs from the rest of the report.
+pub struct Books<'a> {
+    /// Per command (summed over classes), as the report has them.
+    pub commands: &'a BTreeMap<String, Summary>,
+    /// Timeline rows.
+    pub rows: usize,
+    /// Interval length, s.
+    pub interval_s: f64,
+    /// The run had a warm-up: the baseline is at the measured start.
+    pub warmup: bool,
+    /// Σ connections × pipeline over classes: the most requests in flight at any instant.
+    pub in_flight_max: u64,
+    /// The first interval's achieved rate, requests per second (the warm-up's boundary
+    /// allowance).
+    pub first_rate: f64,
+    /// The target was a Redis Cluster: the sampler read the seed node only, whose counts
+    /// are its share of the run, so they are shown, not judged.
+    pub cluster: bool,
+}
+
+/// Builds the `server` section from the samples; the second value is the truth check's
+/// problem line when the server disagrees, for the report's `checks`.
+pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Option<String>)> {
+    let find = |m: Mark| series.samples.iter().find(|s| s.mark == m);
+    let before = find(Mark::BeforeLoad);
+    let start = find(Mark::Boundary(0));
+    let baseline = if books.warmup {
+        start
+    } else {
+        before.or(start)
+    }?;
+    let final_ = find(Mark::Final);
+    let last = final_.or_else(|| series.samples.last())?;
+    let identity = ServerIdentity::of(&last.info, series.io_threads);
+    let rows = u32::try_from(books.rows).unwrap_or(u32::MAX);
+    let mut intervals = Vec::with_capacity(books.rows);
+    for k in 0..rows {
+        let t_s = round2(f64::from(k) * books.interval_s);
+        let a = if k == 0 {
+            Some(baseline)
+        } else {
+            find(Mark::Boundary(k))
+        };
+        // The last row of a run that ended before its boundary (a count-bound closed
+        // loop, whose last interval is partial) ends at the final sample instead.
+        let b = find(Mark::Boundary(k + 1)).or_else(|| {
+            let later = series
+                .samples
+                .iter()
+                .any(|s| matches!(s.mark, Mark::Boundary(j) if j > k));
+            (k + 1 == rows && !later).then_some(final_).flatten()
+        });
+        intervals.push(match (a, b) {
+            (Some(a), Some(b)) => {
+                let mut r = row(a, b, Some(k), t_s);
+                // Per the interval, as the timeline's rates: the first row's span starts
+                // at the baseline before load, up to a start lead earlier.
+                r.ops_per_sec = r
+                    .ops
+                    .filter(|_| books.interval_s > 0.0)
+                    .map(|o| round2(o as f64 / books.interval_s));
+                r
+            }
+            _ => missing(Some(k), t_s),
+        });
+    }
+    let end_s = round2(f64::from(rows) * books.interval_s);
+    let drain_from = if rows == 0 {
+        Some(baseline)
+    } else {
+        find(Mark::Boundary(rows))
+    };
+    let drain = match drain_from {
+        Some(a) if !std::ptr::eq(a, last) => Some(row(a, last, None, end_s)),
+        _ => None,
+    };
+    let warmup = match (books.warmup, before, start) {
+        (true, Some(a), Some(b)) => Some(row(a, b, None, -(b.at_s - a.at_s).max(0.0))),
+        _ => None,
+    };
+    let total = row(baseline, last, None, 0.0);
+    let late_max = series
+        .samples
+        .iter()
+        .filter(|s| matches!(s.mark, Mark::Boundary(_)))
+        .map(|s| s.late_us)
+        .fold(0.0, f64::max);
+    // The warm-up boundary: warm-up requests still in flight at the measured start reach
+    // the server after the baseline, and measured ones sent before the baseline's reply
+    // came reach it before.
+    let allowance = if books.warmup {
+        let late_s = find(Mark::Boundary(0)).map_or(0.0, |s| s.late_us / 1e6);
+        books.in_flight_max + (books.first_rate * late_s).ceil() as u64
+    } else {
+        0
+    };
+    let mut agreement = Vec::new();
+    let mut counted = std::collections::BTreeSet::new();
+    for (name, s) in books.commands {
+        let lower = name.to_ascii_lowercase();
+        let server: u64 = total
+            .commands
+            .iter()
+            .filter(|(n, _)| base(n) == lower)
+            .map(|(_, d)| d.calls + d.rejected_calls)
+            .sum();
+        counted.insert(lower.clone());
+        let server_errors: u64 = s
+            .errors_by_kind
+            .iter()
+            .filter(|(k, _)| !ENGINE_KINDS.contains(&k.as_str()))
+            .map(|(_, n)| n)
+            .sum();
+        let answered = s.completed + server_errors;
+        agreement.push(Agreement {
+            command: name.clone(),
+            server,
+            sent: s.sent,
+            answered,
+            difference: i64::try_from(server).unwrap_or(i64::MAX)
+                - i64::try_from(s.sent).unwrap_or(i64::MAX),
+            allowance,
+            agrees: is_setup(&lower)
+                || (answered.saturating_sub(allowance) <= server
+                    && server <= s.sent.saturating_add(allowance)),
+            judged: !is_setup(&lower),
+        });
+    }
+    let other_commands: BTreeMap<String, u64> = total
+        .commands
+        .iter()
+        .filter(|(n, _)| !is_setup(n) && !counted.contains(base(n)))
+        .map(|(n, d)| (n.clone(), d.calls + d.rejected_calls))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let mut went_down: Vec<String> = total.counter_reset.clone();
+    for r in intervals.iter().chain(&drain) {
+        for c in &r.counter_reset {
+            if !went_down.contains(c) {
+                went_down.push(c.clone());
+            }
+        }
+    }
+    let restarted = baseline.info.text("run_id") != last.info.text("run_id");
+    let unchecked = if books.cluster {
+        Some(
+            "a cluster: the sampler reads the seed node only (sampling every node is not built), so its counts are that node's share of the run"
+                .to_string(),
+        )
+    } else if final_.is_none() {
+        Some("no sample after the drain: the server did not answer INFO at the end".to_string())
+    } else if restarted {
+        Some(
+            "the server restarted during the run (its run_id changed): its counts start over"
+                .to_string(),
+        )
+    } else if !went_down.is_empty() {
+        Some(format!(
+            "server counters went down during the run ({}): the server restarted or its stats were reset",
+            went_down.join(", ")
+        ))
+    } else {
+        None
+    };
+    let agrees = match unchecked {
+        Some(_) => None,
+        None => Some(agreement.iter().all(|a| a.agrees)),
+    };
+    let problem = match agrees {
+        Some(false) => Some(disagreement_words(&agreement, &other_commands)),
+        _ => None,
+    };
+    let sampler_usec = total_sampler_usec(baseline, last);
+    Some((
+        ServerReport {
+            identity,
+            baseline: if books.warmup || before.is_none() {
+                "measured_start"
+            } else {
+                "before_load"
+            },
+            sampler_calls: last.seq.saturating_sub(baseline.seq),
+            sampler_unanswered: series.unanswered,
+            sampler_usec,
+            sample_late_max_us: (late_max * 10.0).round() / 10.0,
+            intervals,
+            warmup,
+            drain,
+            total,
+            agreement,
+            agrees,
+            unchecked,
+            other_commands,
+            notes: series.notes.clone(),
+        },
+        problem,
+    ))
+}
+
+/// Server time of the sampler's INFO calls from `a` to `b`, µs (their share of Δusec).
+fn total_sampler_usec(a: &Sample, b: &Sample) -> u64 {
+    let ca = a
+        .info
+        .commands
+        .get(SAMPLER_COMMAND)
+        .copied()
+        .unwrap_or_default();
+    let Some(cb) = b.info.commands.get(SAMPLER_COMMAND).copied() else {
+        return 0;
+    };
+    let (calls, usec) = (
+        cb.calls.saturating_sub(ca.calls),
+        cb.usec.saturating_sub(ca.usec),
+    );
+    let ours = b.seq.saturating_sub(a.seq).min(calls);
+    (usec * ours).checked_div(calls).unwrap_or(0)
+}
+
+fn signed(d: i64) -> String {
+    let sign = if d < 0 { "-" } else { "+" };
+    format!("{sign}{}", grouped(d.unsigned_abs()))
+}
+
+/// One command that disagrees, in words.
+fn differs(a: &Agreement) -> String {
+    format!(
+        "{} {} by the server vs {} sent by crest ({}; {} answered, the rest of the sent unanswered; boundary allowance {})",
+        a.command,
+        grouped(a.server),
+        grouped(a.sent),
+        signed(a.difference),
+        grouped(a.answered),
+        grouped(a.allowance)
+    )
+}
+
+/// The truth check's problem line: the commands that disagree first, then the rest.
+pub fn disagreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -> String {
+    let bad: Vec<String> = agreement
+        .iter()
+        .filter(|a| !a.agrees)
+        .map(differs)
+        .collect();
+    let good: Vec<Agreement> = agreement.iter().filter(|a| a.agrees).cloned().collect();
+    let mut line = format!(
+        "server disagrees: {}: another client is using this server, or requests went missing",
+        bad.join(", ")
+    );
+    let rest = agreement_words(&good, other);
+    if !rest.is_empty() {
+        line.push_str(&format!("; agrees: {rest}"));
+    }
+    line
+}
+
+/// Each command's comparison in words: `SET 181,818 = 181,818`, or the difference named.
+pub fn agreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -> String {
+    let mut parts: Vec<String> = agreement
+        .iter()
+        .map(|a| {
+            if !a.judged {
+                format!(
+                    "{} {} by the server, {} sent (not judged: connection setup sends it too)",
+                    a.command,
+                    grouped(a.server),
+                    grouped(a.sent)
+                )
+            } else if a.server == a.sent && a.answered == a.sent {
+                format!("{} {} = {}", a.command, grouped(a.server), grouped(a.sent))
+            } else if a.agrees {
+                format!(
+                    "{} {} by the server, {} sent, {} answered (the rest unanswered{})",
+                    a.command,
+                    grouped(a.server),
+                    grouped(a.sent),
+                    grouped(a.answered),
+                    if a.allowance > 0 {
+                        format!(", ±{} at the warm-up's end", grouped(a.allowance))
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                differs(a)
+            }
+        })
+        .collect();
+    if !other.is_empty() {
+        let list: Vec<String> = other
+            .iter()
+            .map(|(n, c)| format!("{} {}", n.to_ascii_uppercase(), grouped(*c)))
+            .collect();
+        parts.push(format!("commands crest did not send: {}", list.join(", ")));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Percentiles, Target};
+
+    fn sample(mark: Mark, seq: u64, at_s: f64, text: &str) -> Sample {
+        Sample {
+            mark,
+            at_s,
+            late_us: 0.0,
+            seq,
+            info: crate::server_stats::info::Info::parse(text).into(),
+        }
+    }
+
+    fn info(set: u64, info: u64, cpu_s: f64, hits: u64) -> String {
+        format!(
+            "used_cpu_user:{cpu_s:.6}\r\nused_cpu_sys:0.000000\r\nkeyspace_hits:{hits}\r\nused_memory:{}\r\ncmdstat_set:calls={set},usec={set},usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\ncmdstat_info:calls={info},usec={},usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\ncmdstat_hello:calls=3,usec=3,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\ndb0:keys={set},expires=0,avg_ttl=0\r\n",
+            1000 + set,
+            info * 30
+        )
+    }
+
+    #[test]
+    fn deltas_take_the_samplers_info_out() {
+        // The sampler's INFO #5 was answered by sample a; b (INFO #6) counts it.
+        let a = sample(Mark::Boundary(1), 5, 1.0, &info(100, 10, 1.0, 7));
+        let b = sample(Mark::Boundary(2), 6, 2.0, &info(350, 11, 1.0025, 9));
+        let r = row(&a, &b, Some(1), 1.0);
+        assert_eq!(r.ops, Some(250));
+        assert!(!r.commands.contains_key("info"), "{:?}", r.commands);
+        assert_eq!(r.commands["set"].calls, 250);
+        // 2500 µs of CPU less the sampler's 30 µs of INFO.
+        assert_eq!(r.cpu_us, Some(2470));
+        assert_eq!(r.cpu_us_per_op, Some(9.88));
+        assert_eq!(r.keyspace_hits, Some(2));
+        assert_eq!(r.used_memory, Some(1350));
+        assert_eq!(r.keys, Some(350));
+        assert!(r.counter_reset.is_empty());
+        // Someone else's INFO stays in.
+        let c = sample(Mark::Boundary(3), 7, 3.0, &info(350, 13, 1.0025, 9));
+        assert_eq!(row(&b, &c, Some(2), 2.0).commands["info"].calls, 1);
+    }
+
+    #[test]
+    fn a_counter_that_goes_down_is_flagged_never_negative() {
+        let a = sample(Mark::Boundary(1), 5, 1.0, &info(1000, 10, 5.0, 70));
+        // CONFIG RESETSTAT: commandstats and hits start over; the CPU does not.
+        let b = sample(Mark::Boundary(2), 6, 2.0, &info(40, 1, 5.1, 2));
+        let r = row(&a, &b, Some(1), 1.0);
+        assert!(
+            r.counter_reset.contains(&"cmdstat_set".to_string()),
+            "{r:?}"
+        );
+        assert!(
+            r.counter_reset.contains(&"keyspace_hits".to_string()),
+            "{r:?}"
+        );
+        assert_eq!(r.keyspace_hits, None);
+        assert!(!r.commands.contains_key("set"));
+        assert_eq!(r.ops, Some(0), "no made-up count");
+        // A restart: the CPU counter goes back too, and commands vanish.
+        let c = sample(
+            Mark::Boundary(3),
+            7,
+            3.0,
+            "used_cpu_user:0.01\r\nused_cpu_sys:0.0\r\n",
+        );
+        let r = row(&b, &c, Some(2), 2.0);
+        assert_eq!(r.cpu_us, None);
+        assert!(
+            r.counter_reset.iter().any(|c| c.starts_with("used_cpu")),
+            "{r:?}"
+        );
+        assert!(
+            r.counter_reset.contains(&"cmdstat_set".to_string()),
+            "{r:?}"
+        );
+    }
+
+    fn summary(sent: u64, completed: u64) -> Summary {
+        Summary {
+            scheduled: sent,
+            sent,
+            completed,
+            misses: 0,
+            errors: sent - completed,
+            errors_by_kind: if sent > completed {
+                [("timeout".to_string(), sent - completed)].into()
+            } else {
+                BTreeMap::new()
+            },
+            backlogged: 0,
+            redirects: Default::default(),
+            target_rate: Target::Rate(0.0),
+            achieved_rate: 0.0,
+            latency_us: Percentiles::default(),
+            service_time_us: Percentiles::default(),
+            schedule_lag_us: Percentiles::default(),
+        }
+    }
+
+    fn books(commands: &BTreeMap<String, Summary>, warmup: bool) -> Books<'_> {
+        Books {
+            commands,
+            rows: 2,
+            interval_s: 1.0,
+            warmup,
+            in_flight_max: 4,
+            first_rate: 100.0,
+            cluster: false,
+        }
+    }
+
+    #[test]
+    fn the_truth_check_agrees_names_and_fails() {
+        let series = Series {
+            samples: vec![
+                sample(Mark::BeforeLoad, 1, -1.0, &info(0, 1, 0.0, 0)),
+                sample(Mark::Boundary(1), 2, 1.0, &info(100, 2, 0.0, 0)),
+                sample(Mark::Boundary(2), 3, 2.0, &info(200, 3, 0.0, 0)),
+                sample(Mark::Final, 4, 4.0, &info(205, 4, 0.0, 0)),
+            ],
+            ..Series::default()
+        };
+        let exact: BTreeMap<String, Summary> = [("SET".to_string(), summary(205, 205))].into();
+        let (r, problem) = report(&series, &books(&exact, false)).unwrap();
+        assert!(problem.is_none(), "{problem:?}");
+        assert_eq!(r.agrees, Some(true));
+        assert_eq!(r.baseline, "before_load");
+        assert_eq!(r.sampler_calls, 3);
+        assert_eq!(
+            agreement_words(&r.agreement, &r.other_commands),
+            "SET 205 = 205"
+        );
+        // Rows and drain add up to the total.
+        let rows: u64 = r.intervals.iter().map(|i| i.ops.unwrap()).sum();
+        assert_eq!(
+            rows + r.drain.as_ref().unwrap().ops.unwrap(),
+            r.total.ops.unwrap()
+        );
+        assert_eq!(r.intervals[1].index, Some(1));
+        // Three written, never answered: the server may have run them or not.
+        let unanswered: BTreeMap<String, Summary> = [("SET".to_string(), summary(206, 203))].into();
+        let (r, problem) = report(&series, &books(&unanswered, false)).unwrap();
+        assert!(problem.is_none() && r.agrees == Some(true), "{problem:?}");
+        // Another client's 5 SETs beyond what was written: flagged, by name.
+        let short: BTreeMap<String, Summary> = [("SET".to_string(), summary(200, 200))].into();
+        let (r, problem) = report(&series, &books(&short, false)).unwrap();
+        assert_eq!(r.agrees, Some(false));
+        let p = problem.unwrap();
+        assert!(
+            p.starts_with("server disagrees: SET 205 by the server vs 200 sent"),
+            "{p}"
+        );
+        assert!(p.contains("(+5;"), "{p}");
+        // A workload of ECHO (which every worker's probe sends too) is not judged.
+        let mut echo = series.clone();
+        for s in &mut echo.samples {
+            s.info.commands.insert(
+                "echo".into(),
+                CmdCounters {
+                    calls: s.seq * 7,
+                    ..CmdCounters::default()
+                },
+            );
+        }
+        let echoes: BTreeMap<String, Summary> = [
+            ("SET".to_string(), summary(205, 205)),
+            ("ECHO".to_string(), summary(3, 3)),
+        ]
+        .into();
+        let (r, problem) = report(&echo, &books(&echoes, false)).unwrap();
+        assert!(problem.is_none(), "{problem:?}");
+        let e = r.agreement.iter().find(|a| a.command == "ECHO").unwrap();
+        assert_eq!((e.server, e.judged, e.agrees), (21, false, true));
+        // With a warm-up the baseline is the measured start, give or take the boundary.
+        let mut warm = series.clone();
+        warm.samples
+            .insert(1, sample(Mark::Boundary(0), 2, 0.0, &info(3, 2, 0.0, 0)));
+        let (r, problem) = report(&warm, &books(&short, true)).unwrap();
+        assert_eq!(r.baseline, "measured_start");
+        assert_eq!(r.agreement[0].server, 202);
+        assert_eq!(r.agreement[0].allowance, 4);
+        assert!(problem.is_none(), "{problem:?}");
+        assert!(r.warmup.is_some());
+    }
+
+    /// A reset, a restart or no final sample: no truth check (null), said why, no
+    /// problem: the client's report stands, the server's counts cannot be compared.
+    #[test]
+    fn a_reset_or_a_restart_leaves_the_check_unchecked() {
+        let series = Series {
+            samples: vec![
+                sample(Mark::BeforeLoad, 1, -1.0, &info(50, 1, 0.0, 0)),
+                sample(Mark::Final, 2, 2.0, &info(10, 1, 0.0, 0)),
+            ],
+            ..Series::default()
+        };
+        let c: BTreeMap<String, Summary> = [("SET".to_string(), summary(10, 10))].into();
+        let (r, problem) = report(&series, &books(&c, false)).unwrap();
+        assert_eq!(r.agrees, None);
+        assert!(problem.is_none());
+        assert!(r.unchecked.unwrap().contains("went down"));
+        assert!(
+            r.intervals.iter().all(|i| !i.sampled),
+            "no boundary samples"
+        );
+        // A restart whose counts happen to grow anyway: the run_id says so.
+        let restarted = Series {
+            samples: vec![
+                sample(
+                    Mark::BeforeLoad,
+                    1,
+                    -1.0,
+                    &format!("run_id:aaa\r\n{}", info(0, 1, 0.0, 0)),
+                ),
+                sample(
+                    Mark::Final,
+                    2,
+                    2.0,
+                    &format!("run_id:bbb\r\n{}", info(4, 1, 0.0, 0)),
+                ),
+            ],
+            ..Series::default()
+        };
+        let c4: BTreeMap<String, Summary> = [("SET".to_string(), summary(10, 10))].into();
+        let (r, problem) = report(&restarted, &books(&c4, false)).unwrap();
+        assert_eq!((r.agrees, problem), (None, None));
+        assert!(r.unchecked.unwrap().contains("restarted"));
+        // The server stopped answering: no final sample.
+        let mut gone = restarted.clone();
+        gone.samples.pop();
+        let (r, _) = report(&gone, &books(&c4, false)).unwrap();
+        assert_eq!(r.agrees, None);
+        assert!(r.unchecked.unwrap().contains("no sample after the drain"));
+    }
+
+    /// A count-bound run ends inside its last interval: that row ends at the final
+    /// sample, there is no drain, and the rows still add up to the total.
+    #[test]
+    fn a_partial_last_interval_ends_at_the_final_sample() {
+        let series = Series {
+            samples: vec![
+                sample(Mark::BeforeLoad, 1, -1.0, &info(0, 1, 0.0, 0)),
+                sample(Mark::Boundary(1), 2, 1.0, &info(100, 2, 0.0, 0)),
+                sample(Mark::Final, 3, 1.4, &info(140, 3, 0.0, 0)),
+            ],
+            ..Series::default()
+        };
+        let c: BTreeMap<String, Summary> = [("SET".to_string(), summary(140, 140))].into();
+        let (r, problem) = report(&series, &books(&c, false)).unwrap();
+        assert!(problem.is_none());
+        assert!(r.drain.is_none());
+        let ops: Vec<u64> = r.intervals.iter().map(|i| i.ops.unwrap()).collect();
+        assert_eq!(ops, [100, 40]);
+        assert_eq!(r.total.ops, Some(140));
+    }
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(181_818), "181,818");
+        assert_eq!(grouped(1_000_000), "1,000,000");
+    }
+}
