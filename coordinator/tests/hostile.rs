@@ -179,21 +179,6 @@ fn run_watched(name: &str, addr: &str, args: &[&str], limit: Duration) -> Outcom
     }
 }
 
-/// scheduled = completed + errors + in flight + unsent, and the coordinator's own check.
-fn assert_balanced(name: &str, r: &Value) {
-    let t = &r["totals"];
-    assert_eq!(
-        u(t, "scheduled"),
-        u(t, "completed") + u(t, "errors") + u(t, "in_flight") + u(t, "unsent"),
-        "{name}: books do not balance: {t}"
-    );
-    assert_eq!(
-        r["checks"]["intervals_match_totals"], true,
-        "{name}: {}",
-        r["checks"]
-    );
-}
-
 fn kind(r: &Value, k: &str) -> u64 {
     r["totals"]["errors_by_kind"][k].as_u64().unwrap_or(0)
 }

@@ -979,3 +979,19 @@ impl Pki {
         }
     }
 }
+
+/// Every scheduled request of `r` is in exactly one place (completed, failed, in flight,
+/// never sent), and the intervals add up to the totals.
+pub fn assert_balanced(name: &str, r: &Value) {
+    let t = &r["totals"];
+    assert_eq!(
+        u(t, "scheduled"),
+        u(t, "completed") + u(t, "errors") + u(t, "in_flight") + u(t, "unsent"),
+        "{name}: books do not balance: {t}"
+    );
+    assert_eq!(
+        r["checks"]["intervals_match_totals"], true,
+        "{name}: {}",
+        r["checks"]
+    );
+}

@@ -722,7 +722,12 @@ mod tests {
     fn args(w: &Workload, cmd: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         w.encode(cmd, &mut Rng::new(7), &mut Cursor::default(), &mut out);
-        let (f, n) = Frame::parse(&out).unwrap().unwrap();
+        bulks(&out)
+    }
+
+    /// The arguments of the one request encoded in `out`.
+    fn bulks(out: &[u8]) -> Vec<Vec<u8>> {
+        let (f, n) = Frame::parse(out).unwrap().unwrap();
         assert_eq!(n, out.len());
         let Frame::Array(items) = f else {
             panic!("not an array")
@@ -828,16 +833,21 @@ mod tests {
         let mut out = Vec::new();
         let mut rng = Rng::new(seed);
         w.encode_keyed(cmd, key, &mut rng, &mut Cursor::default(), &mut out);
-        let Frame::Array(items) = Frame::parse(&out).unwrap().unwrap().0 else {
-            panic!("not an array")
-        };
-        items
-            .into_iter()
-            .map(|i| match i {
-                Frame::Bulk(b) => b,
-                other => panic!("{other:?}"),
-            })
-            .collect()
+        bulks(&out)
+    }
+
+    /// One command (`batch` deep) over `count` keys named `prefix<n>`.
+    fn one(cmd: &str, batch: u32, count: u64, prefix: &str) -> Workload {
+        Workload::new(
+            vec![(CmdDef::parse(cmd, batch, None, 1).unwrap(), 1)],
+            KeySpace::new(count, prefix, KeyDist::Uniform).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -902,48 +912,20 @@ mod tests {
 
     #[test]
     fn a_hash_tag_in_the_prefix_puts_every_key_in_one_slot() {
-        let mut wl = Workload::new(
-            vec![(CmdDef::parse("MGET", 4, None, 1).unwrap(), 1)],
-            KeySpace::new(1000, "crest:{t}:", KeyDist::Uniform).unwrap(),
-            ValueSizes::Fixed(3),
-            1,
-            false,
-            None,
-            1,
-        )
-        .unwrap();
+        let mut wl = one("MGET", 4, 1000, "crest:{t}:");
         assert_eq!(wl.single_slot(), Some(slot::key_slot(b"t")));
         assert_eq!(wl.key_slot(77), slot::key_slot(b"crest:{t}:77"));
         wl.for_cluster().unwrap();
         assert!(wl.same_slot.is_none(), "no index needed");
         // An unclosed brace in the prefix is no tag.
-        let ks = KeySpace::new(10, "crest:{", KeyDist::Uniform).unwrap();
-        let open = Workload::new(
-            vec![(CmdDef::parse("GET", 1, None, 1).unwrap(), 1)],
-            ks,
-            ValueSizes::Fixed(3),
-            1,
-            false,
-            None,
-            1,
-        )
-        .unwrap();
+        let open = one("GET", 1, 10, "crest:{");
         assert_eq!(open.single_slot(), None);
         assert_eq!(open.key_slot(3), slot::key_slot(b"crest:{3"));
     }
 
     #[test]
     fn a_keyspace_too_large_to_index_is_refused_with_the_way_out() {
-        let mut wl = Workload::new(
-            vec![(CmdDef::parse("MSET", 2, None, 1).unwrap(), 1)],
-            KeySpace::new(MAX_SLOT_INDEX_KEYS + 1, "k:", KeyDist::Uniform).unwrap(),
-            ValueSizes::Fixed(3),
-            1,
-            false,
-            None,
-            1,
-        )
-        .unwrap();
+        let mut wl = one("MSET", 2, MAX_SLOT_INDEX_KEYS + 1, "k:");
         let e = wl.for_cluster().unwrap_err().to_string();
         assert!(e.contains("--batch 1") && e.contains("hash tag"), "{e}");
         // Single-key commands need no index, whatever the keyspace.

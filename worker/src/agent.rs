@@ -436,13 +436,10 @@ async fn start_run(
                 .map_err(|e| fail_as(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
         }
     }
+    // Every shard connects to every primary (a node that owns slots).
     let owners = topology.as_ref().map_or(1, |t| {
         let (_, r) = t.current();
-        let mut seen: Vec<u16> = r.owner.clone();
-        seen.sort_unstable();
-        seen.dedup();
-        seen.retain(|&o| o != crest_model::topology::NO_NODE);
-        seen.len().max(1) as u64
+        r.nodes.iter().filter(|n| n.2).count().max(1) as u64
     });
     // One open file per connection, plus what the process holds already (a margin for the
     // rest): refuse up front rather than fail connects one by one with EMFILE.

@@ -70,9 +70,6 @@ pub struct Shared {
     table: Mutex<Arc<Resolved>>,
     /// A shard saw the table is stale (a `MOVED`, a node that refuses connections).
     want: AtomicBool,
-    /// Tables read, and of them the ones that changed something.
-    reads: AtomicU64,
-    changes: AtomicU64,
 }
 
 impl Shared {
@@ -82,8 +79,6 @@ impl Shared {
             version: AtomicU64::new(1),
             table: Mutex::new(Arc::new(first)),
             want: AtomicBool::new(false),
-            reads: AtomicU64::new(1),
-            changes: AtomicU64::new(0),
         })
     }
 
@@ -101,11 +96,9 @@ impl Shared {
 
     /// Publishes `t` when it differs from the current table.
     pub fn publish(&self, t: Resolved) {
-        self.reads.fetch_add(1, Ordering::Relaxed);
         let mut cur = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if **cur != t {
             *cur = Arc::new(t);
-            self.changes.fetch_add(1, Ordering::Relaxed);
             self.version.fetch_add(1, Ordering::Release);
         }
     }
@@ -114,14 +107,6 @@ impl Shared {
     #[inline]
     pub fn ask_refresh(&self) {
         self.want.store(true, Ordering::Relaxed);
-    }
-
-    /// (tables read, of them changed).
-    pub fn counts(&self) -> (u64, u64) {
-        (
-            self.reads.load(Ordering::Relaxed),
-            self.changes.load(Ordering::Relaxed),
-        )
     }
 }
 
@@ -394,7 +379,6 @@ mod tests {
         assert_eq!(r.node_of(9000), Some(2));
         assert_eq!(r.nodes[1].addr, addr(7001), "indexes never move");
         assert_eq!(r.to_open(), vec![0, 2]);
-        assert_eq!(shared.counts(), (3, 1));
     }
 
     #[test]
