@@ -24,7 +24,9 @@ server() { # port, extra args...
   echo "cluster-throughput.sh: $SERVER on $p did not start" >&2; exit 1
 }
 SINGLE=$(port); server "$SINGLE"
-C=(); for _ in 1 2 3; do p=$(port); C+=("$p"); server "$p" --cluster-enabled yes --cluster-config-file nodes.conf; done
+# A cluster node also listens on port + 10000 (its bus): keep that a valid, free port.
+bus_port() { while :; do local p; p=$(port); [ "$p" -lt 55000 ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 10000))") 2>/dev/null && { echo "$p"; return; }; done; }
+C=(); for _ in 1 2 3; do p=$(bus_port); C+=("$p"); server "$p" --cluster-enabled yes --cluster-config-file nodes.conf; done
 redis-cli --cluster create "${C[@]/#/127.0.0.1:}" --cluster-yes >/dev/null
 for _ in $(seq 100); do
   ok=1; for p in "${C[@]}"; do redis-cli -p "$p" cluster info | grep -q cluster_state:ok || ok=0; done

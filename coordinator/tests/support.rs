@@ -152,8 +152,15 @@ impl Server {
                 if auth { "yes" } else { "no" }.into(),
             ]);
         }
+        // A cluster node also listens on port + 10000 (its bus), which must be a valid port.
+        let cluster = args.contains(&"--cluster-enabled");
         for _ in 0..5 {
-            let port = free_port();
+            let port = loop {
+                let p = free_port();
+                if !cluster || p < 55_000 {
+                    break p;
+                }
+            };
             let tls_port = tls.map(|_| free_port());
             let tls_args: Vec<String> =
                 tls_port.map_or(vec![], |p| vec!["--tls-port".into(), p.to_string()]);
