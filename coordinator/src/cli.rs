@@ -40,7 +40,7 @@ pub enum PacerArg {
 // The field docs are clap's help text, written for a terminal: `[[class]]` and
 // `zipf[:EXPONENT]` are syntax there, not intra-doc links.
 #[allow(rustdoc::broken_intra_doc_links)]
-#[derive(Debug, clap::Args, Default)]
+#[derive(Debug, Clone, clap::Args, Default)]
 pub struct RunArgs {
     /// Profile file (TOML: global settings and [[class]] tables); flags override it.
     #[arg(long, env = "CREST_PROFILE")]

@@ -28,6 +28,7 @@
 //! [`output::write_all`].
 
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod defaults;
 pub mod merge;

@@ -364,11 +364,14 @@ fn a_count_bound_closed_loop_is_sampled_to_its_end() {
             "--rate",
             "max",
             "--requests",
-            "20000",
+            "100000",
             "--connections",
             "4",
+            // Long enough that a sample delayed by the closed loop's load on 2 cores
+            // (the sampler's task shares them with the shards and the server) still
+            // lands before the next boundary: a 100 ms clock once skipped one in CI.
             "--interval",
-            "100ms",
+            "500ms",
         ])
         .run(0);
     let s = &report["server"];
@@ -383,5 +386,6 @@ fn a_count_bound_closed_loop_is_sampled_to_its_end() {
     let sum: u64 = rows.iter().map(|r| u(r, "ops")).sum();
     let drain = s["drain"].as_object().map_or(0, |_| u(&s["drain"], "ops"));
     assert_eq!(sum + drain, u(&s["total"], "ops"));
-    assert_eq!(u(&s["total"], "ops"), 20_000);
+    assert_eq!(u(&s["total"], "ops"), 100_000);
+    assert!(rows.len() >= 2, "{rows:?}");
 }

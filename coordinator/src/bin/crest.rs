@@ -1,8 +1,11 @@
-//! `crest`: the coordinator CLI. `crest run` plans and runs a load test; `crest sink` runs
-//! the built-in RESP target alone.
+//! `crest`: the coordinator CLI. `crest run` plans and runs a load test; `crest compare`
+//! runs it against two or more targets (or reads earlier reports) and compares them;
+//! `crest sink` runs the built-in RESP target alone.
 
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crest::cli::{RunArgs, to_config};
+use crest::compare::{self, runs::Between};
 use crest::orchestrate::{self, RunError};
 use crest::{output, report};
 use std::io::IsTerminal;
@@ -22,6 +25,10 @@ struct Cli {
 enum Cmd {
     /// Run a load test and print (and optionally write) its report.
     Run(Box<RunArgs>),
+    /// Compare two or more targets under the same plan and seed, runs interleaved (ABBA),
+    /// or earlier reports (`crest compare a/report.json b/report.json`): medians, the
+    /// difference with a confidence interval over runs, and a verdict per metric.
+    Compare(Box<CompareArgs>),
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
@@ -30,11 +37,72 @@ enum Cmd {
     },
 }
 
+/// `crest compare` flags: its own, then every `crest run` flag (the plan every run
+/// follows). `--target` is repeated: `--target a=HOST:PORT --target b=HOST:PORT`.
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// Earlier reports to compare instead of making runs (report.json files); LABEL=FILE
+    /// puts several runs of one target under LABEL.
+    #[arg(value_name = "REPORT")]
+    reports: Vec<String>,
+    /// Runs per target, interleaved ABBA (at least 4 each for a 95% interval; 5 gives a
+    /// smallest p of 0.008).
+    #[arg(long, default_value_t = 5)]
+    runs: u32,
+    /// Smallest relative difference called a difference, e.g. 2% (0 to 100%).
+    #[arg(long, default_value = "2%", value_parser = parse_percent)]
+    min_effect: f64,
+    /// Before each run: none, flush (FLUSHALL), or prefill (FLUSHALL, then --prefill).
+    #[arg(long, value_enum, default_value = "none")]
+    between: Between,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `2%`, `2` (percent) or `0.5%` as a fraction.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage: give e.g. 2%"))?;
+    if !(0.0..100.0).contains(&v) {
+        return Err(format!(
+            "{s}: give a percentage from 0 to below 100, e.g. 2%"
+        ));
+    }
+    Ok(v / 100.0)
+}
+
 fn main() -> ExitCode {
     // `--help` shows each default from the one table the code reads.
     let matches = Cli::command()
         .mut_subcommand("run", crest::defaults::annotate)
+        .mut_subcommand("compare", |c| {
+            crest::defaults::annotate(c).mut_arg("target", |a| a.action(ArgAction::Append))
+        })
         .try_get_matches();
+    // compare's repeated --target, and the run flags given to a compare of reports.
+    let mut targets = Vec::new();
+    let mut run_flags = Vec::new();
+    if let Ok(m) = &matches
+        && let Some(c) = m.subcommand_matches("compare")
+    {
+        targets = c
+            .get_many::<String>("target")
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default();
+        run_flags = c
+            .ids()
+            .map(|id| id.as_str().to_string())
+            .filter(|id| {
+                !matches!(
+                    id.as_str(),
+                    "reports" | "runs" | "min_effect" | "between" | "out"
+                ) && c.value_source(id) == Some(ValueSource::CommandLine)
+            })
+            .collect();
+    }
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
         // Help and version go to stdout as clap writes them; every error is one line.
@@ -49,7 +117,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    match run(cli) {
+    match run(cli, targets, run_flags) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("crest: {e:#}");
@@ -63,7 +131,7 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -78,6 +146,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crest_sink::serve(l, signals()).await?;
             Ok(ExitCode::SUCCESS)
         }),
+        Cmd::Compare(args) => {
+            let code = rt.block_on(compare_cmd(*args, targets, run_flags));
+            rt.shutdown_timeout(Duration::from_millis(500));
+            code
+        }
         Cmd::Run(args) => {
             let cfg = match to_config(*args) {
                 Ok(c) => c,
@@ -174,4 +247,84 @@ async fn signals() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// `crest compare`: of reports (positional files), or live (two or more `--target`).
+async fn compare_cmd(
+    args: CompareArgs,
+    targets: Vec<String>,
+    run_flags: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let out = args.run.out.clone();
+    let comparison = if args.reports.is_empty() {
+        let plan = match compare::runs::parse_targets(&targets) {
+            Ok(t) => compare::runs::Plan {
+                targets: t,
+                runs: args.runs,
+                min_effect: args.min_effect,
+                between: args.between,
+            },
+            Err(e) => return Ok(usage(e)),
+        };
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            first_signal().await;
+            let _ = tx.send(true);
+        });
+        match compare::runs::run_all(args.run, &plan, rx).await {
+            Ok(c) => c,
+            Err(compare::runs::CompareError::Usage(m)) => return Ok(usage(m)),
+            Err(compare::runs::CompareError::Failed(m)) => {
+                eprintln!("crest: compare: {m}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    } else {
+        if !targets.is_empty() || !run_flags.is_empty() {
+            let given: Vec<String> = if targets.is_empty() {
+                run_flags
+                    .iter()
+                    .map(|f| format!("--{}", f.replace('_', "-")))
+                    .collect()
+            } else {
+                vec!["--target".into()]
+            };
+            return Ok(usage(format!(
+                "{}: a compare of earlier reports makes no runs; give either report files or --target with run flags, not both",
+                given.join(" ")
+            )));
+        }
+        if args.reports.len() < 2 {
+            return Ok(usage(
+                "crest compare needs two or more reports (or two or more --target): give a/report.json b/report.json",
+            ));
+        }
+        match compare::arms_from_files(&args.reports) {
+            Ok((arms, warnings)) if arms.len() >= 2 => {
+                let mut c = compare::compare(arms, args.min_effect, "reports");
+                c.warnings.extend(warnings);
+                c
+            }
+            Ok(_) => {
+                return Ok(usage(
+                    "every report is under one label: give two targets' reports (LABEL=FILE with two labels)",
+                ));
+            }
+            Err(e) => return Ok(usage(e)),
+        }
+    };
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), comparison.table().as_bytes());
+    if let Some(dir) = out {
+        let path = compare::runs::write(&comparison, &dir).map_err(anyhow::Error::msg)?;
+        eprintln!("crest: comparison written to {}", path.display());
+    }
+    let all_complete = comparison
+        .targets
+        .iter()
+        .all(|a| a.runs.iter().all(|r| r.complete));
+    Ok(if all_complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

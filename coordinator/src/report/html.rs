@@ -4,7 +4,7 @@
 use crate::report::{Report, Summary, human_us};
 use std::fmt::Write as _;
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -114,6 +114,161 @@ fn chart(
     out
 }
 
+/// Decodes a report histogram (base64 of V2 + DEFLATE, ns).
+pub(crate) fn decode_b64(b64: &str) -> Option<crest_model::hist::Hist> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    crest_model::hist::decode(&bytes).ok()
+}
+
+/// Decades of `1/(1−p)` the percentile chart spans: p = 0 to p = 99.999%.
+const DECADES: f64 = 5.0;
+/// Points per decade.
+const STEPS: u32 = 10;
+
+/// The quantiles a percentile curve is drawn at, with their x (log10 of 1/(1−p)), up to
+/// the histogram's own resolution (a quantile past its last sample is its largest).
+fn quantile_points(count: u64) -> Vec<(f64, f64)> {
+    let top = if count == 0 {
+        0.0
+    } else {
+        (count as f64).log10().min(DECADES)
+    };
+    let mut v: Vec<(f64, f64)> = (0..=(DECADES as u32 * STEPS))
+        .map(|k| f64::from(k) / f64::from(STEPS))
+        .take_while(|x| *x <= top + 1e-9)
+        .map(|x| (x, 1.0 - 10f64.powf(-x)))
+        .collect();
+    if v.is_empty() {
+        v.push((0.0, 0.0));
+    }
+    v
+}
+
+/// The HdrHistogram percentile-distribution plot: latency (log scale, µs) against the
+/// percentile on a log axis of `1/(1−p)`, one curve per histogram (ns), each point with
+/// its value on hover. `data-series` and `data-points` on each curve say what is drawn.
+pub(crate) fn percentile_chart(
+    title: &str,
+    series: &[(&str, &str, &crest_model::hist::Hist)],
+) -> String {
+    let mut out = String::new();
+    // (name, colour, [(x, quantile, µs)]) per curve.
+    type Curve<'a> = (&'a str, &'a str, Vec<(f64, f64, f64)>);
+    let curves: Vec<Curve<'_>> = series
+        .iter()
+        .map(|(name, colour, h)| {
+            let pts = quantile_points(h.len())
+                .into_iter()
+                .map(|(x, q)| {
+                    let us = h.value_at_quantile(q) as f64 / 1000.0;
+                    (x, q, us.max(0.001))
+                })
+                .collect();
+            (*name, *colour, pts)
+        })
+        .collect();
+    let all = curves.iter().flat_map(|c| c.2.iter().map(|p| p.2));
+    let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
+    let (lo, hi) = if hi <= 0.0 {
+        (0.0, 1.0)
+    } else {
+        (
+            lo.max(0.001).log10().floor(),
+            hi.log10().ceil().max(lo.log10().floor() + 1.0),
+        )
+    };
+    let px = |x: f64| PAD + (W - 2.0 * PAD) * x / DECADES;
+    let py = |us: f64| H - PAD / 2.0 - (H - PAD) * (us.log10() - lo) / (hi - lo).max(1e-9);
+    let _ = write!(
+        out,
+        "<h2>{}</h2><svg class=\"pct\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\"><rect x=\"{PAD}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>",
+        esc(title),
+        PAD / 2.0,
+        W - 2.0 * PAD,
+        H - PAD
+    );
+    for (x, label) in [
+        (0.0, "0%"),
+        (1.0, "90%"),
+        (2.0, "99%"),
+        (3.0, "99.9%"),
+        (4.0, "99.99%"),
+        (5.0, "99.999%"),
+    ] {
+        let _ = write!(
+            out,
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"{3}\" font-size=\"10\" text-anchor=\"middle\">{label}</text>",
+            px(x),
+            PAD / 2.0,
+            H - PAD / 2.0,
+            H - PAD / 2.0 + 12.0
+        );
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">percentile (log scale of 1/(1−p))</text>",
+        W - PAD,
+        H - 1.0
+    );
+    let mut d = lo;
+    while d <= hi + 1e-9 {
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            PAD - 4.0,
+            py(10f64.powf(d)),
+            esc(&human_us(10f64.powf(d)))
+        );
+        d += 1.0;
+    }
+    let _ = write!(
+        out,
+        "<text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">latency (log)</text>",
+        H / 2.0,
+        H / 2.0
+    );
+    for (k, (name, colour, pts)) in curves.iter().enumerate() {
+        let line: Vec<String> = pts
+            .iter()
+            .map(|(x, _, us)| format!("{:.1},{:.1}", px(*x), py(*us)))
+            .collect();
+        let _ = write!(
+            out,
+            "<g class=\"series\" data-series=\"{}\" data-points=\"{}\"><polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            esc(name),
+            pts.len(),
+            line.join(" ")
+        );
+        for (x, q, us) in pts {
+            let _ = write!(
+                out,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{colour}\"><title>{}: p{} = {}</title></circle>",
+                px(*x),
+                py(*us),
+                esc(name),
+                trim_pct(*q * 100.0),
+                esc(&human_us(*us))
+            );
+        }
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text></g>",
+            PAD + 8.0 + 140.0 * k as f64,
+            PAD / 2.0 - 6.0,
+            esc(name)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A percentage with the digits it needs: 50, 99.9, 99.999.
+fn trim_pct(p: f64) -> String {
+    let s = format!("{p:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn row(out: &mut String, name: &str, s: &Summary) {
     let _ = write!(
         out,
@@ -221,6 +376,24 @@ pub fn render(r: &Report) -> String {
         "µs",
         true,
     ));
+    for (name, c) in &r.classes {
+        let h = &c.histograms;
+        let (Some(lat), Some(svc), Some(lag)) = (
+            decode_b64(&h.latency),
+            decode_b64(&h.service_time),
+            decode_b64(&h.schedule_lag),
+        ) else {
+            continue;
+        };
+        out.push_str(&percentile_chart(
+            &format!("Latency distribution, class {name}: latency from intended time beside service time and schedule lag"),
+            &[
+                ("latency", "#06c", &lat),
+                ("service time", "#3a3", &svc),
+                ("schedule lag", "#999", &lag),
+            ],
+        ));
+    }
     out.push_str(&chart(
         "Generator: busiest shard's busy share per interval (90%+: the generator is the bottleneck)",
         &xs,

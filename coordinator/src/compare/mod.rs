@@ -1,0 +1,635 @@
+//! `crest compare`: two or more targets under the same plan, runs as the replicates.
+//!
+//! # Design
+//! - [`runs`]: the live mode. The same configuration and seed for every run, one target
+//!   swapped in; the runs interleaved in rounds A B, B A, A B … (ABBA: a drift in the
+//!   machine or the servers falls on both arms alike), `--runs` per target; optionally a
+//!   `FLUSHALL` (and the run's prefill) before each run. Each run is a whole `crest run`
+//!   (same workers, same report, written under `--out`/runs/).
+//! - this module: from reports (the live runs', or `report.json` files of earlier runs)
+//!   to [`Comparison`]: per class and metric, each target's runs reduced to one number
+//!   each ([`Metric`]: latency p50/p90/p99/p99.9 from the run's exact merged histogram,
+//!   achieved rate, the server's CPU µs per op and `used_memory`); every other target
+//!   against the first (the baseline) with [`stats`]: medians, CVs, the Hodges–Lehmann
+//!   shift (relative and absolute) with its exact Mann–Whitney interval and p-value, and
+//!   a verdict.
+//! - [`render`]: the terminal table, `compare.json` (this module's types, serialized)
+//!   and `compare.html` (the table and the targets' percentile curves overlaid).
+//!
+//! Why runs and not requests or intervals: requests of one run share its queues and its
+//! server state, intervals follow each other; both give intervals far narrower than what
+//! a re-run moves (the README's "Compare two servers" says so with numbers).
+
+pub mod render;
+pub mod runs;
+pub mod stats;
+
+use crest_model::hist::Hist;
+use serde::Serialize;
+use serde_json::Value;
+use stats::{ALPHA, Verdict};
+use std::collections::BTreeMap;
+
+/// What is compared per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Latency from intended time, 50th percentile, µs.
+    P50,
+    /// 90th.
+    P90,
+    /// 99th.
+    P99,
+    /// 99.9th.
+    P999,
+    /// Non-error replies per second.
+    AchievedRate,
+    /// The server's CPU (user + sys) per command it ran, µs.
+    ServerCpuPerOp,
+    /// The server's `used_memory` at the end of the run, bytes.
+    UsedMemory,
+}
+
+impl Metric {
+    /// Per class (and `all`); the rest are the server's, per run.
+    pub const CLIENT: [Metric; 5] = [
+        Metric::P50,
+        Metric::P90,
+        Metric::P99,
+        Metric::P999,
+        Metric::AchievedRate,
+    ];
+    /// The server's, from the report's `server` section.
+    pub const SERVER: [Metric; 2] = [Metric::ServerCpuPerOp, Metric::UsedMemory];
+
+    /// As the table shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::P50 => "p50",
+            Metric::P90 => "p90",
+            Metric::P99 => "p99",
+            Metric::P999 => "p99.9",
+            Metric::AchievedRate => "achieved rate",
+            Metric::ServerCpuPerOp => "server CPU/op",
+            Metric::UsedMemory => "used_memory",
+        }
+    }
+
+    /// The quantile of a latency metric.
+    pub fn quantile(self) -> Option<f64> {
+        match self {
+            Metric::P50 => Some(0.5),
+            Metric::P90 => Some(0.9),
+            Metric::P99 => Some(0.99),
+            Metric::P999 => Some(0.999),
+            _ => None,
+        }
+    }
+
+    /// Unit of its values.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::AchievedRate => "req/s",
+            Metric::UsedMemory => "bytes",
+            _ => "µs",
+        }
+    }
+
+    /// True when a larger value is better (only the achieved rate).
+    pub fn higher_is_better(self) -> bool {
+        self == Metric::AchievedRate
+    }
+
+    /// The verdict in words, for B against A.
+    pub fn words(self, v: Verdict, b: &str, n: usize, m: usize) -> String {
+        let (up, down) = match self {
+            Metric::AchievedRate => ("higher", "lower"),
+            Metric::ServerCpuPerOp => ("costlier", "cheaper"),
+            Metric::UsedMemory => ("larger", "smaller"),
+            _ => ("slower", "faster"),
+        };
+        match v {
+            Verdict::Higher => format!("{b} {up}"),
+            Verdict::Lower => format!("{b} {down}"),
+            Verdict::NoDifference => "no difference".into(),
+            Verdict::Inconclusive => "inconclusive".into(),
+            Verdict::Unstable => "UNSTABLE".into(),
+            Verdict::NoInterval => format!("no CI ({n}+{m} runs)"),
+        }
+    }
+}
+
+/// One run, as the comparison reads it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunEntry {
+    /// Where it came from: the report file, or the live run's folder (or number).
+    pub source: String,
+    /// Its `run_id`.
+    pub run_id: String,
+    /// Its report was whole (`complete`).
+    pub complete: bool,
+    /// Position in the interleaved order (live mode), from 1.
+    pub order: Option<usize>,
+    /// (scope, metric) → value. Scopes: class names, `all` (several classes), `server`.
+    #[serde(skip)]
+    pub values: BTreeMap<(String, Metric), f64>,
+    /// Latency samples per scope (the tail-precision guard).
+    #[serde(skip)]
+    pub samples: BTreeMap<String, u64>,
+    /// Latency histogram per scope (ns), for the percentile curves.
+    #[serde(skip)]
+    pub hists: BTreeMap<String, Hist>,
+}
+
+/// One target and its runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Arm {
+    /// Its label (`valkey` in `--target valkey=…`; A, B, … otherwise).
+    pub label: String,
+    /// The report's `target` (never a password).
+    pub target: String,
+    /// The server's version line (`valkey 8.1.8`), when it was sampled.
+    pub version: Option<String>,
+    /// Its `mem_allocator`.
+    pub allocator: Option<String>,
+    /// Its runs, in the order made.
+    pub runs: Vec<RunEntry>,
+}
+
+/// A report as one run of an arm. `source` names it in messages.
+///
+/// # Errors
+/// One line naming the source and what is missing (not a Crest report, or a schema
+/// this version does not read).
+pub fn entry(report: &Value, source: &str, order: Option<usize>) -> Result<RunEntry, String> {
+    let schema = report["schema_version"].as_u64();
+    if schema != Some(u64::from(crate::report::SCHEMA_VERSION)) {
+        return Err(format!(
+            "{source}: not a Crest report of schema_version {} (found {})",
+            crate::report::SCHEMA_VERSION,
+            schema.map_or("none".to_string(), |s| s.to_string())
+        ));
+    }
+    let classes = report["classes"]
+        .as_object()
+        .ok_or_else(|| format!("{source}: no classes in the report"))?;
+    let mut scopes: Vec<(String, &Value)> = classes.iter().map(|(k, v)| (k.clone(), v)).collect();
+    if classes.len() > 1 {
+        scopes.push(("all".into(), &report["totals"]));
+    }
+    let mut e = RunEntry {
+        source: source.to_string(),
+        run_id: report["run_id"].as_str().unwrap_or("").to_string(),
+        complete: report["complete"].as_bool().unwrap_or(false),
+        order,
+        values: BTreeMap::new(),
+        samples: BTreeMap::new(),
+        hists: BTreeMap::new(),
+    };
+    for (scope, v) in scopes {
+        let lat = &v["latency_us"];
+        for m in Metric::CLIENT {
+            let x = match m {
+                Metric::P50 => lat["p50"].as_f64(),
+                Metric::P90 => lat["p90"].as_f64(),
+                Metric::P99 => lat["p99"].as_f64(),
+                Metric::P999 => lat["p999"].as_f64(),
+                _ => v["achieved_rate"].as_f64(),
+            };
+            if let Some(x) = x {
+                e.values.insert((scope.clone(), m), x);
+            }
+        }
+        let n = v["completed"].as_u64().unwrap_or(0)
+            + v["errors_by_kind"]["timeout"].as_u64().unwrap_or(0)
+            + v["errors_by_kind"]["timeout_unsent"].as_u64().unwrap_or(0);
+        e.samples.insert(scope.clone(), n);
+        if let Some(h) = v["histograms"]["latency"].as_str().and_then(decode) {
+            e.hists.insert(scope, h);
+        }
+    }
+    let total = &report["server"]["total"];
+    if let Some(x) = total["cpu_us_per_op"].as_f64() {
+        e.values
+            .insert(("server".into(), Metric::ServerCpuPerOp), x);
+    }
+    if let Some(x) = total["used_memory"].as_f64() {
+        e.values.insert(("server".into(), Metric::UsedMemory), x);
+    }
+    Ok(e)
+}
+
+fn decode(b64: &str) -> Option<Hist> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    crest_model::hist::decode(&bytes).ok()
+}
+
+/// One metric of one scope: a target against the baseline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Class name, `all`, or `server`.
+    pub scope: String,
+    /// What is compared.
+    pub metric: Metric,
+    /// `µs`, `req/s` or `bytes`.
+    pub unit: &'static str,
+    /// `lower` or `higher`: which is better.
+    pub better: &'static str,
+    /// The baseline's label (A).
+    pub a: String,
+    /// The other target's label (B).
+    pub b: String,
+    /// Each run's value, in the order made.
+    pub values_a: Vec<f64>,
+    /// The same for B.
+    pub values_b: Vec<f64>,
+    /// Medians over runs.
+    pub median_a: f64,
+    /// B's.
+    pub median_b: f64,
+    /// Coefficients of variation over runs (sample sd / mean).
+    pub cv_a: f64,
+    /// B's.
+    pub cv_b: f64,
+    /// Hodges–Lehmann estimate of B / A − 1 (a fraction: 0.063 is +6.3%); null when a
+    /// value is not positive.
+    pub delta: Option<f64>,
+    /// Its interval at `1 − alpha` (exact Mann–Whitney); null below 4 runs per target.
+    pub ci: Option<[f64; 2]>,
+    /// The same on the absolute scale: B − A in `unit`.
+    pub shift: f64,
+    /// Its interval.
+    pub shift_ci: Option<[f64; 2]>,
+    /// Exact two-sided Mann–Whitney p-value.
+    pub p_value: f64,
+    /// A run had fewer latency samples than 100 / (1 − q) beyond which the quantile is
+    /// read: its value rests on a handful of requests.
+    pub few_samples: bool,
+    /// `higher`, `lower`, `no_difference`, `inconclusive`, `unstable`, `no_interval`.
+    pub verdict: &'static str,
+    /// The verdict as the table says it (`B slower`).
+    pub words: String,
+}
+
+/// The whole comparison: `compare.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Layout version of `compare.json`.
+    pub schema_version: u32,
+    /// `runs` (made by this command, interleaved) or `reports` (earlier reports).
+    pub mode: &'static str,
+    /// Runs per target asked for (live mode) or found (reports).
+    pub runs_per_target: Vec<usize>,
+    /// The interleaved order, labels (live mode).
+    pub order: Vec<String>,
+    /// The smallest relative effect called a difference (0.02: 2%).
+    pub min_effect: f64,
+    /// Two-sided level of the intervals.
+    pub alpha: f64,
+    /// Coverage of the intervals as built (exact: ≥ 1 − alpha), per compared target; null
+    /// without an interval.
+    pub coverage: Vec<Option<f64>>,
+    /// The seed every run used (live mode).
+    pub seed: Option<String>,
+    /// `flush`, `prefill` or `none` (live mode).
+    pub between: Option<String>,
+    /// The targets; the first is the baseline.
+    pub targets: Vec<Arm>,
+    /// Every metric of every scope, each other target against the baseline.
+    pub rows: Vec<Row>,
+    /// What to keep in mind reading it, one line each.
+    pub warnings: Vec<String>,
+}
+
+fn verdict_key(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Higher => "higher",
+        Verdict::Lower => "lower",
+        Verdict::NoDifference => "no_difference",
+        Verdict::Inconclusive => "inconclusive",
+        Verdict::Unstable => "unstable",
+        Verdict::NoInterval => "no_interval",
+    }
+}
+
+/// Compares every arm with the first. `reports` are the arms' reports (for identity and
+/// settings); `min_effect` is a fraction.
+pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Comparison {
+    let mut rows = Vec::new();
+    let mut warnings = Vec::new();
+    let mut coverage = Vec::new();
+    let Some(base) = arms.first() else {
+        return Comparison {
+            schema_version: 1,
+            mode,
+            runs_per_target: vec![],
+            order: vec![],
+            min_effect,
+            alpha: ALPHA,
+            coverage,
+            seed: None,
+            between: None,
+            targets: arms,
+            rows,
+            warnings,
+        };
+    };
+    for b in &arms[1..] {
+        coverage.push(stats::critical(base.runs.len(), b.runs.len(), ALPHA).map(|c| c.1));
+        if base.allocator.is_some() && b.allocator.is_some() && base.allocator != b.allocator {
+            warnings.push(format!(
+                "{} and {} use different allocators ({} vs {}): their memory figures do not compare",
+                base.label,
+                b.label,
+                base.allocator.as_deref().unwrap_or("?"),
+                b.allocator.as_deref().unwrap_or("?")
+            ));
+        }
+        if base.version.is_some() && b.version.is_some() && base.version != b.version {
+            warnings.push(format!(
+                "{} and {} run different servers ({} vs {})",
+                base.label,
+                b.label,
+                base.version.as_deref().unwrap_or("?"),
+                b.version.as_deref().unwrap_or("?")
+            ));
+        }
+        let (n, m) = (base.runs.len(), b.runs.len());
+        if stats::critical(n, m, ALPHA).is_none() {
+            warnings.push(format!(
+                "{}+{} runs of {} and {}: too few for a confidence interval (at least 4 each); differences are shown without one",
+                n, m, base.label, b.label
+            ));
+        }
+        let keys: Vec<(String, Metric)> = {
+            let mut k: Vec<_> = base
+                .runs
+                .iter()
+                .flat_map(|r| r.values.keys().cloned())
+                .collect();
+            k.sort_by(|x, y| scope_order(&x.0).cmp(&scope_order(&y.0)).then(x.cmp(y)));
+            k.dedup();
+            k
+        };
+        for (scope, metric) in keys {
+            let get = |arm: &Arm| -> Option<Vec<f64>> {
+                arm.runs
+                    .iter()
+                    .map(|r| r.values.get(&(scope.clone(), metric)).copied())
+                    .collect()
+            };
+            let (Some(va), Some(vb)) = (get(base), get(b)) else {
+                continue;
+            };
+            let Some(shift) = stats::shift(&va, &vb, ALPHA) else {
+                continue;
+            };
+            let rel = stats::ratio(&va, &vb, ALPHA);
+            let (cv_a, cv_b) = (stats::cv(&va), stats::cv(&vb));
+            let v = match &rel {
+                Some(r) => stats::verdict(r, cv_a, cv_b, min_effect),
+                None => Verdict::Inconclusive,
+            };
+            // A run-level verdict on a metric where bigger is better reads the other way
+            // for latency-like metrics: "higher" is B slower, said by the words.
+            let few = metric.quantile().is_some_and(|q| {
+                let need = (100.0 / (1.0 - q)).ceil() as u64;
+                base.runs
+                    .iter()
+                    .chain(&b.runs)
+                    .any(|r| r.samples.get(&scope).copied().unwrap_or(0) < need)
+            });
+            let mut words = metric.words(v, &b.label, n, m);
+            if few {
+                words.push_str(" (few tail samples)");
+            }
+            rows.push(Row {
+                scope: scope.clone(),
+                metric,
+                unit: metric.unit(),
+                better: if metric.higher_is_better() {
+                    "higher"
+                } else {
+                    "lower"
+                },
+                a: base.label.clone(),
+                b: b.label.clone(),
+                median_a: stats::median(&va).unwrap_or(0.0),
+                median_b: stats::median(&vb).unwrap_or(0.0),
+                cv_a,
+                cv_b,
+                delta: rel.map(|r| r.estimate),
+                ci: rel.and_then(|r| r.ci).map(|(l, h)| [l, h]),
+                shift: shift.estimate,
+                shift_ci: shift.ci.map(|(l, h)| [l, h]),
+                p_value: stats::p_value(&va, &vb).unwrap_or(1.0),
+                few_samples: few,
+                verdict: verdict_key(v),
+                words,
+                values_a: va,
+                values_b: vb,
+            });
+        }
+    }
+    for arm in &arms {
+        for r in &arm.runs {
+            if !r.complete {
+                warnings.push(format!(
+                    "{} run {}: its report is not complete (errors, a lost worker or a failed check): read it before trusting the comparison",
+                    arm.label, r.source
+                ));
+            }
+        }
+    }
+    Comparison {
+        schema_version: 1,
+        mode,
+        runs_per_target: arms.iter().map(|a| a.runs.len()).collect(),
+        order: vec![],
+        min_effect,
+        alpha: ALPHA,
+        coverage,
+        seed: None,
+        between: None,
+        targets: arms,
+        rows,
+        warnings,
+    }
+}
+
+/// Classes first (by name), then `all`, then `server`.
+fn scope_order(s: &str) -> u8 {
+    match s {
+        "all" => 1,
+        "server" => 2,
+        _ => 0,
+    }
+}
+
+/// The arm's identity from one of its reports.
+pub fn identity(report: &Value) -> (String, Option<String>, Option<String>) {
+    let s = &report["server"];
+    (
+        report["target"].as_str().unwrap_or("?").to_string(),
+        s["version"].as_str().map(str::to_string),
+        s["mem_allocator"].as_str().map(str::to_string),
+    )
+}
+
+/// Settings that must agree for two runs to be the same plan: the classes (rate,
+/// profile, mix, keys, sizes, connections, pipeline), pacer, timeout, warm-up.
+pub fn plan_of(report: &Value) -> Value {
+    let s = &report["settings"];
+    serde_json::json!({
+        "classes": s["classes"],
+        "pacer": s["pacer"],
+        "timeout_s": s["timeout_s"],
+        "warmup_s": s["warmup_s"],
+        "duration_s": report["duration_s"],
+        "arrival": report["arrival"],
+    })
+}
+
+/// Groups report files into arms: `LABEL=FILE` puts a file in arm LABEL, a bare FILE is
+/// an arm of its own labelled by its target (or its position when targets repeat).
+///
+/// # Errors
+/// One line naming the file that cannot be read or is not a report.
+pub fn arms_from_files(specs: &[String]) -> Result<(Vec<Arm>, Vec<String>), String> {
+    let mut arms: Vec<Arm> = Vec::new();
+    let mut plans: Vec<(String, Value)> = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let (label, path) = match spec.split_once('=') {
+            Some((l, p)) if is_label(l) => (Some(l.to_string()), p),
+            _ => (None, spec.as_str()),
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!("{path}: cannot read it: {e} (give report.json files of earlier runs)")
+        })?;
+        let report: Value = serde_json::from_str(&text).map_err(|e| {
+            format!("{path}: not JSON ({e}): give report.json files of earlier runs")
+        })?;
+        let run = entry(&report, path, None)?;
+        plans.push((path.to_string(), plan_of(&report)));
+        let (target, version, allocator) = identity(&report);
+        let label = label.unwrap_or_else(|| {
+            let t = target.clone();
+            if arms.iter().any(|a| a.label == t) {
+                format!("{t}#{}", i + 1)
+            } else {
+                t
+            }
+        });
+        match arms.iter_mut().find(|a| a.label == label) {
+            Some(a) => a.runs.push(run),
+            None => arms.push(Arm {
+                label,
+                target,
+                version,
+                allocator,
+                runs: vec![run],
+            }),
+        }
+    }
+    let mut warnings = Vec::new();
+    if let Some((first, plan)) = plans.first() {
+        for (p, other) in &plans[1..] {
+            if other != plan {
+                warnings.push(format!(
+                    "{p} and {first} were not made with the same plan (settings differ): the comparison mixes different loads"
+                ));
+                break;
+            }
+        }
+    }
+    Ok((arms, warnings))
+}
+
+/// A label as `--target LABEL=ADDR` and `LABEL=FILE` take it: letters, digits, `-_.`.
+pub fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(values: &[(Metric, f64)]) -> RunEntry {
+        RunEntry {
+            source: "x".into(),
+            run_id: String::new(),
+            complete: true,
+            order: None,
+            values: values
+                .iter()
+                .map(|(m, v)| (("main".to_string(), *m), *v))
+                .collect(),
+            samples: [("main".to_string(), 1_000_000)].into(),
+            hists: BTreeMap::new(),
+        }
+    }
+
+    fn arm(label: &str, p50s: &[f64]) -> Arm {
+        Arm {
+            label: label.into(),
+            target: label.into(),
+            version: Some("redis 7.0.15".into()),
+            allocator: Some(
+                if label == "B" {
+                    "libc"
+                } else {
+                    "jemalloc-5.3.0"
+                }
+                .into(),
+            ),
+            runs: p50s
+                .iter()
+                .map(|p| run(&[(Metric::P50, *p), (Metric::AchievedRate, 1000.0)]))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_slower_b_is_called_slower_and_equal_rates_no_difference() {
+        let a = arm("A", &[100.0, 101.0, 99.0, 100.5, 100.2]);
+        let b = arm("B", &[150.0, 151.0, 149.0, 150.5, 150.2]);
+        let c = compare(vec![a, b], 0.02, "runs");
+        let p50 = c.rows.iter().find(|r| r.metric == Metric::P50).unwrap();
+        assert_eq!(p50.words, "B slower");
+        let [lo, hi] = p50.shift_ci.unwrap();
+        assert!(lo <= 50.0 && 50.0 <= hi, "{lo} {hi}");
+        assert!((p50.delta.unwrap() - 0.5).abs() < 0.01);
+        let rate = c
+            .rows
+            .iter()
+            .find(|r| r.metric == Metric::AchievedRate)
+            .unwrap();
+        assert_eq!(rate.words, "no difference");
+        assert!(c.warnings.iter().any(|w| w.contains("allocators")));
+    }
+
+    #[test]
+    fn one_run_each_has_no_interval_and_says_so() {
+        let c = compare(
+            vec![arm("A", &[100.0]), arm("B", &[120.0])],
+            0.02,
+            "reports",
+        );
+        let p50 = c.rows.iter().find(|r| r.metric == Metric::P50).unwrap();
+        assert_eq!(p50.verdict, "no_interval");
+        assert!(p50.ci.is_none());
+        assert!((p50.delta.unwrap() - 0.2).abs() < 1e-9);
+        assert!(c.warnings.iter().any(|w| w.contains("too few")));
+    }
+
+    #[test]
+    fn labels_are_plain_words() {
+        assert!(is_label("valkey-8.1"));
+        assert!(!is_label("redis://u:p"));
+        assert!(!is_label(""));
+    }
+}

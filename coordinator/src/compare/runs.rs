@@ -1,0 +1,336 @@
+//! The live mode of `crest compare`: every target loaded with the same plan and seed, the
+//! runs interleaved, each one a whole `crest run` (same workers, same report).
+
+use super::{Arm, Comparison, entry, identity, is_label};
+use crate::cli::{RunArgs, to_config};
+use crate::orchestrate::{self, RunError};
+use crate::{output, report};
+use clap::ValueEnum;
+use crest_engine::probe;
+use std::path::PathBuf;
+use tokio::sync::watch;
+
+/// What happens to a target before each of its runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Between {
+    /// Nothing: each run finds what the previous one left.
+    None,
+    /// `FLUSHALL` first: each run starts from an empty server.
+    Flush,
+    /// `FLUSHALL`, then the run's prefill (`--prefill`): each run starts from the same
+    /// full keyspace.
+    Prefill,
+}
+
+impl Between {
+    fn name(self) -> &'static str {
+        match self {
+            Between::None => "none",
+            Between::Flush => "flush",
+            Between::Prefill => "prefill",
+        }
+    }
+}
+
+/// Most runs per target (a typo like `--runs 5000` should not start a day of load).
+pub const MAX_RUNS: u32 = 100;
+
+/// `--target LABEL=ADDR` (or a bare address, labelled A, B, …) as (label, address).
+///
+/// # Errors
+/// One line: fewer than two targets, or a label given twice.
+pub fn parse_targets(list: &[String]) -> Result<Vec<(String, String)>, String> {
+    if list.len() < 2 {
+        return Err(format!(
+            "--target: crest compare needs two or more targets, got {}: give --target a=HOST:PORT --target b=HOST:PORT (the same address twice for an A/A check)",
+            list.len()
+        ));
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, t) in list.iter().enumerate() {
+        let (label, addr) = match t.split_once('=') {
+            Some((l, a)) if is_label(l) && !a.is_empty() => (l.to_string(), a.to_string()),
+            _ => (
+                char::from(b'A' + u8::try_from(i % 26).unwrap_or(0)).to_string(),
+                t.clone(),
+            ),
+        };
+        if out.iter().any(|(l, _)| *l == label) {
+            return Err(format!(
+                "--target {t}: the label {label} is given twice; give each target its own (--target a=… --target b=…)"
+            ));
+        }
+        out.push((label, addr));
+    }
+    Ok(out)
+}
+
+/// The interleaved order of `runs` rounds over `arms` targets: rounds alternate forward
+/// and backward (A B, B A, A B, …: ABBA), so a drift falls on every target alike.
+pub fn order(arms: usize, runs: u32) -> Vec<usize> {
+    (0..runs)
+        .flat_map(|r| {
+            let fwd: Vec<usize> = (0..arms).collect();
+            if r % 2 == 0 {
+                fwd
+            } else {
+                fwd.into_iter().rev().collect()
+            }
+        })
+        .collect()
+}
+
+/// Why the comparison stopped.
+#[derive(Debug)]
+pub enum CompareError {
+    /// Bad input: one line, exit 2.
+    Usage(String),
+    /// A run could not be made: one line, exit 1.
+    Failed(String),
+}
+
+/// Everything the live mode needs besides the run flags.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// (label, target address) per target; the first is the baseline.
+    pub targets: Vec<(String, String)>,
+    /// Runs per target.
+    pub runs: u32,
+    /// The smallest relative effect called a difference (a fraction).
+    pub min_effect: f64,
+    /// Before each run.
+    pub between: Between,
+}
+
+/// Sends `FLUSHALL` to the target of `cfg` on a connection set up as the shards' are.
+async fn flush(cfg: &crate::config::RunConfig) -> Result<(), String> {
+    let t = cfg.target.as_deref().unwrap_or("");
+    let addr = tokio::net::lookup_host(t)
+        .await
+        .map_err(|e| format!("cannot resolve target {t}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("target {t} resolves to no address"))?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    let mut c = probe::control(addr, t, &cfg.session, tls.as_ref(), "crest-compare").await?;
+    match c.ask(&[b"FLUSHALL"], 1 << 16).await {
+        Ok(Some(crest_resp::Frame::Simple(_))) => Ok(()),
+        Ok(Some(f)) => Err(format!(
+            "--between: FLUSHALL on {t} was answered {f:?}: give the user the @keyspace FLUSHALL right, or --between none"
+        )),
+        Ok(None) => Err(format!("--between: {t} closed the connection on FLUSHALL")),
+        Err(e) => Err(format!("--between: FLUSHALL on {t}: {e}")),
+    }
+}
+
+/// Makes every run of the plan in the interleaved order and compares them. `args` is the
+/// run's flags (its `--target` and `--seed` are replaced per run, its `--out` is the
+/// comparison's folder: each run's report goes to `runs/NN-label/` there).
+/// `interrupt` turns true on Ctrl-C: the run under way stops, no further run starts, and
+/// the runs made so far are compared (an interrupted run is left out).
+///
+/// # Errors
+/// [`CompareError::Usage`] before any load (a bad flag for any target), or
+/// [`CompareError::Failed`] when a run could not be made.
+pub async fn run_all(
+    args: RunArgs,
+    plan: &Plan,
+    interrupt: watch::Receiver<bool>,
+) -> Result<Comparison, CompareError> {
+    if plan.runs == 0 || plan.runs > MAX_RUNS {
+        return Err(CompareError::Usage(format!(
+            "--runs {}: give 1 to {MAX_RUNS} runs per target (5 or more for a confidence interval)",
+            plan.runs
+        )));
+    }
+    if args.cluster && plan.between != Between::None {
+        return Err(CompareError::Usage(format!(
+            "--between {}: FLUSHALL reaches one node of a cluster only; give --between none with --cluster",
+            plan.between.name()
+        )));
+    }
+    let out = args.out.clone();
+    if let Some(dir) = &out {
+        output::check_writable(dir).map_err(CompareError::Usage)?;
+    }
+    // One seed for every run (the user's, or drawn once), and every target's
+    // configuration checked before the first request.
+    let mut base = args;
+    if plan.between == Between::Prefill {
+        base.prefill = true;
+    }
+    let mut configs = Vec::new();
+    for (label, addr) in &plan.targets {
+        let mut a = base.clone();
+        a.target = Some(addr.clone());
+        a.out = None;
+        let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
+        if base.seed.is_none() {
+            base.seed = Some(cfg.seed);
+        }
+        configs.push(cfg);
+    }
+    let seed = base.seed.unwrap_or(0);
+    let sequence = order(plan.targets.len(), plan.runs);
+    let mut arms: Vec<Arm> = plan
+        .targets
+        .iter()
+        .map(|(label, addr)| Arm {
+            label: label.clone(),
+            target: addr.clone(),
+            version: None,
+            allocator: None,
+            runs: Vec::new(),
+        })
+        .collect();
+    let total = sequence.len();
+    let mut interrupted = false;
+    for (i, &k) in sequence.iter().enumerate() {
+        if *interrupt.borrow() {
+            interrupted = true;
+            break;
+        }
+        let (label, addr) = &plan.targets[k];
+        let mut a = base.clone();
+        a.target = Some(addr.clone());
+        a.seed = Some(seed);
+        let dir = out
+            .as_ref()
+            .map(|d| d.join("runs").join(format!("{:02}-{label}", i + 1)));
+        a.out.clone_from(&dir);
+        let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
+        if let Some(d) = &dir {
+            output::check_writable(d).map_err(CompareError::Failed)?;
+        }
+        if plan.between != Between::None {
+            flush(&cfg).await.map_err(CompareError::Failed)?;
+        }
+        let listener = orchestrate::bind(&cfg).await.map_err(run_error)?;
+        let mut rx = interrupt.clone();
+        let stop = async move {
+            let _ = rx.wait_for(|v| *v).await;
+        };
+        let mut results = match orchestrate::run(&cfg, listener, stop).await {
+            Ok(r) => r,
+            Err(RunError::Interrupted) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(run_error(e)),
+        };
+        let live_errors = std::mem::take(&mut results.live_errors);
+        let report = report::build(&cfg, results);
+        if let Some(d) = &dir {
+            output::write_all(&report, d, !live_errors.is_empty()).map_err(CompareError::Failed)?;
+        }
+        if report.interrupted {
+            interrupted = true;
+            break;
+        }
+        let value = serde_json::to_value(&report)
+            .map_err(|e| CompareError::Failed(format!("run {}: {e}", i + 1)))?;
+        let source = dir
+            .as_ref()
+            .map_or_else(|| format!("run {}", i + 1), |d| d.display().to_string());
+        let run = entry(&value, &source, Some(i + 1)).map_err(CompareError::Failed)?;
+        let (_, version, allocator) = identity(&value);
+        let s = &report.totals.summary;
+        eprintln!(
+            "crest compare: run {}/{total}: {label} ({addr}): {} completed, {} errors, p50 {}, p99 {}{}",
+            i + 1,
+            s.completed,
+            s.errors,
+            crate::report::human_us(s.latency_us.p50),
+            crate::report::human_us(s.latency_us.p99),
+            if report.complete {
+                ""
+            } else {
+                " (report not complete)"
+            }
+        );
+        let arm = &mut arms[k];
+        if arm.version.is_none() {
+            arm.version = version;
+            arm.allocator = allocator;
+        }
+        arm.runs.push(run);
+    }
+    if arms.iter().any(|a| a.runs.is_empty()) {
+        return Err(CompareError::Failed(
+            "interrupted before every target had a run: nothing to compare".into(),
+        ));
+    }
+    let mut c = super::compare(arms, plan.min_effect, "runs");
+    c.order = sequence
+        .iter()
+        .take(c.runs_per_target.iter().sum())
+        .map(|&k| plan.targets[k].0.clone())
+        .collect();
+    c.seed = Some(seed.to_string());
+    c.between = Some(plan.between.name().to_string());
+    c.runs_per_target = vec![plan.runs as usize; plan.targets.len()]
+        .into_iter()
+        .zip(&c.targets)
+        .map(|(_, a)| a.runs.len())
+        .collect();
+    if interrupted {
+        c.warnings.insert(
+            0,
+            "interrupted: the runs made until then are compared".to_string(),
+        );
+    }
+    Ok(c)
+}
+
+fn run_error(e: RunError) -> CompareError {
+    match e {
+        RunError::Usage(m) => CompareError::Usage(m),
+        RunError::Failed(m) => CompareError::Failed(m),
+        RunError::Interrupted => CompareError::Failed("interrupted".into()),
+    }
+}
+
+/// Writes `compare.json` and `compare.html` into `dir`.
+///
+/// # Errors
+/// The file that cannot be written, named.
+pub fn write(c: &Comparison, dir: &std::path::Path) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::to_string_pretty(c).map_err(|e| format!("compare.json: {e}"))?;
+    let html = dir.join("compare.html");
+    std::fs::write(&html, c.html()).map_err(|e| format!("{}: {e}", html.display()))?;
+    let path = dir.join("compare.json");
+    std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_alternate_abba() {
+        assert_eq!(order(2, 5), vec![0, 1, 1, 0, 0, 1, 1, 0, 0, 1]);
+        assert_eq!(order(3, 2), vec![0, 1, 2, 2, 1, 0]);
+    }
+
+    #[test]
+    fn targets_take_labels_or_letters() {
+        let t = parse_targets(&["valkey=127.0.0.1:1".into(), "redis://h:2".into()]).unwrap();
+        assert_eq!(t[0], ("valkey".into(), "127.0.0.1:1".into()));
+        assert_eq!(t[1], ("B".into(), "redis://h:2".into()));
+        assert!(
+            parse_targets(&["a=x:1".into()])
+                .unwrap_err()
+                .contains("two or more")
+        );
+        assert!(
+            parse_targets(&["a=x:1".into(), "a=y:2".into()])
+                .unwrap_err()
+                .contains("twice")
+        );
+    }
+}
