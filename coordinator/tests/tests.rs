@@ -14,6 +14,7 @@ mod bound;
 mod builtin;
 mod cli;
 mod cluster;
+mod compare;
 mod control_tls;
 mod failure;
 mod hostile;

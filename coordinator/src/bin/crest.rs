@@ -96,10 +96,13 @@ fn main() -> ExitCode {
             .ids()
             .map(|id| id.as_str().to_string())
             .filter(|id| {
-                !matches!(
-                    id.as_str(),
-                    "reports" | "runs" | "min_effect" | "between" | "out"
-                ) && c.value_source(id) == Some(ValueSource::CommandLine)
+                // Argument groups (the flattened structs) are named after their type.
+                !id.starts_with(|ch: char| ch.is_ascii_uppercase())
+                    && !matches!(
+                        id.as_str(),
+                        "reports" | "runs" | "min_effect" | "between" | "out"
+                    )
+                    && c.value_source(id) == Some(ValueSource::CommandLine)
             })
             .collect();
     }

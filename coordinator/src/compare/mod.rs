@@ -266,6 +266,8 @@ pub struct Row {
     /// A run had fewer latency samples than 100 / (1 − q) beyond which the quantile is
     /// read: its value rests on a handful of requests.
     pub few_samples: bool,
+    /// An arm's CV is above 10%: its runs vary too much for a small difference.
+    pub unstable: bool,
     /// `higher`, `lower`, `no_difference`, `inconclusive`, `unstable`, `no_interval`.
     pub verdict: &'static str,
     /// The verdict as the table says it (`B slower`).
@@ -400,7 +402,11 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
                     .chain(&b.runs)
                     .any(|r| r.samples.get(&scope).copied().unwrap_or(0) < need)
             });
+            let noisy = stats::unstable(cv_a, cv_b);
             let mut words = metric.words(v, &b.label, n, m);
+            if noisy && matches!(v, Verdict::Higher | Verdict::Lower) {
+                words.push_str(" (UNSTABLE)");
+            }
             if few {
                 words.push_str(" (few tail samples)");
             }
@@ -425,6 +431,7 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
                 shift_ci: shift.ci.map(|(l, h)| [l, h]),
                 p_value: stats::p_value(&va, &vb).unwrap_or(1.0),
                 few_samples: few,
+                unstable: noisy,
                 verdict: verdict_key(v),
                 words,
                 values_a: va,

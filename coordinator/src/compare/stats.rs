@@ -187,8 +187,8 @@ pub fn cv(v: &[f64]) -> f64 {
 /// What a comparison of one metric concludes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The interval excludes 0 and the estimate is at least the minimum effect: B is
-    /// above A (slower, for a latency).
+    /// The interval excludes 0 and the estimate is at least the minimum effect (and, on
+    /// an unstable arm, at least twice its CV): B is above A (slower, for a latency).
     Higher,
     /// The same, below.
     Lower,
@@ -196,28 +196,42 @@ pub enum Verdict {
     NoDifference,
     /// Neither: more runs would tell.
     Inconclusive,
-    /// An arm varies more than 10% from run to run: no verdict is sound.
+    /// An arm varies more than 10% from run to run and the difference is not larger
+    /// than that noise: no sound verdict.
     Unstable,
     /// Too few runs for an interval at the level (fewer than 4 in an arm).
     NoInterval,
 }
 
-/// The coefficient of variation over which an arm is unstable.
+/// The coefficient of variation over which an arm is unstable (the rule of
+/// redis-benchmarks-specification's compare).
 pub const UNSTABLE_CV: f64 = 0.10;
 
+/// True when either arm's runs vary more than [`UNSTABLE_CV`].
+pub fn unstable(cv_a: f64, cv_b: f64) -> bool {
+    cv_a > UNSTABLE_CV || cv_b > UNSTABLE_CV
+}
+
 /// The verdict on a relative shift given both arms' CVs and the minimum effect (a
-/// fraction: 0.02 for 2%).
+/// fraction: 0.02 for 2%). On an unstable arm a difference is still called when the
+/// interval excludes 0 and the estimate is at least twice the larger CV (a 6× slower
+/// server is slower however noisy its runs); a smaller one is `Unstable`.
 pub fn verdict(s: &Shift, cv_a: f64, cv_b: f64, min_effect: f64) -> Verdict {
-    if cv_a > UNSTABLE_CV || cv_b > UNSTABLE_CV {
-        return Verdict::Unstable;
-    }
     let Some((lo, hi)) = s.ci else {
         return Verdict::NoInterval;
     };
-    if lo > 0.0 && s.estimate >= min_effect {
+    let noisy = unstable(cv_a, cv_b);
+    let needed = if noisy {
+        min_effect.max(2.0 * cv_a.max(cv_b))
+    } else {
+        min_effect
+    };
+    if lo > 0.0 && s.estimate >= needed {
         Verdict::Higher
-    } else if hi < 0.0 && s.estimate <= -min_effect {
+    } else if hi < 0.0 && s.estimate <= -needed {
         Verdict::Lower
+    } else if noisy {
+        Verdict::Unstable
     } else if lo >= -min_effect && hi <= min_effect {
         Verdict::NoDifference
     } else {

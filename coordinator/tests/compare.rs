@@ -1,0 +1,288 @@
+//! `crest compare` against real servers: an A/A comparison calls nothing, a target behind
+//! a known added delay is called slower with the delay inside its interval, earlier
+//! reports compare (one run each: no interval, said so), bad input is one line.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The flags every compare here shares: short runs on one shard, a small prefilled
+/// keyspace (every GET hits, memory steady from run to run).
+const PLAN: [&str; 12] = [
+    "--rate",
+    "1000",
+    "--duration",
+    "1s",
+    "--connections",
+    "4",
+    "--keys",
+    "500",
+    "--prefill",
+    "--threads",
+    "1",
+    "--no-cluster",
+];
+
+fn compare(dir: &TempDir, args: &[&str], want: i32) -> (Value, String) {
+    let out = dir.path().join("out");
+    let mut all: Vec<&str> = vec!["compare"];
+    all.extend_from_slice(args);
+    let out_s = out.to_str().unwrap().to_string();
+    all.extend_from_slice(&["--out", &out_s]);
+    let mut p = Proc::spawn(&crest_bin(), &all, dir.path(), "crest");
+    let code = p.wait(Duration::from_secs(240));
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert_eq!(code, want, "crest {all:?} exited {code}: {err}");
+    let stdout = read_log(dir.path(), "crest", "stdout");
+    let json =
+        std::fs::read_to_string(out.join("compare.json")).unwrap_or_else(|e| panic!("{e}: {err}"));
+    (serde_json::from_str(&json).unwrap(), stdout)
+}
+
+fn row<'a>(c: &'a Value, scope: &str, metric: &str) -> &'a Value {
+    c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scope"] == scope && r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no row {scope} {metric} in {c}"))
+}
+
+/// The same server as A and B, 5 + 5 interleaved runs: no metric is called faster or
+/// slower; the order is ABBA; every run's report is there and its server agrees; the
+/// achieved rate is "no difference". The runs' reports then compare as earlier reports:
+/// one each has no interval (said so), five each grouped by label give the same medians.
+#[test]
+fn an_a_a_comparison_calls_nothing_and_its_reports_compare_again() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("compare-aa");
+    let a = format!("a={}", server.addr());
+    let b = format!("b={}", server.addr());
+    let mut args = vec!["--target", &a, "--target", &b, "--runs", "5"];
+    args.extend_from_slice(&PLAN);
+    let (c, stdout) = compare(&dir, &args, 0);
+    assert_eq!(c["mode"], "runs");
+    assert_eq!(c["runs_per_target"], serde_json::json!([5, 5]));
+    let order: Vec<&str> = c["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]);
+    for r in c["rows"].as_array().unwrap() {
+        assert!(
+            !matches!(r["verdict"].as_str(), Some("higher" | "lower")),
+            "A/A called a difference: {r}\n{stdout}"
+        );
+        // The interval holds the estimate; the p-value is a probability.
+        let ci = r["ci"].as_array().unwrap();
+        let d = r["delta"].as_f64().unwrap();
+        assert!(
+            ci[0].as_f64().unwrap() <= d && d <= ci[1].as_f64().unwrap(),
+            "{r}"
+        );
+        let p = r["p_value"].as_f64().unwrap();
+        assert!(p > 0.0 && p <= 1.0, "{r}");
+    }
+    assert_eq!(
+        row(&c, "default", "achieved_rate")["verdict"],
+        "no_difference"
+    );
+    for m in ["p50", "p90", "p99", "p999"] {
+        assert!(row(&c, "default", m)["values_a"].as_array().unwrap().len() == 5);
+    }
+    assert!(stdout.contains("B = b against A = a"), "{stdout}");
+    // Every run wrote its report, and the server agrees with each.
+    let runs = dir.path().join("out/runs");
+    let mut reports: Vec<String> = Vec::new();
+    for (i, label) in order.iter().enumerate() {
+        let d = runs.join(format!("{:02}-{label}", i + 1));
+        let r = read_report(&d);
+        assert_eq!(r["checks"]["server_agrees"], true, "{}", d.display());
+        assert_eq!(u(&r["totals"], "completed"), 1000);
+        reports.push(format!("{label}={}", d.join("report.json").display()));
+    }
+    assert!(dir.path().join("out/compare.html").exists());
+
+    // Two earlier reports, one each: shown without an interval, and said so.
+    let d2 = TempDir::new("compare-files");
+    let first = runs.join("01-a/report.json");
+    let second = runs.join("02-b/report.json");
+    let (c2, out2) = compare(&d2, &[first.to_str().unwrap(), second.to_str().unwrap()], 0);
+    assert_eq!(c2["mode"], "reports");
+    assert_eq!(row(&c2, "default", "p50")["verdict"], "no_interval");
+    assert!(out2.contains("too few for a confidence interval"), "{out2}");
+    // Ten reports under two labels: the live comparison's figures again.
+    let d3 = TempDir::new("compare-grouped");
+    let refs: Vec<&str> = reports.iter().map(String::as_str).collect();
+    let (c3, _) = compare(&d3, &refs, 0);
+    for m in ["p50", "p99", "achieved_rate", "used_memory"] {
+        let scope = if m == "used_memory" {
+            "server"
+        } else {
+            "default"
+        };
+        assert_eq!(
+            row(&c3, scope, m)["median_a"],
+            row(&c, scope, m)["median_a"],
+            "{m}"
+        );
+        assert_eq!(row(&c3, scope, m)["ci"], row(&c, scope, m)["ci"], "{m}");
+    }
+}
+
+/// A relay that holds each request `delay_ms` before forwarding it, on loopback.
+fn relay(to: &str, delay_ms: &str, dir: &Path, name: &str) -> (std::process::Child, String) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delay_relay.py");
+    let log = std::fs::File::create(dir.join(format!("{name}.stderr"))).unwrap();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args([
+            "--listen",
+            &listen,
+            "--to",
+            to,
+            "--delay-ms",
+            delay_ms,
+            "--mark",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("listening"), "{name}: {line}");
+    (child, listen)
+}
+
+/// A and B are the same server through the same relay code, B's holding every request
+/// 1 ms: B's p50 is called slower, and the interval of the absolute p50 shift reaches
+/// the added millisecond (±15%; the relay's own sleep overshoots by tens of µs).
+#[test]
+fn a_delayed_target_is_called_slower_with_the_delay_in_its_interval() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("compare-delay");
+    let (mut ra, a_addr) = relay(&server.addr(), "0", dir.path(), "relay-a");
+    let (mut rb, b_addr) = relay(&server.addr(), "1", dir.path(), "relay-b");
+    let a = format!("direct={a_addr}");
+    let b = format!("delayed={b_addr}");
+    let mut args = vec![
+        "--target",
+        &a,
+        "--target",
+        &b,
+        "--runs",
+        "5",
+        "--no-server-stats",
+    ];
+    args.extend_from_slice(&PLAN);
+    let (c, stdout) = compare(&dir, &args, 0);
+    let _ = ra.kill();
+    let _ = rb.kill();
+    let p50 = row(&c, "default", "p50");
+    assert_eq!(p50["verdict"], "higher", "{stdout}");
+    assert!(
+        p50["words"].as_str().unwrap().starts_with("delayed slower"),
+        "{p50}"
+    );
+    let ci = p50["shift_ci"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert!(
+        lo <= 1150.0 && hi >= 850.0,
+        "p50 shift CI [{lo}, {hi}] µs misses 1 ms ± 15%\n{stdout}"
+    );
+    assert!(lo > 500.0, "{lo}");
+    assert_eq!(
+        row(&c, "default", "achieved_rate")["verdict"],
+        "no_difference",
+        "{stdout}"
+    );
+    // --no-server-stats: no server rows.
+    assert!(
+        c["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["scope"] != "server")
+    );
+}
+
+/// Bad input: one line naming what is wrong, exit 2, no load.
+#[test]
+fn bad_compare_input_is_one_line() {
+    crest_fails(
+        &["compare", "--target", "a=127.0.0.1:1"],
+        "two or more targets",
+    );
+    crest_fails(
+        &[
+            "compare",
+            "--target",
+            "a=127.0.0.1:1",
+            "--target",
+            "a=127.0.0.1:2",
+        ],
+        "given twice",
+    );
+    crest_fails(
+        &[
+            "compare",
+            "--target",
+            "127.0.0.1:1",
+            "--target",
+            "127.0.0.1:2",
+            "--runs",
+            "0",
+        ],
+        "--runs 0",
+    );
+    crest_fails(
+        &[
+            "compare",
+            "--target",
+            "127.0.0.1:1",
+            "--target",
+            "127.0.0.1:2",
+            "--min-effect",
+            "150%",
+        ],
+        "from 0 to below 100",
+    );
+    crest_fails(
+        &[
+            "compare",
+            "--target",
+            "127.0.0.1:1",
+            "--target",
+            "127.0.0.1:2",
+            "--rate",
+            "-5",
+        ],
+        "--rate",
+    );
+    let dir = TempDir::new("compare-bad");
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let j = junk.to_str().unwrap();
+    crest_fails(&["compare", j, j], "not a Crest report");
+    crest_fails(
+        &["compare", j, j, "--rate", "5"],
+        "--rate: a compare of earlier reports makes no runs",
+    );
+    crest_fails(&["compare", j], "two or more reports");
+    crest_fails(
+        &["compare", "/nonexistent/report.json", j],
+        "cannot read it",
+    );
+}
