@@ -18,6 +18,7 @@ mod compare;
 mod control_tls;
 mod failure;
 mod hostile;
+mod html;
 mod inprocess;
 mod netns;
 mod redis_cluster;

@@ -70,7 +70,7 @@ impl Metric {
             Metric::P99 => "p99",
             Metric::P999 => "p99.9",
             Metric::AchievedRate => "achieved rate",
-            Metric::ServerCpuPerOp => "server CPU/op",
+            Metric::ServerCpuPerOp => "CPU/op",
             Metric::UsedMemory => "used_memory",
         }
     }

@@ -1,5 +1,9 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no scripts, no network) with
-//! the summary table, rate and latency over time, the workers and the checks.
+//! the summary table, rate and latency over time, each class's latency percentile
+//! distribution (latency beside service time and schedule lag), the server's figures on
+//! the same time axis, the workers and the checks. Every curve is a `<g class="series">`
+//! naming itself and its point count (`data-series`, `data-points`); points carry their
+//! values as hover titles.
 
 use crate::report::{Report, Summary, human_us};
 use std::fmt::Write as _;
@@ -77,7 +81,34 @@ fn chart(
         W - PAD,
         H - 4.0
     );
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">time since the measured start, s</text><text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">{}</text>",
+        W / 2.0,
+        H - 4.0,
+        H / 2.0,
+        H / 2.0,
+        match (unit, log) {
+            ("/s", _) => "per second",
+            ("%", _) => "percent",
+            ("µs", true) => "µs (log scale)",
+            (u, _) => u,
+        }
+    );
+    // Hover values on every point up to this many per series (a run of thousands of
+    // intervals keeps its page small: its lines only).
+    const HOVER_MAX: usize = 600;
     for (k, (name, colour, vals)) in series.iter().enumerate() {
+        let drawn = xs
+            .iter()
+            .zip(vals)
+            .filter(|(_, y)| !(log && **y <= 0.0))
+            .count();
+        let _ = write!(
+            out,
+            "<g class=\"series\" data-series=\"{}\" data-points=\"{drawn}\">",
+            esc(name)
+        );
         // On a log scale an empty interval (no samples) breaks the line instead of diving to 0.
         let mut runs: Vec<Vec<String>> = vec![Vec::new()];
         for (x, y) in xs.iter().zip(vals) {
@@ -87,14 +118,6 @@ fn chart(
                 run.push(format!("{:.1},{:.1}", px(*x), py(*y)));
             }
         }
-        for run in runs.iter().filter(|r| r.len() == 1) {
-            if let Some((cx, cy)) = run[0].split_once(',') {
-                let _ = write!(
-                    out,
-                    "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
-                );
-            }
-        }
         for run in runs.iter().filter(|r| r.len() > 1) {
             let _ = write!(
                 out,
@@ -102,10 +125,41 @@ fn chart(
                 run.join(" ")
             );
         }
+        let hover = drawn <= HOVER_MAX;
+        for (x, y) in xs.iter().zip(vals) {
+            if log && *y <= 0.0 {
+                continue;
+            }
+            // Lone points (a line of one) are always drawn; the rest only to hover on.
+            let (cx, cy) = (px(*x), py(*y));
+            if hover {
+                let shown = if unit == "µs" {
+                    human_us(*y)
+                } else {
+                    format!("{y:.2} {unit}")
+                };
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"2\" fill=\"{colour}\"><title>{} at {x:.2} s: {}</title></circle>",
+                    esc(name),
+                    esc(&shown)
+                );
+            }
+        }
+        if !hover {
+            for run in runs.iter().filter(|r| r.len() == 1) {
+                if let Some((cx, cy)) = run[0].split_once(',') {
+                    let _ = write!(
+                        out,
+                        "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
+                    );
+                }
+            }
+        }
         let _ = write!(
             out,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text>",
-            PAD + 8.0 + 90.0 * k as f64,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text></g>",
+            PAD + 8.0 + 140.0 * k as f64,
             PAD / 2.0 - 6.0,
             esc(name)
         );
@@ -218,7 +272,7 @@ pub(crate) fn percentile_chart(
             "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
             PAD - 4.0,
             py(10f64.powf(d)),
-            esc(&human_us(10f64.powf(d)))
+            esc(&human_us(10f64.powf(d)).replace(".00", ""))
         );
         d += 1.0;
     }
