@@ -217,6 +217,13 @@ pub struct RunArgs {
     /// the server's command counts against the report's are then left out).
     #[arg(long, env = "CREST_NO_SERVER_STATS")]
     pub no_server_stats: bool,
+    /// Closed loop bounded by --requests: pause every N requests, let the replies come
+    /// in, and record the server's INFO memory (and --probe's reply) before going on.
+    #[arg(long)]
+    pub checkpoint_every: Option<u64>,
+    /// A command sent at every checkpoint, its reply recorded, e.g. "ZCARD growth".
+    #[arg(long)]
+    pub probe: Option<String>,
 }
 
 /// A command-line error from clap as Crest's one line (without the `crest: ` prefix):
@@ -656,7 +663,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             ),
         ));
     }
-    Ok(RunConfig {
+    let cfg = RunConfig {
         target,
         session,
         tls,
@@ -694,6 +701,12 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         .load()
         .map_err(|e| err(e.flag, e.path.display(), e.why))?,
         server_stats: !a.no_server_stats && file.server_stats.unwrap_or(true),
+        checkpoint_every: a.checkpoint_every.or(file.checkpoint_every),
+        probe: a
+            .probe
+            .clone()
+            .or(file.probe.clone())
+            .map(|p| p.split_whitespace().map(str::to_string).collect()),
         backlog_limit: match a.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
             n @ 1..=limits::MAX_BACKLOG => n,
             n => {
@@ -704,7 +717,67 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
                 ));
             }
         },
-    })
+    };
+    check_checkpoints(&cfg)?;
+    Ok(cfg)
+}
+
+/// `--checkpoint-every` needs one closed-loop class bounded by `--requests` (the pause is
+/// a request count, and an open-loop schedule cannot pause without changing its load);
+/// `--probe` needs checkpoints.
+fn check_checkpoints(cfg: &RunConfig) -> Result<(), ConfigError> {
+    let Some(every) = cfg.checkpoint_every else {
+        if let Some(p) = &cfg.probe {
+            return Err(err(
+                "--probe",
+                p.join(" "),
+                "is sent at checkpoints: give --checkpoint-every N too",
+            ));
+        }
+        return Ok(());
+    };
+    let closed: Vec<&ClassConfig> = cfg
+        .classes
+        .iter()
+        .filter(|c| c.profile.is_none() && c.requests.is_some())
+        .collect();
+    if cfg.classes.len() != 1 || closed.len() != 1 {
+        return Err(err(
+            "--checkpoint-every",
+            every,
+            "needs one class, closed loop and bounded by a request count (--rate max --requests N): the load pauses at each checkpoint",
+        ));
+    }
+    let total = closed[0].requests.unwrap_or(0);
+    if every == 0 || every > total {
+        return Err(err(
+            "--checkpoint-every",
+            every,
+            format!("give 1 to the run's {total} requests (--requests)"),
+        ));
+    }
+    if total / every > limits::MAX_CHECKPOINTS as u64 {
+        return Err(err(
+            "--checkpoint-every",
+            every,
+            format!(
+                "{} checkpoints; at most {} a run: give at least {}",
+                total / every,
+                limits::MAX_CHECKPOINTS,
+                total.div_ceil(limits::MAX_CHECKPOINTS as u64)
+            ),
+        ));
+    }
+    if let Some(p) = &cfg.probe {
+        if p.is_empty() || p.len() > 16 || p.iter().any(|w| w.len() > 512) {
+            return Err(err(
+                "--probe",
+                p.join(" "),
+                "give one command of at most 16 words, e.g. \"ZCARD growth\"",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The target's address and the session every connection opens with, from `--target`

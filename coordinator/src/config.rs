@@ -245,6 +245,11 @@ pub struct RunConfig {
     /// Sample the target's `INFO` at every interval boundary (on unless
     /// `--no-server-stats`; a target that refuses `INFO` turns it off by itself).
     pub server_stats: bool,
+    /// `--checkpoint-every N`: the one closed-loop class pauses after every N requests,
+    /// drains, and the coordinator samples `INFO memory` (and the probe) before it goes on.
+    pub checkpoint_every: Option<u64>,
+    /// `--probe "ZCARD growth"`: a command sent at every checkpoint, its reply recorded.
+    pub probe: Option<Vec<String>>,
 }
 
 impl RunConfig {

@@ -31,6 +31,31 @@ pub fn split_integer(total: u64, weights: &[u64]) -> Vec<u64> {
     parts
 }
 
+/// Per shard, the cumulative request counts at which it pauses for the checkpoints every
+/// `every` requests of a closed loop whose budget is split as `budgets`: for each k with
+/// k × every ≤ Σ budgets, the shards' counts sum to exactly k × every, never decrease
+/// from one checkpoint to the next and never pass a shard's budget. Each step splits
+/// `every` over what the shards still have to send, in proportion (largest remainder),
+/// so every shard reaches a checkpoint at about the same time.
+pub fn checkpoints(budgets: &[u64], every: u64) -> Vec<Vec<u64>> {
+    let total: u64 = budgets.iter().sum();
+    let mut out = vec![Vec::new(); budgets.len()];
+    if every == 0 {
+        return out;
+    }
+    let mut at = vec![0u64; budgets.len()];
+    let mut done = 0u64;
+    while done + every <= total {
+        let left: Vec<u64> = budgets.iter().zip(&at).map(|(b, a)| b - a).collect();
+        for (j, part) in split_integer(every, &left).into_iter().enumerate() {
+            at[j] += part;
+            out[j].push(at[j]);
+        }
+        done += every;
+    }
+    out
+}
+
 /// Each shard's fraction of the cluster's rate, proportional to `weights` (summing to 1).
 pub fn shares(weights: &[u64]) -> Vec<f64> {
     let sum: u64 = weights.iter().sum();
@@ -46,6 +71,22 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Checkpoints: each sums to k × every over the shards, rises, stays in budget.
+        #[test]
+        fn checkpoints_sum_rise_and_stay_in_budget(budgets in proptest::collection::vec(0u64..5_000, 1..12), every in 1u64..3_000) {
+            let cps = checkpoints(&budgets, every);
+            let total: u64 = budgets.iter().sum();
+            let n = (total / every) as usize;
+            for (j, c) in cps.iter().enumerate() {
+                prop_assert_eq!(c.len(), n);
+                prop_assert!(c.windows(2).all(|w| w[0] <= w[1]));
+                prop_assert!(c.last().is_none_or(|l| *l <= budgets[j]));
+            }
+            for k in 0..n {
+                prop_assert_eq!(cps.iter().map(|c| c[k]).sum::<u64>(), (k as u64 + 1) * every);
+            }
+        }
+
         /// The parts add up to the total, and each is within one of its exact share.
         #[test]
         fn integer_split_conserves_the_total(total in 0u64..10_000_000, weights in proptest::collection::vec(0u64..64, 1..40)) {

@@ -27,6 +27,8 @@ pub mod limits {
     pub const MAX_TOTAL_SHARDS: u32 = 65_536;
     /// Classes in one plan.
     pub const MAX_CLASSES: usize = 1024;
+    /// Checkpoints of one run (`--checkpoint-every`): each is a pause, a drain and a sample.
+    pub const MAX_CHECKPOINTS: usize = 10_000;
     /// Commands in one class's mix: the engine indexes them with a `u16`.
     pub const MAX_MIX: usize = u16::MAX as usize;
     /// Segments of rate profiles: the coordinator counts every class's together, a worker
@@ -487,12 +489,16 @@ impl TryFrom<&pb::ClassPlan> for ClassPlan {
 }
 
 /// One class's part on one shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardClassPart {
     /// Connections the shard opens for the class.
     pub connections: u32,
     /// Closed loop: requests the shard sends (None: until the class's time is up).
     pub budget: Option<u64>,
+    /// Closed loop with a budget: after this many measured requests (cumulative,
+    /// ascending, each at most the budget) the shard stops, drains, says so and waits for
+    /// the coordinator's release (`--checkpoint-every`). Empty: no checkpoints.
+    pub checkpoints: Vec<u64>,
 }
 
 /// One shard's part of a run.
@@ -524,6 +530,7 @@ impl From<&ShardPart> for pb::ShardPlan {
                     connections: c.connections,
                     requests: c.budget.unwrap_or(0),
                     bounded: c.budget.is_some(),
+                    checkpoints: c.checkpoints.clone(),
                 })
                 .collect(),
         }
@@ -547,6 +554,24 @@ impl TryFrom<&pb::ShardPlan> for ShardPart {
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let budget = c.bounded.then_some(c.requests);
+                check_len(
+                    &format!("classes[{i}].checkpoints"),
+                    c.checkpoints.len(),
+                    limits::MAX_CHECKPOINTS,
+                )?;
+                let mut last = 0;
+                for (k, &t) in c.checkpoints.iter().enumerate() {
+                    let ok = budget.is_some_and(|b| t <= b) && t >= last;
+                    if !ok {
+                        return Err(WireError::new(
+                            &format!("classes[{i}].checkpoints[{k}]"),
+                            t,
+                            "ascending request counts within a bounded closed loop's budget",
+                        ));
+                    }
+                    last = t;
+                }
                 Ok(ShardClassPart {
                     connections: check_range(
                         &format!("classes[{i}].connections"),
@@ -554,7 +579,8 @@ impl TryFrom<&pb::ShardPlan> for ShardPart {
                         0,
                         limits::MAX_CONNECTIONS_PER_SHARD,
                     )?,
-                    budget: c.bounded.then_some(c.requests),
+                    budget,
+                    checkpoints: c.checkpoints.clone(),
                 })
             })
             .collect::<Result<_, WireError>>()?;
@@ -1401,7 +1427,8 @@ mod tests {
                                 classes: vec![
                                     ShardClassPart {
                                         connections,
-                                        budget
+                                        budget,
+                                        checkpoints: Vec::new(),
                                     };
                                     n
                                 ],
@@ -1536,6 +1563,7 @@ mod tests {
                 classes: vec![ShardClassPart {
                     connections: 1,
                     budget: None,
+                    checkpoints: Vec::new(),
                 }],
             }],
             backlog_limit: 10,

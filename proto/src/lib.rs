@@ -42,8 +42,10 @@ pub mod pb {
 /// `Interval.shard_cpu_ns` and `busiest_shard`; an older worker would send plaintext to a
 /// TLS port and speak RESP2. Version 5: `RunPlan.cluster` (Redis Cluster mode),
 /// `CommandStats.moved`/`asked`/`retried`, `Finished.nodes`; an older worker would send
-/// every request to the seed node.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// every request to the seed node. Version 6: `ShardClass.checkpoints`,
+/// `CheckpointReached`, `ReleaseCheckpoint` (`--checkpoint-every`); an older worker would
+/// run through every checkpoint.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

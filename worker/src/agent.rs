@@ -26,10 +26,10 @@ use crest_proto::pb::{
     worker_message::Msg as Out,
 };
 use crest_proto::{DEAD_MAN, HEARTBEAT, PROTOCOL_VERSION};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -325,6 +325,11 @@ async fn session(
                             run = None;
                         }
                     }
+                    Some(In::Release(c)) => {
+                        if let Some(r) = run.as_ref().filter(|r| r.run_id == c.run_id) {
+                            r.released.fetch_max(c.index.saturating_add(1), Ordering::AcqRel);
+                        }
+                    }
                     Some(In::Heartbeat(_)) | None => {}
                 }
             }
@@ -501,12 +506,14 @@ async fn start_run(
             table_reader(target, plan.session.clone(), tls.clone()),
         ));
     }
+    let released = Arc::new(AtomicU32::new(0));
     let wiring = assemble::Wiring {
         target,
         topology,
         start,
         cores: cfg.cores.clone(),
         stop: stop.clone(),
+        released: released.clone(),
         out: etx,
         tls: tls.clone(),
         worker: cfg.name.clone(),
@@ -535,6 +542,9 @@ async fn start_run(
         interval_ns: plan.interval.as_nanos() as u64,
         share: shares,
         stop,
+        released,
+        reached: BTreeMap::new(),
+        done_shards: BTreeSet::new(),
         rx: erx,
         shards: plan.shards.len(),
         pending: BTreeMap::new(),
@@ -672,6 +682,13 @@ struct ActiveRun {
     interval_ns: u64,
     share: f64,
     stop: Arc<AtomicBool>,
+    /// Checkpoints the coordinator released (the shards read it).
+    released: Arc<AtomicU32>,
+    /// Checkpoint → shards that reached it (reported to the coordinator, and removed,
+    /// once every shard still running has).
+    reached: BTreeMap<u32, BTreeSet<u32>>,
+    /// Shards that finished (they wait at no checkpoint).
+    done_shards: BTreeSet<u32>,
     rx: mpsc::UnboundedReceiver<ShardEvent>,
     shards: usize,
     /// Intervals waiting for every shard: index → (shards reported, sum per class).
@@ -713,6 +730,24 @@ impl Drop for ActiveRun {
 
 impl ActiveRun {
     /// Folds one shard event in; returns messages to send and whether the run is over.
+    /// Checkpoints every shard still running has reached, in order, as messages (each
+    /// once).
+    fn checkpoints_reached(&mut self) -> Vec<Out> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.reached.first_entry() {
+            if entry.get().union(&self.done_shards).count() < self.shards {
+                break;
+            }
+            let index = *entry.key();
+            entry.remove();
+            out.push(Out::Checkpoint(pb::CheckpointReached {
+                run_id: self.run_id.clone(),
+                index,
+            }));
+        }
+        out
+    }
+
     fn on_event(&mut self, ev: ShardEvent) -> (Vec<Out>, bool) {
         let mut out = Vec::new();
         match ev {
@@ -732,6 +767,10 @@ impl ActiveRun {
                     )));
                     return (out, true);
                 }
+            }
+            ShardEvent::Checkpoint { shard, index } => {
+                self.reached.entry(index).or_default().insert(shard);
+                out.extend(self.checkpoints_reached());
             }
             ShardEvent::Interval {
                 index,
@@ -762,6 +801,7 @@ impl ActiveRun {
                 }
             }
             ShardEvent::Finished {
+                shard,
                 mut totals,
                 in_flight,
                 unsent,
@@ -785,6 +825,9 @@ impl ActiveRun {
                     add_error(&mut self.conn_errors, k, *n);
                 }
                 self.finished += 1;
+                // A finished shard waits at no checkpoint: the others may be complete.
+                self.done_shards.insert(shard);
+                out.extend(self.checkpoints_reached());
                 if self.finished == self.shards {
                     // A shard that stalled past a whole second skipped that index: send
                     // what is left, in order.

@@ -44,6 +44,8 @@ pub struct Wiring {
     pub cores: Vec<CoreId>,
     /// Set to stop every shard of the run.
     pub stop: Arc<AtomicBool>,
+    /// Checkpoints released by the coordinator, shared by every shard.
+    pub released: Arc<std::sync::atomic::AtomicU32>,
     /// Where every shard reports.
     pub out: UnboundedSender<ShardEvent>,
     /// TLS to the target, built once from the plan (its session cache shared by all).
@@ -85,6 +87,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
                     None => Load::Closed {
                         until: c.closed_for.map(|d| d + plan.warmup),
                         budget: part_class.budget,
+                        checkpoints: part_class.checkpoints.clone(),
                     },
                 },
                 connections: part_class.connections,
@@ -111,6 +114,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             backlog_limit: usize::try_from(plan.backlog_limit).unwrap_or(usize::MAX),
             core: wiring.cores.get(part.shard as usize).copied(),
             stop: wiring.stop.clone(),
+            released: wiring.released.clone(),
             out: wiring.out.clone(),
         });
     }
@@ -168,10 +172,12 @@ mod tests {
                 ShardClassPart {
                     connections: 3,
                     budget: None,
+                    checkpoints: Vec::new(),
                 },
                 ShardClassPart {
                     connections: 2,
                     budget,
+                    checkpoints: Vec::new(),
                 },
             ],
         };
@@ -202,6 +208,7 @@ mod tests {
             start: Instant::now(),
             cores,
             stop: Arc::new(AtomicBool::new(false)),
+            released: Default::default(),
             out,
             tls: None,
             worker: "w".into(),
@@ -263,7 +270,7 @@ mod tests {
         let budgets: Vec<_> = cfgs
             .iter()
             .map(|c| match &c.classes[1].load {
-                Load::Closed { until, budget } => {
+                Load::Closed { until, budget, .. } => {
                     assert_eq!(*until, Some(Duration::from_millis(3_500)));
                     *budget
                 }

@@ -154,10 +154,13 @@ enum Arrivals {
         schedule: Schedule,
         next_due: Option<u64>,
     },
-    /// As fast as replies come, until `until` (ns) and within `budget` (None: no bound).
+    /// As fast as replies come, until `until` (ns) and within `budget` (None: no bound),
+    /// pausing at each of `gates` (measured requests issued, cumulative) until released.
     Closed {
         until: Option<u64>,
         budget: Option<u64>,
+        issued: u64,
+        gates: VecDeque<u64>,
     },
 }
 
@@ -258,9 +261,15 @@ impl ClassState {
                 schedule,
                 next_due: None,
             },
-            Load::Closed { until, budget } => Arrivals::Closed {
+            Load::Closed {
+                until,
+                budget,
+                checkpoints,
+            } => Arrivals::Closed {
                 until: until.map(|u| u.as_nanos() as u64),
                 budget,
+                issued: 0,
+                gates: checkpoints.into(),
             },
         };
         Self {
@@ -312,9 +321,37 @@ impl ClassState {
     pub fn sending(&self, now: u64) -> bool {
         match &self.arrivals {
             Arrivals::Open { next_due, .. } => next_due.is_some(),
-            Arrivals::Closed { until, budget } => {
-                budget.is_none_or(|b| b > 0) && until.is_none_or(|u| now < u)
+            Arrivals::Closed {
+                until,
+                budget,
+                issued,
+                gates,
+            } => {
+                budget.is_none_or(|b| b > 0)
+                    && until.is_none_or(|u| now < u)
+                    && gates.front().is_none_or(|g| issued < g)
             }
+        }
+    }
+
+    /// True when the class has issued its share up to its next checkpoint and waits there
+    /// (its time not up): the shard drains, reports and waits for the release.
+    pub fn at_gate(&self, now: u64) -> bool {
+        match &self.arrivals {
+            Arrivals::Closed {
+                until,
+                issued,
+                gates,
+                ..
+            } => until.is_none_or(|u| now < u) && gates.front().is_some_and(|g| issued >= g),
+            Arrivals::Open { .. } => false,
+        }
+    }
+
+    /// Goes on past the checkpoint the class waits at.
+    pub fn pass_gate(&mut self) {
+        if let Arrivals::Closed { gates, .. } = &mut self.arrivals {
+            gates.pop_front();
         }
     }
 
@@ -480,11 +517,11 @@ impl ClassState {
             }
             // Warm-up requests do not use the budget: --requests counts measured requests.
             if now >= self.warmup {
-                if let Arrivals::Closed {
-                    budget: Some(b), ..
-                } = &mut self.arrivals
-                {
-                    *b -= 1;
+                if let Arrivals::Closed { budget, issued, .. } = &mut self.arrivals {
+                    if let Some(b) = budget {
+                        *b -= 1;
+                    }
+                    *issued += 1;
                 }
                 self.interval.cmds[q.cmd as usize].scheduled += 1;
             }
@@ -877,7 +914,11 @@ mod tests {
     fn closed(until: Option<Duration>, budget: Option<u64>, pipeline: u32) -> ClassState {
         ClassState::new(
             workload(&[("SET", 1), ("GET", 1)]),
-            Load::Closed { until, budget },
+            Load::Closed {
+                until,
+                budget,
+                checkpoints: Vec::new(),
+            },
             pipeline,
             0,
             16,
@@ -1125,6 +1166,7 @@ mod tests {
             Load::Closed {
                 until: Some(Duration::from_millis(10)),
                 budget: Some(3),
+                checkpoints: Vec::new(),
             },
             2,
             5 * MS,

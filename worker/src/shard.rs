@@ -50,7 +50,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -67,6 +67,10 @@ pub enum Load {
         /// Measured requests to send in all (None: unbounded). Warm-up requests do not
         /// use it.
         budget: Option<u64>,
+        /// After this many measured requests (cumulative, ascending) the shard stops,
+        /// drains, reports [`ShardEvent::Checkpoint`] and waits until
+        /// [`ShardConfig::released`] passes it.
+        checkpoints: Vec<u64>,
     },
 }
 
@@ -125,6 +129,9 @@ pub struct ShardConfig {
     pub core: Option<core_affinity::CoreId>,
     /// Set by the worker to stop at once (abort, lost coordinator).
     pub stop: Arc<AtomicBool>,
+    /// Checkpoints the coordinator released (`--checkpoint-every`): a shard waiting at
+    /// checkpoint k goes on once this is above k.
+    pub released: Arc<AtomicU32>,
     /// Where intervals and the final totals go.
     pub out: UnboundedSender<ShardEvent>,
 }
@@ -155,6 +162,14 @@ pub enum ShardEvent {
         messages: Vec<(String, String)>,
         /// How hard the shard's thread worked in this interval.
         load: ShardLoad,
+    },
+    /// Stopped at checkpoint `index` (0-based) with nothing in flight; waits for the
+    /// release.
+    Checkpoint {
+        /// Shard index.
+        shard: u32,
+        /// The checkpoint.
+        index: u32,
     },
     /// The run is over for this shard.
     Finished {
@@ -364,6 +379,10 @@ struct Shard {
     kinds: Kinds,
     /// When the last class stops sending (None: only a request count bounds the run).
     end: Option<u64>,
+    /// Checkpoints passed.
+    checkpoints: u32,
+    /// Checkpoints reported (one past the last reported index).
+    reported: u32,
 }
 
 /// Runs a shard to the end of its schedule (or until stopped) on the calling thread.
@@ -441,6 +460,8 @@ impl Shard {
             meter: LoadMeter::default(),
             kinds: Kinds::default(),
             end,
+            checkpoints: 0,
+            reported: 0,
             cfg,
         };
         s.make_conns();
@@ -539,7 +560,29 @@ impl Shard {
             // 2. One write per connection with new requests.
             let sent = !self.dirty.is_empty();
             self.flush_dirty();
-            if !self.sending(now) {
+            if self.classes.iter().any(|c| c.at_gate(now)) {
+                // A checkpoint: drained, say so once, then wait for the release (the
+                // loop keeps reading replies, sweeping and shipping intervals).
+                if !self.outstanding() {
+                    let k = self.checkpoints;
+                    if self.reported <= k {
+                        self.reported = k + 1;
+                        let _ = self.cfg.out.send(ShardEvent::Checkpoint {
+                            shard: self.cfg.index,
+                            index: k,
+                        });
+                    }
+                    if self.cfg.released.load(Ordering::Acquire) > k {
+                        for c in &mut self.classes {
+                            if c.at_gate(now) {
+                                c.pass_gate();
+                            }
+                        }
+                        self.checkpoints += 1;
+                        continue;
+                    }
+                }
+            } else if !self.sending(now) {
                 // The drain runs from the schedule's end, not from when the loop saw it.
                 let from = self.end.map_or(now, |e| e.min(now));
                 let end = *drain_end.get_or_insert(from.saturating_add(drain));
@@ -1352,6 +1395,7 @@ mod tests {
             backlog_limit: 10_000,
             core: None,
             stop: Arc::new(AtomicBool::new(false)),
+            released: Arc::new(AtomicU32::new(0)),
             out,
         };
         (cfg, rx)
@@ -1420,6 +1464,7 @@ mod tests {
                     r.connect_error = error;
                 }
                 ShardEvent::Interval { stats, .. } => r.intervals.extend(stats),
+                ShardEvent::Checkpoint { .. } => {}
                 ShardEvent::Finished {
                     mut totals,
                     in_flight,
@@ -1613,6 +1658,53 @@ mod tests {
         assert_eq!(r.errors("setup: WRONGPASS"), 0, "not a request error");
     }
 
+    /// Checkpoints: the shard stops at each, with every reply in (the server has seen
+    /// exactly that many requests), stays stopped until released, and ends with its
+    /// budget sent once.
+    #[test]
+    fn a_closed_loop_pauses_at_each_checkpoint_until_released() {
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        let fake = Fake::new(move |_, s| {
+            let count = count.clone();
+            answer_each(s, move |_| {
+                count.fetch_add(1, Ordering::SeqCst);
+                Some(b"$1\r\nx\r\n")
+            });
+        });
+        let load = Load::Closed {
+            until: None,
+            budget: Some(1_000),
+            checkpoints: vec![300, 600, 1_000],
+        };
+        let (cfg, mut rx) = config(fake.addr, load, 3, 8);
+        let released = cfg.released.clone();
+        let shard = std::thread::spawn(move || run(cfg));
+        let mut totals = None;
+        let mut reached = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while totals.is_none() && Instant::now() < deadline {
+            match rx.try_recv() {
+                Ok(ShardEvent::Checkpoint { index, .. }) => {
+                    let at = seen.load(Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(60));
+                    // Still paused: nothing more was sent while it waited.
+                    assert_eq!(seen.load(Ordering::SeqCst), at, "sent while paused");
+                    reached.push((index, at));
+                    released.store(index + 1, Ordering::Release);
+                }
+                Ok(ShardEvent::Finished { totals: t, .. }) => totals = Some(t),
+                Ok(_) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        shard.join().unwrap();
+        fake.finish();
+        assert_eq!(reached, vec![(0, 300), (1, 600), (2, 1_000)]);
+        let t = &totals.expect("finished")[0].cmds[0];
+        assert_eq!((t.scheduled, t.sent, t.completed), (1_000, 1_000, 1_000));
+    }
+
     #[test]
     fn a_closed_loop_sends_exactly_its_budget() {
         let fake = Fake::new(|_, s| {
@@ -1621,6 +1713,7 @@ mod tests {
         let load = Load::Closed {
             until: None,
             budget: Some(1_000),
+            checkpoints: Vec::new(),
         };
         let (cfg, rx) = config(fake.addr, load, 3, 8);
         let r = run_shard(cfg, rx);
@@ -1795,7 +1888,7 @@ mod tests {
             match ev {
                 ShardEvent::Interval { messages: m, .. } => messages.extend(m),
                 ShardEvent::Finished { totals: t, .. } => totals = Some(t),
-                ShardEvent::Connected { .. } => {}
+                ShardEvent::Connected { .. } | ShardEvent::Checkpoint { .. } => {}
             }
         }
         let errors = &totals.unwrap()[0].cmds[0].errors;

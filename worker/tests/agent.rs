@@ -79,6 +79,7 @@ fn good_plan() -> RunPlan {
             classes: vec![ShardClassPart {
                 connections: 1,
                 budget: None,
+                checkpoints: Vec::new(),
             }],
         }],
         backlog_limit: 10,

@@ -102,6 +102,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
         backlog_limit: 100_000,
         core: None,
         stop: Arc::new(AtomicBool::new(false)),
+        released: Arc::new(std::sync::atomic::AtomicU32::new(0)),
         out,
     };
     let shard = std::thread::spawn(move || shard::run(cfg));
@@ -116,6 +117,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
             ShardEvent::Interval {
                 index, mut stats, ..
             } => intervals.push((index, stats.remove(0))),
+            ShardEvent::Checkpoint { .. } => panic!("no checkpoints in an open-loop run"),
             ShardEvent::Finished {
                 mut totals,
                 in_flight,

@@ -49,6 +49,7 @@ pub(super) async fn collect(
     start: Instant,
     duration: Duration,
     interrupt: &watch::Receiver<bool>,
+    mut checkpoints: Option<&mut super::checkpoint::Checkpoints>,
 ) -> Result<Ended, RunError> {
     let deadline = start + duration + cfg.drain + GRACE;
     let mut progress = Progress::new();
@@ -58,6 +59,9 @@ pub(super) async fn collect(
     );
     let result = loop {
         advance(cfg, members, books, run_id).await;
+        if let Some(c) = checkpoints.as_deref_mut() {
+            c.advance(members, run_id).await;
+        }
         if members.iter().all(|m| m.done || m.lost()) {
             break Ok(Ended::Done);
         }
@@ -106,6 +110,11 @@ pub(super) async fn collect(
                     In::Interval(iv) if iv.run_id == run_id => {
                         if let Err(e) = books.receive(w, iv) {
                             lose(m, run_id, format!("sent an unreadable interval: {e}")).await;
+                        }
+                    }
+                    In::Checkpoint(c) if c.run_id == run_id => {
+                        if let Some(cp) = checkpoints.as_deref_mut() {
+                            cp.reached(w, c.index);
                         }
                     }
                     In::Finished(f) if f.run_id == run_id => match books.finish(w, &f) {

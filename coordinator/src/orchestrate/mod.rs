@@ -20,6 +20,8 @@
 //! - `phase`: a phase's plan (domain → wire through `crest_model::convert`) and its start.
 //! - `collect`: intervals and finals in, lost workers out, live progress.
 
+mod checkpoint;
+pub use checkpoint::CheckpointRow;
 mod cluster;
 mod collect;
 mod phase;
@@ -95,6 +97,11 @@ pub struct RunResults {
     pub error_messages: Vec<(String, String)>,
     /// The target's `INFO` samples (or why there are none).
     pub server: ServerStats,
+    /// `--checkpoint-every`: the server read at each checkpoint.
+    pub checkpoints: Vec<CheckpointRow>,
+    /// Commands the coordinator itself sent the target during the measured span (the
+    /// checkpoints' `INFO memory` and probe), lower case → calls: not the load's.
+    pub coordinator_calls: std::collections::BTreeMap<String, u64>,
 }
 
 impl RunResults {
@@ -397,6 +404,7 @@ async fn run_inner(
         eprintln!("crest: prefill: writing {keys} keys");
         let t0 = Instant::now();
         let phase = phase::Phase {
+            checkpoint_every: vec![None; prefill.len()],
             classes: prefill,
             budgets,
             conns,
@@ -420,6 +428,7 @@ async fn run_inner(
             Instant::now(),
             UNBOUNDED_PHASE,
             interrupt,
+            None,
         )
         .await?;
         if ended == collect::Ended::Interrupted {
@@ -473,6 +482,45 @@ async fn run_inner(
             }
         }
     }
+    let mut checkpoints = match (cfg.checkpoint_every, cfg.classes.first()) {
+        (Some(every), Some(class)) => {
+            let (addr, shown) = sampler_target(cfg, builtin_port)
+                .await
+                .map_err(RunError::Usage)?;
+            let tls = cfg
+                .tls
+                .as_ref()
+                .map(crest_engine::target_tls::Client::new)
+                .transpose()
+                .map_err(RunError::Usage)?;
+            let conn = tokio::time::timeout(
+                Duration::from_secs(5),
+                crest_engine::probe::control(
+                    addr,
+                    &shown,
+                    &cfg.session,
+                    tls.as_ref(),
+                    checkpoint::NAME,
+                ),
+            )
+            .await
+            .map_err(|_| "no connection within 5s".to_string())
+            .and_then(|r| r)
+            .map_err(|e| {
+                RunError::Usage(format!(
+                    "--checkpoint-every: cannot reach {shown} to read it at the checkpoints: {e}"
+                ))
+            })?;
+            let probe = cfg.probe.clone().unwrap_or_default();
+            Some(checkpoint::Checkpoints::new(
+                conn,
+                every,
+                class.requests.unwrap_or(0),
+                probe,
+            ))
+        }
+        _ => None,
+    };
     let phase = phase::Phase {
         classes: cfg
             .classes
@@ -481,6 +529,7 @@ async fn run_inner(
             .collect(),
         budgets: cfg.classes.iter().map(|c| c.requests).collect(),
         conns: cfg.classes.iter().map(|c| c.connections).collect(),
+        checkpoint_every: cfg.classes.iter().map(|_| cfg.checkpoint_every).collect(),
         warmup: cfg.warmup,
     };
     let (run_id, start_local, started_at) =
@@ -497,6 +546,9 @@ async fn run_inner(
         }
     );
     let measured_start = start_local + cfg.warmup;
+    if let Some(c) = checkpoints.as_mut() {
+        c.started(measured_start, members.len());
+    }
     // Boundary 0 only with a warm-up: without one the sample before load is the baseline.
     let first = u32::from(cfg.warmup.is_zero());
     let sampler = sampler.map(|s| s.clock(measured_start, cfg.interval, first));
@@ -532,6 +584,7 @@ async fn run_inner(
         measured_start,
         budget,
         interrupt,
+        checkpoints.as_mut(),
     )
     .await?;
     let interrupted = ended == collect::Ended::Interrupted;
@@ -581,6 +634,11 @@ async fn run_inner(
         live_errors,
         error_messages,
         server,
+        coordinator_calls: checkpoints
+            .as_ref()
+            .map(|c| c.calls.clone())
+            .unwrap_or_default(),
+        checkpoints: checkpoints.map(|c| c.rows).unwrap_or_default(),
     })
 }
 

@@ -31,6 +31,8 @@ pub(super) struct Phase {
     pub budgets: Vec<Option<u64>>,
     /// Connections per class, cluster-wide.
     pub conns: Vec<u32>,
+    /// Closed loops with a budget: pause every this many requests (`--checkpoint-every`).
+    pub checkpoint_every: Vec<Option<u64>>,
     pub warmup: Duration,
 }
 
@@ -116,6 +118,15 @@ pub(super) fn plans(
         .iter()
         .map(|b| b.map(|n| split::split_integer(n, &ones)))
         .collect();
+    // Per class and shard: the cumulative counts at which the shard pauses.
+    let checkpoints: Vec<Vec<Vec<u64>>> = budgets
+        .iter()
+        .zip(&phase.checkpoint_every)
+        .map(|(b, every)| match (b, every) {
+            (Some(b), Some(every)) => split::checkpoints(b, *every),
+            _ => vec![Vec::new(); total_shards as usize],
+        })
+        .collect();
     let mut g = 0usize;
     members
         .iter()
@@ -131,6 +142,10 @@ pub(super) fn plans(
                             .map(|c| ShardClassPart {
                                 connections: u32::try_from(conns[c][g]).unwrap_or(u32::MAX),
                                 budget: budgets[c].as_ref().map(|b| b[g]),
+                                checkpoints: checkpoints[c]
+                                    .get(g)
+                                    .cloned()
+                                    .unwrap_or_default(),
                             })
                             .collect(),
                     };

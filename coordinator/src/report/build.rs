@@ -115,6 +115,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                     .sum(),
                 first_rate,
                 cluster,
+                coordinator_calls: &results.coordinator_calls,
             };
             series::report(series, &books)
         }
@@ -249,6 +250,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         },
         server_stats,
         server,
+        checkpoints: results.checkpoints.clone(),
         timeline,
         connection_errors: error_map(&conn_errors),
         error_messages: results.error_messages.iter().cloned().collect(),

@@ -541,6 +541,26 @@ pub fn render(r: &Report) -> String {
             false,
         ));
     }
+    if !r.checkpoints.is_empty() {
+        out.push_str("<h2>Checkpoints</h2><p>The load paused at each checkpoint, its replies came in, then the server's INFO memory (and the probe) was read.</p><table><tr><th>#</th><th>requests</th><th>at, s</th><th>req/s since the last</th><th>used_memory</th><th>used_memory_rss</th><th>used_memory_dataset</th><th>fragmentation</th><th>probe</th></tr>");
+        for c in &r.checkpoints {
+            let b = |v: Option<u64>| v.map_or(String::new(), super::human_bytes);
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                c.index + 1,
+                c.requests,
+                c.at_s,
+                c.rate,
+                b(c.used_memory),
+                b(c.used_memory_rss),
+                b(c.used_memory_dataset),
+                c.mem_fragmentation_ratio.map_or(String::new(), |f| format!("{f:.2}")),
+                esc(c.probe.as_deref().unwrap_or(""))
+            );
+        }
+        out.push_str("</table>");
+    }
     out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
     for w in &r.workers {
         let _ = write!(

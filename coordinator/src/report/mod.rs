@@ -697,6 +697,8 @@ pub struct Report {
     /// The server's own figures per interval and the truth check; null unless
     /// `server_stats` is `on`.
     pub server: Option<crate::server_stats::ServerReport>,
+    /// `--checkpoint-every`: the server read at each checkpoint (empty without).
+    pub checkpoints: Vec<crate::orchestrate::CheckpointRow>,
     /// Self-check.
     pub checks: Checks,
 }
@@ -1060,6 +1062,56 @@ impl Report {
     }
 
     /// The terminal summary: one row per command and a total row.
+    /// The checkpoints as a table (empty without `--checkpoint-every`): at most the first
+    /// and last 10 rows on the terminal; report.json and report.html have every one.
+    pub fn checkpoints_table(&self) -> String {
+        let mut out = String::new();
+        if self.checkpoints.is_empty() {
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "checkpoints (load paused, replies in, then INFO memory{}):",
+            if self.checkpoints.iter().any(|c| c.probe.is_some()) {
+                " and the probe"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  {:>6}  {:>14}  {:>10}  {:>12}  {:>12}  {:>12}  {:>6}  probe",
+            "#", "requests", "at", "req/s", "used_memory", "rss", "frag"
+        );
+        let n = self.checkpoints.len();
+        for (i, c) in self.checkpoints.iter().enumerate() {
+            if n > 20 && i == 10 {
+                let _ = writeln!(out, "  … {} more …", n - 20);
+            }
+            if n > 20 && (10..n - 10).contains(&i) {
+                continue;
+            }
+            let bytes = |b: Option<u64>| b.map_or("?".to_string(), human_bytes);
+            let _ = writeln!(
+                out,
+                "  {:>6}  {:>14}  {:>9.2}s  {:>12.0}  {:>12}  {:>12}  {:>6}  {}{}",
+                c.index + 1,
+                grouped(c.requests),
+                c.at_s,
+                c.rate,
+                bytes(c.used_memory),
+                bytes(c.used_memory_rss),
+                c.mem_fragmentation_ratio
+                    .map_or("?".to_string(), |f| format!("{f:.2}")),
+                c.probe.as_deref().unwrap_or(""),
+                c.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!("  ({e})"))
+            );
+        }
+        out
+    }
+
     pub fn table(&self) -> String {
         let mut out = String::new();
         let lost = self.workers.iter().filter(|w| w.lost).count();
@@ -1165,6 +1217,7 @@ impl Report {
         if let Some(line) = self.server_line() {
             let _ = writeln!(out, "server: {line}");
         }
+        out.push_str(&self.checkpoints_table());
         if let Some(s) = self.server.as_ref().filter(|s| s.agrees == Some(true)) {
             let _ = writeln!(
                 out,

@@ -414,6 +414,9 @@ pub struct Books<'a> {
     /// The target was a Redis Cluster: the sampler read the seed node only, whose counts
     /// are its share of the run, so they are shown, not judged.
     pub cluster: bool,
+    /// Commands the coordinator sent the target itself in the span (checkpoints' `INFO
+    /// memory` and probe), lower case → calls: taken out of the server's counts.
+    pub coordinator_calls: &'a BTreeMap<String, u64>,
 }
 
 /// Builds the `server` section from the samples; the second value is the truth check's
@@ -501,7 +504,8 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
             .iter()
             .filter(|(n, _)| base(n) == lower)
             .map(|(_, d)| d.calls + d.rejected_calls)
-            .sum();
+            .sum::<u64>()
+            .saturating_sub(books.coordinator_calls.get(&lower).copied().unwrap_or(0));
         counted.insert(lower.clone());
         let server_errors: u64 = s
             .errors_by_kind
@@ -528,7 +532,10 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         .commands
         .iter()
         .filter(|(n, _)| !is_setup(n) && !counted.contains(base(n)))
-        .map(|(n, d)| (n.clone(), d.calls + d.rejected_calls))
+        .map(|(n, d)| {
+            let ours = books.coordinator_calls.get(n.as_str()).copied().unwrap_or(0);
+            (n.clone(), (d.calls + d.rejected_calls).saturating_sub(ours))
+        })
         .filter(|(_, n)| *n > 0)
         .collect();
     let mut went_down: Vec<String> = total.counter_reset.clone();
@@ -804,8 +811,11 @@ mod tests {
             in_flight_max: 4,
             first_rate: 100.0,
             cluster: false,
+            coordinator_calls: &NONE,
         }
     }
+
+    static NONE: BTreeMap<String, u64> = BTreeMap::new();
 
     #[test]
     fn the_truth_check_agrees_names_and_fails() {
