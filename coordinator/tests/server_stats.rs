@@ -389,3 +389,147 @@ fn a_count_bound_closed_loop_is_sampled_to_its_end() {
     assert_eq!(u(&s["total"], "ops"), 100_000);
     assert!(rows.len() >= 2, "{rows:?}");
 }
+
+/// `used_memory` of `INFO memory` at `addr`.
+fn used_memory(addr: &str) -> u64 {
+    let Ok(crest_resp::Frame::Bulk(b)) = command(addr, &[b"INFO", b"memory"]) else {
+        panic!("INFO memory");
+    };
+    let text = String::from_utf8_lossy(&b).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Checkpoints (the sorted-set study): 500 ZADDs of 1,000 sequential members, a
+/// checkpoint every 100 calls. At each the load is paused with every reply in, so the
+/// probe's ZCARD is exactly the members written so far, and `used_memory` is within 2% of
+/// what a second server reads at the same member count, loaded here independently with
+/// the same members. The coordinator's INFO and ZCARD calls stay out of the truth check.
+#[test]
+fn checkpoints_read_memory_at_exact_member_counts() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("checkpoints");
+    let profile = examples_dir().join("zset-growth.toml");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &server.addr(),
+            "--profile",
+            profile.to_str().unwrap(),
+            "--batch",
+            "1000",
+            "--requests",
+            "500",
+            "--checkpoint-every",
+            "100",
+            "--probe",
+            "ZCARD growth0",
+        ])
+        .run(0);
+    let cps = report["checkpoints"].as_array().unwrap();
+    assert_eq!(cps.len(), 5, "{cps:?}");
+    assert_eq!(
+        report["checks"]["server_agrees"], true,
+        "{}",
+        report["server"]["agreement"]
+    );
+    assert_eq!(
+        server.commandstats().get("zcard").copied(),
+        Some(5),
+        "one probe a checkpoint"
+    );
+    // The same members, loaded independently into a second server.
+    let other = Server::start(Kind::Valkey);
+    let mut s = TcpStream::connect(other.addr()).unwrap();
+    let mut next = 0u64;
+    for (k, c) in cps.iter().enumerate() {
+        let members = (k as u64 + 1) * 100_000;
+        assert_eq!(u(c, "index"), k as u64);
+        assert_eq!(u(c, "requests"), (k as u64 + 1) * 100);
+        assert_eq!(c["probe"], members.to_string(), "{c}");
+        assert!(c["error"].is_null(), "{c}");
+        assert!(f(c, "rate") > 0.0 && f(c, "at_s") > 0.0, "{c}");
+        while next < members {
+            let mut cmd: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), b"growth0".to_vec()];
+            for n in next..next + 1000 {
+                cmd.push(n.to_string().into_bytes());
+                cmd.push(format!("m{n}").into_bytes());
+            }
+            let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+            let mut out = Vec::new();
+            crest_resp::encode_command(&mut out, &args);
+            s.write_all(&out).unwrap();
+            let mut line = Vec::new();
+            let mut b = [0u8; 1];
+            while !line.ends_with(b"\r\n") {
+                s.read_exact(&mut b).unwrap();
+                line.push(b[0]);
+            }
+            assert_eq!(line, b":1000\r\n");
+            next += 1000;
+        }
+        let theirs = used_memory(&other.addr()) as f64;
+        let ours = f(c, "used_memory");
+        assert!(
+            (ours - theirs).abs() <= 0.02 * theirs,
+            "checkpoint {k}: used_memory {ours} vs {theirs} read independently at {members} members"
+        );
+    }
+}
+
+/// Checkpoint flags that cannot work: one line each, exit 2, no load.
+#[test]
+fn checkpoint_flags_that_cannot_work_are_one_line() {
+    crest_fails(
+        &[
+            "run",
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--checkpoint-every",
+            "10",
+        ],
+        "--checkpoint-every \"10\": needs one class, closed loop and bounded by a request count",
+    );
+    crest_fails(
+        &[
+            "run",
+            "--rate",
+            "max",
+            "--requests",
+            "100",
+            "--checkpoint-every",
+            "0",
+        ],
+        "give 1 to the run's 100 requests",
+    );
+    crest_fails(
+        &[
+            "run",
+            "--rate",
+            "max",
+            "--requests",
+            "100000000",
+            "--checkpoint-every",
+            "1",
+        ],
+        "at most 10000 a run: give at least 10000",
+    );
+    crest_fails(
+        &[
+            "run",
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--probe",
+            "ZCARD x",
+        ],
+        "--probe \"ZCARD x\": is sent at checkpoints: give --checkpoint-every N too",
+    );
+}

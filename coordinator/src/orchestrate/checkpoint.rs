@@ -110,7 +110,11 @@ impl Checkpoints {
             let running: Vec<usize> = (0..members.len())
                 .filter(|&w| !members[w].done && !members[w].lost())
                 .collect();
-            if running.is_empty() || running.iter().any(|&w| self.reached.get(w).is_none_or(|r| *r <= k)) {
+            if running.is_empty()
+                || running
+                    .iter()
+                    .any(|&w| self.reached.get(w).is_none_or(|r| *r <= k))
+            {
                 return;
             }
             let reached = Instant::now();
@@ -161,7 +165,10 @@ impl Checkpoints {
         let mut row = CheckpointRow {
             index: k,
             requests: u64::from(k + 1) * self.every,
-            at_s: round(reached.saturating_duration_since(self.start).as_secs_f64(), 1e6),
+            at_s: round(
+                reached.saturating_duration_since(self.start).as_secs_f64(),
+                1e6,
+            ),
             rate: if span > 0.0 {
                 round(self.every as f64 / span, 100.0)
             } else {

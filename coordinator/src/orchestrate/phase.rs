@@ -142,10 +142,7 @@ pub(super) fn plans(
                             .map(|c| ShardClassPart {
                                 connections: u32::try_from(conns[c][g]).unwrap_or(u32::MAX),
                                 budget: budgets[c].as_ref().map(|b| b[g]),
-                                checkpoints: checkpoints[c]
-                                    .get(g)
-                                    .cloned()
-                                    .unwrap_or_default(),
+                                checkpoints: checkpoints[c].get(g).cloned().unwrap_or_default(),
                             })
                             .collect(),
                     };

@@ -555,7 +555,8 @@ pub fn render(r: &Report) -> String {
                 b(c.used_memory),
                 b(c.used_memory_rss),
                 b(c.used_memory_dataset),
-                c.mem_fragmentation_ratio.map_or(String::new(), |f| format!("{f:.2}")),
+                c.mem_fragmentation_ratio
+                    .map_or(String::new(), |f| format!("{f:.2}")),
                 esc(c.probe.as_deref().unwrap_or(""))
             );
         }

@@ -533,7 +533,11 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         .iter()
         .filter(|(n, _)| !is_setup(n) && !counted.contains(base(n)))
         .map(|(n, d)| {
-            let ours = books.coordinator_calls.get(n.as_str()).copied().unwrap_or(0);
+            let ours = books
+                .coordinator_calls
+                .get(n.as_str())
+                .copied()
+                .unwrap_or(0);
             (n.clone(), (d.calls + d.rejected_calls).saturating_sub(ours))
         })
         .filter(|(_, n)| *n > 0)
