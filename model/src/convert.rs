@@ -565,7 +565,7 @@ impl TryFrom<&pb::ShardPlan> for ShardPart {
                     let ok = budget.is_some_and(|b| t <= b) && t >= last;
                     if !ok {
                         return Err(WireError::new(
-                            &format!("classes[{i}].checkpoints[{k}]"),
+                            format!("classes[{i}].checkpoints[{k}]"),
                             t,
                             "ascending request counts within a bounded closed loop's budget",
                         ));
