@@ -768,14 +768,14 @@ fn check_checkpoints(cfg: &RunConfig) -> Result<(), ConfigError> {
             ),
         ));
     }
-    if let Some(p) = &cfg.probe {
-        if p.is_empty() || p.len() > 16 || p.iter().any(|w| w.len() > 512) {
-            return Err(err(
-                "--probe",
-                p.join(" "),
-                "give one command of at most 16 words, e.g. \"ZCARD growth\"",
-            ));
-        }
+    if let Some(p) = &cfg.probe
+        && (p.is_empty() || p.len() > 16 || p.iter().any(|w| w.len() > 512))
+    {
+        return Err(err(
+            "--probe",
+            p.join(" "),
+            "give one command of at most 16 words, e.g. \"ZCARD growth\"",
+        ));
     }
     Ok(())
 }
