@@ -479,7 +479,24 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         (true, Some(a), Some(b)) => Some(row(a, b, None, -(b.at_s - a.at_s).max(0.0))),
         _ => None,
     };
-    let total = row(baseline, last, None, 0.0);
+    let mut total = row(baseline, last, None, 0.0);
+    // The checkpoints' own INFO memory and probe calls are not the load's.
+    let ours: u64 = books
+        .coordinator_calls
+        .iter()
+        .filter(|(n, _)| !is_setup(n))
+        .map(|(_, c)| c)
+        .sum();
+    if ours > 0
+        && let Some(ops) = total.ops.map(|o| o.saturating_sub(ours))
+    {
+        total.ops = Some(ops);
+        total.ops_per_sec = (total.span_s > 0.0).then(|| round2(ops as f64 / total.span_s));
+        total.cpu_us_per_op = total
+            .cpu_us
+            .filter(|_| ops > 0)
+            .map(|c| round2(c as f64 / ops as f64));
+    }
     let late_max = series
         .samples
         .iter()
