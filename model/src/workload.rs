@@ -44,6 +44,9 @@ pub const BUILTINS: &[&str] = &[
     "ZRANGEBYSCORE",
     "ZCARD",
     "PING",
+    "SPOP",
+    "ZPOPMIN",
+    "XADD",
 ];
 
 /// One argument of a command.
@@ -63,7 +66,17 @@ pub enum Part {
     Score,
     /// The class's TTL in seconds (`__ttl__`).
     Ttl,
+    /// valkey-benchmark's `-r`: a word with `__rand12__` inside (`key:__rand12__`), the
+    /// placeholder replaced by a number drawn uniformly below the keyspace's size, zero
+    /// padded to 12 digits (`key:000000001234`), each occurrence drawn anew.
+    Padded(Vec<u8>, Vec<u8>),
 }
+
+/// The embedded placeholder of [`Part::Padded`].
+pub const RAND12: &str = "__rand12__";
+/// A command string that starts with this is sent inline (`PING\r\n`, as
+/// valkey-benchmark's PING_INLINE), its words as written.
+pub const INLINE: &str = "inline:";
 
 /// A command as the engine sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +89,8 @@ pub struct CmdDef {
     tail: Vec<Part>,
     /// Whether it names a key.
     has_key: bool,
+    /// Sent inline (words and spaces, then CRLF) instead of as a RESP array.
+    inline: bool,
     /// Keys it names (a batch's count included).
     keys: u32,
 }
@@ -108,8 +123,8 @@ pub enum WorkloadError {
     SlotIndex(u64),
 }
 
-/// The placeholders a template may use.
-pub const PLACEHOLDERS: [&str; 8] = [
+/// The placeholders a template may use (`__rand12__` inside a word: [`Part::Padded`]).
+pub const PLACEHOLDERS: [&str; 9] = [
     "__key__",
     "__value__",
     "__field__",
@@ -118,6 +133,7 @@ pub const PLACEHOLDERS: [&str; 8] = [
     "__ttl__",
     "__rand_int__",
     "__data__",
+    "__rand12__",
 ];
 
 /// `__word__`: two underscores, letters, digits or underscores, two underscores.
@@ -145,6 +161,16 @@ impl CmdDef {
         range: u32,
     ) -> Result<Self, WorkloadError> {
         let t = spec.trim();
+        if let Some(words) = t.strip_prefix(INLINE) {
+            let mut def = Self::template(words)?;
+            if def.head.iter().any(|p| !matches!(p, Part::Lit(_))) {
+                return Err(WorkloadError::UnknownCommand(format!(
+                    "{t} (an inline command takes no placeholders)"
+                )));
+            }
+            def.inline = true;
+            return Ok(def);
+        }
         if t.contains(char::is_whitespace) || t.contains("__") {
             return Self::template(t);
         }
@@ -215,6 +241,14 @@ impl CmdDef {
             ]),
             "ZCARD" => one(vec![lit("ZCARD"), Part::Key]),
             "PING" => one(vec![lit("PING")]),
+            "SPOP" => one(vec![lit("SPOP"), Part::Key]),
+            "ZPOPMIN" => one(vec![lit("ZPOPMIN"), Part::Key]),
+            "XADD" => (
+                vec![lit("XADD"), Part::Key, lit("*")],
+                vec![Part::Field, Part::Value],
+                b,
+                vec![],
+            ),
             _ => return Err(WorkloadError::UnknownCommand(t.to_string())),
         };
         Ok(Self::counted(name, head, group, times, tail))
@@ -238,6 +272,10 @@ impl CmdDef {
                     "__member__" => Part::Member,
                     "__score__" => Part::Score,
                     "__ttl__" => Part::Ttl,
+                    other if other.contains(RAND12) => {
+                        let (a, b) = other.split_once(RAND12).unwrap_or((other, ""));
+                        Part::Padded(a.as_bytes().to_vec(), b.as_bytes().to_vec())
+                    }
                     other if is_placeholder_shaped(other) => {
                         return Err(WorkloadError::UnknownPlaceholder(other.to_string()));
                     }
@@ -269,6 +307,7 @@ impl CmdDef {
             times,
             tail,
             has_key: keys > 0,
+            inline: false,
             keys,
         }
     }
@@ -480,6 +519,19 @@ impl Workload {
         out: &mut impl Wire,
     ) {
         let def = &self.commands[cmd].0;
+        if def.inline {
+            let b = out.bytes();
+            for (i, p) in def.head.iter().enumerate() {
+                if let Part::Lit(w) = p {
+                    if i > 0 {
+                        b.push(b' ');
+                    }
+                    b.extend_from_slice(w);
+                }
+            }
+            b.extend_from_slice(b"\r\n");
+            return;
+        }
         let b = out.bytes();
         b.push(b'*');
         push_uint(b, def.argc() as u64);
@@ -576,6 +628,23 @@ impl Workload {
                 prefixed_number(out, b"m", n);
             }
             Part::Ttl => bulk(out, &self.ttl),
+            Part::Padded(before, after) => {
+                let n = rng.below(self.keys.count.max(1));
+                let mut d = [0u8; 20];
+                let digits = digits(n, &mut d);
+                let pad = 12usize.saturating_sub(digits.len());
+                out.push(b'$');
+                push_uint(
+                    out,
+                    (before.len() + pad + digits.len() + after.len()) as u64,
+                );
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(before);
+                out.extend(std::iter::repeat_n(b'0', pad));
+                out.extend_from_slice(digits);
+                out.extend_from_slice(after);
+                out.extend_from_slice(b"\r\n");
+            }
         }
     }
 }
@@ -812,6 +881,48 @@ mod tests {
         wl.encode(0, &mut Rng::new(1), &mut cur, &mut out);
         wl.encode(0, &mut Rng::new(1), &mut cur, &mut out);
         assert_eq!(cur.member, 8);
+    }
+
+    fn encode_one(spec: &str, keys: u64) -> Vec<u8> {
+        let wl = Workload::new(
+            vec![(CmdDef::parse(spec, 1, None, 1).unwrap(), 1)],
+            KeySpace::new(keys, "k", KeyDist::Uniform).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        wl.encode(0, &mut Rng::new(7), &mut Cursor::default(), &mut out);
+        out
+    }
+
+    /// valkey-benchmark's forms: an inline PING, a literal `key:__rand_int__` (no -r),
+    /// and `__rand12__` inside words: 12 zero-padded digits below the keyspace's size,
+    /// each occurrence drawn anew.
+    #[test]
+    fn benchmark_forms_encode_as_valkey_benchmark_sends_them() {
+        assert_eq!(encode_one("inline:PING", 1), b"PING\r\n");
+        assert!(CmdDef::parse("inline:GET __key__", 1, None, 1).is_err());
+        assert_eq!(
+            encode_one("SET key:__rand_int__ VXK", 1),
+            b"*3\r\n$3\r\nSET\r\n$16\r\nkey:__rand_int__\r\n$3\r\nVXK\r\n"
+        );
+        let out =
+            String::from_utf8(encode_one("ZADD z __rand12__ element:__rand12__", 100)).unwrap();
+        let words: Vec<&str> = out.split("\r\n").collect();
+        assert_eq!(words[5], "$12", "{out}");
+        assert_eq!(words[6].len(), 12);
+        assert!(words[6].parse::<u64>().unwrap() < 100);
+        assert_eq!(words[7], "$20");
+        assert!(words[8].starts_with("element:0000000000"), "{out}");
+        assert_eq!(CmdDef::parse("SPOP", 1, None, 1).unwrap().name, "SPOP");
+        let x = encode_one("XADD", 1);
+        let head = b"*5\r\n$4\r\nXADD\r\n$2\r\nk0\r\n$1\r\n*\r\n$2\r\nf0\r\n$3\r\n";
+        assert!(x.starts_with(head), "{}", String::from_utf8_lossy(&x));
+        assert_eq!(x.len(), head.len() + 3 + 2);
     }
 
     #[test]

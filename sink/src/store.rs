@@ -89,7 +89,37 @@ pub(crate) enum Value {
     Set(Set),
     /// Members ordered by score (`ZADD`).
     ZSet(ZSet),
+    /// An append-only log of entries with rising IDs (`XADD`).
+    Stream(Stream),
 }
+
+/// A stream: entries in ID order, each its field-value pairs.
+#[derive(Default)]
+pub(crate) struct Stream {
+    entries: Vec<((u64, u64), Vec<Vec<u8>>)>,
+    bytes: usize,
+}
+
+impl Stream {
+    /// The last entry's ID ((0, 0) when none was ever added).
+    pub(crate) fn last_id(&self) -> (u64, u64) {
+        self.entries.last().map_or((0, 0), |e| e.0)
+    }
+
+    /// Appends an entry; the caller checked that `id` is above [`Stream::last_id`].
+    pub(crate) fn push(&mut self, id: (u64, u64), fields: Vec<Vec<u8>>) {
+        self.bytes += STREAM_ENTRY_COST + fields.iter().map(|f| VEC + f.len()).sum::<usize>();
+        self.entries.push((id, fields));
+    }
+
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// Estimated cost of a stream entry beyond its fields.
+const STREAM_ENTRY_COST: usize = VEC + 16;
 
 impl Value {
     /// The name `TYPE` replies with.
@@ -100,6 +130,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -111,6 +142,7 @@ impl Value {
             Value::List(list) => list.bytes,
             Value::Set(set) => set.bytes,
             Value::ZSet(zset) => zset.bytes,
+            Value::Stream(stream) => stream.bytes,
         }
     }
 
@@ -122,6 +154,8 @@ impl Value {
             Value::List(list) => list.items.is_empty(),
             Value::Set(set) => set.members.is_empty(),
             Value::ZSet(zset) => zset.scores.is_empty(),
+            // A stream stays when empty, as in Redis.
+            Value::Stream(_) => false,
         }
     }
 }
@@ -244,6 +278,14 @@ impl Set {
         removed
     }
 
+    /// Removes and returns any member (`SPOP`: Redis picks at random; any is as good
+    /// for a load generator's target).
+    pub(crate) fn pop(&mut self) -> Option<Vec<u8>> {
+        let member = self.members.iter().next()?.clone();
+        self.remove(&member);
+        Some(member)
+    }
+
     /// Whether `member` is in the set.
     pub(crate) fn contains(&self, member: &[u8]) -> bool {
         self.members.contains(member)
@@ -363,6 +405,14 @@ impl ZSet {
     /// Number of members.
     pub(crate) fn len(&self) -> usize {
         self.scores.len()
+    }
+
+    /// Removes and returns the lowest (score, member).
+    pub(crate) fn pop_min(&mut self) -> Option<(Score, Vec<u8>)> {
+        let (score, member) = self.order.pop_first()?;
+        self.scores.remove(&member);
+        self.bytes = self.bytes.saturating_sub(ZSET_ITEM_COST + 2 * member.len());
+        Some((score, member))
     }
 
     /// All members, lowest (score, member) first.
@@ -614,6 +664,13 @@ impl Shard {
                         .scores
                         .keys()
                         .map(|m| ZSET_ITEM_COST + 2 * m.len())
+                        .sum(),
+                    Value::Stream(stream) => stream
+                        .entries
+                        .iter()
+                        .map(|(_, f)| {
+                            STREAM_ENTRY_COST + f.iter().map(|x| VEC + x.len()).sum::<usize>()
+                        })
                         .sum(),
                 };
                 KEY_COST + key.len() + contents

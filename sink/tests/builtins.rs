@@ -29,8 +29,9 @@ fn family(name: &str) -> &'static str {
         "INCR" => "counter",
         "HSET" | "HGET" | "HGETALL" => "hash",
         "LPUSH" | "RPUSH" | "LPOP" | "RPOP" | "LRANGE" => "list",
-        "SADD" | "SREM" | "SISMEMBER" => "set",
-        "ZADD" | "ZREM" | "ZRANGE" | "ZRANGEBYSCORE" | "ZCARD" => "zset",
+        "SADD" | "SREM" | "SISMEMBER" | "SPOP" => "set",
+        "ZADD" | "ZREM" | "ZRANGE" | "ZRANGEBYSCORE" | "ZCARD" | "ZPOPMIN" => "zset",
+        "XADD" => "stream",
         "PING" => "none",
         other => panic!(
             "BUILTINS has {other}, which this test does not know: add it to family() and phase()"
@@ -41,8 +42,8 @@ fn family(name: &str) -> &'static str {
 /// Order within a family: writes first, then reads, then what removes data.
 fn phase(name: &str) -> u8 {
     match name {
-        "SET" | "MSET" | "INCR" | "HSET" | "LPUSH" | "RPUSH" | "SADD" | "ZADD" => 0,
-        "DEL" | "LPOP" | "RPOP" | "SREM" | "ZREM" => 2,
+        "SET" | "MSET" | "INCR" | "HSET" | "LPUSH" | "RPUSH" | "SADD" | "ZADD" | "XADD" => 0,
+        "DEL" | "LPOP" | "RPOP" | "SREM" | "ZREM" | "SPOP" | "ZPOPMIN" => 2,
         _ => 1,
     }
 }

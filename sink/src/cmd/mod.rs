@@ -11,6 +11,7 @@ mod keys;
 mod list;
 mod server;
 mod set;
+mod stream;
 mod string;
 mod zset;
 
@@ -97,12 +98,16 @@ pub(crate) static TABLE: &[Command] = &[
     row("set", -3, string::set),
     row("sismember", 3, set::sismember),
     row("smembers", 2, set::smembers),
+    row("spop", -2, set::spop),
     row("srem", -3, set::srem),
     row("ttl", 2, keys::ttl),
     row("type", 2, keys::type_),
     row("unlink", -2, keys::del),
+    row("xadd", -5, stream::xadd),
+    row("xlen", 2, stream::xlen),
     row("zadd", -4, zset::zadd),
     row("zcard", 2, zset::zcard),
+    row("zpopmin", -2, zset::zpopmin),
     row("zrange", -4, zset::zrange),
     row("zrangebyscore", -4, zset::zrangebyscore),
     row("zrem", -3, zset::zrem),

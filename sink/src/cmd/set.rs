@@ -1,4 +1,4 @@
-//! Sets: SADD SREM SISMEMBER SMEMBERS SCARD.
+//! Sets: SADD SREM SISMEMBER SMEMBERS SCARD SPOP.
 
 use std::mem::take;
 
@@ -42,6 +42,55 @@ pub(super) fn srem(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     });
     encode_integer(ctx.out, count(removed.transpose()?.unwrap_or(0)));
     Ok(())
+}
+
+/// `SPOP key [count]`: a member (nil when the key is missing), or with a count up to that
+/// many as an array; the key goes with its last member.
+pub(super) fn spop(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
+    let wanted = match args.get(2) {
+        _ if args.len() > 3 => return Err(super::SYNTAX_ERROR.into()),
+        None => None,
+        Some(n) => Some(
+            usize::try_from(super::int_arg(n)?)
+                .map_err(|_| "ERR value is out of range, must be positive")?,
+        ),
+    };
+    let key = &args[1];
+    let mut shard = ctx.shard(key);
+    let out = &mut *ctx.out;
+    let popped = shard.update(key, &mut ctx.now, |entry| {
+        let Value::Set(set) = &mut entry.value else {
+            return Err(WRONGTYPE);
+        };
+        match wanted {
+            None => match set.pop() {
+                Some(m) => encode_bulk(out, &m),
+                None => out.extend_from_slice(super::NIL),
+            },
+            Some(n) => {
+                let n = n.min(set.len());
+                encode_array_header(out, n);
+                for _ in 0..n {
+                    if let Some(m) = set.pop() {
+                        encode_bulk(out, &m);
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+    drop(shard);
+    match popped {
+        Some(r) => Ok(r?),
+        None => {
+            ctx.out.extend_from_slice(if wanted.is_some() {
+                EMPTY_ARRAY
+            } else {
+                super::NIL
+            });
+            Ok(())
+        }
+    }
 }
 
 /// `SISMEMBER key member`: 1 or 0.

@@ -1,4 +1,4 @@
-//! Sorted sets: ZADD ZREM ZRANGE ZRANGEBYSCORE ZCARD ZSCORE.
+//! Sorted sets: ZADD ZREM ZRANGE ZRANGEBYSCORE ZCARD ZSCORE ZPOPMIN.
 //!
 //! Members are ordered by (score, member bytes), as in Redis. `ZRANGE ... BYLEX` filters
 //! that order by member, which is what Redis returns when all scores are equal (the only
@@ -164,6 +164,42 @@ pub(super) fn zcard(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
         encode_integer(out, count(zset.len()));
         Ok(())
     })
+}
+
+/// `ZPOPMIN key [count]`: the lowest members with their scores, flat (`member score
+/// ...`), as an array (empty when the key is missing); the key goes with its last member.
+pub(super) fn zpopmin(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
+    let wanted = match args.get(2) {
+        _ if args.len() > 3 => return Err(SYNTAX_ERROR.into()),
+        None => 1,
+        Some(n) => usize::try_from(int_arg(n)?)
+            .map_err(|_| "ERR value is out of range, must be positive")?,
+    };
+    let key = &args[1];
+    let mut shard = ctx.shard(key);
+    let out = &mut *ctx.out;
+    let popped = shard.update(key, &mut ctx.now, |entry| {
+        let Value::ZSet(zset) = &mut entry.value else {
+            return Err(WRONGTYPE);
+        };
+        let n = wanted.min(zset.len());
+        encode_array_header(out, 2 * n);
+        for _ in 0..n {
+            if let Some((score, member)) = zset.pop_min() {
+                encode_bulk(out, &member);
+                encode_float(out, score.get());
+            }
+        }
+        Ok(())
+    });
+    drop(shard);
+    match popped {
+        Some(r) => Ok(r?),
+        None => {
+            ctx.out.extend_from_slice(EMPTY_ARRAY);
+            Ok(())
+        }
+    }
 }
 
 /// `ZSCORE key member`: the score, or nil.
