@@ -93,10 +93,13 @@ pub(crate) enum Value {
     Stream(Stream),
 }
 
-/// A stream: entries in ID order, each its field-value pairs.
+/// A stream entry: its ID (milliseconds, sequence) and its field-value pairs, flat.
+type StreamEntry = ((u64, u64), Vec<Vec<u8>>);
+
+/// A stream: entries in ID order.
 #[derive(Default)]
 pub(crate) struct Stream {
-    entries: Vec<((u64, u64), Vec<Vec<u8>>)>,
+    entries: Vec<StreamEntry>,
     bytes: usize,
 }
 
