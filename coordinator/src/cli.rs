@@ -701,6 +701,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         .load()
         .map_err(|e| err(e.flag, e.path.display(), e.why))?,
         server_stats: !a.no_server_stats && file.server_stats.unwrap_or(true),
+        quiet: false,
         checkpoint_every: a.checkpoint_every.or(file.checkpoint_every),
         probe: a
             .probe

@@ -250,6 +250,9 @@ pub struct RunConfig {
     pub checkpoint_every: Option<u64>,
     /// `--probe "ZCARD growth"`: a command sent at every checkpoint, its reply recorded.
     pub probe: Option<Vec<String>>,
+    /// No progress or status lines on stderr (a run inside `crest suite`, which prints
+    /// its own); warnings and errors still go there.
+    pub quiet: bool,
 }
 
 impl RunConfig {

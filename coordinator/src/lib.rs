@@ -40,3 +40,4 @@ pub mod report;
 pub mod server_stats;
 pub mod service;
 pub mod split;
+pub mod suite;

@@ -29,6 +29,9 @@ enum Cmd {
     /// or earlier reports (`crest compare a/report.json b/report.json`): medians, the
     /// difference with a confidence interval over runs, and a verdict per metric.
     Compare(Box<CompareArgs>),
+    /// valkey-benchmark's default tests, the same commands, keys and values, printed in
+    /// its formats (-q, --csv); closed loop as it measures, or open loop with --rate.
+    Suite(Box<SuiteArgs>),
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
@@ -59,6 +62,87 @@ struct CompareArgs {
     run: RunArgs,
 }
 
+/// `crest suite` flags: valkey-benchmark's own, then `crest run`'s connection flags
+/// (target, login, TLS, workers) and `--rate` for the open-loop mode.
+#[derive(Debug, clap::Args)]
+struct SuiteArgs {
+    /// Tests, comma-separated, valkey-benchmark's names (ping, set, get, incr, lpush,
+    /// rpush, lpop, rpop, sadd, hset, spop, zadd, zpopmin, lrange, lrange_100 … lrange_600,
+    /// mset, xadd); default all.
+    #[arg(short = 't')]
+    t: Option<String>,
+    /// Requests per test.
+    #[arg(short = 'n', default_value_t = 100_000)]
+    n: u64,
+    /// Parallel connections.
+    #[arg(short = 'c', default_value_t = 50)]
+    c: u32,
+    /// Requests pipelined per connection.
+    #[arg(short = 'P', default_value_t = 1)]
+    pipe: u32,
+    /// Payload bytes of SET, LPUSH, HSET, MSET, XADD values (valkey-benchmark's
+    /// generator).
+    #[arg(short = 'd', default_value_t = 3)]
+    d: usize,
+    /// Keyspace: replace __rand_int__ with 12-digit numbers below this (default: the
+    /// literal name, one key).
+    #[arg(short = 'r')]
+    r: Option<u64>,
+    /// One line per test: "SET: 46511.62 requests per second, p50=0.135 msec".
+    #[arg(short = 'q')]
+    q: bool,
+    /// valkey-benchmark's CSV.
+    #[arg(long)]
+    csv: bool,
+    /// Test list: redis-7.0 (20 tests) or valkey-8.1 (+XADD); default: from the server's
+    /// version (valkey, or redis 7.2+: valkey-8.1).
+    #[arg(long, value_enum)]
+    suite: Option<crest::suite::Suite>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `crest run` flags a suite accepts: where and how to connect, the workers, the open
+/// loop's rate, the report folder; the suite sets the rest.
+const SUITE_RUN_FLAGS: &[&str] = &[
+    "target",
+    "user",
+    "password",
+    "password_file",
+    "db",
+    "tls",
+    "cacert",
+    "cert",
+    "key",
+    "sni",
+    "tls_skip_verify",
+    "tls_skip_hostname",
+    "resp",
+    "no_cluster",
+    "rate",
+    "out",
+    "workers",
+    "listen",
+    "wait_timeout",
+    "local_workers",
+    "cpus",
+    "threads",
+    "token",
+    "control_cert",
+    "control_key",
+    "control_client_ca",
+    "control_ca",
+    "seed",
+    "pacer",
+    "timeout",
+    "drain",
+    "interval",
+    "no_server_stats",
+    "arrival",
+    // Refused by the suite itself, with its reason.
+    "cluster",
+];
+
 /// `2%`, `2` (percent) or `0.5%` as a fraction.
 fn parse_percent(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -78,6 +162,7 @@ fn main() -> ExitCode {
     // `--help` shows each default from the one table the code reads.
     let matches = Cli::command()
         .mut_subcommand("run", crest::defaults::annotate)
+        .mut_subcommand("suite", crest::defaults::annotate)
         .mut_subcommand("compare", |c| {
             crest::defaults::annotate(c).mut_arg("target", |a| a.action(ArgAction::Append))
         })
@@ -105,6 +190,28 @@ fn main() -> ExitCode {
                     && c.value_source(id) == Some(ValueSource::CommandLine)
             })
             .collect();
+    }
+    let mut suite_refused = Vec::new();
+    if let Ok(m) = &matches
+        && let Some(c) = m.subcommand_matches("suite")
+    {
+        suite_refused = c
+            .ids()
+            .map(|id| id.as_str().to_string())
+            .filter(|id| {
+                !id.starts_with(|ch: char| ch.is_ascii_uppercase())
+                    && id.len() > 1
+                    && !matches!(id.as_str(), "csv" | "suite" | "pipe")
+                    && !SUITE_RUN_FLAGS.contains(&id.as_str())
+                    && c.value_source(id) == Some(ValueSource::CommandLine)
+            })
+            .collect();
+    }
+    if let Some(f) = suite_refused.first() {
+        return usage(format!(
+            "--{}: crest suite sets it for each test; give valkey-benchmark's -n -c -P -d -r -t instead",
+            f.replace('_', "-")
+        ));
     }
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
@@ -149,6 +256,11 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
             crest_sink::serve(l, signals()).await?;
             Ok(ExitCode::SUCCESS)
         }),
+        Cmd::Suite(args) => {
+            let code = rt.block_on(suite_cmd(*args));
+            rt.shutdown_timeout(Duration::from_millis(500));
+            code
+        }
         Cmd::Compare(args) => {
             let code = rt.block_on(compare_cmd(*args, targets, run_flags));
             rt.shutdown_timeout(Duration::from_millis(500));
@@ -326,6 +438,173 @@ async fn compare_cmd(
         .iter()
         .all(|a| a.runs.iter().all(|r| r.complete));
     Ok(if all_complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The test list the target's version calls for: valkey, or redis 7.2 and later, have
+/// XADD; redis 7.0 and the built-in target do not.
+async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
+    use crest::suite::Suite;
+    let mut probe = args.clone();
+    probe.rate = Some(crest::config::RateArg::Max);
+    probe.requests = Some(1);
+    probe.out = None;
+    let cfg = to_config(probe).map_err(|e| e.to_string())?;
+    let Some(t) = cfg.target.as_deref() else {
+        return Ok(Suite::Redis70);
+    };
+    let addr = tokio::net::lookup_host(t)
+        .await
+        .map_err(|e| format!("--target {t}: cannot resolve it: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--target {t}: resolves to no address"))?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    let mut c = tokio::time::timeout(
+        Duration::from_secs(5),
+        crest_engine::probe::control(addr, t, &cfg.session, tls.as_ref(), "crest-suite"),
+    )
+    .await
+    .map_err(|_| format!("--target {t}: no connection within 5s"))??;
+    let info = match c.ask(&[b"INFO", b"server"], 1 << 20).await {
+        Ok(Some(crest_resp::Frame::Bulk(b) | crest_resp::Frame::Verbatim { data: b, .. })) => {
+            String::from_utf8_lossy(&b).into_owned()
+        }
+        _ => String::new(),
+    };
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    let new_redis = field("redis_version").is_some_and(|v| {
+        let mut p = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
+        (p.next().unwrap_or(0), p.next().unwrap_or(0)) >= (7, 2)
+    });
+    Ok(if field("valkey_version").is_some() || new_redis {
+        Suite::Valkey81
+    } else {
+        Suite::Redis70
+    })
+}
+
+/// `crest suite`.
+async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
+    use crest::suite;
+    if args.run.cluster {
+        return Ok(usage(
+            "--cluster: the suite's keys are valkey-benchmark's literal names, which live on one node; give one node as --target",
+        ));
+    }
+    if args.d > 512 << 20 {
+        return Ok(usage(format!(
+            "-d {}: give at most 512 MB (536870912)",
+            args.d
+        )));
+    }
+    let which = match args.suite {
+        Some(s) => s,
+        None => match detect_suite(&args.run).await {
+            Ok(s) => s,
+            Err(e) => return Ok(usage(e)),
+        },
+    };
+    let payload = suite::data(args.d);
+    let tests = match suite::select(suite::tests(which, &payload, args.r), args.t.as_deref()) {
+        Ok(t) => t,
+        Err(e) => return Ok(usage(e)),
+    };
+    let rate = match args.run.rate {
+        Some(crest::config::RateArg::Rps(r)) => Some(r),
+        _ => None,
+    };
+    let plan = suite::Plan {
+        tests,
+        requests: args.n,
+        clients: args.c,
+        pipeline: args.pipe,
+        random: args.r,
+        rate,
+    };
+    let out = args.run.out.clone();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        first_signal().await;
+        let _ = tx.send(true);
+    });
+    if args.csv {
+        println!("{}", suite::CSV_HEADER);
+    }
+    let (quiet, csv) = (args.q, args.csv);
+    let shown = plan.clone();
+    let mut base = args.run;
+    base.out = None;
+    // Without --target every test would start its own built-in target, empty: one for
+    // the whole suite keeps what each test leaves for the next (as a server does).
+    if base.target.is_none() && base.workers.is_some() {
+        return Ok(usage(
+            "--workers: remote workers cannot reach a suite's built-in target on this machine's loopback; give --target",
+        ));
+    }
+    if base.target.is_none() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = l.local_addr()?;
+        tokio::spawn(crest_sink::serve(l, std::future::pending::<()>()));
+        eprintln!("crest: no --target given: the suite runs against the built-in target on {addr}");
+        base.target = Some(addr.to_string());
+    }
+    let outcomes = match suite::run(base, &plan, out.clone(), rx, |o| {
+        let text = if csv {
+            format!("{}\n", o.csv())
+        } else if quiet {
+            format!("{}\n", o.quiet())
+        } else {
+            o.block(&shown, payload.len())
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    })
+    .await
+    {
+        Ok(o) => o,
+        Err(crest::compare::runs::CompareError::Usage(m)) => return Ok(usage(m)),
+        Err(crest::compare::runs::CompareError::Failed(m)) => {
+            eprintln!("crest: suite: {m}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    for o in &outcomes {
+        if let Some(w) = o.degenerate()
+            && (quiet || csv)
+        {
+            eprintln!("crest: suite: WARNING: {w}");
+        }
+    }
+    if let Some(dir) = out {
+        std::fs::create_dir_all(&dir)?;
+        let json = serde_json::json!({
+            "suite": format!("{which:?}"),
+            "requests": plan.requests,
+            "clients": plan.clients,
+            "pipeline": plan.pipeline,
+            "payload_bytes": payload.len(),
+            "random": plan.random,
+            "rate": plan.rate,
+            "tests": outcomes,
+        });
+        std::fs::write(dir.join("suite.json"), serde_json::to_string_pretty(&json)?)?;
+        eprintln!(
+            "crest: suite written to {}",
+            dir.join("suite.json").display()
+        );
+    }
+    let all = outcomes.len() == plan.tests.len() && outcomes.iter().all(|o| o.complete);
+    Ok(if all {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -208,24 +208,10 @@ pub async fn run_all(
         if plan.between != Between::None {
             flush(&cfg).await.map_err(CompareError::Failed)?;
         }
-        let listener = orchestrate::bind(&cfg).await.map_err(run_error)?;
-        let mut rx = interrupt.clone();
-        let stop = async move {
-            let _ = rx.wait_for(|v| *v).await;
+        let Some(report) = run_one(&cfg, &interrupt).await? else {
+            interrupted = true;
+            break;
         };
-        let mut results = match orchestrate::run(&cfg, listener, stop).await {
-            Ok(r) => r,
-            Err(RunError::Interrupted) => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => return Err(run_error(e)),
-        };
-        let live_errors = std::mem::take(&mut results.live_errors);
-        let report = report::build(&cfg, results);
-        if let Some(d) = &dir {
-            output::write_all(&report, d, !live_errors.is_empty()).map_err(CompareError::Failed)?;
-        }
         if report.interrupted {
             interrupted = true;
             break;
@@ -283,6 +269,33 @@ pub async fn run_all(
         );
     }
     Ok(c)
+}
+
+/// One whole `crest run` of `cfg` (its report written to `cfg.out` when given); None when
+/// `interrupt` turned true before the measured run began.
+///
+/// # Errors
+/// [`CompareError`] as the run's own error (usage or failure).
+pub async fn run_one(
+    cfg: &crate::config::RunConfig,
+    interrupt: &watch::Receiver<bool>,
+) -> Result<Option<report::Report>, CompareError> {
+    let listener = orchestrate::bind(cfg).await.map_err(run_error)?;
+    let mut rx = interrupt.clone();
+    let stop = async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+    let mut results = match orchestrate::run(cfg, listener, stop).await {
+        Ok(r) => r,
+        Err(RunError::Interrupted) => return Ok(None),
+        Err(e) => return Err(run_error(e)),
+    };
+    let live_errors = std::mem::take(&mut results.live_errors);
+    let report = report::build(cfg, results);
+    if let Some(d) = &cfg.out {
+        output::write_all(&report, d, !live_errors.is_empty()).map_err(CompareError::Failed)?;
+    }
+    Ok(Some(report))
 }
 
 fn run_error(e: RunError) -> CompareError {

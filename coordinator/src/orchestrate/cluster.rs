@@ -71,6 +71,7 @@ pub(super) async fn wait_for_workers(
     wait: Duration,
     dial: &str,
     interrupt: &watch::Receiver<bool>,
+    quiet: bool,
 ) -> Result<Vec<Member>, RunError> {
     let deadline = tokio::time::Instant::now() + wait;
     let mut members: Vec<Member> = Vec::new();
@@ -83,13 +84,15 @@ pub(super) async fn wait_for_workers(
         };
         match ev {
             Some(HubEvent::Joined(link)) => {
-                eprintln!(
-                    "crest: worker {} ({}, {} shard(s)) registered: {}/{expected}",
-                    link.info.name,
-                    link.info.host,
-                    link.info.shards,
-                    members.len() + 1
-                );
+                if !quiet {
+                    eprintln!(
+                        "crest: worker {} ({}, {} shard(s)) registered: {}/{expected}",
+                        link.info.name,
+                        link.info.host,
+                        link.info.shards,
+                        members.len() + 1
+                    );
+                }
                 members.push(Member {
                     link,
                     offset_ns: 0,

@@ -83,7 +83,9 @@ pub(super) async fn collect(
                         lose(m, run_id, "no final results by the schedule end + drain + grace".into()).await;
                     }
                 }
-                if let Some(s) = progress_sample(cfg, members, books, start, duration) {
+                if let Some(s) = progress_sample(cfg, members, books, start, duration)
+                    && !cfg.quiet
+                {
                     progress.show(&s);
                 }
                 continue;

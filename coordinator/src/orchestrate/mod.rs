@@ -253,7 +253,9 @@ async fn run_inner(
             tokio::spawn(crest_sink::serve(l, async move {
                 let _ = rx.wait_for(|s| *s).await;
             }));
-            eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
+            if !cfg.quiet {
+                eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
+            }
             Some(port)
         }
     };
@@ -328,7 +330,8 @@ async fn run_inner(
         Workers::Local { .. } => LOCAL_WAIT,
         Workers::Remote { wait_timeout, .. } => wait_timeout,
     };
-    let mut members = cluster::wait_for_workers(events, expected, wait, &dial, interrupt).await?;
+    let mut members =
+        cluster::wait_for_workers(events, expected, wait, &dial, interrupt, cfg.quiet).await?;
     cluster::measure_offsets(events, &mut members).await?;
 
     let total_shards: u32 = members.iter().map(|m| m.link.info.shards).sum();
@@ -535,16 +538,18 @@ async fn run_inner(
     let (run_id, start_local, started_at) =
         phase::start(cfg, &members, &phase, total_shards, &target_for).await?;
     let conns: u32 = cfg.classes.iter().map(|c| c.connections).sum();
-    eprintln!(
-        "crest: run {run_id}: {} worker(s), {total_shards} shard(s), {} class(es), {conns} connections{}",
-        members.len(),
-        cfg.classes.len(),
-        if cfg.warmup.is_zero() {
-            String::new()
-        } else {
-            format!(", warm-up {:?} not measured", cfg.warmup)
-        }
-    );
+    if !cfg.quiet {
+        eprintln!(
+            "crest: run {run_id}: {} worker(s), {total_shards} shard(s), {} class(es), {conns} connections{}",
+            members.len(),
+            cfg.classes.len(),
+            if cfg.warmup.is_zero() {
+                String::new()
+            } else {
+                format!(", warm-up {:?} not measured", cfg.warmup)
+            }
+        );
+    }
     let measured_start = start_local + cfg.warmup;
     if let Some(c) = checkpoints.as_mut() {
         c.started(measured_start, members.len());
