@@ -40,6 +40,15 @@ fn sampled_run_matches(kind: Kind) {
             "8",
         ])
         .run(0);
+
+    // The server's own latency percentiles (INFO latencystats) for both commands sent,
+    // each rising from p50 to p99.9; this server started fresh, so they are this run's.
+    let lat = &report["server"]["latency_percentiles_usec"];
+    for cmd in ["get", "set"] {
+        let p = &lat[cmd];
+        let (p50, p99, p999) = (f(p, "p50"), f(p, "p99"), f(p, "p99.9"));
+        assert!(p50 > 0.0 && p50 <= p99 && p99 <= p999, "{cmd}: {p}");
+    }
     let s = &report["server"];
     assert_eq!(report["server_stats"], "on", "{}", report["server_stats"]);
     let version = s["version"].as_str().unwrap();

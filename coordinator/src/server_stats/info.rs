@@ -39,6 +39,10 @@ pub struct Info {
     pub errors: BTreeMap<String, u64>,
     /// `db<N>` lines by database name (`db0`).
     pub dbs: BTreeMap<String, DbKeys>,
+    /// `latency_percentiles_usec_<name>:p50=…,p99=…,p99.9=…` (INFO latencystats, Redis
+    /// 7+ and Valkey) by lower-case command name: the server's own latency percentiles,
+    /// µs, since its stats were last reset.
+    pub latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 /// `k=v,k=v` into pairs (values trimmed).
@@ -77,6 +81,13 @@ impl Info {
                     }
                 }
                 info.commands.insert(name.to_ascii_lowercase(), c);
+            } else if let Some(name) = key.strip_prefix("latency_percentiles_usec_") {
+                let p: BTreeMap<String, f64> = pairs(value)
+                    .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+                    .filter(|(_, v): &(String, f64)| v.is_finite())
+                    .take(8)
+                    .collect();
+                info.latency.insert(name.to_ascii_lowercase(), p);
             } else if let Some(kind) = key.strip_prefix("errorstat_") {
                 let n = pairs(value)
                     .find(|(k, _)| *k == "count")
@@ -177,6 +188,8 @@ pub struct Snap {
     pub errors: BTreeMap<String, u64>,
     /// As [`Info::dbs`].
     pub dbs: BTreeMap<String, DbKeys>,
+    /// As [`Info::latency`].
+    pub latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 impl From<Info> for Snap {
@@ -189,6 +202,7 @@ impl From<Info> for Snap {
             commands: info.commands,
             errors: info.errors,
             dbs: info.dbs,
+            latency: info.latency,
         }
     }
 }

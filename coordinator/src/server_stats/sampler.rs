@@ -32,6 +32,7 @@ const SECTIONS: &[&[u8]] = &[
     b"commandstats",
     b"errorstats",
     b"keyspace",
+    b"latencystats",
 ];
 /// For servers that take one section argument only (Redis < 7).
 const EVERYTHING: &[&[u8]] = &[b"INFO", b"everything"];

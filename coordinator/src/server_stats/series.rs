@@ -385,6 +385,11 @@ pub struct ServerReport {
     /// True when every command agrees; null when the counts cannot be compared
     /// (`unchecked` says why).
     pub agrees: Option<bool>,
+    /// The server's own latency percentiles per command the run sent (INFO
+    /// latencystats at the final sample, µs: `p50`, `p99`, `p99.9`), lower case → them.
+    /// Cumulative since the server's stats were last reset (a restart or `CONFIG
+    /// RESETSTAT`), not this run's alone; empty where the server has no latencystats.
+    pub latency_percentiles_usec: BTreeMap<String, BTreeMap<String, f64>>,
     /// Why there is no truth check: no sample after the drain (the server stopped
     /// answering), the server restarted (`run_id` changed), or a counter went down
     /// (`CONFIG RESETSTAT`); null when there is one.
@@ -615,6 +620,13 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
             total,
             agreement,
             agrees,
+            latency_percentiles_usec: last
+                .info
+                .latency
+                .iter()
+                .filter(|(n, _)| counted.contains(base(n)))
+                .map(|(n, p)| (n.clone(), p.clone()))
+                .collect(),
             unchecked,
             other_commands,
             notes: series.notes.clone(),
