@@ -189,7 +189,15 @@ fn a_runs_page_has_every_chart_with_data() {
     assert_eq!(names(dist[0]), ["latency", "service time", "schedule lag"]);
     // 6,000 samples: the curve reaches 1/(1−p) = 10^3.7, 10 points a decade.
     assert!(dist[0]["series"][0]["points"].as_u64().unwrap() >= 30);
-    assert_eq!(titled(&charts, "Server: commands per second").len(), 1);
+    let ops = titled(&charts, "Server: commands per second");
+    assert_eq!(ops.len(), 1);
+    let mut series = names(ops[0]);
+    series.sort();
+    assert_eq!(series, ["client completed/s", "get", "server ops/s", "set"]);
+    // Two commands: their curves side by side, five percentiles each.
+    let by_command = titled(&charts, "Latency by command, class default");
+    assert_eq!(names(by_command[0]), ["GET", "SET"]);
+    assert_eq!(by_command[0]["series"][0]["points"], 5);
     assert_eq!(titled(&charts, "Server CPU per op").len(), 1);
     assert_eq!(titled(&charts, "Server memory").len(), 1);
 }

@@ -206,9 +206,6 @@ pub(crate) fn percentile_chart(
     title: &str,
     series: &[(&str, &str, &crest_model::hist::Hist)],
 ) -> String {
-    let mut out = String::new();
-    // (name, colour, [(x, quantile, µs)]) per curve.
-    type Curve<'a> = (&'a str, &'a str, Vec<(f64, f64, f64)>);
     let curves: Vec<Curve<'_>> = series
         .iter()
         .map(|(name, colour, h)| {
@@ -222,6 +219,40 @@ pub(crate) fn percentile_chart(
             (*name, *colour, pts)
         })
         .collect();
+    curves_chart(title, &curves)
+}
+
+/// (name, colour, [(x, quantile, µs)]) per curve.
+type Curve<'a> = (&'a str, &'a str, Vec<(f64, f64, f64)>);
+
+/// The same plot from summaries' percentiles (p50, p90, p99, p99.9, p99.99), one curve
+/// each: for commands, whose histograms the report does not carry.
+pub(crate) fn percentile_summary_chart(
+    title: &str,
+    series: &[(&str, &str, &super::Percentiles)],
+) -> String {
+    let curves: Vec<Curve<'_>> = series
+        .iter()
+        .map(|(name, colour, p)| {
+            let pts = [
+                (0.5, p.p50),
+                (0.9, p.p90),
+                (0.99, p.p99),
+                (0.999, p.p999),
+                (0.9999, p.p9999),
+            ]
+            .into_iter()
+            .filter(|(_, us)| *us > 0.0)
+            .map(|(q, us): (f64, f64)| ((1.0 / (1.0 - q)).log10(), q, us))
+            .collect();
+            (*name, *colour, pts)
+        })
+        .collect();
+    curves_chart(title, &curves)
+}
+
+fn curves_chart(title: &str, curves: &[Curve<'_>]) -> String {
+    let mut out = String::new();
     let all = curves.iter().flat_map(|c| c.2.iter().map(|p| p.2));
     let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
     let (lo, hi) = if hi <= 0.0 {
@@ -430,7 +461,20 @@ pub fn render(r: &Report) -> String {
         "µs",
         true,
     ));
+    const COLOURS: [&str; 6] = ["#06c", "#c30", "#393", "#a0a", "#e80", "#555"];
     for (name, c) in &r.classes {
+        if c.commands.len() > 1 {
+            let series: Vec<(&str, &str, &super::Percentiles)> = c
+                .commands
+                .iter()
+                .zip(COLOURS.iter().cycle())
+                .map(|((cmd, s), colour)| (cmd.as_str(), *colour, &s.latency_us))
+                .collect();
+            out.push_str(&percentile_summary_chart(
+                &format!("Latency by command, class {name}: p50 to p99.99 from each command's exact histogram"),
+                &series,
+            ));
+        }
         let h = &c.histograms;
         let (Some(lat), Some(svc), Some(lag)) = (
             decode_b64(&h.latency),
@@ -496,6 +540,33 @@ pub fn render(r: &Report) -> String {
                     .filter_map(|row| Some((row.t_s, f(row)?)))
                     .unzip()
             };
+        // Per command (the five busiest over the run), per second of each interval.
+        let mut busiest: Vec<(&String, u64)> = s
+            .total
+            .commands
+            .iter()
+            .filter(|(n, _)| !crate::server_stats::series::is_setup(n) && n.as_str() != "info")
+            .map(|(n, d)| (n, d.calls + d.rejected_calls))
+            .collect();
+        busiest.sort_by_key(|b| std::cmp::Reverse(b.1));
+        busiest.truncate(5);
+        let per_command: Vec<(String, Vec<f64>)> = busiest
+            .iter()
+            .map(|(n, _)| {
+                // ops_per_sec / ops is the row's per-second factor (1 / its interval).
+                let (_, v) = pick(&|row| {
+                    let calls = row
+                        .commands
+                        .get(*n)
+                        .map_or(0.0, |d| (d.calls + d.rejected_calls) as f64);
+                    Some(match (row.ops, row.ops_per_sec) {
+                        (Some(o), Some(r)) if o > 0 => calls * r / o as f64,
+                        _ => 0.0,
+                    })
+                });
+                ((*n).clone(), v)
+            })
+            .collect();
         let (sx, ops) = pick(&|row| row.ops_per_sec);
         let client: Vec<f64> = sx
             .iter()
@@ -508,11 +579,17 @@ pub fn render(r: &Report) -> String {
             .collect();
         out.push_str(&chart(
             &format!(
-                "Server: commands per second ({}, INFO commandstats; the sampler's INFO and connection setup excluded) beside the client's completions",
+                "Server: commands per second ({}, INFO commandstats; the sampler's INFO and connection setup excluded), in all and by command, beside the client's completions",
                 s.identity.version
             ),
             &sx,
-            &[("server ops/s", "#a0a", ops), ("client completed/s", "#06c", client)],
+            &{
+                let mut v = vec![("server ops/s", "#a0a", ops), ("client completed/s", "#06c", client)];
+                for ((n, vals), colour) in per_command.iter().zip(["#393", "#e80", "#c30", "#555", "#6a3"]) {
+                    v.push((n.as_str(), colour, vals.clone()));
+                }
+                v
+            },
             "/s",
             false,
         ));
