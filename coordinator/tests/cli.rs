@@ -100,7 +100,7 @@ fn each_bad_input_gets_its_exact_line() {
         ),
         (
             &["--command", "SET __nope__ __value__"],
-            r#"--command "SET __nope__ __value__": unknown placeholder __nope__; known: __key__ __value__ __field__ __member__ __score__ __ttl__ __rand_int__ __data__"#,
+            r#"--command "SET __nope__ __value__": unknown placeholder __nope__; known: __key__ __value__ __field__ __member__ __score__ __ttl__ __rand_int__ __data__ __rand12__"#,
         ),
         (
             &["--rate", "100", "--stages", "1s:100"],

@@ -32,6 +32,19 @@ const SECTIONS: &[&[u8]] = &[
     b"commandstats",
     b"errorstats",
     b"keyspace",
+];
+/// The final sample adds the server's latency percentiles (read once: every boundary
+/// sample would cost the server their formatting and the series their memory).
+const FINAL_SECTIONS: &[&[u8]] = &[
+    b"INFO",
+    b"server",
+    b"clients",
+    b"memory",
+    b"stats",
+    b"cpu",
+    b"commandstats",
+    b"errorstats",
+    b"keyspace",
     b"latencystats",
 ];
 /// For servers that take one section argument only (Redis < 7).
@@ -165,13 +178,19 @@ impl Sampler {
         }
     }
 
-    /// One `INFO`, counted in `seq` (and in `unanswered` when no reply came).
-    async fn info(&mut self) -> Result<Snap, String> {
+    /// One `INFO`, counted in `seq` (and in `unanswered` when no reply came); `last`
+    /// asks for the latency percentiles too (and keeps them).
+    async fn info_at(&mut self, last: bool) -> Result<Snap, String> {
         if self.conn.is_none() {
             self.open().await?;
         }
         self.seq += 1;
-        match self.request(self.ask).await {
+        let ask = if last && self.ask == SECTIONS {
+            FINAL_SECTIONS
+        } else {
+            self.ask
+        };
+        match self.request(ask).await {
             Ok(f) => text(f).and_then(|t| {
                 // A server that understood the question lists its commands under this
                 // header, even when it has run none yet.
@@ -181,7 +200,11 @@ impl Sampler {
                 {
                     return Err("its INFO reply has no commandstats section".into());
                 }
-                Ok(Snap::from(Info::parse(&t)))
+                let mut info = Info::parse(&t);
+                if !last {
+                    info.latency.clear();
+                }
+                Ok(Snap::from(info))
             }),
             Err(e) => {
                 self.series.unanswered += 1;
@@ -190,11 +213,16 @@ impl Sampler {
         }
     }
 
+    /// One `INFO` of the usual sections.
+    async fn info(&mut self) -> Result<Snap, String> {
+        self.info_at(false).await
+    }
+
     /// Takes one sample marked `mark`; `due` is when it was due (a boundary). A failed
     /// sample leaves a note and no sample.
     pub async fn sample(&mut self, mark: Mark, due: Option<Instant>) {
         let seq = self.seq;
-        match self.info().await {
+        match self.info_at(mark == Mark::Final).await {
             Ok(info) => {
                 let now = Instant::now();
                 let late_us = due.map_or(0.0, |d| {
