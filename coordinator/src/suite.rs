@@ -278,17 +278,29 @@ impl Outcome {
 
     /// valkey-benchmark's `--csv` row.
     pub fn csv(&self) -> String {
+        let ms: Vec<String> = self
+            .latencies_ms()
+            .iter()
+            .map(|v| format!("\"{v:.3}\""))
+            .collect();
         format!(
-            "\"{}\",\"{:.2}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\"",
+            "\"{}\",\"{:.2}\",{}",
             self.test.title,
             self.rps,
+            ms.join(",")
+        )
+    }
+
+    /// avg, min, p50, p95, p99, max, ms.
+    fn latencies_ms(&self) -> [f64; 6] {
+        [
             self.avg_ms,
             self.min_ms,
             self.p50_ms,
             self.p95_ms,
             self.p99_ms,
-            self.max_ms
-        )
+            self.max_ms,
+        ]
     }
 
     /// Most replies were nil: the test measured next to nothing (valkey-benchmark's SPOP
@@ -328,20 +340,20 @@ impl Outcome {
                 None => format!("closed loop, pipeline {}", plan.pipeline),
             }
         );
+        let named: Vec<String> = ["avg", "min", "p50", "p95", "p99", "max"]
+            .iter()
+            .zip(self.latencies_ms())
+            .map(|(n, v)| format!("{n} {v:.3}"))
+            .collect();
         let _ = writeln!(
             out,
-            "  latency from each request's {} time, ms: avg {:.3} min {:.3} p50 {:.3} p95 {:.3} p99 {:.3} max {:.3}",
+            "  latency from each request's {} time, ms: {}",
             if plan.rate.is_some() {
                 "intended"
             } else {
                 "issue"
             },
-            self.avg_ms,
-            self.min_ms,
-            self.p50_ms,
-            self.p95_ms,
-            self.p99_ms,
-            self.max_ms
+            named.join(" ")
         );
         let _ = writeln!(out, "  {}", self.server);
         if let Some(w) = self.degenerate() {

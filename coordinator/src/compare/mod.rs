@@ -321,23 +321,8 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
     let mut coverage = Vec::new();
-    let Some(base) = arms.first() else {
-        return Comparison {
-            schema_version: 1,
-            mode,
-            runs_per_target: vec![],
-            order: vec![],
-            min_effect,
-            alpha: ALPHA,
-            coverage,
-            seed: None,
-            between: None,
-            targets: arms,
-            rows,
-            warnings,
-        };
-    };
-    for b in &arms[1..] {
+    let others = arms.get(1..).unwrap_or_default();
+    for (base, b) in others.iter().map(|b| (&arms[0], b)) {
         coverage.push(stats::critical(base.runs.len(), b.runs.len(), ALPHA).map(|c| c.1));
         if base.allocator.is_some() && b.allocator.is_some() && base.allocator != b.allocator {
             warnings.push(format!(

@@ -8,6 +8,7 @@
 
 use super::Member;
 use crate::server_stats::info::Info;
+use crate::server_stats::sampler::ask_within;
 use crest_engine::probe::Control;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};
 use crest_resp::Frame;
@@ -138,26 +139,12 @@ impl Checkpoints {
     }
 
     async fn ask(&mut self, args: &[&[u8]]) -> Result<Frame, String> {
-        let Some(conn) = self.conn.as_mut() else {
+        if self.conn.is_none() {
             return Err("no connection (an earlier checkpoint lost it)".into());
-        };
+        }
         let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
         *self.calls.entry(name).or_insert(0) += 1;
-        match tokio::time::timeout(REPLY_TIMEOUT, conn.ask(args, MAX_REPLY)).await {
-            Ok(Ok(Some(f))) => Ok(f),
-            Ok(Ok(None)) => {
-                self.conn = None;
-                Err("the server closed the connection or sent no RESP".into())
-            }
-            Ok(Err(e)) => {
-                self.conn = None;
-                Err(e.to_string())
-            }
-            Err(_) => {
-                self.conn = None;
-                Err(format!("no reply within {REPLY_TIMEOUT:?}"))
-            }
-        }
+        ask_within(&mut self.conn, args, REPLY_TIMEOUT, MAX_REPLY).await
     }
 
     async fn sample(&mut self, k: u32, reached: Instant) -> CheckpointRow {

@@ -156,16 +156,21 @@ fn chart(
                 }
             }
         }
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text></g>",
-            PAD + 8.0 + 140.0 * k as f64,
-            PAD / 2.0 - 6.0,
-            esc(name)
-        );
+        legend_end(&mut out, k, name, colour);
     }
     out.push_str("</svg>");
     out
+}
+
+/// Series `k`'s name above the plot, in its colour, closing its `<g class="series">`.
+fn legend_end(out: &mut String, k: usize, name: &str, colour: &str) {
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text></g>",
+        PAD + 8.0 + 140.0 * k as f64,
+        PAD / 2.0 - 6.0,
+        esc(name)
+    );
 }
 
 /// Decodes a report histogram (base64 of V2 + DEFLATE, ns).
@@ -336,13 +341,7 @@ fn curves_chart(title: &str, curves: &[Curve<'_>]) -> String {
                 esc(&human_us(*us))
             );
         }
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text></g>",
-            PAD + 8.0 + 140.0 * k as f64,
-            PAD / 2.0 - 6.0,
-            esc(name)
-        );
+        legend_end(&mut out, k, name, colour);
     }
     out.push_str("</svg>");
     out

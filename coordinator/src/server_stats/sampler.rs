@@ -33,20 +33,9 @@ const SECTIONS: &[&[u8]] = &[
     b"errorstats",
     b"keyspace",
 ];
-/// The final sample adds the server's latency percentiles (read once: every boundary
-/// sample would cost the server their formatting and the series their memory).
-const FINAL_SECTIONS: &[&[u8]] = &[
-    b"INFO",
-    b"server",
-    b"clients",
-    b"memory",
-    b"stats",
-    b"cpu",
-    b"commandstats",
-    b"errorstats",
-    b"keyspace",
-    b"latencystats",
-];
+/// The final sample adds this section: the server's latency percentiles (read once: every
+/// boundary sample would cost the server their formatting and the series their memory).
+const FINAL_SECTION: &[u8] = b"latencystats";
 /// For servers that take one section argument only (Redis < 7).
 const EVERYTHING: &[&[u8]] = &[b"INFO", b"everything"];
 
@@ -66,6 +55,31 @@ pub struct Sampler {
     /// `INFO`s written so far.
     seq: u64,
     missed: u32,
+}
+
+/// One request on `conn` and its reply within `timeout` (at most `max` bytes); a timeout,
+/// a broken connection or a reply that is no RESP drops the connection (a late reply
+/// would answer the next question).
+///
+/// # Errors
+/// What went wrong, in words.
+pub(crate) async fn ask_within(
+    conn: &mut Option<Control>,
+    args: &[&[u8]],
+    timeout: Duration,
+    max: usize,
+) -> Result<Frame, String> {
+    let Some(c) = conn.as_mut() else {
+        return Err("not connected".into());
+    };
+    let res = match tokio::time::timeout(timeout, c.ask(args, max)).await {
+        Ok(Ok(Some(f))) => return Ok(f),
+        Ok(Ok(None)) => Err("the server closed the connection or sent no RESP".to_string()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no reply within {timeout:?}")),
+    };
+    *conn = None;
+    res
 }
 
 /// `INFO`'s text out of its reply: a bulk string (RESP2) or a verbatim one (RESP3).
@@ -158,24 +172,7 @@ impl Sampler {
 
     /// One request and its reply; a timeout or a broken connection drops the connection.
     async fn request(&mut self, args: &[&[u8]]) -> Result<Frame, String> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Err("not connected".into());
-        };
-        match tokio::time::timeout(self.timeout, conn.ask(args, MAX_INFO)).await {
-            Ok(Ok(Some(f))) => Ok(f),
-            Ok(Ok(None)) => {
-                self.conn = None;
-                Err("the server closed the connection or sent no RESP".into())
-            }
-            Ok(Err(e)) => {
-                self.conn = None;
-                Err(e.to_string())
-            }
-            Err(_) => {
-                self.conn = None;
-                Err(format!("no reply within {:?}", self.timeout))
-            }
-        }
+        ask_within(&mut self.conn, args, self.timeout, MAX_INFO).await
     }
 
     /// One `INFO`, counted in `seq` (and in `unanswered` when no reply came); `last`
@@ -185,12 +182,11 @@ impl Sampler {
             self.open().await?;
         }
         self.seq += 1;
-        let ask = if last && self.ask == SECTIONS {
-            FINAL_SECTIONS
-        } else {
-            self.ask
-        };
-        match self.request(ask).await {
+        let mut ask = self.ask.to_vec();
+        if last && self.ask == SECTIONS {
+            ask.push(FINAL_SECTION);
+        }
+        match self.request(&ask).await {
             Ok(f) => text(f).and_then(|t| {
                 // A server that understood the question lists its commands under this
                 // header, even when it has run none yet.
