@@ -21,6 +21,10 @@
 //! - [`server_stats`]: the target's `INFO` sampled at every interval boundary on the
 //!   coordinator's own connection, per-interval deltas, and the truth check of the
 //!   server's command counts against the report's.
+//! - [`compare`]: `crest compare`: targets under one plan and seed, runs interleaved, or
+//!   earlier reports; per metric an exact Mann–Whitney interval over runs and a verdict.
+//! - [`suite`]: `crest suite`: valkey-benchmark's default tests, its commands and output
+//!   formats, each test a whole run.
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
 //! workers → intervals → [`merge::RunBooks`] (→ [`output::Live`] files) →
