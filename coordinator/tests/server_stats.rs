@@ -451,6 +451,21 @@ fn checkpoints_read_memory_at_exact_member_counts() {
         Some(5),
         "one probe a checkpoint"
     );
+    // The server's total ops are the load's alone: its own counters less the
+    // coordinator's 5 INFO memory and 5 ZCARD calls.
+    assert_eq!(u(&report["server"]["total"], "ops"), 500);
+    // Each stretch's throughput fits the checkpoints' own clock: its 100 calls took no
+    // longer than the time between the two checkpoints (the pause is outside it).
+    let mut prev = 0.0;
+    for c in cps {
+        let (at, rate) = (f(c, "at_s"), f(c, "rate"));
+        assert!(
+            100.0 / rate <= at - prev + 0.002,
+            "{c}: 100 calls at {rate}/s after {prev}"
+        );
+        assert!(f(c, "paused_ms") >= 0.0, "{c}");
+        prev = at;
+    }
     // The same members, loaded independently into a second server.
     let other = Server::start(Kind::Valkey);
     let mut s = TcpStream::connect(other.addr()).unwrap();

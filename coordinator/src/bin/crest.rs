@@ -453,41 +453,24 @@ async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
     probe.requests = Some(1);
     probe.out = None;
     let cfg = to_config(probe).map_err(|e| e.to_string())?;
-    let Some(t) = cfg.target.as_deref() else {
+    if cfg.target.is_none() {
         return Ok(Suite::Redis70);
-    };
-    let addr = tokio::net::lookup_host(t)
+    }
+    let (mut c, _) = crest::orchestrate::control_to(&cfg, None, "crest-suite")
         .await
-        .map_err(|e| format!("--target {t}: cannot resolve it: {e}"))?
-        .next()
-        .ok_or_else(|| format!("--target {t}: resolves to no address"))?;
-    let tls = cfg
-        .tls
-        .as_ref()
-        .map(crest_engine::target_tls::Client::new)
-        .transpose()?;
-    let mut c = tokio::time::timeout(
-        Duration::from_secs(5),
-        crest_engine::probe::control(addr, t, &cfg.session, tls.as_ref(), "crest-suite"),
-    )
-    .await
-    .map_err(|_| format!("--target {t}: no connection within 5s"))??;
+        .map_err(|e| format!("--target {}: {e}", cfg.target.as_deref().unwrap_or("")))?;
     let info = match c.ask(&[b"INFO", b"server"], 1 << 20).await {
         Ok(Some(crest_resp::Frame::Bulk(b) | crest_resp::Frame::Verbatim { data: b, .. })) => {
-            String::from_utf8_lossy(&b).into_owned()
+            crest::server_stats::info::Info::parse(&String::from_utf8_lossy(&b))
         }
-        _ => String::new(),
+        // A server that will not say (an ACL user without INFO): the older list.
+        _ => return Ok(Suite::Redis70),
     };
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    let new_redis = field("redis_version").is_some_and(|v| {
+    let new_redis = info.text("redis_version").is_some_and(|v| {
         let mut p = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
         (p.next().unwrap_or(0), p.next().unwrap_or(0)) >= (7, 2)
     });
-    Ok(if field("valkey_version").is_some() || new_redis {
+    Ok(if info.text("valkey_version").is_some() || new_redis {
         Suite::Valkey81
     } else {
         Suite::Redis70

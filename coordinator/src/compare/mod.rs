@@ -204,7 +204,10 @@ pub fn entry(report: &Value, source: &str, order: Option<usize>) -> Result<RunEn
             + v["errors_by_kind"]["timeout"].as_u64().unwrap_or(0)
             + v["errors_by_kind"]["timeout_unsent"].as_u64().unwrap_or(0);
         e.samples.insert(scope.clone(), n);
-        if let Some(h) = v["histograms"]["latency"].as_str().and_then(decode) {
+        if let Some(h) = v["histograms"]["latency"]
+            .as_str()
+            .and_then(crate::report::html::decode_b64)
+        {
             e.hists.insert(scope, h);
         }
     }
@@ -217,12 +220,6 @@ pub fn entry(report: &Value, source: &str, order: Option<usize>) -> Result<RunEn
         e.values.insert(("server".into(), Metric::UsedMemory), x);
     }
     Ok(e)
-}
-
-fn decode(b64: &str) -> Option<Hist> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-    crest_model::hist::decode(&bytes).ok()
 }
 
 /// One metric of one scope: a target against the baseline.
@@ -324,24 +321,26 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
     let others = arms.get(1..).unwrap_or_default();
     for (base, b) in others.iter().map(|b| (&arms[0], b)) {
         coverage.push(stats::critical(base.runs.len(), b.runs.len(), ALPHA).map(|c| c.1));
-        if base.allocator.is_some() && b.allocator.is_some() && base.allocator != b.allocator {
-            warnings.push(format!(
-                "{} and {} use different allocators ({} vs {}): their memory figures do not compare",
-                base.label,
-                b.label,
-                base.allocator.as_deref().unwrap_or("?"),
-                b.allocator.as_deref().unwrap_or("?")
-            ));
-        }
-        if base.version.is_some() && b.version.is_some() && base.version != b.version {
-            warnings.push(format!(
-                "{} and {} run different servers ({} vs {})",
-                base.label,
-                b.label,
-                base.version.as_deref().unwrap_or("?"),
-                b.version.as_deref().unwrap_or("?")
-            ));
-        }
+        // "A and B <what> (x vs y)<then>" when both are known and differ.
+        let differ = |what: &str, then: &str, x: &Option<String>, y: &Option<String>| match (x, y) {
+            (Some(x), Some(y)) if x != y => Some(format!(
+                "{} and {} {what} ({x} vs {y}){then}",
+                base.label, b.label
+            )),
+            _ => None,
+        };
+        warnings.extend(differ(
+            "use different allocators",
+            ": their memory figures do not compare",
+            &base.allocator,
+            &b.allocator,
+        ));
+        warnings.extend(differ(
+            "run different servers",
+            "",
+            &base.version,
+            &b.version,
+        ));
         let (n, m) = (base.runs.len(), b.runs.len());
         if stats::critical(n, m, ALPHA).is_none() {
             warnings.push(format!(

@@ -6,7 +6,6 @@ use crate::cli::{RunArgs, to_config};
 use crate::orchestrate::{self, RunError};
 use crate::{output, report};
 use clap::ValueEnum;
-use crest_engine::probe;
 use std::path::PathBuf;
 use tokio::sync::watch;
 
@@ -104,18 +103,7 @@ pub struct Plan {
 
 /// Sends `FLUSHALL` to the target of `cfg` on a connection set up as the shards' are.
 async fn flush(cfg: &crate::config::RunConfig) -> Result<(), String> {
-    let t = cfg.target.as_deref().unwrap_or("");
-    let addr = tokio::net::lookup_host(t)
-        .await
-        .map_err(|e| format!("cannot resolve target {t}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("target {t} resolves to no address"))?;
-    let tls = cfg
-        .tls
-        .as_ref()
-        .map(crest_engine::target_tls::Client::new)
-        .transpose()?;
-    let mut c = probe::control(addr, t, &cfg.session, tls.as_ref(), "crest-compare").await?;
+    let (mut c, t) = orchestrate::control_to(cfg, None, "crest-compare").await?;
     match c.ask(&[b"FLUSHALL"], 1 << 16).await {
         Ok(Some(crest_resp::Frame::Simple(_))) => Ok(()),
         Ok(Some(f)) => Err(format!(
@@ -257,11 +245,6 @@ pub async fn run_all(
         .collect();
     c.seed = Some(seed.to_string());
     c.between = Some(plan.between.name().to_string());
-    c.runs_per_target = vec![plan.runs as usize; plan.targets.len()]
-        .into_iter()
-        .zip(&c.targets)
-        .map(|(_, a)| a.runs.len())
-        .collect();
     if interrupted {
         c.warnings.insert(
             0,

@@ -487,33 +487,13 @@ async fn run_inner(
     }
     let mut checkpoints = match (cfg.checkpoint_every, cfg.classes.first()) {
         (Some(every), Some(class)) => {
-            let (addr, shown) = sampler_target(cfg, builtin_port)
+            let (conn, _) = control_to(cfg, builtin_port, checkpoint::NAME)
                 .await
-                .map_err(RunError::Usage)?;
-            let tls = cfg
-                .tls
-                .as_ref()
-                .map(crest_engine::target_tls::Client::new)
-                .transpose()
-                .map_err(RunError::Usage)?;
-            let conn = tokio::time::timeout(
-                Duration::from_secs(5),
-                crest_engine::probe::control(
-                    addr,
-                    &shown,
-                    &cfg.session,
-                    tls.as_ref(),
-                    checkpoint::NAME,
-                ),
-            )
-            .await
-            .map_err(|_| "no connection within 5s".to_string())
-            .and_then(|r| r)
-            .map_err(|e| {
-                RunError::Usage(format!(
-                    "--checkpoint-every: cannot reach {shown} to read it at the checkpoints: {e}"
-                ))
-            })?;
+                .map_err(|e| {
+                    RunError::Usage(format!(
+                        "--checkpoint-every: cannot reach the target to read it at the checkpoints: {e}"
+                    ))
+                })?;
             let probe = cfg.probe.clone().unwrap_or_default();
             Some(checkpoint::Checkpoints::new(
                 conn,
@@ -645,6 +625,33 @@ async fn run_inner(
             .unwrap_or_default(),
         checkpoints: checkpoints.map(|c| c.rows).unwrap_or_default(),
     })
+}
+
+/// A connection to the run's target (or the built-in target on `builtin_port`) set up as
+/// every shard connection is (TLS, login, database, protocol), named `name` in `CLIENT
+/// LIST`, within 5 s: for the coordinator's own requests (checkpoints, `crest compare`'s
+/// FLUSHALL, `crest suite`'s version check). Returns it with the target's name.
+///
+/// # Errors
+/// Why the target cannot be reached, in one line.
+pub async fn control_to(
+    cfg: &RunConfig,
+    builtin_port: Option<u16>,
+    name: &str,
+) -> Result<(crest_engine::probe::Control, String), String> {
+    let (addr, shown) = sampler_target(cfg, builtin_port).await?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    let conn = tokio::time::timeout(
+        Duration::from_secs(5),
+        crest_engine::probe::control(addr, &shown, &cfg.session, tls.as_ref(), name),
+    )
+    .await
+    .map_err(|_| format!("no connection to {shown} within 5s"))??;
+    Ok((conn, shown))
 }
 
 /// The address the sampler dials and its name for messages: the target, or the built-in
