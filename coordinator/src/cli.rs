@@ -217,6 +217,14 @@ pub struct RunArgs {
     /// the server's command counts against the report's are then left out).
     #[arg(long, env = "CREST_NO_SERVER_STATS")]
     pub no_server_stats: bool,
+    /// Serve the admin HTTP API here (off by default): GET /metrics (Prometheus), GET
+    /// /status, PUT /rate, POST /pause, /resume, /stop. Off loopback it needs --token.
+    #[arg(long, env = "CREST_ADMIN")]
+    pub admin: Option<SocketAddr>,
+    /// Keep the admin API up this long after the run (a scraper's last look at the final
+    /// counters) before writing the report.
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
+    pub admin_linger: Option<Duration>,
     /// Closed loop bounded by --requests: pause every N requests, let the replies come
     /// in, and record the server's INFO memory (and --probe's reply) before going on.
     #[arg(long)]
@@ -663,6 +671,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             ),
         ));
     }
+    let cfg_token_empty = a.token.is_empty();
     let cfg = RunConfig {
         target,
         session,
@@ -702,6 +711,22 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         .map_err(|e| err(e.flag, e.path.display(), e.why))?,
         server_stats: !a.no_server_stats && file.server_stats.unwrap_or(true),
         quiet: false,
+        admin: match a.admin {
+            Some(addr) if !addr.ip().is_loopback() && cfg_token_empty => {
+                return Err(err(
+                    "--admin",
+                    addr,
+                    "off loopback the admin API asks every request for the run's token: give --token too, or a 127.0.0.1 address",
+                ));
+            }
+            other => other,
+        },
+        admin_linger: bounded(
+            "--admin-linger",
+            a.admin_linger.unwrap_or(Duration::ZERO),
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        )?,
         checkpoint_every: a.checkpoint_every.or(file.checkpoint_every),
         probe: a
             .probe

@@ -253,6 +253,10 @@ pub struct RunConfig {
     /// No progress or status lines on stderr (a run inside `crest suite`, which prints
     /// its own); warnings and errors still go there.
     pub quiet: bool,
+    /// `--admin ADDR`: the admin HTTP API ([`crate::admin`]).
+    pub admin: Option<SocketAddr>,
+    /// `--admin-linger`: how long the admin API stays up after the run.
+    pub admin_linger: Duration,
 }
 
 impl RunConfig {

@@ -2,6 +2,8 @@
 //! into one exact report.
 //!
 //! # Layout
+//! - [`admin`]: the admin HTTP API (`--admin`): Prometheus `/metrics` merged across
+//!   workers, `/status`, and runtime control (`PUT /rate`, pause, resume, stop).
 //! - [`cli`]: `crest run` flags, merged with a profile file into a [`config::RunConfig`].
 //! - [`defaults`]: the one table of defaults that code, `--help` and the README read.
 //! - [`config`]: the checked run configuration: classes, profiles, shapes.
@@ -31,6 +33,7 @@
 //! [`orchestrate::RunResults`] → [`report::build()`] → [`report::Report`] → stdout and
 //! [`output::write_all`].
 
+pub mod admin;
 pub mod cli;
 pub mod compare;
 pub mod config;

@@ -19,6 +19,7 @@ use crate::report::{Load, TimelinePoint};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{self, Hist, HistError, SparseDecoder};
+use crest_model::schedule::Profile;
 use crest_model::stats::{
     CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, Kinds, NodeStats, Samples, add_error, fold_kinds,
 };
@@ -416,6 +417,9 @@ pub struct RunBooks {
     rows_last: Option<u32>,
     interval_ns: u64,
     classes: Vec<String>,
+    /// Each class's profile on the measured clock as runtime changes left it (None: closed
+    /// loop): the rows' target rates.
+    pub profiles: Vec<Option<Profile>>,
     live: Option<Live>,
     /// Reused across messages (it keeps its buffers).
     de: SparseDecoder,
@@ -477,6 +481,7 @@ impl RunBooks {
                 .unwrap_or(u64::MAX)
                 .max(1),
             classes: cfg.classes.iter().map(|c| c.name.clone()).collect(),
+            profiles: cfg.classes.iter().map(|c| c.profile.clone()).collect(),
             live,
             de: SparseDecoder::new(),
             window: Window {
@@ -541,7 +546,7 @@ impl RunBooks {
     /// Finalizes every interval no active worker can still add to (`active[w]`: worker `w`
     /// has neither finished nor been lost), and the oldest ones past the pending cap.
     /// Returns the workers whose messages did not decode.
-    pub fn advance(&mut self, cfg: &RunConfig, active: &[bool]) -> Vec<Unreadable> {
+    pub fn advance(&mut self, active: &[bool]) -> Vec<Unreadable> {
         let frontier = self
             .workers
             .iter()
@@ -557,7 +562,7 @@ impl RunBooks {
             if !(complete || over) {
                 break;
             }
-            bad.extend(self.finalize_first(cfg));
+            bad.extend(self.finalize_first());
         }
         if let Some(live) = &mut self.live {
             live.flush();
@@ -567,17 +572,17 @@ impl RunBooks {
 
     /// Finalizes everything still pending and lays out the timeline up to `rows_last`
     /// (empty rows for intervals nobody sent): the end of the phase.
-    pub fn close(&mut self, cfg: &RunConfig, rows_last: u32) -> Vec<Unreadable> {
+    pub fn close(&mut self, rows_last: u32) -> Vec<Unreadable> {
         let mut bad = Vec::new();
         while !self.pending.is_empty() {
-            bad.extend(self.finalize_first(cfg));
+            bad.extend(self.finalize_first());
         }
         let end = self
             .rows_last
             .map_or(rows_last, |r| r.min(rows_last))
             .saturating_add(1);
         self.rows_last = Some(end - 1);
-        self.empty_rows_below(cfg, end);
+        self.empty_rows_below(end);
         if let Some(live) = &mut self.live {
             live.flush();
         }
@@ -636,27 +641,26 @@ impl RunBooks {
     }
 
     /// Rows with no data for every index from the next row up to (not including) `end`.
-    fn empty_rows_below(&mut self, cfg: &RunConfig, end: u32) {
+    fn empty_rows_below(&mut self, end: u32) {
         let mut k = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
         while k < end && self.in_rows(k) {
-            self.row(cfg, k, &CmdStats::default(), &[], 0.0, Load::default());
+            self.row(k, &CmdStats::default(), &[], 0.0, Load::default());
             k += 1;
         }
     }
 
     /// One row and its hlog lines.
-    fn row(
-        &mut self,
-        cfg: &RunConfig,
-        k: u32,
-        sum: &CmdStats,
-        classes: &[Hist],
-        due: f64,
-        load: Load,
-    ) {
+    fn row(&mut self, k: u32, sum: &CmdStats, classes: &[Hist], due: f64, load: Load) {
         let iv_s = self.interval_ns as f64 / 1e9;
         let t0 = u64::from(k).saturating_mul(self.interval_ns);
-        let target = cfg.expected(t0, t0.saturating_add(self.interval_ns)) / iv_s;
+        let t1 = t0.saturating_add(self.interval_ns);
+        let target = self
+            .profiles
+            .iter()
+            .flatten()
+            .map(|p| p.expected(t0, t1))
+            .sum::<f64>()
+            / iv_s;
         let p = TimelinePoint::of(k, iv_s, sum, target, due, load, self.service_floor);
         // The lowest service time p50 of the run so far (intervals with at least 100
         // replies, so one lucky reply does not set it).
@@ -688,7 +692,7 @@ impl RunBooks {
     }
 
     /// Decodes the oldest pending index and adds it everywhere it belongs.
-    fn finalize_first(&mut self, cfg: &RunConfig) -> Vec<Unreadable> {
+    fn finalize_first(&mut self) -> Vec<Unreadable> {
         let Some((k, msgs)) = self.pending.pop_first() else {
             return Vec::new();
         };
@@ -746,8 +750,8 @@ impl RunBooks {
             return bad;
         }
         if rows {
-            self.empty_rows_below(cfg, k);
-            self.row(cfg, k, &sum, &classes, due, load);
+            self.empty_rows_below(k);
+            self.row(k, &sum, &classes, due, load);
         }
         self.finalized_below = k.saturating_add(1);
         bad
@@ -854,16 +858,16 @@ mod tests {
         let (a0, a1, b0, b1) = ([100, 200, 300], [5_000, 6_000], [400], [7_000, 8_000]);
         b.receive(0, iv(0, vec![cmd("GET", &a0, 3)], 3.0)).unwrap();
         b.receive(0, iv(1, vec![cmd("GET", &a1, 2)], 2.0)).unwrap();
-        assert!(b.advance(&c, &[true, true]).is_empty());
+        assert!(b.advance(&[true, true]).is_empty());
         assert!(b.timeline.is_empty(), "worker 1 has sent nothing yet");
         b.receive(1, iv(0, vec![cmd("GET", &b0, 1)], 1.0)).unwrap();
-        b.advance(&c, &[true, true]);
+        b.advance(&[true, true]);
         assert!(
             b.timeline.is_empty(),
             "worker 1 may still add to interval 0"
         );
         b.receive(1, iv(1, vec![cmd("GET", &b1, 2)], 2.0)).unwrap();
-        b.advance(&c, &[true, true]);
+        b.advance(&[true, true]);
         assert_eq!(b.timeline.len(), 1);
         assert_eq!(b.timeline[0].scheduled, 4);
         assert_eq!(b.pending(), 1);
@@ -874,7 +878,7 @@ mod tests {
             .unwrap();
         b.finish(1, &finished(vec![cmd("GET", &all_b, 3)], 2))
             .unwrap();
-        b.advance(&c, &[false, false]);
+        b.advance(&[false, false]);
         assert_eq!(b.timeline.len(), 2);
         assert_eq!(b.timeline[1].scheduled, 4);
         assert_eq!(b.pending(), 0);
@@ -901,7 +905,7 @@ mod tests {
             .unwrap();
         b.receive(0, iv(2, vec![cmd("GET", &[5_000], 1)], 5.0))
             .unwrap();
-        b.advance(&c, &[true]);
+        b.advance(&[true]);
         // Rows 0 and 1 are final (row 2 waits for a later index or the final).
         let w = b.take_window().unwrap();
         assert_eq!(w.rows, 2);
@@ -914,7 +918,7 @@ mod tests {
         assert_eq!(b.take_window(), None, "read once");
         b.receive(0, iv(3, vec![cmd("GET", &[1_000], 1)], 5.0))
             .unwrap();
-        b.advance(&c, &[true]);
+        b.advance(&[true]);
         let w = b.take_window().unwrap();
         assert_eq!((w.rows, w.achieved_rate), (1, 1.0));
         assert!((w.p99_us - 5.0).abs() < 0.1, "a new window: {w:?}");
@@ -945,7 +949,7 @@ mod tests {
                 .collect();
             b.receive(w, m).unwrap();
         }
-        b.close(&c, 0);
+        b.close(0);
         let t = &b.totals[&("c".to_string(), "GET".to_string())];
         let kinds: Vec<&str> = t.errors.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(t.error_total(), 2 * (20 * 2 + 5), "no error lost");
@@ -977,7 +981,7 @@ mod tests {
             &finished(vec![cmd("GET", &[100, 200, 300, 5_000, 6_000], 5)], 2),
         )
         .unwrap();
-        b.close(&c, 1);
+        b.close(1);
         let p = b.workers[0].check("w1", "-");
         assert!(
             p.iter().any(|s| s.contains("sent 2 intervals, 1 received")),
@@ -1001,14 +1005,14 @@ mod tests {
         for k in 0..n {
             b.receive(0, iv(k, vec![cmd("GET", &[1_000], 1)], 1.0))
                 .unwrap();
-            b.advance(&c, &[true, true]);
+            b.advance(&[true, true]);
             assert!(b.pending() <= MAX_PENDING_INTERVALS + 1);
         }
         assert!(b.timeline.len() >= 99, "{}", b.timeline.len());
         b.receive(1, iv(0, vec![cmd("GET", &[2_000], 1)], 1.0))
             .unwrap();
-        b.advance(&c, &[true, true]);
-        b.close(&c, n);
+        b.advance(&[true, true]);
+        b.close(n);
         assert_eq!(b.late, 1);
         let t = &b.totals[&("c".to_string(), "GET".to_string())];
         assert_eq!(t.completed, u64::from(n) + 1);
@@ -1064,7 +1068,7 @@ mod tests {
             v2_deflate: b"garbage".to_vec(),
         });
         b.receive(0, iv(0, vec![bad], 1.0)).unwrap();
-        let u = b.advance(&c, &[false]);
+        let u = b.advance(&[false]);
         assert_eq!(u.len(), 1);
         assert_eq!(u[0].worker, 0);
         assert!(b.totals.is_empty());

@@ -9,7 +9,7 @@
 
 use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::plan::Pacer;
-use crate::schedule::{Arrival, Profile, ProfileError, Segment};
+use crate::schedule::{Arrival, Change, Profile, ProfileError, Segment, Steer};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::stats::{CmdDelta, CmdStats, ErrorCounts, NodeStats, Redirects};
 use crate::target::{ClusterMode, Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
@@ -1076,6 +1076,61 @@ pub fn run_failed(run_id: &str, kind: FailureKind, reason: String) -> pb::RunFai
 /// The kind of a received `RunFailed`; an unknown number (a newer peer) is `Internal`.
 pub fn failure_kind(f: &pb::RunFailed) -> FailureKind {
     pb::FailureKind::try_from(f.kind).map_or(FailureKind::Internal, FailureKind::from)
+}
+
+// ---------------------------------------------------------------------------------------
+// Runtime changes of rate.
+
+impl From<&Change> for pb::Steer {
+    fn from(c: &Change) -> Self {
+        pb::Steer {
+            run_id: String::new(),
+            seq: c.seq,
+            at_ns: c.at_ns,
+            classes: c
+                .classes
+                .iter()
+                .map(|s| pb::ClassSteer {
+                    how: Some(match s {
+                        Steer::Hold(r) => pb::class_steer::How::HoldRps(*r),
+                        Steer::Follow => pb::class_steer::How::Follow(pb::FollowProfile {}),
+                    }),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<&pb::Steer> for Change {
+    type Error = WireError;
+
+    fn try_from(s: &pb::Steer) -> Result<Self, WireError> {
+        check_len("classes", s.classes.len(), limits::MAX_CLASSES)?;
+        let classes = s
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match c.how {
+                Some(pb::class_steer::How::HoldRps(r)) => {
+                    check_range(&format!("classes[{i}].hold_rps"), r, 0.0, limits::MAX_RATE)?;
+                    if !r.is_finite() {
+                        return Err(WireError::new(
+                            format!("classes[{i}].hold_rps"),
+                            r,
+                            "a finite rate",
+                        ));
+                    }
+                    Ok(Steer::Hold(r))
+                }
+                Some(pb::class_steer::How::Follow(_)) | None => Ok(Steer::Follow),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Change {
+            seq: s.seq,
+            at_ns: s.at_ns,
+            classes,
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -132,6 +132,53 @@ impl Profile {
         Self::new(segs).unwrap_or_else(|_| self.clone())
     }
 
+    /// The part of this profile on [`t0_ns`, `t1_ns`), as segments (a segment cut by an end
+    /// keeps its straight line: its rates at the cut are interpolated).
+    fn clip(&self, t0_ns: u64, t1_ns: u64) -> Vec<Segment> {
+        let mut out = Vec::new();
+        for (i, s) in self.segments.iter().enumerate() {
+            let (a, b) = (self.starts_ns[i], self.starts_ns[i + 1]);
+            let (lo, hi) = (a.max(t0_ns), b.min(t1_ns));
+            if lo >= hi {
+                continue;
+            }
+            let at = |t: u64| {
+                s.from_rps + (s.to_rps - s.from_rps) * ((t - a) as f64 / s.duration_ns as f64)
+            };
+            out.push(Segment {
+                duration_ns: hi - lo,
+                from_rps: at(lo),
+                to_rps: if hi == b { s.to_rps } else { at(hi) },
+            });
+        }
+        out
+    }
+
+    /// This profile until `at_ns`, then `tail` (on the same clock) from `at_ns` to this
+    /// profile's end: a runtime change of rate. Λ is continuous at `at_ns`, so a schedule
+    /// that switches keeps its spacing: no burst, no gap. A change at or past the end
+    /// leaves the profile as it is.
+    pub fn splice(&self, at_ns: u64, tail: &Profile) -> Profile {
+        let end = self.duration_ns();
+        if at_ns >= end {
+            return self.clone();
+        }
+        let mut segs = self.clip(0, at_ns);
+        segs.extend(tail.clip(at_ns, end));
+        // A tail shorter than this profile holds its last rate to the end: the run's
+        // length never changes with its rate.
+        let covered = at_ns.max(tail.duration_ns().min(end));
+        if covered < end {
+            let last = tail.rate_at(tail.duration_ns().saturating_sub(1));
+            segs.push(Segment {
+                duration_ns: end - covered,
+                from_rps: last,
+                to_rps: last,
+            });
+        }
+        Self::new(segs).unwrap_or_else(|_| self.clone())
+    }
+
     fn segment_at(&self, t_ns: u64) -> Option<usize> {
         if t_ns >= self.duration_ns() {
             return None;
@@ -200,6 +247,45 @@ impl Profile {
     }
 }
 
+/// What one open-loop class does from a runtime change on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Steer {
+    /// Hold this cluster-wide rate (requests per second; 0 pauses the class).
+    Hold(f64),
+    /// Follow the plan's profile again.
+    Follow,
+}
+
+/// A runtime change of rate: from `at_ns` on the run's clock, each class does what its
+/// entry says (one per class of the plan).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// 1, 2, ... within a run; applied once each, in order.
+    pub seq: u32,
+    /// The instant, ns since the run's t = 0 (warm-up included).
+    pub at_ns: u64,
+    /// One per class of the plan (closed-loop classes ignore theirs).
+    pub classes: Vec<Steer>,
+}
+
+impl Steer {
+    /// `current` (on the run's clock) changed at `at_ns` as this says, `plan` being the
+    /// plan's own profile at the same scale; a held rate (cluster-wide) is scaled by
+    /// `share` (a shard's part of the whole: 1 for the whole).
+    pub fn apply(self, current: &Profile, plan: &Profile, at_ns: u64, share: f64) -> Profile {
+        match self {
+            Steer::Hold(rate) => {
+                let end = current.duration_ns().max(1);
+                match Profile::constant(rate * share, end) {
+                    Ok(tail) => current.splice(at_ns, &tail),
+                    Err(_) => current.clone(),
+                }
+            }
+            Steer::Follow => current.splice(at_ns, plan),
+        }
+    }
+}
+
 /// How requests are spaced in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
@@ -215,6 +301,10 @@ pub struct Schedule {
     profile: Profile,
     arrival: Arrival,
     x: f64,
+    /// The x of the last time drawn (or tried), for [`Schedule::respliced`].
+    last_x: Option<f64>,
+    /// The x that found no time (past the profile's end): tried again, never skipped.
+    stalled: Option<f64>,
     n: u64,
     phase: f64,
     hint: usize,
@@ -228,6 +318,8 @@ impl Schedule {
             profile,
             arrival,
             x: 0.0,
+            last_x: None,
+            stalled: None,
             n: 0,
             phase: phase.clamp(0.0, 0.999_999),
             hint: 0,
@@ -242,16 +334,47 @@ impl Schedule {
     /// The next intended send time in ns since start, or `None` when the profile has ended.
     #[inline]
     pub fn next(&mut self, rng: &mut Rng) -> Option<u64> {
-        let x = match self.arrival {
-            Arrival::Uniform => self.n as f64 + self.phase,
-            Arrival::Poisson => {
+        let x = match (self.stalled, self.arrival) {
+            (Some(x), _) => x,
+            (None, Arrival::Uniform) => self.n as f64 + self.phase,
+            (None, Arrival::Poisson) => {
                 self.x += rng.exp1();
                 self.x
             }
         };
-        let t = self.profile.inverse(x, &mut self.hint)?;
-        self.n += 1;
-        Some(t.round() as u64)
+        self.last_x = Some(x);
+        self.place(x)
+    }
+
+    /// The time of `x` under the profile, keeping the count and the stall in step.
+    fn place(&mut self, x: f64) -> Option<u64> {
+        match self.profile.inverse(x, &mut self.hint) {
+            Some(t) => {
+                self.stalled = None;
+                self.n += 1;
+                Some(t.round() as u64)
+            }
+            None => {
+                self.stalled = Some(x);
+                None
+            }
+        }
+    }
+
+    /// Follows `profile` from now on (a runtime change: the old profile spliced with the
+    /// new rate at an instant not before any time already used). Returns the last drawn
+    /// request's time again under the new profile: unchanged when it fell before the
+    /// splice, moved when it fell after it, none when the new profile has no room for it
+    /// (a pause to the end), and found again when the old one had none (the resume).
+    pub fn respliced(&mut self, profile: Profile) -> Option<u64> {
+        self.profile = profile;
+        self.hint = 0;
+        let x = self.last_x?;
+        if self.stalled.is_none() {
+            // Not counted twice: the draw is undone and placed again.
+            self.n -= 1;
+        }
+        self.place(x)
     }
 }
 
@@ -355,6 +478,93 @@ mod tests {
             }
         }
         assert_eq!(total, 10_000);
+    }
+
+    /// A change mid-run: Λ stays continuous, so the spacing steps from 1/r₀ to 1/r₁ at the
+    /// instant, with no burst and no gap, and each side holds its exact count.
+    #[test]
+    fn a_spliced_rate_switches_at_its_instant_without_burst_or_gap() {
+        let p = Profile::constant(1_000.0, 4 * NS as u64).unwrap();
+        let mut s = Schedule::new(p.clone(), Arrival::Uniform, 0.0);
+        let mut rng = Rng::new(1);
+        let mut times = Vec::new();
+        // Draw up to (and one past) 1.5 s, then switch to 4,000/s at 1.5 s.
+        while let Some(t) = s.next(&mut rng) {
+            times.push(t);
+            if t >= 1_500_000_000 {
+                break;
+            }
+        }
+        let last = times.pop().unwrap();
+        assert_eq!(last, 1_500_000_000);
+        let hold = Profile::constant(4_000.0, p.duration_ns()).unwrap();
+        let next = s.respliced(p.splice(1_500_000_000, &hold));
+        assert_eq!(
+            next,
+            Some(1_500_000_000),
+            "the drawn request at the instant stays"
+        );
+        times.push(next.unwrap());
+        while let Some(t) = s.next(&mut rng) {
+            times.push(t);
+        }
+        let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            gaps[..1_499].iter().all(|&g| g == 1_000_000),
+            "before: 1 ms apart"
+        );
+        assert!(
+            gaps[1_500..].iter().all(|&g| g == 250_000),
+            "after: 250 µs apart"
+        );
+        assert_eq!(times.len(), 1_500 + 4_000 * 5 / 2);
+    }
+
+    /// A pause to the end takes the drawn request away; a resume finds it again, from
+    /// its own instant on, and nothing falls inside the pause.
+    #[test]
+    fn a_pause_to_the_end_then_a_resume_continues_the_schedule() {
+        let p = Profile::constant(100.0, 10 * NS as u64).unwrap();
+        let mut s = Schedule::new(p.clone(), Arrival::Uniform, 0.5);
+        let mut rng = Rng::new(1);
+        let mut n = 0;
+        let mut t = s.next(&mut rng).unwrap();
+        while t < 2_000_000_000 {
+            n += 1;
+            t = s.next(&mut rng).unwrap();
+        }
+        let zero = Profile::constant(0.0, p.duration_ns()).unwrap();
+        let paused = p.splice(2_000_000_000, &zero);
+        assert_eq!(s.respliced(paused.clone()), None, "paused to the end");
+        assert_eq!(s.next(&mut rng), None);
+        // Resumed at 5 s: following the first profile again from there.
+        let resumed = paused.splice(5_000_000_000, &p);
+        let mut t = s.respliced(resumed.clone()).unwrap();
+        assert_eq!(t, 5_005_000_000, "half a gap after the resume (phase 0.5)");
+        n += 1;
+        while let Some(u) = s.next(&mut rng) {
+            assert!(u > t);
+            t = u;
+            n += 1;
+        }
+        assert_eq!(n, 200 + 500, "2 s and 5 s at 100/s");
+        assert!((resumed.expected(2_000_000_000, 5_000_000_000)).abs() < 1e-9);
+        assert!((resumed.total() - 700.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn splicing_a_ramp_cuts_it_on_its_line_and_keeps_the_length() {
+        let p = Profile::new(vec![seg(2.0, 0.0, 1000.0), seg(2.0, 1000.0, 1000.0)]).unwrap();
+        let flat = Profile::constant(10.0, 1_000_000_000).unwrap();
+        let q = p.splice(1_000_000_000, &flat);
+        assert_eq!(q.duration_ns(), p.duration_ns());
+        assert!((q.expected(0, 1_000_000_000) - 250.0).abs() < 1e-9);
+        assert!((q.rate_at(999_999_999) - 500.0).abs() < 0.01);
+        assert!(
+            (q.rate_at(3_500_000_000) - 10.0).abs() < 1e-9,
+            "a short tail holds its rate"
+        );
+        assert_eq!(p.splice(9_000_000_000, &flat), p, "past the end: unchanged");
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub mod pb {
 /// `CommandStats.moved`/`asked`/`retried`, `Finished.nodes`; an older worker would send
 /// every request to the seed node. Version 6: `ShardClass.checkpoints`,
 /// `CheckpointReached`, `ReleaseCheckpoint` (`--checkpoint-every`); an older worker would
-/// run through every checkpoint.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// run through every checkpoint. Version 7: `Steer` and `Steered` (a runtime change of
+/// rate at one instant); an older worker would ignore it and keep the old rate.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

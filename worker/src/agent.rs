@@ -15,10 +15,12 @@ use crate::control_tls::{self, ClientTls};
 use crate::probe::Slots;
 use crate::route;
 use crate::shard::{self, ShardEvent};
+use crate::steer::Steering;
 use crate::target_tls::{Client, Handshakes};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::plan::Plan;
+use crest_model::schedule::{Change, Profile};
 use crest_model::stats::{ErrorCounts, Kinds, NodeStats, Stats, add_error, fold_kinds};
 use crest_model::target::ClusterMode;
 use crest_proto::pb::{
@@ -330,6 +332,14 @@ async fn session(
                             r.released.fetch_max(c.index.saturating_add(1), Ordering::AcqRel);
                         }
                     }
+                    Some(In::Steer(c)) => {
+                        if let Some(r) = run.as_mut().filter(|r| r.run_id == c.run_id) {
+                            match Change::try_from(&c) {
+                                Ok(change) => r.steer(change),
+                                Err(e) => tracing::warn!(error = %e, "runtime change refused"),
+                            }
+                        }
+                    }
                     Some(In::Heartbeat(_)) | None => {}
                 }
             }
@@ -495,6 +505,7 @@ async fn start_run(
             name: c.name.clone(),
             commands: c.workload.names(),
             profile: c.profile.clone(),
+            original: c.profile.clone(),
         })
         .collect();
     let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
@@ -507,6 +518,7 @@ async fn start_run(
         ));
     }
     let released = Arc::new(AtomicU32::new(0));
+    let steering = Arc::new(Steering::default());
     let wiring = assemble::Wiring {
         target,
         topology,
@@ -514,6 +526,7 @@ async fn start_run(
         cores: cfg.cores.clone(),
         stop: stop.clone(),
         released: released.clone(),
+        steering: steering.clone(),
         out: etx,
         tls: tls.clone(),
         worker: cfg.name.clone(),
@@ -543,6 +556,8 @@ async fn start_run(
         share: shares,
         stop,
         released,
+        steering,
+        steered: BTreeMap::new(),
         reached: BTreeMap::new(),
         done_shards: BTreeSet::new(),
         rx: erx,
@@ -660,7 +675,10 @@ impl Load {
 struct ClassNames {
     name: String,
     commands: Vec<String>,
-    profile: Option<crest_model::schedule::Profile>,
+    /// The cluster-wide profile as runtime changes left it (the intervals' target rate).
+    profile: Option<Profile>,
+    /// The plan's.
+    original: Option<Profile>,
 }
 
 /// Adds per-class results into `into`.
@@ -684,6 +702,10 @@ struct ActiveRun {
     stop: Arc<AtomicBool>,
     /// Checkpoints the coordinator released (the shards read it).
     released: Arc<AtomicU32>,
+    /// Runtime changes of rate (the shards read them).
+    steering: Arc<Steering>,
+    /// Change → (shards that follow it, earliest and latest instant they switched at).
+    steered: BTreeMap<u32, (BTreeSet<u32>, u64, u64)>,
     /// Checkpoint → shards that reached it (reported to the coordinator, and removed,
     /// once every shard still running has).
     reached: BTreeMap<u32, BTreeSet<u32>>,
@@ -729,6 +751,38 @@ impl Drop for ActiveRun {
 }
 
 impl ActiveRun {
+    /// A runtime change from the coordinator: to the shards, and into the profiles the
+    /// intervals' target rates come from.
+    fn steer(&mut self, change: Change) {
+        let (at, classes) = (change.at_ns, change.classes.clone());
+        if !self.steering.push(change) {
+            return;
+        }
+        for (c, how) in self.classes.iter_mut().zip(classes) {
+            if let (Some(p), Some(plan)) = (&mut c.profile, &c.original) {
+                *p = how.apply(p, plan, at, 1.0);
+            }
+        }
+    }
+
+    /// Changes every shard still running follows, in order, as messages (each once).
+    fn changes_followed(&mut self) -> Vec<Out> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.steered.first_entry() {
+            if entry.get().0.union(&self.done_shards).count() < self.shards {
+                break;
+            }
+            let (seq, (_, first, last)) = entry.remove_entry();
+            out.push(Out::Steered(pb::Steered {
+                run_id: self.run_id.clone(),
+                seq,
+                first_ns: first,
+                last_ns: last,
+            }));
+        }
+        out
+    }
+
     /// Folds one shard event in; returns messages to send and whether the run is over.
     /// Checkpoints every shard still running has reached, in order, as messages (each
     /// once).
@@ -767,6 +821,16 @@ impl ActiveRun {
                     )));
                     return (out, true);
                 }
+            }
+            ShardEvent::Steered { shard, seq, at_ns } => {
+                let e = self
+                    .steered
+                    .entry(seq)
+                    .or_insert_with(|| (BTreeSet::new(), u64::MAX, 0));
+                e.0.insert(shard);
+                e.1 = e.1.min(at_ns);
+                e.2 = e.2.max(at_ns);
+                out.extend(self.changes_followed());
             }
             ShardEvent::Checkpoint { shard, index } => {
                 self.reached.entry(index).or_default().insert(shard);
@@ -828,6 +892,7 @@ impl ActiveRun {
                 // A finished shard waits at no checkpoint: the others may be complete.
                 self.done_shards.insert(shard);
                 out.extend(self.checkpoints_reached());
+                out.extend(self.changes_followed());
                 if self.finished == self.shards {
                     // A shard that stalled past a whole second skipped that index: send
                     // what is left, in order.

@@ -46,6 +46,8 @@ pub struct Wiring {
     pub stop: Arc<AtomicBool>,
     /// Checkpoints released by the coordinator, shared by every shard.
     pub released: Arc<std::sync::atomic::AtomicU32>,
+    /// Runtime changes of rate, shared by every shard.
+    pub steering: Arc<crate::steer::Steering>,
     /// Where every shard reports.
     pub out: UnboundedSender<ShardEvent>,
     /// TLS to the target, built once from the plan (its session cache shared by all).
@@ -115,6 +117,8 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             core: wiring.cores.get(part.shard as usize).copied(),
             stop: wiring.stop.clone(),
             released: wiring.released.clone(),
+            steering: wiring.steering.clone(),
+            share: part.share,
             out: wiring.out.clone(),
         });
     }
@@ -209,6 +213,7 @@ mod tests {
             cores,
             stop: Arc::new(AtomicBool::new(false)),
             released: Default::default(),
+            steering: Default::default(),
             out,
             tls: None,
             worker: "w".into(),

@@ -35,7 +35,7 @@ use crate::route::{NO_SLOT, Routes};
 use crate::shard::Load;
 use crest_model::hist::{self, Hist};
 use crest_model::rng::Rng;
-use crest_model::schedule::Schedule;
+use crest_model::schedule::{Profile, Schedule, Steer};
 use crest_model::stats::{Kinds, Redirects, Stats, add_error};
 use crest_model::topology::{RedirectKind, parse_redirect};
 use crest_model::workload::{Cursor, Mixer, Wire, Workload};
@@ -153,6 +153,11 @@ enum Arrivals {
     Open {
         schedule: Schedule,
         next_due: Option<u64>,
+        /// The plan's profile (this shard's share), for a change back to it.
+        original: Profile,
+        /// A runtime change reached this class: a schedule that ran out (a pause to the
+        /// end) may come back, so the class keeps sending until its time is up.
+        steered: bool,
     },
     /// As fast as replies come, until `until` (ns) and within `budget` (None: no bound),
     /// pausing at each of `gates` (measured requests issued, cumulative) until released.
@@ -258,8 +263,10 @@ impl ClassState {
         let n = workload.names().len();
         let arrivals = match load {
             Load::Open(schedule) => Arrivals::Open {
+                original: schedule.profile().clone(),
                 schedule,
                 next_due: None,
+                steered: false,
             },
             Load::Closed {
                 until,
@@ -311,8 +318,29 @@ impl ClassState {
 
     /// Draws the first intended time (open loop).
     pub fn start(&mut self, rng: &mut Rng) {
-        if let Arrivals::Open { schedule, next_due } = &mut self.arrivals {
+        if let Arrivals::Open {
+            schedule, next_due, ..
+        } = &mut self.arrivals
+        {
             *next_due = schedule.next(rng);
+        }
+    }
+
+    /// Follows a runtime change from `at` (ns since the start) on: a held cluster-wide
+    /// rate at this shard's `share`, or the plan's profile again. The next intended time
+    /// is placed again under the new profile (unchanged when it falls before `at`), so
+    /// the spacing stays continuous. Closed-loop classes ignore it.
+    pub fn steer(&mut self, how: Steer, at: u64, share: f64) {
+        if let Arrivals::Open {
+            schedule,
+            next_due,
+            original,
+            steered,
+        } = &mut self.arrivals
+        {
+            let p = how.apply(schedule.profile(), original, at, share);
+            *next_due = schedule.respliced(p);
+            *steered = true;
         }
     }
 
@@ -320,7 +348,12 @@ impl ClassState {
     #[inline]
     pub fn sending(&self, now: u64) -> bool {
         match &self.arrivals {
-            Arrivals::Open { next_due, .. } => next_due.is_some(),
+            Arrivals::Open {
+                next_due,
+                steered,
+                schedule,
+                ..
+            } => next_due.is_some() || (*steered && now < schedule.profile().duration_ns()),
             Arrivals::Closed {
                 until,
                 budget,
@@ -388,14 +421,19 @@ impl ClassState {
                 _ => return,
             };
             self.schedule(t, now, timeout, out);
-            if let Arrivals::Open { schedule, next_due } = &mut self.arrivals {
+            if let Arrivals::Open {
+                schedule, next_due, ..
+            } = &mut self.arrivals
+            {
                 *next_due = schedule.next(out.rng);
             }
         }
         // The bound was hit: the shard cannot keep this rate. Once the class's time is
         // over, nothing more of its schedule is created (a frozen shard that thaws, or an
         // unschedulable rate, must not keep the run going past its end).
-        if let Arrivals::Open { schedule, next_due } = &mut self.arrivals
+        if let Arrivals::Open {
+            schedule, next_due, ..
+        } = &mut self.arrivals
             && next_due.is_some_and(|t| t <= due)
             && now >= schedule.profile().duration_ns()
         {

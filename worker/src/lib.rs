@@ -16,6 +16,8 @@
 //! - [`route`]: where each request goes: the one node, or in a Redis Cluster the owner
 //!   of its key's slot; the worker's shared slot table and its refresher, each shard's
 //!   own copy updated by `MOVED`.
+//! - [`steer`]: runtime changes of rate, from the agent to every shard (one atomic per
+//!   loop turn).
 //! - [`assemble`]: a checked plan → one shard configuration per core.
 //! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
 //! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
@@ -46,5 +48,6 @@ pub mod cpus;
 pub mod probe;
 pub mod route;
 pub mod shard;
+pub mod steer;
 mod sys;
 pub mod target_tls;

@@ -36,6 +36,7 @@ use crate::conn::{
     Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received, Setup, SetupError, SetupProgress,
 };
 use crate::route::{Routes, Shared};
+use crate::steer::Steering;
 use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::target_tls::{self, Client, Handshakes};
 use crest_model::hist;
@@ -132,6 +133,11 @@ pub struct ShardConfig {
     /// Checkpoints the coordinator released (`--checkpoint-every`): a shard waiting at
     /// checkpoint k goes on once this is above k.
     pub released: Arc<AtomicU32>,
+    /// Runtime changes of rate, shared by the run's shards.
+    pub steering: Arc<Steering>,
+    /// This shard's part of each open-loop class's cluster-wide rate (a held rate is
+    /// scaled by it).
+    pub share: f64,
     /// Where intervals and the final totals go.
     pub out: UnboundedSender<ShardEvent>,
 }
@@ -170,6 +176,16 @@ pub enum ShardEvent {
         shard: u32,
         /// The checkpoint.
         index: u32,
+    },
+    /// Follows runtime change `seq` from `at_ns` (ns since the start: the change's
+    /// instant, or when the shard read it if that was later).
+    Steered {
+        /// Shard index.
+        shard: u32,
+        /// The change.
+        seq: u32,
+        /// The instant the shard switched at.
+        at_ns: u64,
     },
     /// The run is over for this shard.
     Finished {
@@ -383,6 +399,8 @@ struct Shard {
     checkpoints: u32,
     /// Checkpoints reported (one past the last reported index).
     reported: u32,
+    /// The last runtime change followed.
+    steered: u32,
 }
 
 /// Runs a shard to the end of its schedule (or until stopped) on the calling thread.
@@ -462,6 +480,7 @@ impl Shard {
             end,
             checkpoints: 0,
             reported: 0,
+            steered: 0,
             cfg,
         };
         s.make_conns();
@@ -550,6 +569,9 @@ impl Shard {
                 return;
             }
             let mut now = self.now();
+            if self.cfg.steering.latest() != self.steered {
+                self.steer(now);
+            }
             let turn = now;
             // A shard that wakes after its run's end + drain (it was frozen) sends nothing.
             if self.end.is_some_and(|e| now >= e.saturating_add(drain)) {
@@ -620,6 +642,23 @@ impl Shard {
             self.roll_interval(now);
         }
         self.finish();
+    }
+
+    /// Follows the runtime changes not followed yet, each from its instant or from `now`
+    /// if that has passed (what was sent stays as it was), and says so.
+    fn steer(&mut self, now: u64) {
+        for c in self.cfg.steering.since(self.steered) {
+            let at = c.at_ns.max(now);
+            for (class, how) in self.classes.iter_mut().zip(&c.classes) {
+                class.steer(*how, at, self.cfg.share);
+            }
+            self.steered = c.seq;
+            let _ = self.cfg.out.send(ShardEvent::Steered {
+                shard: self.cfg.index,
+                seq: c.seq,
+                at_ns: at,
+            });
+        }
     }
 
     /// Sleeps until the start instant (connections were opened before it). Events are
@@ -1396,6 +1435,8 @@ mod tests {
             core: None,
             stop: Arc::new(AtomicBool::new(false)),
             released: Arc::new(AtomicU32::new(0)),
+            steering: Arc::default(),
+            share: 1.0,
             out,
         };
         (cfg, rx)
@@ -1413,6 +1454,8 @@ mod tests {
         conn_errors: ErrorCounts,
         /// (push frames, invalidations) of the class.
         pushes: (u64, u64),
+        /// Runtime changes followed: (seq, instant).
+        steered: Vec<(u32, u64)>,
     }
 
     impl Report {
@@ -1455,6 +1498,7 @@ mod tests {
             unsent: 0,
             conn_errors: Vec::new(),
             pushes: (0, 0),
+            steered: Vec::new(),
         };
         let mut finished = false;
         while let Ok(ev) = rx.try_recv() {
@@ -1465,6 +1509,7 @@ mod tests {
                 }
                 ShardEvent::Interval { stats, .. } => r.intervals.extend(stats),
                 ShardEvent::Checkpoint { .. } => {}
+                ShardEvent::Steered { seq, at_ns, .. } => r.steered.push((seq, at_ns)),
                 ShardEvent::Finished {
                     mut totals,
                     in_flight,
@@ -1705,6 +1750,41 @@ mod tests {
         assert_eq!((t.scheduled, t.sent, t.completed), (1_000, 1_000, 1_000));
     }
 
+    /// Runtime changes: a pause from 1 s, a resume at 4× from 2 s (each pushed while the
+    /// shard runs, ahead of its instant): each second holds exactly what the spliced
+    /// profile asks (scheduled counts by intended time), the shard says when it switched,
+    /// and the books balance.
+    #[test]
+    fn runtime_changes_switch_at_their_instants_and_keep_the_count() {
+        use crest_model::schedule::{Change, Steer};
+        let (fake, seen) = counting_ok_server();
+        let (cfg, rx) = config(fake.addr, open(200.0, 3_000), 2, 1);
+        let (steering, start) = (cfg.steering.clone(), cfg.start);
+        let pusher = std::thread::spawn(move || {
+            let at = |ms: u64| start + Duration::from_millis(ms);
+            std::thread::sleep(at(700).saturating_duration_since(Instant::now()));
+            steering.push(Change {
+                seq: 1,
+                at_ns: 1_000 * MS,
+                classes: vec![Steer::Hold(0.0)],
+            });
+            std::thread::sleep(at(1_700).saturating_duration_since(Instant::now()));
+            steering.push(Change {
+                seq: 2,
+                at_ns: 2_000 * MS,
+                classes: vec![Steer::Hold(800.0)],
+            });
+        });
+        let r = run_shard(cfg, rx);
+        pusher.join().unwrap();
+        fake.finish();
+        r.assert_balanced();
+        assert_eq!(r.steered, vec![(1, 1_000 * MS), (2, 2_000 * MS)]);
+        let per_second: Vec<u64> = r.intervals.iter().map(|s| s.cmds[0].scheduled).collect();
+        assert_eq!(per_second, vec![200, 0, 800], "{per_second:?}");
+        assert_eq!(seen.load(Ordering::Relaxed), 1_000);
+    }
+
     #[test]
     fn a_closed_loop_sends_exactly_its_budget() {
         let fake = Fake::new(|_, s| {
@@ -1888,7 +1968,9 @@ mod tests {
             match ev {
                 ShardEvent::Interval { messages: m, .. } => messages.extend(m),
                 ShardEvent::Finished { totals: t, .. } => totals = Some(t),
-                ShardEvent::Connected { .. } | ShardEvent::Checkpoint { .. } => {}
+                ShardEvent::Connected { .. }
+                | ShardEvent::Checkpoint { .. }
+                | ShardEvent::Steered { .. } => {}
             }
         }
         let errors = &totals.unwrap()[0].cmds[0].errors;

@@ -103,6 +103,8 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
         core: None,
         stop: Arc::new(AtomicBool::new(false)),
         released: Arc::new(std::sync::atomic::AtomicU32::new(0)),
+        steering: Arc::default(),
+        share: 1.0,
         out,
     };
     let shard = std::thread::spawn(move || shard::run(cfg));
@@ -118,6 +120,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
                 index, mut stats, ..
             } => intervals.push((index, stats.remove(0))),
             ShardEvent::Checkpoint { .. } => panic!("no checkpoints in an open-loop run"),
+            ShardEvent::Steered { .. } => panic!("no runtime changes in this run"),
             ShardEvent::Finished {
                 mut totals,
                 in_flight,

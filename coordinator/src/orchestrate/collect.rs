@@ -2,7 +2,9 @@
 //! interval once every live worker is past it), lost workers out, live progress, and an
 //! abort to everyone when the user interrupts or a worker fails.
 
+use super::steer::{Action, Control, LEAD, Refusal, Request};
 use super::{GRACE, Member, RunError, SILENCE, interrupted};
+use crate::admin::{Binned, ClassRate, Counters, WorkerView};
 use crate::config::RunConfig;
 use crate::merge::RunBooks;
 use crate::progress::{Progress, Sample};
@@ -50,6 +52,7 @@ pub(super) async fn collect(
     duration: Duration,
     interrupt: &watch::Receiver<bool>,
     mut checkpoints: Option<&mut super::checkpoint::Checkpoints>,
+    mut control: Option<&mut Control>,
 ) -> Result<Ended, RunError> {
     let deadline = start + duration + cfg.drain + GRACE;
     let mut progress = Progress::new();
@@ -57,8 +60,15 @@ pub(super) async fn collect(
         tokio::time::Instant::from_std(start + PROGRESS_FIRST),
         PROGRESS_EVERY,
     );
+    let mut published = usize::MAX;
     let result = loop {
-        advance(cfg, members, books, run_id).await;
+        advance(members, books, run_id).await;
+        if let Some(c) = control.as_deref_mut()
+            && books.timeline.len() != published
+        {
+            published = books.timeline.len();
+            publish(c, members, books, run_id, start, duration);
+        }
         if let Some(c) = checkpoints.as_deref_mut() {
             c.advance(members, run_id).await;
         }
@@ -90,6 +100,15 @@ pub(super) async fn collect(
                 }
                 continue;
             }
+            req = next_request(&mut control) => {
+                let (Some(req), Some(c)) = (req, control.as_deref_mut()) else { continue };
+                if let Some(ended) = steer(c, req, members, books, run_id, start).await {
+                    progress.finish();
+                    break Ok(ended);
+                }
+                publish(c, members, books, run_id, start, duration);
+                continue;
+            }
             () = interrupted(interrupt) => {
                 for m in members.iter() {
                     m.link.send(Out::Abort(pb::Abort { run_id: run_id.into(), reason: "coordinator interrupted".into() })).await;
@@ -112,6 +131,12 @@ pub(super) async fn collect(
                     In::Interval(iv) if iv.run_id == run_id => {
                         if let Err(e) = books.receive(w, iv) {
                             lose(m, run_id, format!("sent an unreadable interval: {e}")).await;
+                        }
+                    }
+                    In::Steered(s) if s.run_id == run_id => {
+                        if let Some(c) = control.as_deref_mut() {
+                            let name = m.link.info.name.clone();
+                            c.steering.followed(s.seq, &name, s.first_ns, s.last_ns);
                         }
                     }
                     In::Checkpoint(c) if c.run_id == run_id => {
@@ -172,10 +197,148 @@ pub(super) async fn collect(
     result
 }
 
+/// The next control request, or never (no control, or nobody left to ask).
+async fn next_request(control: &mut Option<&mut Control>) -> Option<Request> {
+    match control.as_deref_mut().and_then(|c| c.rx.as_mut()) {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Carries out one control request: a change goes to every live worker for one instant
+/// [`LEAD`] plus the slowest round trip ahead; a stop ends the phase (returned).
+async fn steer(
+    c: &mut Control,
+    req: Request,
+    members: &[Member],
+    books: &mut RunBooks,
+    run_id: &str,
+    start: Instant,
+) -> Option<Ended> {
+    let now = Instant::now();
+    let Some(asked) = now.checked_duration_since(start) else {
+        let _ = req.reply.send(Err(Refusal::Conflict(
+            "the run is in its warm-up: changes apply from its measured start".into(),
+        )));
+        return None;
+    };
+    let asked_ns = u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX);
+    if req.action == Action::Stop {
+        let row = c.steering.stop_row(req.by, asked_ns, &books.profiles);
+        c.stopped_by = Some(req.by);
+        for m in members.iter().filter(|m| !m.lost()) {
+            m.link
+                .send(Out::Abort(pb::Abort {
+                    run_id: run_id.into(),
+                    reason: format!("stopped through the {} API", req.by),
+                }))
+                .await;
+        }
+        let _ = req.reply.send(Ok(row));
+        return Some(Ended::Interrupted);
+    }
+    let rtt = members
+        .iter()
+        .filter(|m| !m.lost() && !m.done)
+        .map(|m| m.rtt_ns)
+        .max()
+        .unwrap_or(0);
+    let lead = u64::try_from(LEAD.as_nanos()).unwrap_or(u64::MAX);
+    let at = asked_ns.saturating_add(lead).saturating_add(rtt);
+    match c
+        .steering
+        .plan(&req.action, req.by, asked_ns, at, &mut books.profiles)
+    {
+        Ok((change, row)) => {
+            let mut msg = pb::Steer::from(&change);
+            msg.run_id = run_id.into();
+            for m in members.iter().filter(|m| !m.lost() && !m.done) {
+                m.link.send(Out::Steer(msg.clone())).await;
+            }
+            tracing::info!(
+                seq = row.seq,
+                action = row.action,
+                at_s = row.at_s,
+                to = row.to_rps,
+                "runtime change"
+            );
+            let _ = req.reply.send(Ok(row));
+        }
+        Err(e) => {
+            let _ = req.reply.send(Err(e));
+        }
+    }
+    None
+}
+
+/// Publishes the run as the books have it to the admin API's board.
+pub(super) fn publish(
+    c: &Control,
+    members: &[Member],
+    books: &RunBooks,
+    run_id: &str,
+    start: Instant,
+    duration: Duration,
+) {
+    let Some(admin) = &c.admin else { return };
+    let elapsed = start.elapsed();
+    let now_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+    let mut counters = Vec::new();
+    let mut latency: Vec<Binned> = Vec::new();
+    let mut by_class: std::collections::BTreeMap<&str, crest_model::hist::Hist> =
+        std::collections::BTreeMap::new();
+    for ((class, command), s) in &books.totals {
+        counters.push(Counters {
+            class: class.clone(),
+            command: command.clone(),
+            scheduled: s.scheduled,
+            sent: s.sent,
+            completed: s.completed,
+            errors: s.errors.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+        });
+        let h = by_class
+            .entry(class.as_str())
+            .or_insert_with(crest_model::hist::new_hist);
+        crest_model::hist::add(h, &s.latency);
+    }
+    for (class, h) in &by_class {
+        latency.push(Binned::of(class, h));
+    }
+    let rates = c
+        .steering
+        .rates(now_ns, &books.profiles)
+        .into_iter()
+        .map(|(class, rate)| ClassRate { class, rate })
+        .collect();
+    let workers = members
+        .iter()
+        .map(|m| WorkerView {
+            name: m.link.info.name.clone(),
+            host: m.link.info.host.clone(),
+            shards: m.link.info.shards,
+            lost: m.lost.clone(),
+        })
+        .collect();
+    admin.publish(|b| {
+        b.phase = "running";
+        b.run_id = run_id.to_string();
+        b.elapsed_s = elapsed.as_secs_f64();
+        b.duration_s = duration.as_secs_f64();
+        b.paused = c.steering.paused();
+        b.rates = rates;
+        b.last_interval = books.timeline.last().cloned();
+        b.intervals = books.timeline.len();
+        b.workers = workers;
+        b.changes = c.steering.rows.clone();
+        b.counters = counters;
+        b.latency = latency;
+    });
+}
+
 /// Finalizes what the books can; a worker whose interval does not decode is lost.
-async fn advance(cfg: &RunConfig, members: &mut [Member], books: &mut RunBooks, run_id: &str) {
+async fn advance(members: &mut [Member], books: &mut RunBooks, run_id: &str) {
     let active: Vec<bool> = members.iter().map(|m| !m.done && !m.lost()).collect();
-    for bad in books.advance(cfg, &active) {
+    for bad in books.advance(&active) {
         if let Some(m) = members.get_mut(bad.worker)
             && !m.lost()
         {

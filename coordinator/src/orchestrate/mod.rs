@@ -25,6 +25,7 @@ pub use checkpoint::CheckpointRow;
 mod cluster;
 mod collect;
 mod phase;
+pub mod steer;
 
 use crate::config::{RunConfig, Workers};
 use crate::merge::{self, ByCommand, RunBooks, WorkerBooks};
@@ -102,6 +103,13 @@ pub struct RunResults {
     /// Commands the coordinator itself sent the target during the measured span (the
     /// checkpoints' `INFO memory` and probe), lower case → calls: not the load's.
     pub coordinator_calls: std::collections::BTreeMap<String, u64>,
+    /// Runtime changes of rate (the admin API's), in order.
+    pub changes: Vec<steer::ChangeRow>,
+    /// Who stopped the run, when a stop request did (`interrupted` is then true too).
+    pub stopped_by: Option<&'static str>,
+    /// Each class's profile on the measured clock as runtime changes left it (None:
+    /// closed loop): what the run asked for.
+    pub profiles: Vec<Option<crest_model::schedule::Profile>>,
 }
 
 impl RunResults {
@@ -202,7 +210,24 @@ pub async fn run(
             let _ = rx.wait_for(|s| *s).await;
         }))
     };
-    let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx).await;
+    let admin = match cfg.admin {
+        Some(at) => {
+            let mut rx = stop_rx.clone();
+            let (admin, requests, bound) = crate::admin::serve(at, &cfg.token, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(RunError::Usage)?;
+            if !cfg.quiet {
+                eprintln!(
+                    "crest: admin API on http://{bound}: GET /metrics /status, PUT /rate, POST /pause /resume /stop"
+                );
+            }
+            Some((admin, requests))
+        }
+        None => None,
+    };
+    let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx, admin).await;
     interrupt_task.abort();
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(SERVER_STOP, server).await;
@@ -233,7 +258,9 @@ async fn run_inner(
     events: &mut mpsc::Receiver<HubEvent>,
     stop: watch::Receiver<bool>,
     interrupt: &watch::Receiver<bool>,
+    admin: Option<(crate::admin::Admin, mpsc::Receiver<steer::Request>)>,
 ) -> Result<RunResults, RunError> {
+    let (admin, requests) = admin.unzip();
     // The built-in target, when no --target is given.
     let builtin_port = match &cfg.target {
         Some(_) => None,
@@ -404,6 +431,9 @@ async fn run_inner(
             .filter(|c| c.prefill)
             .map(|c| c.keys)
             .sum();
+        if let Some(a) = &admin {
+            a.publish(|b| b.phase = "prefill");
+        }
         eprintln!("crest: prefill: writing {keys} keys");
         let t0 = Instant::now();
         let phase = phase::Phase {
@@ -432,12 +462,13 @@ async fn run_inner(
             UNBOUNDED_PHASE,
             interrupt,
             None,
+            None,
         )
         .await?;
         if ended == collect::Ended::Interrupted {
             return Err(RunError::Interrupted);
         }
-        let _ = books.close(cfg, 0);
+        let _ = books.close(0);
         let t = merge::all_commands(&books.totals);
         let (written, errors) = (t.completed, t.error_total());
         for m in &mut members {
@@ -560,6 +591,17 @@ async fn run_inner(
         rows_last,
         live,
     );
+    let mut control = steer::Control {
+        rx: requests,
+        admin: admin.clone(),
+        steering: steer::Steering::new(
+            cfg.classes.iter().map(|c| c.name.clone()).collect(),
+            cfg.classes.iter().map(|c| c.profile.clone()).collect(),
+            u64::try_from(cfg.warmup.as_nanos()).unwrap_or(u64::MAX),
+            total_shards,
+        ),
+        stopped_by: None,
+    };
     let ended = collect::collect(
         cfg,
         events,
@@ -570,6 +612,7 @@ async fn run_inner(
         budget,
         interrupt,
         checkpoints.as_mut(),
+        Some(&mut control),
     )
     .await?;
     let interrupted = ended == collect::Ended::Interrupted;
@@ -587,7 +630,7 @@ async fn run_inner(
     } else {
         span
     };
-    for bad in books.close(cfg, merge::last_row(rows_span, iv_ns)) {
+    for bad in books.close(merge::last_row(rows_span, iv_ns)) {
         // Unreadable at the very end: the worker is lost, what it sent before counts.
         if let Some(m) = members.get_mut(bad.worker) {
             m.lost
@@ -596,6 +639,17 @@ async fn run_inner(
     }
     let live_errors = books.live_errors();
     let error_messages = books.error_messages();
+    if let Some(a) = &admin {
+        // The final counters: every worker's totals are in the books now.
+        collect::publish(&control, &members, &books, &run_id, measured_start, budget);
+        a.publish(|b| b.phase = "done");
+        if !cfg.admin_linger.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(cfg.admin_linger) => {}
+                () = self::interrupted(interrupt) => {}
+            }
+        }
+    }
     Ok(RunResults {
         run_id,
         started_at: started_at + cfg.warmup,
@@ -624,6 +678,9 @@ async fn run_inner(
             .map(|c| c.calls.clone())
             .unwrap_or_default(),
         checkpoints: checkpoints.map(|c| c.rows).unwrap_or_default(),
+        changes: control.steering.rows,
+        stopped_by: control.stopped_by,
+        profiles: books.profiles,
     })
 }
 

@@ -5,7 +5,7 @@ use super::{
     SCHEMA_VERSION, Settings, Summary, Target, TlsReport, Totals, WorkerReport, commands,
     commands_over_classes, error_map,
 };
-use crate::config::{ClassConfig, RunConfig};
+use crate::config::RunConfig;
 use crate::merge;
 use crate::orchestrate::RunResults;
 use crate::server_stats::{ServerStats, series};
@@ -20,16 +20,24 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let members = &results.workers;
     let duration_ns = results.measured_ns(cfg);
     let duration_s = duration_ns as f64 / 1e9;
-    let class_target = |c: &ClassConfig| match &c.profile {
-        // Interrupted: what the profile asked for up to the interrupt.
-        Some(p) if results.interrupted => Target::Rate(p.expected(0, duration_ns) / duration_s),
-        Some(p) => Target::Rate(p.total() / duration_s),
+    // What each class asked for, runtime changes included; interrupted: up to the
+    // interrupt.
+    let asked = |i: usize| {
+        results
+            .profiles
+            .get(i)
+            .cloned()
+            .flatten()
+            .map(|p| p.expected(0, duration_ns))
+    };
+    let class_target = |i: usize| match asked(i) {
+        Some(n) => Target::Rate(n / duration_s),
         None => Target::MAX,
     };
     let target = if cfg.closed_loop() {
         Target::MAX
     } else {
-        Target::Rate(cfg.expected(0, duration_ns) / duration_s)
+        Target::Rate((0..cfg.classes.len()).filter_map(asked).sum::<f64>() / duration_s)
     };
     let all = &results.totals;
     let mut problems = Vec::new();
@@ -71,9 +79,10 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let classes: BTreeMap<String, ClassReport> = cfg
         .classes
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             let by = merge::of_class(all, &c.name);
-            let t = class_target(c);
+            let t = class_target(i);
             let sum = merge::sum(by.values());
             let pushes = merge::class_pushes(members.iter().map(|m| &m.books), &c.name);
             (
@@ -177,9 +186,10 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             classes: cfg
                 .classes
                 .iter()
-                .map(|c| ClassSettings {
+                .enumerate()
+                .map(|(i, c)| ClassSettings {
                     name: c.name.clone(),
-                    rate: class_target(c),
+                    rate: class_target(i),
                     profile: c
                         .profile
                         .as_ref()
@@ -251,6 +261,8 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         server_stats,
         server,
         checkpoints: results.checkpoints.clone(),
+        changes: results.changes.clone(),
+        stopped_by: results.stopped_by.map(String::from),
         timeline,
         connection_errors: error_map(&conn_errors),
         error_messages: results.error_messages.iter().cloned().collect(),

@@ -699,6 +699,12 @@ pub struct Report {
     pub server: Option<crate::server_stats::ServerReport>,
     /// `--checkpoint-every`: the server read at each checkpoint (empty without).
     pub checkpoints: Vec<crate::orchestrate::CheckpointRow>,
+    /// Runtime changes (the admin API's `PUT /rate`, pause, resume, stop), in order: who
+    /// asked, when, the rate before and after, and the instant each worker's shards
+    /// switched at (empty without).
+    pub changes: Vec<crate::orchestrate::steer::ChangeRow>,
+    /// Who stopped the run (`admin`), when a stop request did; `interrupted` is true too.
+    pub stopped_by: Option<String>,
     /// Self-check.
     pub checks: Checks,
 }
@@ -1248,10 +1254,31 @@ impl Report {
         for p in &self.checks.problems {
             let _ = writeln!(out, "check: {p}");
         }
+        for c in &self.changes {
+            let _ = writeln!(
+                out,
+                "change {} ({}, {}): asked at {:.3} s, at {:.3} s: {:.0}/s -> {:.0}/s{}",
+                c.seq,
+                c.action,
+                c.by,
+                c.asked_s,
+                c.at_s,
+                c.from_rps,
+                c.to_rps,
+                c.workers
+                    .iter()
+                    .map(|w| format!("; {} switched at {:.6} s", w.worker, w.first_s))
+                    .collect::<String>()
+            );
+        }
         if self.interrupted {
             let _ = writeln!(
                 out,
-                "INCOMPLETE: interrupted after {:.1} s; this report holds what was collected until then",
+                "INCOMPLETE: {} after {:.1} s; this report holds what was collected until then",
+                match &self.stopped_by {
+                    Some(by) => format!("stopped through the {by} API"),
+                    None => "interrupted".into(),
+                },
                 self.duration_s
             );
         }
