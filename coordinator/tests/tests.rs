@@ -25,6 +25,7 @@ mod redis_cluster;
 mod resp3;
 mod server_stats;
 mod slots;
+mod steer;
 mod suite;
 mod support;
 mod tls;
