@@ -183,6 +183,23 @@ impl Admin {
     }
 }
 
+impl Admin {
+    /// A board with no HTTP API and nobody to take requests: what a run publishes for an
+    /// in-process watcher.
+    pub fn detached() -> Self {
+        let (tx, _) = mpsc::channel(1);
+        Self {
+            board: Arc::new(Mutex::new(Board {
+                phase: "starting",
+                ..Board::default()
+            })),
+            requests: tx,
+            token: String::new(),
+            loopback: true,
+        }
+    }
+}
+
 /// Binds `addr` and serves the API until `stop` resolves; returns the shared state and the
 /// receiving end of control requests (the collect loop's).
 ///

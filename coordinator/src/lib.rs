@@ -25,6 +25,9 @@
 //!   server's command counts against the report's.
 //! - [`compare`]: `crest compare`: targets under one plan and seed, runs interleaved, or
 //!   earlier reports; per metric an exact Mann–Whitney interval over runs and a verdict.
+//! - [`search`]: `crest search`: the knee, the highest rate that holds the SLOs (climb,
+//!   bisect, confirm; windows judged on their exact merged histograms; a generator-bound
+//!   window stops it as the clients' limit), `search.json` and the hockey stick.
 //! - [`suite`]: `crest suite`: valkey-benchmark's default tests, its commands and output
 //!   formats, each test a whole run.
 //!
@@ -44,6 +47,7 @@ pub mod output;
 pub mod profile;
 pub mod progress;
 pub mod report;
+pub mod search;
 pub mod server_stats;
 pub mod service;
 pub mod split;

@@ -32,6 +32,10 @@ enum Cmd {
     /// valkey-benchmark's default tests, the same commands, keys and values, printed in
     /// its formats (-q, --csv); closed loop as it measures, or open loop with --rate.
     Suite(Box<SuiteArgs>),
+    /// Find the knee: the highest open-loop rate the target holds within SLOs (climb,
+    /// bisect, confirm), each window judged on its exact merged histogram; writes
+    /// search.json and report.html (the hockey stick) to --out.
+    Search(Box<SearchArgs>),
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
@@ -56,6 +60,43 @@ struct CompareArgs {
     #[arg(long, default_value = "2%", value_parser = parse_percent)]
     min_effect: f64,
     /// Before each run: none, flush (FLUSHALL), or prefill (FLUSHALL, then --prefill).
+    #[arg(long, value_enum, default_value = "none")]
+    between: Between,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `crest search` flags: its own, then every `crest run` flag (the plan each window
+/// follows; its --rate and --duration are the search's).
+#[derive(Debug, clap::Args)]
+struct SearchArgs {
+    /// Objectives on latency from the intended send time, e.g. "p99<=1ms,p99.9<=5ms"
+    /// (CLASS:p99<=1ms for one class).
+    #[arg(long)]
+    slo: String,
+    /// Lowest rate tried (the climb starts here), requests per second.
+    #[arg(long, default_value_t = 1_000.0)]
+    min: f64,
+    /// Highest rate tried, requests per second.
+    #[arg(long, default_value_t = 1_000_000.0)]
+    max: f64,
+    /// Bisection stops when the bracket is this narrow (relative), e.g. 2%.
+    #[arg(long, default_value = "2%", value_parser = parse_percent)]
+    tolerance: f64,
+    /// Failed requests a passing window may have, e.g. 0.1%.
+    #[arg(long, default_value = "0.1%", value_parser = parse_percent)]
+    error_budget: f64,
+    /// Length of a climb window.
+    #[arg(long, default_value = "2s", value_parser = crest::config::parse_duration)]
+    probe_window: Duration,
+    /// Length of a bisect or confirm window.
+    #[arg(long, default_value = "5s", value_parser = crest::config::parse_duration)]
+    window: Duration,
+    /// Schedule lag p99 above this, with free connections, makes a window invalid: the
+    /// generator, not the server, was the limit.
+    #[arg(long, default_value = "1ms", value_parser = crest::config::parse_duration)]
+    lag_limit: Duration,
+    /// Before each window: none, flush (FLUSHALL), or prefill (FLUSHALL, then --prefill).
     #[arg(long, value_enum, default_value = "none")]
     between: Between,
     #[command(flatten)]
@@ -163,6 +204,7 @@ fn main() -> ExitCode {
     let matches = Cli::command()
         .mut_subcommand("run", crest::defaults::annotate)
         .mut_subcommand("suite", crest::defaults::annotate)
+        .mut_subcommand("search", crest::defaults::annotate)
         .mut_subcommand("compare", |c| {
             crest::defaults::annotate(c).mut_arg("target", |a| a.action(ArgAction::Append))
         })
@@ -258,6 +300,11 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
         }),
         Cmd::Suite(args) => {
             let code = rt.block_on(suite_cmd(*args));
+            rt.shutdown_timeout(Duration::from_millis(500));
+            code
+        }
+        Cmd::Search(args) => {
+            let code = rt.block_on(search_cmd(*args));
             rt.shutdown_timeout(Duration::from_millis(500));
             code
         }
@@ -438,6 +485,87 @@ async fn compare_cmd(
         .iter()
         .all(|a| a.runs.iter().all(|r| r.complete));
     Ok(if all_complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `crest search`.
+async fn search_cmd(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    use crest::search;
+    let slos = match search::parse_slos(&args.slo) {
+        Ok(s) => s,
+        Err(e) => return Ok(usage(e)),
+    };
+    for (given, flag) in [
+        (args.run.rate.is_some(), "--rate"),
+        (args.run.duration.is_some(), "--duration"),
+        (args.run.stages.is_some(), "--stages"),
+        (args.run.requests.is_some(), "--requests"),
+    ] {
+        if given {
+            return Ok(usage(format!(
+                "{flag}: crest search sets each window's rate and length; give --min, --max, --probe-window and --window"
+            )));
+        }
+    }
+    let windows = [
+        (args.probe_window, "--probe-window"),
+        (args.window, "--window"),
+    ];
+    for (d, flag) in windows {
+        if d < Duration::from_millis(500) || d > Duration::from_secs(3600) {
+            return Ok(usage(format!(
+                "{flag} {}: give 500ms to 1h",
+                humantime::format_duration(d)
+            )));
+        }
+    }
+    if args.tolerance <= 0.0 {
+        return Ok(usage(
+            "--tolerance 0%: give a bracket width above 0, e.g. 2%",
+        ));
+    }
+    let plan = search::Plan {
+        slos,
+        min: args.min,
+        max: args.max,
+        tolerance: args.tolerance,
+        error_budget: args.error_budget,
+        probe_window: args.probe_window,
+        window: args.window,
+        warmup: args.run.warmup.unwrap_or(Duration::from_secs(1)),
+        between: args.between,
+        lag_limit_us: args.lag_limit.as_secs_f64() * 1e6,
+    };
+    let out = args.run.out.clone();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        first_signal().await;
+        let _ = tx.send(true);
+    });
+    let s = match search::run(args.run, &plan, out.clone(), rx).await {
+        Ok(s) => s,
+        Err(compare::runs::CompareError::Usage(m)) => return Ok(usage(m)),
+        Err(compare::runs::CompareError::Failed(m)) => {
+            eprintln!("crest: search: {m}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), s.table().as_bytes());
+    if let Some(dir) = out {
+        let path = search::write(&s, &dir).map_err(anyhow::Error::msg)?;
+        eprintln!("crest: search written to {}", path.display());
+    }
+    // An answer (a knee, or a bound of the range) exits 0; the clients' limit, an
+    // interruption or an unconfirmed winner exit 1.
+    let answered = !s.clients_limit
+        && (s.confirmed
+            || s.probes
+                .first()
+                .is_some_and(|p| p.verdict == search::Verdict::Fail && s.probes.len() == 1));
+    Ok(if answered {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -101,8 +101,9 @@ pub struct Plan {
     pub between: Between,
 }
 
-/// Sends `FLUSHALL` to the target of `cfg` on a connection set up as the shards' are.
-async fn flush(cfg: &crate::config::RunConfig) -> Result<(), String> {
+/// Sends `FLUSHALL` to the target of `cfg` on a connection set up as the shards' are
+/// (`crest compare` and `crest search` between runs).
+pub(crate) async fn flush(cfg: &crate::config::RunConfig) -> Result<(), String> {
     let (mut c, t) = orchestrate::control_to(cfg, None, "crest-compare").await?;
     match c.ask(&[b"FLUSHALL"], 1 << 16).await {
         Ok(Some(crest_resp::Frame::Simple(_))) => Ok(()),

@@ -223,9 +223,9 @@ pub async fn run(
                     "crest: admin API on http://{bound}: GET /metrics /status, PUT /rate, POST /pause /resume /stop"
                 );
             }
-            Some((admin, requests))
+            Some((admin, Some(requests)))
         }
-        None => None,
+        None => cfg.observer.clone().map(|o| (o, None)),
     };
     let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx, admin).await;
     interrupt_task.abort();
@@ -258,9 +258,10 @@ async fn run_inner(
     events: &mut mpsc::Receiver<HubEvent>,
     stop: watch::Receiver<bool>,
     interrupt: &watch::Receiver<bool>,
-    admin: Option<(crate::admin::Admin, mpsc::Receiver<steer::Request>)>,
+    admin: Option<(crate::admin::Admin, Option<mpsc::Receiver<steer::Request>>)>,
 ) -> Result<RunResults, RunError> {
     let (admin, requests) = admin.unzip();
+    let requests = requests.flatten();
     // The built-in target, when no --target is given.
     let builtin_port = match &cfg.target {
         Some(_) => None,

@@ -27,6 +27,26 @@ fn chart(
     unit: &str,
     log: bool,
 ) -> String {
+    chart_xy(
+        title,
+        xs,
+        series,
+        unit,
+        log,
+        ("time since the measured start, s", "s"),
+    )
+}
+
+/// [`chart`] over any x: `x_axis` is its label and the unit its values are shown in.
+pub(crate) fn chart_xy(
+    title: &str,
+    xs: &[f64],
+    series: &[(&str, &str, Vec<f64>)],
+    unit: &str,
+    log: bool,
+    x_axis: (&str, &str),
+) -> String {
+    let (x_label, x_unit) = x_axis;
     let mut out = String::new();
     let x_max = xs.last().copied().unwrap_or(1.0).max(1e-9);
     let tf = |v: f64| if log { v.max(1.0).log10() } else { v };
@@ -77,15 +97,16 @@ fn chart(
     }
     let _ = write!(
         out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{x_max:.1} s</text>",
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{x_max:.1} {x_unit}</text>",
         W - PAD,
         H - 4.0
     );
     let _ = write!(
         out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">time since the measured start, s</text><text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">{}</text>",
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text><text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">{}</text>",
         W / 2.0,
         H - 4.0,
+        esc(x_label),
         H / 2.0,
         H / 2.0,
         match (unit, log) {
@@ -140,7 +161,7 @@ fn chart(
                 };
                 let _ = write!(
                     out,
-                    "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"2\" fill=\"{colour}\"><title>{} at {x:.2} s: {}</title></circle>",
+                    "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"2\" fill=\"{colour}\"><title>{} at {x:.2} {x_unit}: {}</title></circle>",
                     esc(name),
                     esc(&shown)
                 );
