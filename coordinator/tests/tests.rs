@@ -23,6 +23,7 @@ mod inprocess;
 mod netns;
 mod redis_cluster;
 mod resp3;
+mod search;
 mod server_stats;
 mod slots;
 mod steer;

@@ -1,0 +1,165 @@
+//! `crest search` (issue #11): the knee of a server whose cost per request is fixed
+//! (`DEBUG SLEEP`), against the capacity the server itself reports; a generator-limited
+//! search; bad input.
+
+use crate::support::*;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The server's own `usec_per_call` of `cmd`.
+fn usec_per_call(server: &Server, cmd: &str) -> f64 {
+    let crest_resp::Frame::Bulk(b) = server.command(&[b"INFO", b"commandstats"]) else {
+        panic!("INFO commandstats")
+    };
+    let text = String::from_utf8(b.to_vec()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+        .unwrap_or_else(|| panic!("no cmdstat_{cmd} in {text}"));
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn search(dir: &TempDir, name: &str, args: &[&str]) -> (i32, Value, String) {
+    let out = dir.path().join(name);
+    let mut all = vec!["search"];
+    all.extend_from_slice(args);
+    let out_s = out.to_str().unwrap().to_string();
+    all.extend_from_slice(&["--out", &out_s]);
+    let mut p = Proc::spawn(&crest_bin(), &all, dir.path(), name);
+    let code = p.wait(Duration::from_secs(300));
+    let stdout = read_log(dir.path(), name, "stdout");
+    let json = std::fs::read_to_string(out.join("search.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    (code, json, stdout)
+}
+
+/// A server whose every request costs a fixed time (DEBUG SLEEP 0.0001: its capacity C is
+/// 1e6 / its own usec_per_call): three searches each find a knee between 0.6·C and C,
+/// never above, in a bounded number of windows, and agree within 5%. Each window is a
+/// run of its own with its report; the page shows the hockey stick.
+#[test]
+fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
+    let server = Server::with_args(Kind::Redis, &["--enable-debug-command", "yes"]);
+    let dir = TempDir::new("search-knee");
+    let addr = server.addr();
+    let args = [
+        "--target",
+        &addr,
+        "--command",
+        "DEBUG SLEEP 0.0001",
+        "--slo",
+        "p99<=20ms",
+        "--min",
+        "1000",
+        "--max",
+        "100000",
+        "--probe-window",
+        "1s",
+        "--window",
+        "2s",
+        "--tolerance",
+        "3%",
+    ];
+    let mut knees = Vec::new();
+    for i in 0..3 {
+        let name = format!("s{i}");
+        let (code, s, stdout) = search(&dir, &name, &args);
+        assert_eq!(code, 0, "{stdout}\n{}", read_log(dir.path(), &name, "stderr"));
+        assert!(stdout.contains("knee "), "{stdout}");
+        assert_eq!(s["confirmed"], true, "{s}");
+        assert_eq!(s["clients_limit"], false);
+        let probes = s["probes"].as_array().unwrap();
+        assert!(probes.len() <= 20, "{} windows", probes.len());
+        let knee = f(&s, "knee_rps");
+        let fail = f(&s, "first_fail_rps");
+        assert!(fail > knee && (fail - knee) / knee <= 0.031, "bracket {knee}..{fail}");
+        // Phases in order, each window with its own report.
+        let phases: Vec<&str> = probes.iter().map(|p| p["phase"].as_str().unwrap()).collect();
+        assert_eq!(phases[0], "climb");
+        assert_eq!(*phases.last().unwrap(), "confirm");
+        for p in probes {
+            let r = read_report(std::path::Path::new(p["report"].as_str().unwrap()));
+            assert!((f(&r["totals"], "target_rate") - f(p, "offered")).abs() < 1.0);
+        }
+        let html = std::fs::read_to_string(dir.path().join(&name).join("report.html")).unwrap();
+        for series in ["p50", "p99", "p99.9", "SLO p99&lt;=20.00ms"] {
+            assert!(
+                html.contains(&format!("data-series=\"{series}\"")),
+                "no {series} curve"
+            );
+        }
+        knees.push(knee);
+    }
+    let c = 1e6 / usec_per_call(&server, "debug");
+    for k in &knees {
+        assert!(
+            *k >= 0.6 * c && *k <= c,
+            "knee {k:.0}/s outside [0.6, 1.0] × the capacity {c:.0}/s"
+        );
+    }
+    let (lo, hi) = knees
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), k| (l.min(*k), h.max(*k)));
+    assert!((hi - lo) / lo <= 0.05, "three searches disagree: {knees:?}");
+    eprintln!("knees {knees:?}, capacity {c:.0}/s");
+}
+
+/// One shard against the built-in target with a lag limit it cannot meet: the first
+/// window is invalid, and the search says the clients are the limit, not a knee.
+#[test]
+fn a_generator_limited_search_says_the_clients_are_the_limit() {
+    let dir = TempDir::new("search-clients");
+    let (code, s, stdout) = search(
+        &dir,
+        "s",
+        &[
+            "--slo",
+            "p99<=10ms",
+            "--min",
+            "20000",
+            "--max",
+            "400000",
+            "--lag-limit",
+            "1us",
+            "--threads",
+            "1",
+            "--probe-window",
+            "1s",
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("the clients are the limit, not the server"), "{stdout}");
+    assert!(stdout.contains("shards (now 1"), "{stdout}");
+    assert_eq!(s["clients_limit"], true);
+    assert!(s["knee_rps"].is_null(), "{s}");
+    let probes = s["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 1);
+    assert_eq!(probes[0]["verdict"], "invalid");
+    assert!(
+        probes[0]["reason"].as_str().unwrap().contains("over the limit 1µs"),
+        "{}",
+        probes[0]
+    );
+}
+
+#[test]
+fn bad_search_input_is_one_line_naming_the_flag() {
+    crest_fails(&["search", "--slo", "p99<1ms"], "--slo \"p99<1ms\": give e.g.");
+    crest_fails(
+        &["search", "--slo", "p99<=1ms", "--rate", "1000"],
+        "--rate: crest search sets each window's rate and length",
+    );
+    crest_fails(
+        &["search", "--slo", "p99<=1ms", "--min", "0"],
+        "--min 0 --max 1000000: give 0 < min ≤ max",
+    );
+    crest_fails(
+        &["search", "--slo", "p99<=1ms", "--window", "1ms"],
+        "--window 1ms: give 500ms to 1h",
+    );
+}
