@@ -181,49 +181,78 @@ impl Admin {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| !self.token.is_empty() && v == want)
     }
-}
 
-impl Admin {
-    /// A board with no HTTP API and nobody to take requests: what a run publishes for an
-    /// in-process watcher.
-    pub fn detached() -> Self {
-        let (tx, _) = mpsc::channel(1);
-        Self {
+    /// A board and the receiving end of its control requests (the collect loop's).
+    /// `loopback`: the API is reachable from this host only (no token asked).
+    pub fn new(token: &str, loopback: bool) -> (Self, mpsc::Receiver<Request>) {
+        let (tx, rx) = mpsc::channel(16);
+        let admin = Self {
             board: Arc::new(Mutex::new(Board {
                 phase: "starting",
                 ..Board::default()
             })),
             requests: tx,
-            token: String::new(),
-            loopback: true,
+            token: token.to_string(),
+            loopback,
+        };
+        (admin, rx)
+    }
+
+    /// A board with no API and nobody to take requests: what a run publishes for an
+    /// in-process watcher.
+    pub fn detached() -> Self {
+        Self::new("", true).0
+    }
+
+    /// Whether `token` is the run's (any is, when the run has none).
+    pub fn token_ok(&self, token: &str) -> bool {
+        self.token.is_empty() || token == self.token
+    }
+
+    /// The board as `GET /status` shows it.
+    pub fn status_json(&self) -> String {
+        serde_json::to_string(&self.board()).unwrap_or_default()
+    }
+
+    /// Passes `action` (asked by `by`) to the running phase; the change as carried out.
+    ///
+    /// # Errors
+    /// [`Refusal`] when it does not apply now or is wrong.
+    pub async fn request(&self, action: Action, by: &'static str) -> Result<ChangeRow, Refusal> {
+        let phase = self.board.lock().map(|b| b.phase).unwrap_or("done");
+        if phase != "running" {
+            return Err(Refusal::Conflict(format!(
+                "the run is {phase}: changes apply to its measured phase only"
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        let req = Request { action, by, reply };
+        if self.requests.send(req).await.is_err() {
+            return Err(Refusal::Conflict("the run is over".into()));
+        }
+        match tokio::time::timeout(ANSWER_WAIT, answer).await {
+            Ok(Ok(r)) => r,
+            _ => Err(Refusal::Conflict(
+                "the run ended before it could answer".into(),
+            )),
         }
     }
 }
 
-/// Binds `addr` and serves the API until `stop` resolves; returns the shared state and the
-/// receiving end of control requests (the collect loop's).
+/// Binds `addr` and serves the HTTP API on `admin` until `stop` resolves; returns the
+/// bound address.
 ///
 /// # Errors
 /// One line naming `--admin` when the address cannot be bound.
 pub async fn serve(
+    admin: Admin,
     addr: SocketAddr,
-    token: &str,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(Admin, mpsc::Receiver<Request>, SocketAddr), String> {
+) -> Result<SocketAddr, String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("--admin {addr}: cannot listen: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    let (tx, rx) = mpsc::channel(16);
-    let admin = Admin {
-        board: Arc::new(Mutex::new(Board {
-            phase: "starting",
-            ..Board::default()
-        })),
-        requests: tx,
-        token: token.to_string(),
-        loopback: bound.ip().is_loopback(),
-    };
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/status", get(status))
@@ -231,7 +260,7 @@ pub async fn serve(
         .route("/pause", post(pause))
         .route("/resume", post(resume))
         .route("/stop", post(stop_run))
-        .with_state(admin.clone());
+        .with_state(admin);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(stop)
@@ -240,7 +269,7 @@ pub async fn serve(
             tracing::warn!(error = %e, "admin API stopped");
         }
     });
-    Ok((admin, rx, bound))
+    Ok(bound)
 }
 
 fn refused() -> Response {
@@ -325,36 +354,10 @@ async fn stop_run(State(a): State<Admin>, headers: HeaderMap) -> Response {
 
 /// Passes `action` to the running phase and answers with the change as carried out.
 async fn ask(a: &Admin, action: Action) -> Response {
-    let phase = a.board.lock().map(|b| b.phase).unwrap_or("done");
-    if phase != "running" {
-        return (
-            StatusCode::CONFLICT,
-            format!("the run is {phase}: changes apply to its measured phase only\n"),
-        )
-            .into_response();
-    }
-    let (reply, answer) = oneshot::channel();
-    let req = Request {
-        action,
-        by: "admin",
-        reply,
-    };
-    if a.requests.send(req).await.is_err() {
-        return (StatusCode::CONFLICT, "the run is over\n").into_response();
-    }
-    match tokio::time::timeout(ANSWER_WAIT, answer).await {
-        Ok(Ok(Ok(row))) => axum::Json(row).into_response(),
-        Ok(Ok(Err(Refusal::Bad(why)))) => {
-            (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response()
-        }
-        Ok(Ok(Err(Refusal::Conflict(why)))) => {
-            (StatusCode::CONFLICT, format!("{why}\n")).into_response()
-        }
-        _ => (
-            StatusCode::CONFLICT,
-            "the run ended before it could answer\n",
-        )
-            .into_response(),
+    match a.request(action, "admin").await {
+        Ok(row) => axum::Json(row).into_response(),
+        Err(Refusal::Bad(why)) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
+        Err(Refusal::Conflict(why)) => (StatusCode::CONFLICT, format!("{why}\n")).into_response(),
     }
 }
 

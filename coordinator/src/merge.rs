@@ -570,6 +570,12 @@ impl RunBooks {
         bad
     }
 
+    /// The measured span ends at `span_ns` instead (a run stopped early): no row past it.
+    pub fn end_rows_at(&mut self, span_ns: u64) {
+        let last = last_row(span_ns, self.interval_ns);
+        self.rows_last = Some(self.rows_last.map_or(last, |r| r.min(last)));
+    }
+
     /// Finalizes everything still pending and lays out the timeline up to `rows_last`
     /// (empty rows for intervals nobody sent): the end of the phase.
     pub fn close(&mut self, rows_last: u32) -> Vec<Unreadable> {

@@ -271,12 +271,14 @@ pub async fn serve(
     hub: Hub,
     listener: tokio::net::TcpListener,
     tls: Option<ServerTls>,
+    control: Option<crate::admin::Admin>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(crest_proto::KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(crest_proto::KEEPALIVE_TIMEOUT))
-        .add_service(pb::coordinator_server::CoordinatorServer::new(hub));
+        .add_service(pb::coordinator_server::CoordinatorServer::new(hub))
+        .add_optional_service(control.map(|a| pb::control_server::ControlServer::new(Control(a))));
     let log = Arc::new(RefusalLog::default());
     match tls {
         None => {
@@ -586,5 +588,94 @@ mod tests {
                 .unwrap_err()
                 .contains("wrong token")
         );
+    }
+}
+
+/// The gRPC `Control` service: the admin API's runtime control on the workers' listener,
+/// behind the run's token.
+#[derive(Debug, Clone)]
+pub struct Control(pub crate::admin::Admin);
+
+impl Control {
+    fn refused() -> Status {
+        Status::unauthenticated("give the run's --token in the request's token field")
+    }
+
+    async fn change(
+        &self,
+        token: &str,
+        action: crate::orchestrate::steer::Action,
+    ) -> Result<Response<pb::ChangeReply>, Status> {
+        use crate::orchestrate::steer::Refusal;
+        if !self.0.token_ok(token) {
+            return Err(Self::refused());
+        }
+        match self.0.request(action, "grpc").await {
+            Ok(r) => Ok(Response::new(pb::ChangeReply {
+                seq: r.seq,
+                action: r.action.to_string(),
+                asked_s: r.asked_s,
+                at_s: r.at_s,
+                from_rps: r.from_rps,
+                to_rps: r.to_rps,
+            })),
+            Err(Refusal::Bad(why)) => Err(Status::invalid_argument(why)),
+            Err(Refusal::Conflict(why)) => Err(Status::failed_precondition(why)),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::control_server::Control for Control {
+    async fn set_rate(
+        &self,
+        req: Request<pb::SetRateRequest>,
+    ) -> Result<Response<pb::ChangeReply>, Status> {
+        let r = req.into_inner();
+        let class = (!r.class.is_empty()).then_some(r.class);
+        self.change(
+            &r.token,
+            crate::orchestrate::steer::Action::Rate { rps: r.rps, class },
+        )
+        .await
+    }
+
+    async fn pause(
+        &self,
+        req: Request<pb::ControlRequest>,
+    ) -> Result<Response<pb::ChangeReply>, Status> {
+        let t = req.into_inner().token;
+        self.change(&t, crate::orchestrate::steer::Action::Pause)
+            .await
+    }
+
+    async fn resume(
+        &self,
+        req: Request<pb::ControlRequest>,
+    ) -> Result<Response<pb::ChangeReply>, Status> {
+        let t = req.into_inner().token;
+        self.change(&t, crate::orchestrate::steer::Action::Resume)
+            .await
+    }
+
+    async fn stop(
+        &self,
+        req: Request<pb::ControlRequest>,
+    ) -> Result<Response<pb::ChangeReply>, Status> {
+        let t = req.into_inner().token;
+        self.change(&t, crate::orchestrate::steer::Action::Stop)
+            .await
+    }
+
+    async fn status(
+        &self,
+        req: Request<pb::ControlRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        if !self.0.token_ok(&req.into_inner().token) {
+            return Err(Self::refused());
+        }
+        Ok(Response::new(pb::StatusReply {
+            json: self.0.status_json(),
+        }))
     }
 }

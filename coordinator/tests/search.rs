@@ -69,7 +69,12 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
     for i in 0..3 {
         let name = format!("s{i}");
         let (code, s, stdout) = search(&dir, &name, &args);
-        assert_eq!(code, 0, "{stdout}\n{}", read_log(dir.path(), &name, "stderr"));
+        assert_eq!(
+            code,
+            0,
+            "{stdout}\n{}",
+            read_log(dir.path(), &name, "stderr")
+        );
         assert!(stdout.contains("knee "), "{stdout}");
         assert_eq!(s["confirmed"], true, "{s}");
         assert_eq!(s["clients_limit"], false);
@@ -77,9 +82,15 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         assert!(probes.len() <= 20, "{} windows", probes.len());
         let knee = f(&s, "knee_rps");
         let fail = f(&s, "first_fail_rps");
-        assert!(fail > knee && (fail - knee) / knee <= 0.031, "bracket {knee}..{fail}");
+        assert!(
+            fail > knee && (fail - knee) / knee <= 0.031,
+            "bracket {knee}..{fail}"
+        );
         // Phases in order, each window with its own report.
-        let phases: Vec<&str> = probes.iter().map(|p| p["phase"].as_str().unwrap()).collect();
+        let phases: Vec<&str> = probes
+            .iter()
+            .map(|p| p["phase"].as_str().unwrap())
+            .collect();
         assert_eq!(phases[0], "climb");
         assert_eq!(*phases.last().unwrap(), "confirm");
         for p in probes {
@@ -133,7 +144,10 @@ fn a_generator_limited_search_says_the_clients_are_the_limit() {
         ],
     );
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("the clients are the limit, not the server"), "{stdout}");
+    assert!(
+        stdout.contains("the clients are the limit, not the server"),
+        "{stdout}"
+    );
     assert!(stdout.contains("shards (now 1"), "{stdout}");
     assert_eq!(s["clients_limit"], true);
     assert!(s["knee_rps"].is_null(), "{s}");
@@ -141,7 +155,10 @@ fn a_generator_limited_search_says_the_clients_are_the_limit() {
     assert_eq!(probes.len(), 1);
     assert_eq!(probes[0]["verdict"], "invalid");
     assert!(
-        probes[0]["reason"].as_str().unwrap().contains("over the limit 1µs"),
+        probes[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("over the limit 1µs"),
         "{}",
         probes[0]
     );
@@ -149,7 +166,10 @@ fn a_generator_limited_search_says_the_clients_are_the_limit() {
 
 #[test]
 fn bad_search_input_is_one_line_naming_the_flag() {
-    crest_fails(&["search", "--slo", "p99<1ms"], "--slo \"p99<1ms\": give e.g.");
+    crest_fails(
+        &["search", "--slo", "p99<1ms"],
+        "--slo \"p99<1ms\": give e.g.",
+    );
     crest_fails(
         &["search", "--slo", "p99<=1ms", "--rate", "1000"],
         "--rate: crest search sets each window's rate and length",

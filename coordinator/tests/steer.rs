@@ -429,3 +429,93 @@ fn sample(m: &Value, name: &str, labels: &[(&str, &str)]) -> f64 {
         .map(|r| r[1].as_f64().unwrap())
         .sum()
 }
+
+/// The gRPC `Control` service on the workers' listener, behind the run's token: a rate
+/// change applies, a bad one is refused by name, and a stop ends the run cleanly at its
+/// instant (the worker drains and reports; the report is complete and its span ends
+/// there; the server counted what the report says).
+#[test]
+fn grpc_control_changes_the_rate_and_stops_the_run_cleanly() {
+    use crest_proto::pb::control_client::ControlClient;
+    use crest_proto::pb::{ControlRequest, SetRateRequest};
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("steer-grpc");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let admin = free_port();
+    let out = dir.path().join("out");
+    let mut args = coordinator_args(&listen, 1, "30s", &server.addr(), &out);
+    args.extend(
+        [
+            "--rate",
+            "2000",
+            "--duration",
+            "30s",
+            "--token",
+            "tok",
+            "--admin",
+            &format!("127.0.0.1:{admin}"),
+        ]
+        .map(String::from),
+    );
+    let mut coord = Proc::spawn(&crest_bin(), &strs(&args), dir.path(), "crest");
+    let mut wargs = worker_args(&listen, 0);
+    wargs.extend(["--token", "tok"].map(String::from));
+    let _worker = Proc::spawn(&worker_bin(), &strs(&wargs), dir.path(), "worker");
+    running_for(admin, 1.5);
+    let tok = || ControlRequest {
+        token: "tok".into(),
+    };
+    let rate = |rps: f64| SetRateRequest {
+        token: "tok".into(),
+        rps,
+        class: String::new(),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (changed_at, stopped_at) = rt.block_on(async {
+        let mut c = ControlClient::connect(format!("http://{listen}"))
+            .await
+            .unwrap();
+        let e = c
+            .status(ControlRequest {
+                token: "nope".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+        let e = c.set_rate(rate(-1.0)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+        assert!(e.message().contains("≥ 0"), "{e}");
+        let r = c.set_rate(rate(3000.0)).await.unwrap().into_inner();
+        assert_eq!(
+            (r.action.as_str(), r.from_rps, r.to_rps),
+            ("rate", 2000.0, 3000.0)
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let st = c.status(tok()).await.unwrap().into_inner();
+        let v: Value = serde_json::from_str(&st.json).unwrap();
+        assert_eq!(v["rates"][0]["rate"], 3000.0, "{v}");
+        let s = c.stop(tok()).await.unwrap().into_inner();
+        assert_eq!((s.action.as_str(), s.to_rps), ("stop", 0.0));
+        (r.at_s, s.at_s)
+    });
+    let report = finish(&dir, &mut coord, Duration::from_secs(60));
+    assert_eq!(report["complete"], true, "{}", report["checks"]);
+    assert_eq!(report["interrupted"], false);
+    assert_eq!(report["stopped_by"], "grpc");
+    assert!((f(&report, "duration_s") - stopped_at).abs() < 1e-6);
+    assert_balanced("grpc", &report);
+    let actions: Vec<&str> = report["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["rate", "stop"]);
+    let asked = 2000.0 * changed_at + 3000.0 * (stopped_at - changed_at);
+    let scheduled = u(&report["totals"], "scheduled") as f64;
+    assert!(
+        (scheduled - asked).abs() <= 2.0,
+        "scheduled {scheduled}, asked {asked:.1}"
+    );
+    assert_eq!(total_calls(&server), u(&report["totals"], "completed"));
+}

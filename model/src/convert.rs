@@ -1097,6 +1097,7 @@ impl From<&Change> for pb::Steer {
                     }),
                 })
                 .collect(),
+            end: c.end,
         }
     }
 }
@@ -1129,6 +1130,7 @@ impl TryFrom<&pb::Steer> for Change {
             seq: s.seq,
             at_ns: s.at_ns,
             classes,
+            end: s.end,
         })
     }
 }

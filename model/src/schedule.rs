@@ -154,6 +154,23 @@ impl Profile {
         out
     }
 
+    /// This profile cut at `at_ns` (a run stopped there): unchanged when it ends before.
+    pub fn until(&self, at_ns: u64) -> Profile {
+        if at_ns >= self.duration_ns() {
+            return self.clone();
+        }
+        let mut segs = self.clip(0, at_ns);
+        if segs.is_empty() {
+            // Stopped at its very start: one nanosecond at rate 0 keeps it a profile.
+            segs.push(Segment {
+                duration_ns: 1,
+                from_rps: 0.0,
+                to_rps: 0.0,
+            });
+        }
+        Self::new(segs).unwrap_or_else(|_| self.clone())
+    }
+
     /// This profile until `at_ns`, then `tail` (on the same clock) from `at_ns` to this
     /// profile's end: a runtime change of rate. Λ is continuous at `at_ns`, so a schedule
     /// that switches keeps its spacing: no burst, no gap. A change at or past the end
@@ -266,6 +283,9 @@ pub struct Change {
     pub at_ns: u64,
     /// One per class of the plan (closed-loop classes ignore theirs).
     pub classes: Vec<Steer>,
+    /// The run ends at `at_ns` instead: every class stops sending there (`classes` is
+    /// ignored).
+    pub end: bool,
 }
 
 impl Steer {

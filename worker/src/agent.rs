@@ -754,13 +754,17 @@ impl ActiveRun {
     /// A runtime change from the coordinator: to the shards, and into the profiles the
     /// intervals' target rates come from.
     fn steer(&mut self, change: Change) {
-        let (at, classes) = (change.at_ns, change.classes.clone());
+        let (at, classes, end) = (change.at_ns, change.classes.clone(), change.end);
         if !self.steering.push(change) {
             return;
         }
-        for (c, how) in self.classes.iter_mut().zip(classes) {
+        for (i, c) in self.classes.iter_mut().enumerate() {
             if let (Some(p), Some(plan)) = (&mut c.profile, &c.original) {
-                *p = how.apply(p, plan, at, 1.0);
+                *p = match classes.get(i) {
+                    _ if end => p.until(at),
+                    Some(how) => how.apply(p, plan, at, 1.0),
+                    None => continue,
+                };
             }
         }
     }

@@ -326,6 +326,26 @@ impl ClassState {
         }
     }
 
+    /// Stops sending at `at` (ns since the start: a run stopped early): an open loop's
+    /// schedule ends there, a closed loop's time too.
+    pub fn end_at(&mut self, at: u64) {
+        match &mut self.arrivals {
+            Arrivals::Open {
+                schedule,
+                next_due,
+                steered,
+                ..
+            } => {
+                let p = schedule.profile().until(at);
+                *next_due = schedule.respliced(p);
+                *steered = true;
+            }
+            Arrivals::Closed { until, .. } => {
+                *until = Some(until.map_or(at, |u| u.min(at)));
+            }
+        }
+    }
+
     /// Follows a runtime change from `at` (ns since the start) on: a held cluster-wide
     /// rate at this shard's `share`, or the plan's profile again. The next intended time
     /// is placed again under the new profile (unchanged when it falls before `at`), so

@@ -350,6 +350,15 @@ impl Intervals {
         }
     }
 
+    /// The run ends at `end` (ns since the start) instead: the last interval moves there
+    /// (never before the open one).
+    fn end_at(&mut self, end: u64) {
+        let measured = end.saturating_sub(self.warmup);
+        let last = u32::try_from(measured.div_ceil(self.len).max(1) - 1).unwrap_or(u32::MAX);
+        let last = last.max(self.index);
+        self.last = Some(self.last.map_or(last, |l| l.min(last)));
+    }
+
     /// The interval `now` falls in (capped at the last); None during the warm-up.
     #[inline]
     fn at(&self, now: u64) -> Option<u32> {
@@ -649,8 +658,18 @@ impl Shard {
     fn steer(&mut self, now: u64) {
         for c in self.cfg.steering.since(self.steered) {
             let at = c.at_ns.max(now);
-            for (class, how) in self.classes.iter_mut().zip(&c.classes) {
-                class.steer(*how, at, self.cfg.share);
+            if c.end {
+                // The run ends here: every class stops, and the drain, the last interval
+                // and the finals follow as at a scheduled end.
+                for class in &mut self.classes {
+                    class.end_at(at);
+                }
+                self.end = Some(self.end.map_or(at, |e| e.min(at)));
+                self.intervals.end_at(at);
+            } else {
+                for (class, how) in self.classes.iter_mut().zip(&c.classes) {
+                    class.steer(*how, at, self.cfg.share);
+                }
             }
             self.steered = c.seq;
             let _ = self.cfg.out.send(ShardEvent::Steered {
@@ -1767,12 +1786,14 @@ mod tests {
                 seq: 1,
                 at_ns: 1_000 * MS,
                 classes: vec![Steer::Hold(0.0)],
+                end: false,
             });
             std::thread::sleep(at(1_700).saturating_duration_since(Instant::now()));
             steering.push(Change {
                 seq: 2,
                 at_ns: 2_000 * MS,
                 classes: vec![Steer::Hold(800.0)],
+                end: false,
             });
         });
         let r = run_shard(cfg, rx);
@@ -1783,6 +1804,33 @@ mod tests {
         let per_second: Vec<u64> = r.intervals.iter().map(|s| s.cmds[0].scheduled).collect();
         assert_eq!(per_second, vec![200, 0, 800], "{per_second:?}");
         assert_eq!(seen.load(Ordering::Relaxed), 1_000);
+    }
+
+    /// A stop: the run ends at the change's instant as at a scheduled end (one interval,
+    /// exactly its share of requests, the drain, the finals).
+    #[test]
+    fn a_stop_ends_the_shard_at_its_instant() {
+        use crest_model::schedule::{Change, Steer};
+        let (fake, seen) = counting_ok_server();
+        let (cfg, rx) = config(fake.addr, open(500.0, 10_000), 2, 1);
+        cfg.steering.push(Change {
+            seq: 1,
+            at_ns: 1_500 * MS,
+            classes: vec![Steer::Follow],
+            end: true,
+        });
+        let t0 = Instant::now();
+        let r = run_shard(cfg, rx);
+        fake.finish();
+        assert!(
+            t0.elapsed() < Duration::from_secs(6),
+            "ran to the plan's end"
+        );
+        r.assert_balanced();
+        assert_eq!(r.steered, vec![(1, 1_500 * MS)]);
+        assert_eq!(r.totals.scheduled, 750);
+        assert_eq!(r.intervals.len(), 2, "intervals end with the stop's");
+        assert_eq!(seen.load(Ordering::Relaxed), 750);
     }
 
     #[test]

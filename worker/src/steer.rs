@@ -60,6 +60,7 @@ mod tests {
             seq,
             at_ns: u64::from(seq) * 1_000,
             classes: vec![Steer::Hold(1.0)],
+            end: false,
         }
     }
 

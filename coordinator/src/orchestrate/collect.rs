@@ -2,7 +2,7 @@
 //! interval once every live worker is past it), lost workers out, live progress, and an
 //! abort to everyone when the user interrupts or a worker fails.
 
-use super::steer::{Action, Control, LEAD, Refusal, Request};
+use super::steer::{Control, LEAD, Refusal, Request};
 use super::{GRACE, Member, RunError, SILENCE, interrupted};
 use crate::admin::{Binned, ClassRate, Counters, WorkerView};
 use crate::config::RunConfig;
@@ -102,10 +102,7 @@ pub(super) async fn collect(
             }
             req = next_request(&mut control) => {
                 let (Some(req), Some(c)) = (req, control.as_deref_mut()) else { continue };
-                if let Some(ended) = steer(c, req, members, books, run_id, start).await {
-                    progress.finish();
-                    break Ok(ended);
-                }
+                steer(c, req, members, books, run_id, start).await;
                 publish(c, members, books, run_id, start, duration);
                 continue;
             }
@@ -206,7 +203,8 @@ async fn next_request(control: &mut Option<&mut Control>) -> Option<Request> {
 }
 
 /// Carries out one control request: a change goes to every live worker for one instant
-/// [`LEAD`] plus the slowest round trip ahead; a stop ends the phase (returned).
+/// [`LEAD`] plus the slowest round trip ahead (a stop too: the workers end there as at a
+/// scheduled end, and the phase's collection goes on until their finals are in).
 async fn steer(
     c: &mut Control,
     req: Request,
@@ -214,29 +212,15 @@ async fn steer(
     books: &mut RunBooks,
     run_id: &str,
     start: Instant,
-) -> Option<Ended> {
+) {
     let now = Instant::now();
     let Some(asked) = now.checked_duration_since(start) else {
         let _ = req.reply.send(Err(Refusal::Conflict(
             "the run is in its warm-up: changes apply from its measured start".into(),
         )));
-        return None;
+        return;
     };
     let asked_ns = u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX);
-    if req.action == Action::Stop {
-        let row = c.steering.stop_row(req.by, asked_ns, &books.profiles);
-        c.stopped_by = Some(req.by);
-        for m in members.iter().filter(|m| !m.lost()) {
-            m.link
-                .send(Out::Abort(pb::Abort {
-                    run_id: run_id.into(),
-                    reason: format!("stopped through the {} API", req.by),
-                }))
-                .await;
-        }
-        let _ = req.reply.send(Ok(row));
-        return Some(Ended::Interrupted);
-    }
     let rtt = members
         .iter()
         .filter(|m| !m.lost() && !m.done)
@@ -255,6 +239,12 @@ async fn steer(
             for m in members.iter().filter(|m| !m.lost() && !m.done) {
                 m.link.send(Out::Steer(msg.clone())).await;
             }
+            if change.end {
+                // The workers end at the instant, drain and send their finals; the
+                // timeline ends with the interval the stop falls in.
+                c.stopped_by = Some(req.by);
+                books.end_rows_at(at);
+            }
             tracing::info!(
                 seq = row.seq,
                 action = row.action,
@@ -268,7 +258,6 @@ async fn steer(
             let _ = req.reply.send(Err(e));
         }
     }
-    None
 }
 
 /// Publishes the run as the books have it to the admin API's board.

@@ -105,8 +105,10 @@ pub struct RunResults {
     pub coordinator_calls: std::collections::BTreeMap<String, u64>,
     /// Runtime changes of rate (the admin API's), in order.
     pub changes: Vec<steer::ChangeRow>,
-    /// Who stopped the run, when a stop request did (`interrupted` is then true too).
+    /// Who stopped the run early, when a stop request did (the admin API, gRPC).
     pub stopped_by: Option<&'static str>,
+    /// The measured span a stop request cut the run to, ns.
+    pub stopped_ns: Option<u64>,
     /// Each class's profile on the measured clock as runtime changes left it (None:
     /// closed loop): what the run asked for.
     pub profiles: Vec<Option<crest_model::schedule::Profile>>,
@@ -116,7 +118,10 @@ impl RunResults {
     /// The measured span, ns: the schedule's length, or for a count-bounded closed loop or
     /// an interrupted run the time from the measured start to its end.
     pub fn measured_ns(&self, cfg: &RunConfig) -> u64 {
-        measured_ns(cfg, self.elapsed, self.interrupted)
+        match self.stopped_ns {
+            Some(s) if !self.interrupted => s.max(1),
+            _ => measured_ns(cfg, self.elapsed, self.interrupted),
+        }
     }
 }
 
@@ -203,29 +208,36 @@ pub async fn run(
         let _ = int_tx.send(true);
     });
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The run's board and control requests: the gRPC Control service always, the HTTP
+    // API with --admin; `crest search`'s watcher brings its own board and asks nothing.
+    let admin = match &cfg.observer {
+        Some(o) => (o.clone(), None),
+        None => {
+            let loopback = cfg.admin.is_none_or(|a| a.ip().is_loopback());
+            let (a, rx) = crate::admin::Admin::new(&cfg.token, loopback);
+            (a, Some(rx))
+        }
+    };
+    if let Some(at) = cfg.admin {
+        let mut rx = stop_rx.clone();
+        let bound = crate::admin::serve(admin.0.clone(), at, async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(RunError::Usage)?;
+        if !cfg.quiet {
+            eprintln!(
+                "crest: admin API on http://{bound}: GET /metrics /status, PUT /rate, POST /pause /resume /stop"
+            );
+        }
+    }
     let server = {
         let mut rx = stop_rx.clone();
         let tls = served_tls(cfg).cloned();
-        tokio::spawn(service::serve(hub, listener, tls, async move {
+        let control = admin.1.is_some().then(|| admin.0.clone());
+        tokio::spawn(service::serve(hub, listener, tls, control, async move {
             let _ = rx.wait_for(|s| *s).await;
         }))
-    };
-    let admin = match cfg.admin {
-        Some(at) => {
-            let mut rx = stop_rx.clone();
-            let (admin, requests, bound) = crate::admin::serve(at, &cfg.token, async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .map_err(RunError::Usage)?;
-            if !cfg.quiet {
-                eprintln!(
-                    "crest: admin API on http://{bound}: GET /metrics /status, PUT /rate, POST /pause /resume /stop"
-                );
-            }
-            Some((admin, Some(requests)))
-        }
-        None => cfg.observer.clone().map(|o| (o, None)),
     };
     let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx, admin).await;
     interrupt_task.abort();
@@ -258,10 +270,8 @@ async fn run_inner(
     events: &mut mpsc::Receiver<HubEvent>,
     stop: watch::Receiver<bool>,
     interrupt: &watch::Receiver<bool>,
-    admin: Option<(crate::admin::Admin, Option<mpsc::Receiver<steer::Request>>)>,
+    (admin, requests): (crate::admin::Admin, Option<mpsc::Receiver<steer::Request>>),
 ) -> Result<RunResults, RunError> {
-    let (admin, requests) = admin.unzip();
-    let requests = requests.flatten();
     // The built-in target, when no --target is given.
     let builtin_port = match &cfg.target {
         Some(_) => None,
@@ -432,9 +442,7 @@ async fn run_inner(
             .filter(|c| c.prefill)
             .map(|c| c.keys)
             .sum();
-        if let Some(a) = &admin {
-            a.publish(|b| b.phase = "prefill");
-        }
+        admin.publish(|b| b.phase = "prefill");
         eprintln!("crest: prefill: writing {keys} keys");
         let t0 = Instant::now();
         let phase = phase::Phase {
@@ -594,7 +602,7 @@ async fn run_inner(
     );
     let mut control = steer::Control {
         rx: requests,
-        admin: admin.clone(),
+        admin: Some(admin.clone()),
         steering: steer::Steering::new(
             cfg.classes.iter().map(|c| c.name.clone()).collect(),
             cfg.classes.iter().map(|c| c.profile.clone()).collect(),
@@ -624,7 +632,11 @@ async fn run_inner(
         Some(t) if !interrupted => t.saturating_duration_since(measured_start),
         _ => measured_start.elapsed(),
     };
-    let span = measured_ns(cfg, elapsed, interrupted);
+    let stopped_ns = control.steering.stopped_at;
+    let span = match stopped_ns {
+        Some(s) if !interrupted => s.max(1),
+        _ => measured_ns(cfg, elapsed, interrupted),
+    };
     // An interrupted run's rows end with its last whole interval.
     let rows_span = if interrupted {
         span - span % iv_ns
@@ -640,15 +652,13 @@ async fn run_inner(
     }
     let live_errors = books.live_errors();
     let error_messages = books.error_messages();
-    if let Some(a) = &admin {
-        // The final counters: every worker's totals are in the books now.
-        collect::publish(&control, &members, &books, &run_id, measured_start, budget);
-        a.publish(|b| b.phase = "done");
-        if !cfg.admin_linger.is_zero() {
-            tokio::select! {
-                () = tokio::time::sleep(cfg.admin_linger) => {}
-                () = self::interrupted(interrupt) => {}
-            }
+    // The final counters: every worker's totals are in the books now.
+    collect::publish(&control, &members, &books, &run_id, measured_start, budget);
+    admin.publish(|b| b.phase = "done");
+    if cfg.admin.is_some() && !cfg.admin_linger.is_zero() {
+        tokio::select! {
+            () = tokio::time::sleep(cfg.admin_linger) => {}
+            () = self::interrupted(interrupt) => {}
         }
     }
     Ok(RunResults {
@@ -681,6 +691,7 @@ async fn run_inner(
         checkpoints: checkpoints.map(|c| c.rows).unwrap_or_default(),
         changes: control.steering.rows,
         stopped_by: control.stopped_by,
+        stopped_ns,
         profiles: books.profiles,
     })
 }

@@ -134,6 +134,8 @@ pub struct Steering {
     max_rps: f64,
     /// Every change so far.
     pub rows: Vec<ChangeRow>,
+    /// The instant a stop ends the phase at, ns on the measured clock.
+    pub stopped_at: Option<u64>,
 }
 
 impl Steering {
@@ -154,6 +156,7 @@ impl Steering {
             warmup_ns,
             max_rps: f64::from(shards.max(1)) * limits::MAX_RATE_PER_SHARD,
             rows: Vec::new(),
+            stopped_at: None,
         }
     }
 
@@ -164,7 +167,9 @@ impl Steering {
 
     /// Plans `action` asked at `asked_ns` to take effect at `at_ns` (both measured clock):
     /// splices `profiles` (the books') and returns the change for the workers (run clock)
-    /// with its report row. [`Action::Stop`] is not a change: the caller ends the phase.
+    /// with its report row. [`Action::Stop`] ends the phase at `at_ns`: every profile is
+    /// cut there and the change tells the workers to end (drain, finals) as at a
+    /// scheduled end.
     ///
     /// # Errors
     /// [`Refusal`] naming what is wrong and what would be right.
@@ -179,6 +184,9 @@ impl Steering {
         let open: Vec<usize> = (0..self.names.len())
             .filter(|&i| self.plan[i].is_some())
             .collect();
+        if *action == Action::Stop {
+            return Ok(self.stop(by, asked_ns, at_ns, profiles));
+        }
         if open.is_empty() {
             return Err(Refusal::Conflict(
                 "every class is closed loop (--rate max): there is no rate to change".into(),
@@ -292,32 +300,45 @@ impl Steering {
             seq: self.seq,
             at_ns: at_ns.saturating_add(self.warmup_ns),
             classes: next,
+            end: false,
         };
         Ok((change, row))
     }
 
-    /// Records a stop asked by `by` at `asked_ns` (measured clock): the phase ends there.
-    pub fn stop_row(
+    /// A stop at `at_ns`: profiles cut there, the change that ends the workers' run.
+    fn stop(
         &mut self,
         by: &'static str,
         asked_ns: u64,
-        profiles: &[Option<Profile>],
-    ) -> ChangeRow {
+        at_ns: u64,
+        profiles: &mut [Option<Profile>],
+    ) -> (Change, ChangeRow) {
         self.seq += 1;
-        let rate_at = |p: &Option<Profile>| p.as_ref().map_or(0.0, |p| p.rate_at(asked_ns));
+        let rate_at = |p: &Option<Profile>| p.as_ref().map_or(0.0, |p| p.rate_at(at_ns));
+        let from = profiles.iter().map(rate_at).sum();
+        for p in profiles.iter_mut().flatten() {
+            *p = p.until(at_ns);
+        }
+        self.stopped_at = Some(at_ns);
         let row = ChangeRow {
             seq: self.seq,
             action: Action::Stop.name(),
             by,
             asked_s: asked_ns as f64 / 1e9,
-            at_s: asked_ns as f64 / 1e9,
-            from_rps: profiles.iter().map(rate_at).sum(),
+            at_s: at_ns as f64 / 1e9,
+            from_rps: from,
             to_rps: 0.0,
             classes: Vec::new(),
             workers: Vec::new(),
         };
         self.rows.push(row.clone());
-        row
+        let change = Change {
+            seq: self.seq,
+            at_ns: at_ns.saturating_add(self.warmup_ns),
+            classes: vec![Steer::Follow; self.names.len()],
+            end: true,
+        };
+        (change, row)
     }
 
     /// The rates in force at `at_ns` (measured clock), per class (None: closed loop).
@@ -405,6 +426,17 @@ mod tests {
         assert!((p[1].as_ref().unwrap().expected(2 * S, 4 * S)).abs() < 1e-9);
         assert_eq!(s.rows.len(), 3);
         assert_eq!(c.seq, 3);
+    }
+
+    #[test]
+    fn a_stop_cuts_every_profile_and_tells_the_workers_to_end() {
+        let (mut s, mut p) = two_classes();
+        let (c, row) = s.plan(&Action::Stop, "admin", S, 3 * S, &mut p).unwrap();
+        assert!(c.end);
+        assert_eq!(c.at_ns, 5 * S);
+        assert_eq!((row.from_rps, row.to_rps), (1_000.0, 0.0));
+        assert_eq!(p[0].as_ref().unwrap().duration_ns(), 3 * S);
+        assert_eq!(s.stopped_at, Some(3 * S));
     }
 
     #[test]

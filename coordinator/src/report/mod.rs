@@ -703,7 +703,8 @@ pub struct Report {
     /// asked, when, the rate before and after, and the instant each worker's shards
     /// switched at (empty without).
     pub changes: Vec<crate::orchestrate::steer::ChangeRow>,
-    /// Who stopped the run (`admin`), when a stop request did; `interrupted` is true too.
+    /// Who stopped the run early (`admin`, `grpc`), when a stop request did: the workers
+    /// ended at the stop's instant as at a scheduled end, and `duration_s` ends there.
     pub stopped_by: Option<String>,
     /// Self-check.
     pub checks: Checks,
@@ -1274,11 +1275,13 @@ impl Report {
         if self.interrupted {
             let _ = writeln!(
                 out,
-                "INCOMPLETE: {} after {:.1} s; this report holds what was collected until then",
-                match &self.stopped_by {
-                    Some(by) => format!("stopped through the {by} API"),
-                    None => "interrupted".into(),
-                },
+                "INCOMPLETE: interrupted after {:.1} s; this report holds what was collected until then",
+                self.duration_s
+            );
+        } else if let Some(by) = &self.stopped_by {
+            let _ = writeln!(
+                out,
+                "stopped through the {by} API after {:.1} s: the workers ended there, drained and reported; this report covers that span",
                 self.duration_s
             );
         }
