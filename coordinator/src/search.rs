@@ -311,6 +311,17 @@ pub fn judge(report: &Report, offered: f64, plan: &Plan) -> (Verdict, String) {
     if report.interrupted {
         why.push("cut short: the latency exploded".into());
     }
+    let by_conns = report
+        .timeline
+        .iter()
+        .filter(|p| p.bound == "connections")
+        .count();
+    if !why.is_empty() && by_conns * 2 > report.timeline.len() {
+        why.push(format!(
+            "connections-bound: {:.0}% of the requests waited for a free connection while the service time held; more --connections or --pipeline may hold more",
+            100.0 * waited
+        ));
+    }
     if why.is_empty() {
         (Verdict::Pass, "every objective held".into())
     } else {

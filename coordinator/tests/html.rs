@@ -263,3 +263,51 @@ fn a_compare_page_overlays_the_targets() {
     assert_eq!(dist.len(), 1);
     assert_eq!(names(dist[0]), ["slow", "fast"]);
 }
+
+/// `crest search`'s page: the hockey stick, latency against the offered rate, one point
+/// per window and the SLO's line.
+#[test]
+fn a_search_page_draws_the_hockey_stick() {
+    let dir = TempDir::new("html-search");
+    let out = dir.path().join("out");
+    let mut p = Proc::spawn(
+        &crest_bin(),
+        &[
+            "search",
+            "--slo",
+            "p99<=50ms",
+            "--min",
+            "1000",
+            "--max",
+            "4000",
+            "--probe-window",
+            "1s",
+            "--window",
+            "1s",
+            "--warmup",
+            "500ms",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+        "crest",
+    );
+    assert_eq!(
+        p.wait(Duration::from_secs(120)),
+        0,
+        "{}",
+        read_log(dir.path(), "crest", "stderr")
+    );
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("search.json")).unwrap()).unwrap();
+    let windows = s["probes"].as_array().unwrap().len() as u64;
+    assert_eq!(f(&s, "knee_rps"), 4000.0, "{s}");
+    let c = charts(&out.join("report.html"), dir.path());
+    assert_drawn(&c, "report.html");
+    let stick = titled(&c, "hockey stick");
+    assert_eq!(stick.len(), 1, "{c:?}");
+    assert_eq!(names(stick[0]), ["p50", "p99", "p99.9", "SLO p99<=50.00ms"]);
+    for series in stick[0]["series"].as_array().unwrap() {
+        assert_eq!(series["points"].as_u64().unwrap(), windows, "{series}");
+    }
+}

@@ -18,7 +18,10 @@
 //! # Layout
 //! - `cluster`: local workers, waiting for registrations, clock offsets.
 //! - `phase`: a phase's plan (domain → wire through `crest_model::convert`) and its start.
-//! - `collect`: intervals and finals in, lost workers out, live progress.
+//! - `collect`: intervals and finals in, lost workers out, live progress, the admin board
+//!   published after every interval, control requests carried out.
+//! - [`steer`]: runtime changes (rate, pause, resume, stop) as one instant on the run's
+//!   clock for every worker, spliced into the books' profiles, rows for the report.
 
 mod checkpoint;
 pub use checkpoint::CheckpointRow;

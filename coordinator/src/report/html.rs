@@ -659,6 +659,29 @@ pub fn render(r: &Report) -> String {
         }
         out.push_str("</table>");
     }
+    if !r.changes.is_empty() {
+        out.push_str("<h2>Runtime changes</h2><p>Each took effect at one instant on every worker (the admin API, gRPC); the timeline's target follows them.</p><table class=\"changes\"><tr><th>#</th><th>action</th><th>by</th><th>asked, s</th><th>at, s</th><th>from /s</th><th>to /s</th><th>workers switched at, s</th></tr>");
+        for c in &r.changes {
+            let switched: Vec<String> = c
+                .workers
+                .iter()
+                .map(|w| format!("{} {:.6}", w.worker, w.first_s))
+                .collect();
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.0}</td><td>{:.0}</td><td>{}</td></tr>",
+                c.seq,
+                c.action,
+                c.by,
+                c.asked_s,
+                c.at_s,
+                c.from_rps,
+                c.to_rps,
+                esc(&switched.join(", "))
+            );
+        }
+        out.push_str("</table>");
+    }
     out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
     for w in &r.workers {
         let _ = write!(
