@@ -27,13 +27,26 @@ pub enum ArrivalArg {
     Poisson,
 }
 
-/// Pacer flag.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum PacerArg {
-    /// Precise sleep.
-    Sleep,
-    /// Busy poll.
-    Spin,
+/// `--pacer`: `sleep`, `spin`, or `sleep:TOLERANCE` (e.g. `sleep:200us`).
+///
+/// # Errors
+/// One line naming what would be right.
+pub fn parse_pacer(s: &str) -> Result<Pacer, String> {
+    let why = "expected sleep, spin, or sleep:TOLERANCE (e.g. sleep:200us, at most 10ms)";
+    match s.trim() {
+        "sleep" => Ok(Pacer::Sleep),
+        "spin" => Ok(Pacer::Spin),
+        other => {
+            let t = other.strip_prefix("sleep:").ok_or(why)?;
+            let d = config::parse_duration(t).map_err(|_| why)?;
+            let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            match ns {
+                0 => Ok(Pacer::Sleep),
+                1..=crest_model::plan::MAX_TOLERANCE_NS => Ok(Pacer::SleepWithin(ns)),
+                _ => Err(why.to_string()),
+            }
+        }
+    }
 }
 
 /// `crest run` flags.
@@ -164,9 +177,10 @@ pub struct RunArgs {
     /// Arrival process.
     #[arg(long, value_enum)]
     pub arrival: Option<ArrivalArg>,
-    /// Pacer: sleep (precise, cheap) or spin (lowest lag, one core per shard).
-    #[arg(long, value_enum)]
-    pub pacer: Option<PacerArg>,
+    /// Pacer: sleep (precise, cheap), spin (lowest lag, one core per shard), or
+    /// sleep:TOLERANCE (one wake-up serves every request due within it, e.g. sleep:200us).
+    #[arg(long, value_parser = parse_pacer)]
+    pub pacer: Option<Pacer>,
     /// A request unanswered this long fails as `timeout`.
     #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub timeout: Option<Duration>,
@@ -631,9 +645,9 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
     };
     let pacer = match (a.pacer, file.pacer.as_deref()) {
-        (Some(PacerArg::Spin), _) | (None, Some("spin")) => Pacer::Spin,
-        (Some(PacerArg::Sleep), _) | (None, None | Some("sleep")) => Pacer::Sleep,
-        (None, Some(o)) => return Err(err("pacer", o, "expected sleep or spin")),
+        (Some(p), _) => p,
+        (None, None) => Pacer::Sleep,
+        (None, Some(o)) => parse_pacer(o).map_err(|e| err("pacer", o, e))?,
     };
     let timeout = a
         .timeout

@@ -54,6 +54,28 @@ fn run_without_target_uses_the_builtin_target() {
     assert_eq!(csv.lines().count(), 3, "{csv}");
 }
 
+/// `--pacer sleep:500us`: the plan carries the tolerance to the worker, the report names
+/// it, the count is exact, and the lag shows the batching (p50 a good part of it).
+#[test]
+fn a_pacing_tolerance_reaches_the_shards_and_the_report() {
+    let dir = TempDir::new("pacer-tolerance");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--pacer",
+            "sleep:500us",
+        ])
+        .run(0);
+    assert_eq!(report["settings"]["pacer"], "sleep:500us");
+    assert_eq!(u(&report["totals"], "scheduled"), 4000);
+    assert_eq!(u(&report["totals"], "completed"), 4000);
+    let lag = f(&report["totals"]["schedule_lag_us"], "p50");
+    assert!(lag >= 100.0, "lag p50 {lag} µs: no batching");
+}
+
 /// At `--interval 10ms` the once-a-second progress line reads a second's worth of rows:
 /// the achieved rate is the target's, not one 10 ms row's (or 0/s).
 #[test]

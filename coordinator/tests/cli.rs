@@ -128,7 +128,11 @@ fn each_bad_input_gets_its_exact_line() {
         ),
         (
             &["--pacer", "fast"],
-            r#"--pacer "fast": expected one of sleep, spin"#,
+            r#"--pacer "fast": expected sleep, spin, or sleep:TOLERANCE (e.g. sleep:200us, at most 10ms)"#,
+        ),
+        (
+            &["--pacer", "sleep:20ms"],
+            r#"--pacer "sleep:20ms": expected sleep, spin, or sleep:TOLERANCE (e.g. sleep:200us, at most 10ms)"#,
         ),
         (
             &["--duration"],

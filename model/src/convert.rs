@@ -677,9 +677,13 @@ impl From<&RunPlan> for pb::RunPlan {
                 Arrival::Poisson => pb::Arrival::Poisson,
             } as i32,
             pacer: match p.pacer {
-                Pacer::Sleep => pb::Pacer::Sleep,
+                Pacer::Sleep | Pacer::SleepWithin(_) => pb::Pacer::Sleep,
                 Pacer::Spin => pb::Pacer::Spin,
             } as i32,
+            pacing_tolerance_ns: match p.pacer {
+                Pacer::SleepWithin(t) => t,
+                _ => 0,
+            },
             timeout_ns: ns(p.timeout),
             drain_ns: ns(p.drain),
             warmup_ns: ns(p.warmup),
@@ -900,10 +904,23 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 Ok(pb::Arrival::Poisson) => Arrival::Poisson,
                 Err(_) => return Err(WireError::new("arrival", p.arrival, "uniform or poisson")),
             },
-            pacer: match pb::Pacer::try_from(p.pacer) {
-                Ok(pb::Pacer::Sleep) => Pacer::Sleep,
-                Ok(pb::Pacer::Spin) => Pacer::Spin,
-                Err(_) => return Err(WireError::new("pacer", p.pacer, "sleep or spin")),
+            pacer: match (pb::Pacer::try_from(p.pacer), p.pacing_tolerance_ns) {
+                (Ok(pb::Pacer::Sleep), 0) => Pacer::Sleep,
+                (Ok(pb::Pacer::Sleep), t) => Pacer::SleepWithin(check_range(
+                    "pacing_tolerance_ns",
+                    t,
+                    1,
+                    crate::plan::MAX_TOLERANCE_NS,
+                )?),
+                (Ok(pb::Pacer::Spin), 0) => Pacer::Spin,
+                (Ok(pb::Pacer::Spin), t) => {
+                    return Err(WireError::new(
+                        "pacing_tolerance_ns",
+                        t,
+                        "0 with the spin pacer",
+                    ));
+                }
+                (Err(_), _) => return Err(WireError::new("pacer", p.pacer, "sleep or spin")),
             },
             timeout: duration(
                 "timeout_ns",
@@ -1431,6 +1448,7 @@ mod tests {
                 0u64..3_600_000,
                 10u64..60_000,
                 1u64..1_000_000,
+                prop_oneof![Just(0u64), 1u64..=crate::plan::MAX_TOLERANCE_NS],
             ),
             (
                 prop::option::of(("[a-z]{1,8}", "[ -~]{0,12}")),
@@ -1452,7 +1470,7 @@ mod tests {
                 |(
                     classes,
                     (extra, shards),
-                    (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog),
+                    (poisson, spin, timeout_ms, drain_ms, interval_ms, backlog, tolerance),
                     (login, db, (resp, tracking)),
                     tls,
                 )| {
@@ -1467,7 +1485,11 @@ mod tests {
                         } else {
                             Arrival::Uniform
                         },
-                        pacer: if spin { Pacer::Spin } else { Pacer::Sleep },
+                        pacer: match (spin, tolerance) {
+                            (true, _) => Pacer::Spin,
+                            (false, 0) => Pacer::Sleep,
+                            (false, t) => Pacer::SleepWithin(t),
+                        },
                         timeout: Duration::from_millis(timeout_ms),
                         drain: Duration::from_millis(drain_ms),
                         warmup: Duration::from_millis(drain_ms / 2),

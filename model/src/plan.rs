@@ -15,7 +15,15 @@ pub enum Pacer {
     Sleep,
     /// Poll without sleeping: lowest schedule lag, one full core per shard.
     Spin,
+    /// Sleep, and serve in one wake-up every request due within this many ns of the first
+    /// (`--pacer sleep:200us`): fewer wake-ups per request; each request is still measured
+    /// from its own intended time, so the lag histogram shows what the tolerance costs.
+    SleepWithin(u64),
 }
+
+/// Longest pacing tolerance: a millisecond-scale tolerance is what it is for; beyond this
+/// it is a burst generator.
+pub const MAX_TOLERANCE_NS: u64 = 10_000_000;
 
 /// A plan the worker cannot run; sent back to the coordinator as `RunFailed` (bad plan).
 #[derive(Debug, thiserror::Error)]

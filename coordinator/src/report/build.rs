@@ -218,8 +218,12 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                 })
                 .collect(),
             pacer: match cfg.pacer {
-                Pacer::Sleep => "sleep",
-                Pacer::Spin => "spin",
+                Pacer::Sleep => "sleep".to_string(),
+                Pacer::Spin => "spin".to_string(),
+                Pacer::SleepWithin(t) => format!(
+                    "sleep:{}",
+                    humantime::format_duration(std::time::Duration::from_nanos(t))
+                ),
             }
             .into(),
             timeout_s: cfg.timeout.as_secs_f64(),
