@@ -224,8 +224,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                     "sleep:{}",
                     humantime::format_duration(std::time::Duration::from_nanos(t))
                 ),
-            }
-            .into(),
+            },
             timeout_s: cfg.timeout.as_secs_f64(),
             drain_s: cfg.drain.as_secs_f64(),
             warmup_s: cfg.warmup.as_secs_f64(),
