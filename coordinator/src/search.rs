@@ -151,6 +151,17 @@ pub enum Verdict {
     Invalid,
 }
 
+impl Verdict {
+    /// `pass`, `fail`, `invalid` (as in `search.json`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Invalid => "invalid",
+        }
+    }
+}
+
 /// One window, as the table and `search.json` show it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Probe {
@@ -583,11 +594,7 @@ fn probe_line(p: &Probe) -> String {
         human_us(p.p999_us),
         human_us(p.lag_p99_us),
         p.errors,
-        match p.verdict {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Invalid => "INVALID",
-        },
+        p.verdict.word().to_uppercase(),
         p.reason
     )
 }
@@ -676,11 +683,7 @@ impl Search {
         ));
         h.push_str("<h2>Windows</h2><table><tr><th>#</th><th>phase</th><th>offered /s</th><th>achieved /s</th><th>p50</th><th>p99</th><th>p99.9</th><th>lag p99</th><th>errors</th><th>verdict</th><th>reason</th></tr>");
         for p in &self.probes {
-            let v = match p.verdict {
-                Verdict::Pass => "pass",
-                Verdict::Fail => "fail",
-                Verdict::Invalid => "invalid",
-            };
+            let v = p.verdict.word();
             let _ = write!(
                 h,
                 "<tr><td>{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l {v}\">{v}</td><td class=\"l\">{}</td></tr>",
