@@ -9,6 +9,7 @@
 # Prints per search: the outcome, windows, wall time; then per target the knees' spread.
 #
 #   bench/knee.sh [SLEEP_S] [GET_MIN_RPS]      defaults: 0.0001 10000
+#   CASES=sleep bench/knee.sh                   one target only (sleep or get)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLEEP=${1:-0.0001}
@@ -52,6 +53,8 @@ else:
 PY
 }
 
+CASES=${CASES:-sleep get}
+if [[ $CASES == *sleep* ]]; then
 echo "== DEBUG SLEEP $SLEEP, SLO p99<=20ms"
 for i in 1 2 3; do
   search "sleep$i" --command "DEBUG SLEEP $SLEEP" --slo "p99<=20ms" --min 1000 --max 1000000
@@ -59,6 +62,8 @@ done
 spread sleep1 sleep2 sleep3
 usec=$(redis-cli -p "$P" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_debug:.*usec_per_call=\([0-9.]*\).*/\1/p')
 python3 -c "print(f'  capacity C = 1e6 / {float(\"$usec\"):.1f} us = {1e6/float(\"$usec\"):.0f}/s')"
+fi
+[[ $CASES == *get* ]] || exit 0
 
 redis-cli -p "$P" flushall >/dev/null
 echo "== GET/SET 1:10, SLO p99<=10ms, from $GET_MIN/s"
