@@ -78,20 +78,28 @@ pub struct Binned {
 impl Binned {
     /// `h` in [`BUCKETS_S`].
     pub fn of(class: &str, h: &Hist) -> Self {
-        let mut buckets = vec![0u64; BUCKETS_S.len() + 1];
+        let mut b = Self {
+            class: class.to_string(),
+            buckets: vec![0; BUCKETS_S.len() + 1],
+            sum_s: 0.0,
+            count: 0,
+        };
+        b.add(h);
+        b
+    }
+
+    /// Adds `h`'s values: binning each command's histogram into its class's buckets is
+    /// the merge (bins add), with no full-size histogram built per scrape.
+    pub fn add(&mut self, h: &Hist) {
         for v in h.iter_recorded() {
             // A value counts in the first bucket whose bound it does not pass, read at the
             // lowest value of its HDR bucket (the histogram's own 0.1% resolution).
             let s = h.lowest_equivalent(v.value_iterated_to()) as f64 / 1e9;
             let i = BUCKETS_S.partition_point(|&b| b < s);
-            buckets[i] += v.count_at_value();
+            self.buckets[i] += v.count_at_value();
         }
-        Self {
-            class: class.to_string(),
-            buckets,
-            sum_s: h.mean() * h.len() as f64 / 1e9,
-            count: h.len(),
-        }
+        self.sum_s += h.mean() * h.len() as f64 / 1e9;
+        self.count += h.len();
     }
 }
 

@@ -274,9 +274,10 @@ pub(super) fn publish(
     let now_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
     let mut counters = Vec::new();
     let mut latency: Vec<Binned> = Vec::new();
-    let mut by_class: std::collections::BTreeMap<&str, crest_model::hist::Hist> =
-        std::collections::BTreeMap::new();
-    for ((class, command), s) in &books.totals {
+    // Counters and bins only for /metrics: the gRPC status and the search's watcher read
+    // the rest, and this runs at every finalized interval.
+    let totals = books.totals.iter().filter(|_| c.metrics);
+    for ((class, command), s) in totals {
         counters.push(Counters {
             class: class.clone(),
             command: command.clone(),
@@ -285,13 +286,10 @@ pub(super) fn publish(
             completed: s.completed,
             errors: s.errors.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
         });
-        let h = by_class
-            .entry(class.as_str())
-            .or_insert_with(crest_model::hist::new_hist);
-        crest_model::hist::add(h, &s.latency);
-    }
-    for (class, h) in &by_class {
-        latency.push(Binned::of(class, h));
+        match latency.iter_mut().find(|b| b.class == *class) {
+            Some(b) => b.add(&s.latency),
+            None => latency.push(Binned::of(class, &s.latency)),
+        }
     }
     let rates = c
         .steering

@@ -606,6 +606,7 @@ async fn run_inner(
     let mut control = steer::Control {
         rx: requests,
         admin: Some(admin.clone()),
+        metrics: cfg.admin.is_some(),
         steering: steer::Steering::new(
             cfg.classes.iter().map(|c| c.name.clone()).collect(),
             cfg.classes.iter().map(|c| c.profile.clone()).collect(),

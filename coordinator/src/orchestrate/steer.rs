@@ -112,6 +112,8 @@ pub struct Control {
     pub rx: Option<mpsc::Receiver<Request>>,
     /// The admin API's board, published after every finalized interval and change.
     pub admin: Option<crate::admin::Admin>,
+    /// The HTTP API serves `/metrics`: the board carries counters and latency bins.
+    pub metrics: bool,
     /// The changes and the instructions in force.
     pub steering: Steering,
     /// Who stopped the run, when a stop request did.
