@@ -8,11 +8,11 @@
 #           server and this machine's generator together, or "the clients are the limit"
 # Prints per search: the outcome, windows, wall time; then per target the knees' spread.
 #
-#   bench/knee.sh [SLEEP_S] [GET_MIN_RPS]      defaults: 0.0001 10000
+#   bench/knee.sh [SLEEP_S] [GET_MIN_RPS]      defaults: 0.001 10000
 #   CASES=sleep bench/knee.sh                   one target only (sleep or get)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SLEEP=${1:-0.0001}
+SLEEP=${1:-0.001}
 GET_MIN=${2:-10000}
 cargo build --release --bins -q
 BIN=target/release
@@ -57,7 +57,7 @@ CASES=${CASES:-sleep get}
 if [[ $CASES == *sleep* ]]; then
 echo "== DEBUG SLEEP $SLEEP, SLO p99<=20ms"
 for i in 1 2 3; do
-  search "sleep$i" --command "DEBUG SLEEP $SLEEP" --slo "p99<=20ms" --min 1000 --max 1000000
+  search "sleep$i" --command "DEBUG SLEEP $SLEEP" --slo "p99<=20ms" --min 100 --max 1000000
 done
 spread sleep1 sleep2 sleep3
 usec=$(redis-cli -p "$P" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_debug:.*usec_per_call=\([0-9.]*\).*/\1/p')
