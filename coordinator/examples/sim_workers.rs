@@ -26,6 +26,7 @@ use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
     worker_message::Msg as Out,
 };
+use prost::Message as _;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,8 +36,20 @@ use tokio_stream::wrappers::ReceiverStream;
 
 /// Distinct synthetic intervals per command; interval k uses variant k % VARIANTS.
 const VARIANTS: usize = 4;
-/// Requests per command per interval.
-const PER_INTERVAL: u64 = 1_000;
+/// Requests per command per interval: `SIM_PER_INTERVAL`, default 1,000 (with 10 commands
+/// at 1 s intervals, 10,000 req/s per worker). The merge's cost follows the histograms'
+/// nonzero buckets, which follow this.
+fn per_interval() -> u64 {
+    static N: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("SIM_PER_INTERVAL")
+            .map_or(1_000, |v| v.parse().expect("SIM_PER_INTERVAL: a count"))
+    })
+}
+/// Distinct workers' data sets: worker i streams set i % DATASETS. Built once, one after
+/// the other on one thread, so that 1,000 simulated workers do not starve the runtime
+/// (and their heartbeats) building 1,000 sets at once.
+const DATASETS: usize = 8;
 /// Intervals a worker may run ahead of the coordinator's finalized rows.
 const AHEAD: u32 = 16;
 
@@ -55,12 +68,12 @@ impl Rng {
 /// service time a little under, schedule lag a few µs, a few errors.
 fn variant(rng: &mut Rng) -> CmdStats {
     let mut s = CmdStats {
-        scheduled: PER_INTERVAL,
-        sent: PER_INTERVAL,
+        scheduled: per_interval(),
+        sent: per_interval(),
         ..Default::default()
     };
     let mut errors = 0;
-    for _ in 0..PER_INTERVAL {
+    for _ in 0..per_interval() {
         let tail = if rng.next() < 0.01 { 10.0 } else { 1.0 };
         let lat = (50_000.0 * (400f64).powf(rng.next()) * tail) as u64;
         hist::record(&mut s.latency, lat);
@@ -73,7 +86,7 @@ fn variant(rng: &mut Rng) -> CmdStats {
             errors += 1;
         }
     }
-    s.completed = PER_INTERVAL - errors;
+    s.completed = per_interval() - errors;
     if errors > 0 {
         s.errors.push(("ERR".into(), errors));
     }
@@ -114,7 +127,13 @@ async fn watch_rows(path: std::path::PathBuf, rows: Arc<AtomicU32>) {
     }
 }
 
-async fn worker(url: String, i: usize, intervals: u32, rows: Option<Arc<AtomicU32>>) {
+async fn worker(
+    url: String,
+    i: usize,
+    intervals: u32,
+    workers: usize,
+    rows: Option<Arc<AtomicU32>>,
+) {
     let mut client = CoordinatorClient::connect(url).await.expect("connect");
     let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(64);
     let send = |m: Out| {
@@ -167,7 +186,7 @@ async fn worker(url: String, i: usize, intervals: u32, rows: Option<Arc<AtomicU3
             Some(In::Start(s)) => {
                 let plan = s.plan.unwrap_or_default();
                 let tx = tx.clone();
-                tokio::spawn(stream_run(tx, plan, i, intervals, rows.clone()));
+                tokio::spawn(stream_run(tx, plan, i, intervals, workers, rows.clone()));
             }
             Some(In::Refused(r)) => panic!("refused: {}", r.reason),
             Some(In::Abort(a)) => {
@@ -207,7 +226,7 @@ fn prepare(plan: &pb::RunPlan, i: usize, n: u32) -> Prepared {
                 .collect()
         })
         .collect();
-    let rate = (PER_INTERVAL * classes.iter().map(|c| c.1.len() as u64).sum::<u64>()) as f64
+    let rate = (per_interval() * classes.iter().map(|c| c.1.len() as u64).sum::<u64>()) as f64
         / (plan.interval_ns.max(1) as f64 / 1e9);
     // Finals: every variant times the intervals that used it.
     let uses = |v: usize| -> u64 {
@@ -244,15 +263,36 @@ async fn stream_run(
     plan: pb::RunPlan,
     i: usize,
     n: u32,
+    workers: usize,
     rows: Option<Arc<AtomicU32>>,
 ) {
+    static SETS: tokio::sync::OnceCell<Vec<Prepared>> = tokio::sync::OnceCell::const_new();
     let p = plan.clone();
-    let (encoded, totals, rate) = tokio::task::spawn_blocking(move || prepare(&p, i, n))
-        .await
-        .expect("prepare");
+    let sets = SETS
+        .get_or_init(|| async move {
+            tokio::task::spawn_blocking(move || (0..DATASETS).map(|d| prepare(&p, d, n)).collect())
+                .await
+                .expect("prepare")
+        })
+        .await;
+    let (encoded, totals, rate) = &sets[i % DATASETS];
+    let rate = *rate;
+    // A fleet stays closer: what its workers hold ahead is all pending in the coordinator.
+    let ahead = if workers > 16 { 2 } else { AHEAD };
+    if i == 0 {
+        let one = pb::Interval {
+            commands: encoded[0].clone(),
+            ..Default::default()
+        };
+        eprintln!(
+            "sim: one interval message: {} bytes ({} per command)",
+            one.encoded_len(),
+            one.encoded_len() / encoded[0].len().max(1)
+        );
+    }
     for k in 0..n {
         while let Some(r) = &rows
-            && k > r.load(Ordering::Relaxed) + AHEAD
+            && k > r.load(Ordering::Relaxed) + ahead
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -271,7 +311,7 @@ async fn stream_run(
     }
     let fin = Out::Finished(pb::Finished {
         run_id: plan.run_id.clone(),
-        totals,
+        totals: totals.clone(),
         in_flight: 0,
         unsent: 0,
         intervals: n,
@@ -299,7 +339,7 @@ async fn main() {
         rows
     });
     let tasks: Vec<_> = (0..workers)
-        .map(|i| tokio::spawn(worker(url.clone(), i, intervals, rows.clone())))
+        .map(|i| tokio::spawn(worker(url.clone(), i, intervals, workers, rows.clone())))
         .collect();
     for t in tasks {
         let _ = t.await;

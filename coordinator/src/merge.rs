@@ -6,10 +6,12 @@
 //! worker has sent a later one (workers send intervals in increasing index order, see
 //! `worker/src/agent.rs`), finished, or was lost. Then it is *finalized*: decoded once,
 //! added into the run totals per (class, command) and into each sending worker's books
-//! (counts per command, one all-commands set of histograms), turned into one timeline row
-//! and written to the live files (`timeline.csv`, `latency.hlog`). What stays is
-//! O(workers + classes × commands) histograms plus one [`TimelinePoint`] per interval.
-//! Intervals still pending are capped ([`MAX_PENDING_BYTES`], [`MAX_PENDING_INTERVALS`]): past
+//! (counts and histogram fingerprints per command: a worker's histograms come with its
+//! final message, checked against them), turned into one timeline row and written to the
+//! live files (`timeline.csv`, `latency.hlog`). What stays is O(classes × commands)
+//! histograms, a few hundred bytes per worker and one [`TimelinePoint`] per interval.
+//! Intervals still pending are capped ([`MAX_PENDING_BYTES`] plus
+//! [`PENDING_BYTES_PER_WORKER`] for each worker, [`MAX_PENDING_INTERVALS`]): past
 //! the cap the oldest is finalized anyway, and a message that comes later for it is still
 //! counted in the totals and its worker's books, but not in the timeline ([`RunBooks::late`]).
 
@@ -34,6 +36,9 @@ pub type ByCommand = BTreeMap<(String, String), CmdStats>;
 /// Bytes of interval messages kept while they wait for every worker (their wire size plus
 /// a fixed overhead per command); past it the oldest pending interval is finalized.
 pub const MAX_PENDING_BYTES: usize = 32 << 20;
+/// ...and this much more per worker: one interval of 1,000 workers with 10 commands is
+/// 1,000 messages of 10–60 KB, which must all be in before its row is finalized.
+pub const PENDING_BYTES_PER_WORKER: usize = 512 << 10;
 /// Interval indices kept waiting for every worker; past it the oldest is finalized.
 pub const MAX_PENDING_INTERVALS: usize = 4_096;
 /// Push counts per class from a worker's final message: at most one entry per class a
@@ -153,6 +158,10 @@ pub struct Counts {
     pub service_time: u64,
     /// Schedule-lag samples.
     pub schedule_lag: u64,
+    /// The [`fingerprint`](hist::fingerprint)s of the latency, service-time and
+    /// schedule-lag histograms: they add like the histograms, so a worker's intervals are
+    /// checked against its totals histogram by histogram without a merged copy per worker.
+    pub prints: [u64; 3],
 }
 
 impl Counts {
@@ -166,6 +175,11 @@ impl Counts {
             latency: s.latency.samples(),
             service_time: s.service_time.samples(),
             schedule_lag: s.schedule_lag.samples(),
+            prints: [
+                s.latency.fingerprint(),
+                s.service_time.fingerprint(),
+                s.schedule_lag.fingerprint(),
+            ],
         }
     }
 }
@@ -180,6 +194,9 @@ impl AddAssign for Counts {
         self.latency = self.latency.saturating_add(o.latency);
         self.service_time = self.service_time.saturating_add(o.service_time);
         self.schedule_lag = self.schedule_lag.saturating_add(o.schedule_lag);
+        for (a, b) in self.prints.iter_mut().zip(o.prints) {
+            *a = a.wrapping_add(b);
+        }
     }
 }
 
@@ -193,8 +210,9 @@ pub struct Final {
     pub counts: CountsBy,
     /// Every command together.
     pub total: Counts,
-    /// Every command's latency together (checked against the intervals' sum).
-    pub latency: Hist,
+    /// Every command together, with its histograms: this worker's part of the report
+    /// (its intervals add up to it: [`WorkerBooks::check`]).
+    pub all: CmdStats,
     /// Sent, unanswered at the end.
     pub in_flight: u64,
     /// Scheduled, never written.
@@ -211,14 +229,13 @@ pub struct Final {
     pub nodes: Vec<NodeStats>,
 }
 
-/// One worker's part of the books: counts per command and one set of all-commands
-/// histograms over every interval of it that was finalized.
+/// One worker's part of the books: counts and histogram fingerprints per command over
+/// every interval of it that was finalized, a few hundred bytes whatever the run's length
+/// (its histograms come with its final message, checked against these).
 #[derive(Debug, Clone, Default)]
 pub struct WorkerBooks {
     /// Counts per command over its finalized intervals.
     pub counts: CountsBy,
-    /// Every command together over its finalized intervals.
-    pub all: CmdStats,
     /// Intervals finalized.
     pub intervals: u32,
     /// The highest interval index received (workers send in increasing order).
@@ -235,17 +252,17 @@ impl WorkerBooks {
     pub fn finish(&mut self, f: &pb::Finished, de: &mut SparseDecoder) -> Result<(), HistError> {
         let mut counts = CountsBy::new();
         let mut total = Counts::default();
-        let mut latency = hist::new_hist();
+        let mut all = CmdStats::default();
         for (class, name, s) in decode_delta(de, &f.totals)? {
             let c = Counts::of(&s);
             *counts.entry((class, name)).or_default() += c;
             total += c;
-            s.latency.add_to(&mut latency);
+            all += &s;
         }
         self.final_ = Some(Final {
             counts,
             total,
-            latency,
+            all,
             in_flight: f.in_flight,
             unsent: f.unsent,
             intervals: f.intervals,
@@ -275,7 +292,15 @@ impl WorkerBooks {
                 self.counts.insert((class.to_string(), name.to_string()), c);
             }
         }
-        self.all += s;
+    }
+
+    /// Every command together over the finalized intervals, counts only.
+    pub fn total(&self) -> Counts {
+        let mut t = Counts::default();
+        for c in self.counts.values() {
+            t += *c;
+        }
+        t
     }
 
     /// Disagreements between the intervals and the final totals, each as one sentence:
@@ -315,11 +340,14 @@ impl WorkerBooks {
                     ));
                 }
             }
-        }
-        if self.all.latency != f.latency {
-            problems.push(format!(
-                "worker {name}: merged interval latency histogram differs from the total"
-            ));
+            let kinds = ["latency", "service-time", "schedule-lag"];
+            for ((what, a), b) in kinds.iter().zip(s.prints).zip(t.prints) {
+                if a != b {
+                    problems.push(format!(
+                        "worker {name} {cmd}: the intervals' {what} histograms do not add up to the totals' histogram"
+                    ));
+                }
+            }
         }
         // Every scheduled request is accounted for: answered, failed, in flight or unsent.
         let all = &f.total;
@@ -557,8 +585,8 @@ impl RunBooks {
         let mut bad = Vec::new();
         while let Some((&k, _)) = self.pending.first_key_value() {
             let complete = frontier.is_none_or(|f| k < f);
-            let over = self.pending_bytes > MAX_PENDING_BYTES
-                || self.pending.len() > MAX_PENDING_INTERVALS;
+            let cap = MAX_PENDING_BYTES + PENDING_BYTES_PER_WORKER * self.workers.len();
+            let over = self.pending_bytes > cap || self.pending.len() > MAX_PENDING_INTERVALS;
             if !(complete || over) {
                 break;
             }
@@ -897,7 +925,29 @@ mod tests {
         assert_eq!(t.latency, whole);
         assert_eq!(b.workers[0].check("w0", "-"), Vec::<String>::new());
         assert_eq!(b.workers[1].check("w1", "-"), Vec::<String>::new());
-        assert_eq!(b.workers[0].all.latency.len(), 5);
+        assert_eq!(b.workers[0].total().latency, 5);
+        let f = b.workers[0].final_.as_ref().unwrap();
+        assert_eq!(f.all.latency.len(), 5);
+    }
+
+    /// Intervals whose histograms do not add up to the worker's totals are named, even
+    /// when every count agrees: the same samples, one at another value.
+    #[test]
+    fn a_histogram_that_does_not_add_up_is_named_even_when_the_counts_agree() {
+        let c = cfg(5.0, 2);
+        let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
+        b.receive(0, iv(0, vec![cmd("GET", &[1_000, 2_000], 2)], 5.0))
+            .unwrap();
+        b.receive(0, iv(1, vec![cmd("GET", &[3_000], 1)], 5.0))
+            .unwrap();
+        b.finish(0, &finished(vec![cmd("GET", &[1_000, 2_000, 4_000], 3)], 2))
+            .unwrap();
+        b.advance(&[false]);
+        // Latency and service time (v / 2) moved; the schedule lag (10 each) did not.
+        let problems = b.workers[0].check("w0", "-");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("the intervals' latency histograms do not add up"));
+        assert!(problems[1].contains("the intervals' service-time histograms do not add up"));
     }
 
     #[test]
@@ -1058,7 +1108,7 @@ mod tests {
         assert_eq!(added, want);
         assert_eq!(Counts::of(&fast[0].2), Counts::of(&want));
         c.service_time = Some(pb::Histogram {
-            v2_deflate: b"garbage".to_vec(),
+            v2: b"garbage".to_vec(),
         });
         assert!(decode_delta(&mut de, &[c]).is_err());
     }
@@ -1071,7 +1121,7 @@ mod tests {
         let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
         let mut bad = cmd("GET", &[1], 1);
         bad.latency = Some(pb::Histogram {
-            v2_deflate: b"garbage".to_vec(),
+            v2: b"garbage".to_vec(),
         });
         b.receive(0, iv(0, vec![bad], 1.0)).unwrap();
         let u = b.advance(&[false]);

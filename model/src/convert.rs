@@ -1189,13 +1189,13 @@ pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::
             retried: s.redirects.retried,
             errors: errors_to_pb(&s.errors),
             latency: Some(pb::Histogram {
-                v2_deflate: hist::encode(&s.latency),
+                v2: hist::encode_wire(&s.latency),
             }),
             service_time: Some(pb::Histogram {
-                v2_deflate: hist::encode(&s.service_time),
+                v2: hist::encode_wire(&s.service_time),
             }),
             schedule_lag: Some(pb::Histogram {
-                v2_deflate: hist::encode(&s.schedule_lag),
+                v2: hist::encode_wire(&s.schedule_lag),
             }),
         })
         .collect()
@@ -1214,7 +1214,7 @@ pub fn nodes_to_pb(nodes: &[NodeStats]) -> Vec<pb::NodeStats> {
             moved: n.redirects.moved,
             asked: n.redirects.asked,
             latency: Some(pb::Histogram {
-                v2_deflate: hist::encode(&n.latency),
+                v2: hist::encode_wire(&n.latency),
             }),
             connections: n.connections,
         })
@@ -1233,7 +1233,7 @@ pub fn nodes_from_pb(nodes: &[pb::NodeStats]) -> Result<Vec<NodeStats>, WireErro
         .take(crate::topology::MAX_NODES)
         .map(|n| {
             let latency = match &n.latency {
-                Some(h) => hist::decode(&h.v2_deflate)
+                Some(h) => hist::decode(&h.v2)
                     .map_err(|e| WireError::new("nodes.latency", 0, e.to_string()))?,
                 None => hist::new_hist(),
             };
@@ -1315,7 +1315,7 @@ pub fn delta_from_pb(
     de: &mut SparseDecoder,
 ) -> Result<(String, String, CmdDelta), HistError> {
     let mut h = |x: &Option<pb::Histogram>| match x {
-        Some(h) => de.decode(&h.v2_deflate),
+        Some(h) => de.decode(&h.v2),
         None => Ok(Sparse::default()),
     };
     Ok((

@@ -342,6 +342,8 @@ pub trait Samples {
     fn samples(&self) -> u64;
     /// `dst += self`, exactly.
     fn add_to(&self, dst: &mut Hist);
+    /// Its [`hist::fingerprint`].
+    fn fingerprint(&self) -> u64;
 }
 
 impl Samples for Hist {
@@ -354,6 +356,9 @@ impl Samples for Hist {
     fn add_to(&self, dst: &mut Hist) {
         hist::add(dst, self);
     }
+    fn fingerprint(&self) -> u64 {
+        hist::fingerprint(self)
+    }
 }
 
 impl Samples for Sparse {
@@ -365,6 +370,9 @@ impl Samples for Sparse {
     }
     fn add_to(&self, dst: &mut Hist) {
         Sparse::add_to(self, dst);
+    }
+    fn fingerprint(&self) -> u64 {
+        Sparse::fingerprint(self)
     }
 }
 

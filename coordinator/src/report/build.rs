@@ -53,7 +53,8 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         let f = m.books.final_.as_ref();
         in_flight += f.map_or(0, |f| f.in_flight);
         unsent += f.map_or(0, |f| f.unsent);
-        let t = &m.books.all;
+        let t = m.books.total();
+        let all = f.map(|f| &f.all);
         workers.push(WorkerReport {
             id: m.info.id.clone(),
             name: m.info.name.clone(),
@@ -66,12 +67,12 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             lost_reason: m.lost_reason.clone(),
             scheduled: t.scheduled,
             completed: t.completed,
-            errors: t.error_total(),
+            errors: t.errors,
             in_flight: f.map(|f| f.in_flight),
-            latency_us: Percentiles::of(&t.latency),
-            service_time_us: Percentiles::of(&t.service_time),
-            schedule_lag_us: Percentiles::of(&t.schedule_lag),
-            histograms: Histograms::of(t),
+            latency_us: all.map(|a| Percentiles::of(&a.latency)),
+            service_time_us: all.map(|a| Percentiles::of(&a.service_time)),
+            schedule_lag_us: all.map(|a| Percentiles::of(&a.schedule_lag)),
+            histograms: all.map(Histograms::of),
         });
     }
     // Taken, not copied: the one part of the results that grows with the run's length.

@@ -692,9 +692,9 @@ pub fn render(r: &Report) -> String {
             w.shards,
             w.completed,
             w.errors,
-            human_us(w.latency_us.p50),
-            human_us(w.latency_us.p99),
-            human_us(w.schedule_lag_us.p99),
+            w.latency_us.map_or("—".into(), |p| human_us(p.p50)),
+            w.latency_us.map_or("—".into(), |p| human_us(p.p99)),
+            w.schedule_lag_us.map_or("—".into(), |p| human_us(p.p99)),
             w.clock_offset_us,
             if w.lost {
                 format!("LOST: {}", esc(w.lost_reason.as_deref().unwrap_or("")))

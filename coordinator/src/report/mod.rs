@@ -373,14 +373,16 @@ pub struct WorkerReport {
     pub errors: u64,
     /// Sent and unanswered at the end (null when lost: unknown).
     pub in_flight: Option<u64>,
-    /// This worker's latency.
-    pub latency_us: Percentiles,
-    /// This worker's service time.
-    pub service_time_us: Percentiles,
-    /// This worker's schedule lag.
-    pub schedule_lag_us: Percentiles,
-    /// This worker's histograms: the totals' histograms are exactly their sum.
-    pub histograms: Histograms,
+    /// This worker's latency (null when it sent no final totals: it was lost).
+    pub latency_us: Option<Percentiles>,
+    /// This worker's service time (null when lost).
+    pub service_time_us: Option<Percentiles>,
+    /// This worker's schedule lag (null when lost).
+    pub schedule_lag_us: Option<Percentiles>,
+    /// This worker's histograms, from its final totals, which its intervals were checked
+    /// to add up to (fingerprints, histogram by histogram): when no worker was lost, the
+    /// totals' histograms are exactly their sum. Null when it sent no final totals.
+    pub histograms: Option<Histograms>,
 }
 
 /// Counts by kind as `kind=n kind=n`.
