@@ -17,6 +17,8 @@
 #   PROFILE=dev bench/coordinator-memory.sh      the dev build (tests' binaries), no release build
 #   WORKERS="16" LENGTHS="100ms" bench/...       one case
 #   WORKERS=1000 LENGTHS=1s bench/coordinator-memory.sh 60   a fleet: 1,000 workers (one connection each)
+#   SIM_PER_INTERVAL=100 ...                     requests per command per interval (default 1,000):
+#                                                merge cost follows the histograms' nonzero buckets
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3600}
@@ -61,11 +63,11 @@ for W in ${WORKERS:-1 16}; do
     wait "$cpid" || code=$?
     wait "$spid" 2>/dev/null || true
     read -r rss_kb user sys wall <"$work/time-$W-$IV"
-    verdict=$(python3 - "$out/report.json" "$W" "$N" <<'EOF'
+    verdict=$(python3 - "$out/report.json" "$W" "$N" "${SIM_PER_INTERVAL:-1000}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 w, n = int(sys.argv[2]), int(sys.argv[3])
-per = w * 10 * 1000
+per = w * 10 * int(sys.argv[4])
 rows = r["timeline"]
 bad = []
 if len(rows) != n: bad.append(f"{len(rows)} rows, not {n}")

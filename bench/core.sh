@@ -5,11 +5,13 @@
 # the worker's CPU seconds (user + sys, from /proc) per million requests.
 #
 #   bench/core.sh [RATE] [DURATION_S] [PACER]     defaults: 20000 20 sleep
+#   PIPELINE=16 bench/core.sh 200000 10          pipelined (default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${1:-20000}
 SECS=${2:-20}
 PACER=${3:-sleep}
+PIPELINE=${PIPELINE:-1}
 SERVER=${CREST_SERVER:-valkey-server}
 cargo build --release --bins -q
 BIN=target/release
@@ -26,7 +28,7 @@ for _ in $(seq 50); do redis-cli -p "$SP" ping >/dev/null 2>&1 && break; sleep 0
 
 taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
   --target "127.0.0.1:$SP" --rate "$RATE" --duration "${SECS}s" --ratio 1:10 --keys 100000 \
-  --value-size 1024 --connections 50 --pipeline 1 --pacer "$PACER" --seed 1 \
+  --value-size 1024 --connections 50 --pipeline "$PIPELINE" --pacer "$PACER" --seed 1 \
   --out "$work/out" >"$work/table.txt" 2>"$work/crest.err" &
 cpid=$!
 pids+=($cpid)

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Side by side at fixed rates (issue #12): Crest (each pacer in PACERS) and, when MEMTIER
+# names its binary, memtier_benchmark (--rate-limiting), one after the other against the
+# same server in one run. Valkey pinned to core 0 and prefilled (DEBUG POPULATE: 100,000
+# keys crest:0..crest:99999 of 1 KB, so every GET hits; checked), the generator pinned to
+# core 1, one generator thread, 50 connections, SET:GET 1:10, 1 KB values, pipeline 1.
+#
+# Per case: the rate the *server* counted (INFO commandstats, sampled every second by this
+# script, steady seconds only), the generator's whole-process CPU seconds (user + sys) per
+# million server-counted requests, schedule lag p99 (Crest; memtier has no schedule), the
+# worst steady second's deviation from the target as the server counted it, latency p50
+# (Crest: from intended send time; memtier: from its own send) and GET misses. Then the
+# ratios to memtier's CPU per request.
+#
+# Then the shard's open-loop ceiling: one shard on core 1 against the built-in target
+# (`crest sink`) on core 0, up the ladder CEILING_RATES, default pacer: the highest rate
+# with schedule lag p99 <= 100 µs and every second within 1% of the target.
+#
+#   bench/side-by-side.sh [RATES] [SECS]       defaults: "5000 20000 40000" 10
+#   MEMTIER=$(../shared/peers/build-memtier.sh | tail -1) bench/side-by-side.sh
+#   PACERS="sleep sleep:200us spin"            default; CEILING_RATES="" skips the ladder
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATES=${1:-5000 20000 40000}
+SECS=${2:-10}
+PACERS=${PACERS:-sleep sleep:200us spin}
+CEILING_RATES=${CEILING_RATES-20000 30000 40000 50000 60000 80000 100000}
+SERVER=${CREST_SERVER:-valkey-server}
+MEMTIER=${MEMTIER:-}
+if [[ -n $MEMTIER && ! -x $MEMTIER ]]; then
+  echo "side-by-side.sh: MEMTIER=$MEMTIER is not an executable; build one with ../shared/peers/build-memtier.sh" >&2
+  exit 2
+fi
+cargo build --release --bins -q
+BIN=target/release
+work=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK)
+
+SP=$(port)
+taskset -c 0 "$SERVER" --port "$SP" --bind 127.0.0.1 --save "" --appendonly no \
+  --enable-debug-command yes --dir "$work" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do redis-cli -p "$SP" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# DEBUG POPULATE adds the colon: keys crest:0 .. crest:99999, Crest's --keys 100000.
+redis-cli -p "$SP" DEBUG POPULATE 100000 crest 1024 >/dev/null
+n=$(redis-cli -p "$SP" DBSIZE)
+[[ $n == 100000 ]] || { echo "side-by-side.sh: prefill made $n keys, not 100000" >&2; exit 1; }
+[[ $(redis-cli -p "$SP" STRLEN crest:99999) == 1024 ]] || { echo "side-by-side.sh: prefill values are not 1 KB" >&2; exit 1; }
+
+# Samples the server's GET+SET calls and keyspace misses once a second until killed.
+sampler() {
+  python3 - "$SP" "$1" <<'PY' &
+import socket, sys, time
+port, out = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port))
+f = s.makefile("rb")
+def info():
+    s.sendall(b"*1\r\n$4\r\nINFO\r\n")
+    n = int(f.readline()[1:])
+    body = f.read(n + 2).decode()
+    calls = misses = 0
+    for line in body.splitlines():
+        if line.startswith(("cmdstat_get:", "cmdstat_set:")):
+            calls += int(line.split("calls=")[1].split(",")[0])
+        elif line.startswith("keyspace_misses:"):
+            misses = int(line.split(":")[1])
+    return calls, misses
+with open(out, "w", buffering=1) as o:
+    t0 = time.monotonic()
+    k = 0
+    while True:
+        c, m = info()
+        o.write(f"{time.monotonic():.6f} {c} {m}\n")
+        k += 1
+        time.sleep(max(0.0, t0 + k - time.monotonic()))
+PY
+  echo $!
+}
+
+# Steady seconds of a sample file: server-counted rate, worst second's deviation from RATE,
+# misses over the whole case.
+judge() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+rate = float(sys.argv[2])
+per = []
+for (t0, c0, _), (t1, c1, _) in zip(rows, rows[1:]):
+    per.append((c1 - c0) / (t1 - t0))
+# Seconds with traffic, without the first and last (ramp and tail).
+busy = [i for i, r in enumerate(per) if r > 0.05 * rate]
+steady = per[busy[0] + 1:busy[-1]] if len(busy) > 2 else []
+if not steady:
+    print("nan nan nan"); sys.exit()
+mean = sum(steady) / len(steady)
+worst = max(abs(r - rate) / rate for r in steady) * 100
+misses = rows[-1][2] - rows[0][2]
+print(f"{mean:.0f} {worst:.2f} {misses:.0f}")
+PY
+}
+
+printf '%-10s %-12s %8s %12s %12s %10s %12s %10s %8s\n' tool pacer target "server /s" "CPU s/1M" "lag p99" "worst sec" "lat p50" misses
+declare -A MEMTIER_CPU
+results=()
+run_crest() { # RATE PACER
+  local rate=$1 pacer=$2 CP out s0 s1 c0 c1 t0 t1
+  CP=$(port)
+  out="$work/crest-$rate-${pacer//[:]/_}"
+  local sp; sp=$(sampler "$out.samples")
+  taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
+    --target "127.0.0.1:$SP" --rate "$rate" --duration "${SECS}s" --ratio 1:10 --keys 100000 \
+    --value-size 1024 --connections 50 --pipeline 1 --pacer "$pacer" --seed 1 \
+    --no-server-stats --out "$out" >"$out.table" 2>"$out.err" &
+  local cpid=$!
+  "$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>"$out.worker" &
+  local wpid=$!
+  local seen=
+  for _ in $(seq 600); do grep -q "^crest: run " "$out.err" 2>/dev/null && { seen=1; break; }; sleep 0.05; done
+  [[ -n $seen ]] || { echo "side-by-side.sh: crest did not start; no figure" >&2; cat "$out.err" >&2; kill "$sp" $cpid $wpid; return; }
+  c0=$(cpu "$wpid"); t0=$(date +%s.%N)
+  wait "$cpid" || true
+  c1=$(cpu "$wpid"); t1=$(date +%s.%N)
+  kill "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true
+  sleep 1.2; kill "$sp"; wait "$sp" 2>/dev/null || true
+  read -r srv worst misses < <(judge "$out.samples" "$rate")
+  python3 - "$out/report.json" "$c0" "$c1" "$HZ" "$t0" "$t1" "$SECS" "$srv" "$worst" "$misses" "$rate" "$pacer" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c0, c1, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+window, secs = float(sys.argv[6]) - float(sys.argv[5]), float(sys.argv[7])
+srv, worst, misses, rate, pacer = sys.argv[8], sys.argv[9], sys.argv[10], float(sys.argv[11]), sys.argv[12]
+if not (secs <= window <= secs + 10):
+    sys.exit(f"side-by-side.sh: CPU window {window:.1f} s does not cover a {secs:.0f} s run; no figure")
+t = r["totals"]
+reqs = t["completed"] + t["errors"]
+cpu = (c1 - c0) / hz
+print(f"{'crest':<10} {pacer:<12} {rate:>8.0f} {srv:>12} {cpu / reqs * 1e6:>12.2f} {t['schedule_lag_us']['p99']:>8.0f}µs {worst:>11}% {t['latency_us']['p50']:>8.0f}µs {misses:>8}")
+PY
+}
+run_memtier() { # RATE
+  local rate=$1 out="$work/memtier-$1" sp
+  sp=$(sampler "$out.samples")
+  /usr/bin/time -f "%U %S" -o "$out.time" taskset -c 1 "$MEMTIER" -s 127.0.0.1 -p "$SP" \
+    -t 1 -c 50 --pipeline=1 --ratio=1:10 -d 1024 --key-prefix=crest: --key-minimum=0 \
+    --key-maximum=99999 --key-pattern=R:R --distinct-client-seed \
+    --rate-limiting=$((rate / 50)) --test-time="$SECS" --hide-histogram >"$out.out" 2>&1 || true
+  sleep 1.2; kill "$sp"; wait "$sp" 2>/dev/null || true
+  read -r srv worst misses < <(judge "$out.samples" "$rate")
+  local cpu p50 reqs
+  cpu=$(awk '{print $1 + $2}' "$out.time")
+  # memtier's requests: the server's count over the whole case (the sampler's first and last).
+  reqs=$(awk 'NR==1{a=$2} {b=$2} END{print b - a}' "$out.samples")
+  p50=$(awk '/^Totals/{print $6 * 1000}' "$out.out")
+  awk -v rate="$rate" -v srv="$srv" -v cpu="$cpu" -v reqs="$reqs" -v worst="$worst" -v p50="$p50" -v misses="$misses" \
+    'BEGIN{printf "%-10s %-12s %8.0f %12s %12.2f %10s %11s%% %8.0fµs %8s\n", "memtier", "rate-limit", rate, srv, cpu / reqs * 1e6, "-", worst, p50, misses}'
+}
+
+for rate in $RATES; do
+  for pacer in $PACERS; do
+    run_crest "$rate" "$pacer" | tee -a "$work/rows"
+  done
+  if [[ -n $MEMTIER ]]; then
+    run_memtier "$rate" | tee -a "$work/rows"
+  fi
+done
+if [[ -n $MEMTIER ]]; then
+  echo
+  echo "CPU per request, Crest / memtier (same rate, same run):"
+  awk '$1=="memtier"{m[$3]=$5} $1=="crest"{c[$3" "$2]=$5; r[$3" "$2]=$3}
+       END{for (k in c) if (m[r[k]] > 0) printf "  %-22s %.2fx\n", k, c[k] / m[r[k]]}' "$work/rows" | sort -n
+else
+  echo "(memtier skipped: MEMTIER= names its binary; ../shared/peers/build-memtier.sh builds one)"
+fi
+
+[[ -z $CEILING_RATES ]] && exit 0
+echo
+echo "The shard's open-loop ceiling (built-in target on core 0, one shard on core 1, default pacer):"
+printf '%8s %12s %10s %12s %s\n' target achieved "lag p99" "worst sec" verdict
+TP=$(port)
+taskset -c 0 "$BIN/crest" sink --listen "127.0.0.1:$TP" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do redis-cli -p "$TP" ping >/dev/null 2>&1 && break; sleep 0.1; done
+best=0
+for rate in $CEILING_RATES; do
+  CP=$(port)
+  out="$work/ceiling-$rate"
+  taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
+    --target "127.0.0.1:$TP" --rate "$rate" --duration "${SECS}s" --ratio 1:10 --keys 100000 \
+    --value-size 1024 --connections 50 --pipeline 1 --seed 1 --no-server-stats \
+    --out "$out" >/dev/null 2>"$out.err" &
+  cpid=$!
+  "$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>/dev/null &
+  wpid=$!
+  wait "$cpid" || true
+  kill "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true
+  ok=$(python3 - "$out/report.json" "$rate" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); rate = float(sys.argv[2])
+t = r["totals"]; rows = r["timeline"]
+worst = max(abs(p["achieved_rate"] - p["target_rate"]) / p["target_rate"] for p in rows) * 100
+lag = t["schedule_lag_us"]["p99"]
+ok = lag <= 100 and worst <= 1.0
+print(f"{rate:>8.0f} {t['achieved_rate']:>12.0f} {lag:>8.0f}µs {worst:>11.2f}% {'holds' if ok else 'does not hold'}")
+PY
+)
+  echo "$ok"
+  if [[ $ok == *"holds"* && $ok != *"does not"* ]]; then best=$rate; fi
+done
+echo "ceiling: ${best}/s (the highest rate of the ladder that held lag p99 <= 100 µs and every second within 1%)"
