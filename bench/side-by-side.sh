@@ -52,15 +52,17 @@ n=$(redis-cli -p "$SP" DBSIZE)
 [[ $n == 100000 ]] || { echo "side-by-side.sh: prefill made $n keys, not 100000" >&2; exit 1; }
 [[ $(redis-cli -p "$SP" STRLEN crest:99999) == 1024 ]] || { echo "side-by-side.sh: prefill values are not 1 KB" >&2; exit 1; }
 
-# Samples the server's GET+SET calls and keyspace misses once a second until killed.
+# Samples the server's GET+SET calls and keyspace misses once a second until killed, on
+# the server's core (not the generator's).
 sampler() {
-  python3 - "$SP" "$1" <<'PY' &
+  # Its stdout is not the caller's: $(sampler ...) would wait for it to end.
+  taskset -c 0 python3 - "$SP" "$1" >/dev/null 2>&1 <<'PY' &
 import socket, sys, time
 port, out = int(sys.argv[1]), sys.argv[2]
 s = socket.create_connection(("127.0.0.1", port))
 f = s.makefile("rb")
 def info():
-    s.sendall(b"*1\r\n$4\r\nINFO\r\n")
+    s.sendall(b"*3\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n$5\r\nstats\r\n")
     n = int(f.readline()[1:])
     body = f.read(n + 2).decode()
     calls = misses = 0
@@ -146,7 +148,7 @@ run_memtier() { # RATE
   local rate=$1 out="$work/memtier-$1" sp
   sp=$(sampler "$out.samples")
   /usr/bin/time -f "%U %S" -o "$out.time" taskset -c 1 "$MEMTIER" -s 127.0.0.1 -p "$SP" \
-    -t 1 -c 50 --pipeline=1 --ratio=1:10 -d 1024 --key-prefix=crest: --key-minimum=0 \
+    -t 1 -c 50 --pipeline=1 --ratio=1:10 -d 1024 --key-prefix=crest: --key-minimum=1 \
     --key-maximum=99999 --key-pattern=R:R --distinct-client-seed \
     --rate-limiting=$((rate / 50)) --test-time="$SECS" --hide-histogram >"$out.out" 2>&1 || true
   sleep 1.2; kill "$sp"; wait "$sp" 2>/dev/null || true
