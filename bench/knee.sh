@@ -14,14 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SLEEP=${1:-0.001}
 GET_MIN=${2:-10000}
-cargo build --release --bins -q
-BIN=target/release
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source bench/lib.sh
 command -v redis-server >/dev/null || { echo "knee.sh: needs redis-server (scripts/install-test-deps.sh)" >&2; exit 1; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 P=$(port)
 redis-server --port "$P" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --enable-debug-command yes >/dev/null 2>&1 &

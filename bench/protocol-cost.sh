@@ -15,15 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${1:-10000}
 SECS=${2:-10}
-cargo build --release --bins -q
-BIN=target/release
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source bench/lib.sh
 
 command -v redis-server >/dev/null || { echo "protocol-cost.sh: needs redis-server (scripts/install-test-deps.sh)" >&2; exit 1; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # A CA and a server certificate for 127.0.0.1.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=bench CA" \
@@ -45,7 +39,6 @@ redis-cli -p "$SP" ping >/dev/null || { echo "protocol-cost.sh: redis-server did
 modes=(plain tls)
 "$BIN/crest" run --help | grep -q -- '--resp' && modes+=(resp3)
 HZ=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 calls() { redis-cli -p "$SP" info commandstats | python3 -c '
 import sys
 n = 0

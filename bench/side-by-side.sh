@@ -31,14 +31,7 @@ if [[ -n $MEMTIER && ! -x $MEMTIER ]]; then
   echo "side-by-side.sh: MEMTIER=$MEMTIER is not an executable; build one with ../shared/peers/build-memtier.sh" >&2
   exit 2
 fi
-cargo build --release --bins -q
-BIN=target/release
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+source bench/lib.sh
 HZ=$(getconf CLK_TCK)
 
 SP=$(port)
