@@ -49,9 +49,9 @@ PY
 
 CASES=${CASES:-sleep get}
 if [[ $CASES == *sleep* ]]; then
-echo "== DEBUG SLEEP $SLEEP, SLO p99<=20ms"
+echo "== DEBUG SLEEP $SLEEP, SLO p50<=20ms"
 for i in 1 2 3; do
-  search "sleep$i" --command "DEBUG SLEEP $SLEEP" --slo "p99<=20ms" --min 100 --max 1000000
+  search "sleep$i" --command "DEBUG SLEEP $SLEEP" --slo "p50<=20ms" --min 100 --max 1000000
 done
 spread sleep1 sleep2 sleep3
 usec=$(redis-cli -p "$P" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_debug:.*usec_per_call=\([0-9.]*\).*/\1/p')

@@ -57,8 +57,10 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         // The default windows (climb 2 s, bisect and confirm 5 s, tolerance 2%), as
         // bench/knee.sh runs them: shorter windows let the sleeps' jitter move the knee
         // by more than the tolerance from one search to the next.
+        // The median, not p99: one stall of the VM (tens of ms) decides a 5 s window's p99
+        // near capacity, and the knee would follow the stalls, not the server.
         "--slo",
-        "p99<=20ms",
+        "p50<=20ms",
         "--min",
         "100",
         "--max",
@@ -70,6 +72,7 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
     ];
     let mut knees = Vec::new();
     let mut capacities = Vec::new();
+    let mut tables = String::new();
     for i in 0..3 {
         let name = format!("s{i}");
         // The server's own cost per call, over this search alone.
@@ -104,13 +107,14 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
             assert!((f(&r["totals"], "target_rate") - f(p, "offered")).abs() < 1.0);
         }
         let html = std::fs::read_to_string(dir.path().join(&name).join("report.html")).unwrap();
-        for series in ["p50", "p99", "p99.9", "SLO p99&lt;=20.00ms"] {
+        for series in ["p50", "p99", "p99.9", "SLO p50&lt;=20.00ms"] {
             assert!(
                 html.contains(&format!("data-series=\"{series}\"")),
                 "no {series} curve"
             );
         }
         knees.push(knee);
+        tables.push_str(&stdout);
         capacities.push(1e6 / usec_per_call(&server, "debug"));
     }
     eprintln!("knees {knees:?}, capacities {capacities:?}");
@@ -125,7 +129,7 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         .fold((f64::MAX, 0.0f64), |(l, h), k| (l.min(*k), h.max(*k)));
     assert!(
         (hi - lo) / lo <= 0.05,
-        "three searches disagree: {knees:?} (the server's capacity in each: {capacities:?})"
+        "three searches disagree: {knees:?} (the server's capacity in each: {capacities:?})\n{tables}"
     );
 }
 
