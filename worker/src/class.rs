@@ -417,6 +417,12 @@ impl ClassState {
         }
     }
 
+    /// Open loop: requests come at intended times, not when replies free slots.
+    #[inline]
+    pub fn is_open(&self) -> bool {
+        matches!(self.arrivals, Arrivals::Open { .. })
+    }
+
     /// Whether requests wait in a backlog, a back-off or a redirect.
     #[inline]
     pub fn has_backlog(&self) -> bool {
@@ -738,6 +744,9 @@ impl ClassState {
         cluster: bool,
     ) {
         let p = r.req;
+        // `now` is when the reply arrived (the kernel's stamp, or the read): never before
+        // its request left.
+        let now = now.max(p.since());
         if p.asking {
             // `ASKING`'s own `+OK`: it took no slot of its own.
             return;

@@ -38,6 +38,7 @@
 use crate::class::ClassId;
 use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
+use crate::sys::stamp;
 use crate::target_tls::{self, Client, Handshakes};
 use crest_model::stats::clean_message;
 use crest_model::target::{DEFAULT_USER, Resp, Session, client_name};
@@ -613,6 +614,9 @@ pub struct Conn {
     budget: Rc<ReadBudget>,
     /// On the shard's list of connections to flush this turn.
     dirty: bool,
+    /// The kernel's receive stamp (wall ns) of the newest segment of the last socket read,
+    /// when it gave one ([`crate::sys::stamp`]).
+    rx_stamp: Option<u64>,
     /// What the connection sends before requests (None: nothing).
     setup: Option<Rc<Setup>>,
     /// The setup reply awaited, while [`ConnState::Setup`].
@@ -647,6 +651,7 @@ impl Conn {
             skip: 0,
             budget,
             dirty: false,
+            rx_stamp: None,
             setup: None,
             step: Step::Select,
         }
@@ -983,7 +988,7 @@ impl Conn {
                 self.rbuf.resize(want, 0);
             }
         }
-        let Some(mut sock) = self.sock.as_ref() else {
+        let Some(sock) = self.sock.as_ref() else {
             return Received::Closed(Cow::Borrowed("eof"));
         };
         let space = self.rbuf.len() - self.rend;
@@ -996,8 +1001,12 @@ impl Conn {
         loop {
             let buf = &mut self.rbuf[self.rend..self.rend + space];
             let read = match &mut self.tls {
-                None => sock.read(buf).map(|n| (n, n == space)),
-                Some(tls) => read_tls(sock, tls, buf).map(|(n, more)| (n, more || n == space)),
+                None => stamp::recv(sock, buf).map(|(n, at)| {
+                    self.rx_stamp = at;
+                    (n, n == space)
+                }),
+                Some(tls) => read_tls(sock, tls, buf, &mut self.rx_stamp)
+                    .map(|(n, more)| (n, more || n == space)),
             };
             match read {
                 Ok((0, _)) => return Received::Closed(Cow::Borrowed("eof")),
@@ -1014,6 +1023,12 @@ impl Conn {
                 Err(e) => return Received::Closed(target_tls::io_kind(&e)),
             }
         }
+    }
+
+    /// When the kernel received the newest bytes read so far (wall ns), if it said.
+    #[inline]
+    pub fn rx_stamp(&self) -> Option<u64> {
+        self.rx_stamp
     }
 
     /// Whether the bytes read so far may complete a reply (the scanner said how many it
@@ -1309,6 +1324,17 @@ impl Read for Io<'_> {
     }
 }
 
+/// The socket as rustls reads it, keeping the kernel's receive stamp of each read.
+struct Stamped<'a>(&'a socket2::Socket, &'a mut Option<u64>);
+
+impl Read for Stamped<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let (n, at) = stamp::recv(self.0, buf)?;
+        *self.1 = at;
+        Ok(n)
+    }
+}
+
 impl io::Write for Io<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.send_with_flags(buf, libc::MSG_NOSIGNAL)
@@ -1437,6 +1463,7 @@ fn read_tls(
     sock: &socket2::Socket,
     tls: &mut ClientConnection,
     buf: &mut [u8],
+    rx_stamp: &mut Option<u64>,
 ) -> io::Result<(usize, bool)> {
     loop {
         match tls.reader().read(buf) {
@@ -1452,7 +1479,7 @@ fn read_tls(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
-        if tls.read_tls(&mut Io(sock))? == 0 {
+        if tls.read_tls(&mut Stamped(sock, rx_stamp))? == 0 {
             // EOF: let rustls see it, then the reader says clean or not.
             tls.process_new_packets()
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -1480,6 +1507,9 @@ fn open(addr: SocketAddr) -> io::Result<socket2::Socket> {
         Some(socket2::Protocol::TCP),
     )?;
     sock.set_nodelay(true)?;
+    // Replies are timed at their arrival even when read late; a kernel that refuses
+    // leaves them timed at the read.
+    let _ = stamp::enable(&sock);
     match sock.connect(&addr.into()) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

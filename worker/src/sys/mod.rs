@@ -1,10 +1,11 @@
 //! The engine's contact with the operating system below what `std` and socket2 offer:
-//! an epoll instance with a nanosecond wait, the thread's timer slack, and short names
-//! for errno values. Every `unsafe` block of the engine lives in [`epoll`] and [`rlimit`] (the
-//! open-file limit).
+//! an epoll instance with a nanosecond wait, the thread's timer slack, the kernel's receive
+//! timestamps, and short names for errno values. Every `unsafe` block of the engine lives in
+//! [`epoll`], [`stamp`] and [`rlimit`] (the open-file limit).
 
 pub mod epoll;
 pub mod rlimit;
+pub mod stamp;
 
 use std::io;
 
