@@ -86,6 +86,11 @@ fn an_a_a_comparison_calls_nothing_and_its_reports_compare_again() {
         );
         let p = r["p_value"].as_f64().unwrap();
         assert!(p > 0.0 && p <= 1.0, "{r}");
+        // Holm over the scope's metrics: a call needs at least p <= 0.05 / family size.
+        assert!(r["callable"].is_boolean(), "{r}");
+        if r["callable"] == true {
+            assert!(p <= 0.05, "{r}");
+        }
     }
     assert_eq!(
         row(&c, "default", "achieved_rate")["verdict"],
@@ -192,6 +197,10 @@ fn a_delayed_target_is_called_slower_with_the_delay_in_its_interval() {
     let _ = rb.kill();
     let p50 = row(&c, "default", "p50");
     assert_eq!(p50["verdict"], "higher", "{stdout}");
+    assert_eq!(
+        p50["callable"], true,
+        "Holm lets a 1 ms delay be called: {p50}"
+    );
     assert!(
         p50["words"].as_str().unwrap().starts_with("delayed slower"),
         "{p50}"

@@ -260,6 +260,9 @@ pub struct Row {
     pub shift_ci: Option<[f64; 2]>,
     /// Exact two-sided Mann–Whitney p-value.
     pub p_value: f64,
+    /// Holm's step-down over this scope's metrics (at `alpha`) lets this one be called:
+    /// without it, a difference is not called however its interval lies.
+    pub callable: bool,
     /// A run had fewer latency samples than 100 / (1 − q) beyond which the quantile is
     /// read: its value rests on a handful of requests.
     pub few_samples: bool,
@@ -358,6 +361,10 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
             k.dedup();
             k
         };
+        // Every metric compared, with its p-value: each scope's metrics are one family,
+        // and Holm's step-down over it decides which may be called at all (an A/A
+        // comparison of five quantiles would otherwise call one about one time in ten).
+        let mut compared = Vec::new();
         for (scope, metric) in keys {
             let get = |arm: &Arm| -> Option<Vec<f64>> {
                 arm.runs
@@ -371,12 +378,33 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
             let Some(shift) = stats::shift(&va, &vb, ALPHA) else {
                 continue;
             };
-            let rel = stats::ratio(&va, &vb, ALPHA);
-            let (cv_a, cv_b) = (stats::cv(&va), stats::cv(&vb));
+            let p = stats::p_value(&va, &vb).unwrap_or(1.0);
+            compared.push((scope, metric, va, vb, shift, p));
+        }
+        let mut callable = vec![false; compared.len()];
+        let mut scopes: Vec<&String> = compared.iter().map(|c| &c.0).collect();
+        scopes.dedup();
+        for scope in scopes {
+            let family: Vec<usize> = (0..compared.len())
+                .filter(|&i| &compared[i].0 == scope)
+                .collect();
+            let ps: Vec<f64> = family.iter().map(|&i| compared[i].5).collect();
+            for (&i, pass) in family.iter().zip(stats::holm(&ps, ALPHA)) {
+                callable[i] = pass;
+            }
+        }
+        let family_size = |scope: &String| compared.iter().filter(|c| &c.0 == scope).count();
+        for (i, (scope, metric, va, vb, shift, p)) in compared.iter().enumerate() {
+            let (scope, metric) = (scope.clone(), *metric);
+            let rel = stats::ratio(va, vb, ALPHA);
+            let (cv_a, cv_b) = (stats::cv(va), stats::cv(vb));
             let v = match &rel {
-                Some(r) => stats::verdict(r, cv_a, cv_b, min_effect),
+                Some(r) => stats::verdict(r, cv_a, cv_b, min_effect, callable[i]),
                 None => Verdict::Inconclusive,
             };
+            // The interval alone would have called it: say why it is not.
+            let held_back = !callable[i]
+                && rel.is_some_and(|r| stats::verdict(&r, cv_a, cv_b, min_effect, true) != v);
             // A run-level verdict on a metric where bigger is better reads the other way
             // for latency-like metrics: "higher" is B slower, said by the words.
             let few = metric.quantile().is_some_and(|q| {
@@ -393,6 +421,12 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
             }
             if few {
                 words.push_str(" (few tail samples)");
+            }
+            if held_back {
+                words.push_str(&format!(
+                    " (not called: p = {p:.3} too large among {} metrics, Holm)",
+                    family_size(&scope)
+                ));
             }
             rows.push(Row {
                 scope: scope.clone(),
@@ -413,13 +447,14 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
                 ci: rel.and_then(|r| r.ci).map(|(l, h)| [l, h]),
                 shift: shift.estimate,
                 shift_ci: shift.ci.map(|(l, h)| [l, h]),
-                p_value: stats::p_value(&va, &vb).unwrap_or(1.0),
+                p_value: *p,
+                callable: callable[i],
                 few_samples: few,
                 unstable: noisy,
                 verdict: verdict_key(v),
                 words,
-                values_a: va,
-                values_b: vb,
+                values_a: va.clone(),
+                values_b: vb.clone(),
             });
         }
     }

@@ -212,11 +212,30 @@ pub fn unstable(cv_a: f64, cv_b: f64) -> bool {
     cv_a > UNSTABLE_CV || cv_b > UNSTABLE_CV
 }
 
+/// Holm's step-down over one family of p-values at level `alpha`: which may be called
+/// (the family-wise chance of calling any true equality is at most `alpha`). The i-th
+/// smallest p passes when it and every smaller one is at most `alpha / (k − rank)`.
+pub fn holm(ps: &[f64], alpha: f64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..ps.len()).collect();
+    order.sort_by(|&i, &j| ps[i].total_cmp(&ps[j]));
+    let k = ps.len();
+    let mut pass = vec![false; k];
+    for (rank, &i) in order.iter().enumerate() {
+        if ps[i] > alpha / (k - rank) as f64 {
+            break;
+        }
+        pass[i] = true;
+    }
+    pass
+}
+
 /// The verdict on a relative shift given both arms' CVs and the minimum effect (a
 /// fraction: 0.02 for 2%). On an unstable arm a difference is still called when the
 /// interval excludes 0 and the estimate is at least twice the larger CV (a 6× slower
-/// server is slower however noisy its runs); a smaller one is `Unstable`.
-pub fn verdict(s: &Shift, cv_a: f64, cv_b: f64, min_effect: f64) -> Verdict {
+/// server is slower however noisy its runs); a smaller one is `Unstable`. `callable` is
+/// false when the metric's family (Holm, [`holm`]) does not allow a call: then the
+/// interval can only say no difference, inconclusive or unstable.
+pub fn verdict(s: &Shift, cv_a: f64, cv_b: f64, min_effect: f64, callable: bool) -> Verdict {
     let Some((lo, hi)) = s.ci else {
         return Verdict::NoInterval;
     };
@@ -226,9 +245,9 @@ pub fn verdict(s: &Shift, cv_a: f64, cv_b: f64, min_effect: f64) -> Verdict {
     } else {
         min_effect
     };
-    if lo > 0.0 && s.estimate >= needed {
+    if callable && lo > 0.0 && s.estimate >= needed {
         Verdict::Higher
-    } else if hi < 0.0 && s.estimate <= -needed {
+    } else if callable && hi < 0.0 && s.estimate <= -needed {
         Verdict::Lower
     } else if noisy {
         Verdict::Unstable
@@ -305,9 +324,9 @@ mod tests {
         let b: Vec<f64> = a.iter().map(|x| x * 1.2).collect();
         let r = ratio(&a, &b, ALPHA).unwrap();
         assert!((r.estimate - 0.2).abs() < 1e-9);
-        assert_eq!(verdict(&r, cv(&a), cv(&b), 0.02), Verdict::Higher);
+        assert_eq!(verdict(&r, cv(&a), cv(&b), 0.02, true), Verdict::Higher);
         let r = ratio(&b, &a, ALPHA).unwrap();
-        assert_eq!(verdict(&r, cv(&a), cv(&b), 0.02), Verdict::Lower);
+        assert_eq!(verdict(&r, cv(&a), cv(&b), 0.02, true), Verdict::Lower);
         assert!(ratio(&[0.0], &[1.0], ALPHA).is_none());
     }
 
@@ -318,30 +337,58 @@ mod tests {
             ci: Some((lo, hi)),
         };
         assert_eq!(
-            verdict(&s(0.0, -0.01, 0.01), 0.0, 0.0, 0.02),
+            verdict(&s(0.0, -0.01, 0.01), 0.0, 0.0, 0.02, true),
             Verdict::NoDifference
         );
         assert_eq!(
-            verdict(&s(0.01, -0.01, 0.05), 0.0, 0.0, 0.02),
+            verdict(&s(0.01, -0.01, 0.05), 0.0, 0.0, 0.02, true),
             Verdict::Inconclusive
         );
         // Significant but smaller than the minimum effect: not called.
         assert_eq!(
-            verdict(&s(0.01, 0.005, 0.03), 0.0, 0.0, 0.02),
+            verdict(&s(0.01, 0.005, 0.03), 0.0, 0.0, 0.02, true),
             Verdict::Inconclusive
         );
         assert_eq!(
-            verdict(&s(0.05, 0.03, 0.07), 0.0, 0.11, 0.02),
+            verdict(&s(0.05, 0.03, 0.07), 0.0, 0.11, 0.02, true),
             Verdict::Unstable
         );
         let none = Shift {
             estimate: 0.3,
             ci: None,
         };
-        assert_eq!(verdict(&none, 0.0, 0.0, 0.02), Verdict::NoInterval);
+        assert_eq!(verdict(&none, 0.0, 0.0, 0.02, true), Verdict::NoInterval);
+        // A clear shift its family does not allow is not called.
+        assert_eq!(
+            verdict(&s(0.2, 0.1, 0.3), 0.0, 0.0, 0.02, false),
+            Verdict::Inconclusive
+        );
+        assert_eq!(
+            verdict(&s(0.2, 0.1, 0.3), 0.0, 0.11, 0.02, false),
+            Verdict::Unstable
+        );
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert!((cv(&[1.0, 1.0, 1.0]) - 0.0).abs() < 1e-12);
+    }
+
+    /// Holm: the smallest p against alpha/k, the next against alpha/(k−1)…, stopping at
+    /// the first that fails; 5 against 5 runs separated completely (p = 2/252) passes in a
+    /// family of 5 and not in one of 7.
+    #[test]
+    fn holm_steps_down_and_stops_at_the_first_failure() {
+        assert_eq!(
+            holm(&[0.04, 0.001, 0.015, 0.5], 0.05),
+            vec![false, true, true, false]
+        );
+        assert_eq!(holm(&[0.03, 0.026], 0.05), vec![false, false]);
+        assert_eq!(holm(&[0.026, 0.024], 0.05), vec![true, true]);
+        assert_eq!(holm(&[0.02, 0.013], 0.05), vec![true, true]);
+        let apart = p_value(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]).unwrap();
+        assert!((apart - 2.0 / 252.0).abs() < 1e-12, "{apart}");
+        assert!(holm(&[apart, 1.0, 1.0, 1.0, 1.0], 0.05)[0]);
+        assert!(!holm(&[apart, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], 0.05)[0]);
+        assert!(holm(&[], 0.05).is_empty());
     }
 
     proptest! {
