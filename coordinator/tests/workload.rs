@@ -51,8 +51,11 @@ fn the_server_sees_the_profile_second_by_second() {
     let t0 = Instant::now();
     while p.child.try_wait().unwrap().is_none() {
         assert!(t0.elapsed() < Duration::from_secs(60), "run did not end");
+        // The server read its counter somewhere within the call: stamp the middle.
+        let before = unix_s();
         let s = commandstats(&addr);
-        samples.push((unix_s(), calls(&s, "get") + calls(&s, "set")));
+        let mid = (before + unix_s()) / 2.0;
+        samples.push((mid, calls(&s, "get") + calls(&s, "set")));
         std::thread::sleep(Duration::from_millis(10));
     }
     let report = read_report(&out);
@@ -70,24 +73,33 @@ fn the_server_sees_the_profile_second_by_second() {
     }
     let started = humantime::parse_rfc3339(report["started_at"].as_str().unwrap()).unwrap();
     let start = started.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
-    let at = |t: f64| -> f64 {
+    // The count at `t`, interpolated, and how far apart the two samples around it are.
+    let at = |t: f64| -> (f64, f64) {
         let i = samples.partition_point(|s| s.0 < t);
         assert!(i > 0 && i < samples.len(), "no samples around {t}");
         let (a, b) = (samples[i - 1], samples[i]);
-        a.1 as f64 + (b.1 as f64 - a.1 as f64) * (t - a.0) / (b.0 - a.0)
+        let v = a.1 as f64 + (b.1 as f64 - a.1 as f64) * (t - a.0) / (b.0 - a.0);
+        (v, b.0 - a.0)
     };
     for (k, want) in expected.iter().enumerate() {
-        let got = at(start + k as f64 + 1.0) - at(start + k as f64);
+        let ((end, gap_end), (begin, gap_begin)) =
+            (at(start + k as f64 + 1.0), at(start + k as f64));
+        let got = end - begin;
+        // Interpolating across a step of the profile can be off by the step's rate times
+        // half the gap between samples: 60 requests at the usual 10-20 ms; more when the
+        // sampler itself was held up (2 cores, shared with the run and the server).
+        let sampling = 6000.0 * (gap_end + gap_begin) / 2.0;
         assert!(
-            // 5%, plus what interpolating 10 ms samples across a step can add.
-            (got - want).abs() <= 0.05 * want + 60.0,
-            "second {k}: server counted {got:.0}, profile says {want}"
+            (got - want).abs() <= 0.05 * want + sampling.max(60.0),
+            "second {k}: server counted {got:.0}, profile says {want} (samples {:.0} and {:.0} ms apart)",
+            gap_begin * 1e3,
+            gap_end * 1e3
         );
         // Crest's own per-second achieved rate agrees with the server's count too (the SETs
         // and GETs it completed in that second, by its clock).
         let achieved = f(&timeline[k], "achieved_rate");
         assert!(
-            (achieved - got).abs() <= 0.05 * got + 60.0,
+            (achieved - got).abs() <= 0.05 * got + sampling.max(60.0),
             "second {k}: report achieved {achieved:.0}/s, server counted {got:.0}"
         );
     }
