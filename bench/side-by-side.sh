@@ -9,7 +9,9 @@
 # script, steady seconds only), the generator's whole-process CPU seconds (user + sys) per
 # million server-counted requests, schedule lag p99 (Crest; memtier has no schedule), the
 # worst steady second's deviation from the target as the server counted it, latency p50
-# (Crest: from intended send time; memtier: from its own send) and GET misses. Then the
+# (Crest: from intended send time; memtier: from its own send), GET misses, and the
+# hypervisor's steal on the generator's core over the case (a VM's stolen milliseconds are
+# late sends no pacer can prevent: read lag p99 beside it). Then the
 # ratios to memtier's CPU per request.
 #
 # Then the shard's open-loop ceiling: one shard on core 1 against the built-in target
@@ -99,7 +101,10 @@ print(f"{mean:.0f} {worst:.2f} {misses:.0f}")
 PY
 }
 
-printf '%-10s %-12s %8s %12s %12s %10s %12s %10s %8s\n' tool pacer target "server /s" "CPU s/1M" "lag p99" "worst sec" "lat p50" misses
+# The hypervisor's steal on the generator's core (/proc/stat), in ticks: on a VM a stolen
+# millisecond is a late send that no pacer can prevent, so each case prints its share.
+steal1() { awk '$1=="cpu1"{print $9}' /proc/stat; }
+printf '%-10s %-12s %8s %12s %12s %10s %12s %10s %8s %7s\n' tool pacer target "server /s" "CPU s/1M" "lag p99" "worst sec" "lat p50" misses steal
 declare -A MEMTIER_CPU
 results=()
 run_crest() { # RATE PACER
@@ -117,33 +122,36 @@ run_crest() { # RATE PACER
   local seen=
   for _ in $(seq 600); do grep -q "^crest: run " "$out.err" 2>/dev/null && { seen=1; break; }; sleep 0.05; done
   [[ -n $seen ]] || { echo "side-by-side.sh: crest did not start; no figure" >&2; cat "$out.err" >&2; kill "$sp" $cpid $wpid; return; }
-  c0=$(cpu "$wpid"); t0=$(date +%s.%N)
+  c0=$(cpu "$wpid"); t0=$(date +%s.%N); s0=$(steal1)
   wait "$cpid" || true
-  c1=$(cpu "$wpid"); t1=$(date +%s.%N)
+  c1=$(cpu "$wpid"); t1=$(date +%s.%N); s1=$(steal1)
   kill "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true
   sleep 1.2; kill "$sp"; wait "$sp" 2>/dev/null || true
   read -r srv worst misses < <(judge "$out.samples" "$rate")
-  python3 - "$out/report.json" "$c0" "$c1" "$HZ" "$t0" "$t1" "$SECS" "$srv" "$worst" "$misses" "$rate" "$pacer" <<'PY'
+  python3 - "$out/report.json" "$c0" "$c1" "$HZ" "$t0" "$t1" "$SECS" "$srv" "$worst" "$misses" "$rate" "$pacer" "$s0" "$s1" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 c0, c1, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 window, secs = float(sys.argv[6]) - float(sys.argv[5]), float(sys.argv[7])
 srv, worst, misses, rate, pacer = sys.argv[8], sys.argv[9], sys.argv[10], float(sys.argv[11]), sys.argv[12]
+steal = (int(sys.argv[14]) - int(sys.argv[13])) / hz / window * 100
 if not (secs <= window <= secs + 10):
     sys.exit(f"side-by-side.sh: CPU window {window:.1f} s does not cover a {secs:.0f} s run; no figure")
 t = r["totals"]
 reqs = t["completed"] + t["errors"]
 cpu = (c1 - c0) / hz
-print(f"{'crest':<10} {pacer:<12} {rate:>8.0f} {srv:>12} {cpu / reqs * 1e6:>12.2f} {t['schedule_lag_us']['p99']:>8.0f}µs {worst:>11}% {t['latency_us']['p50']:>8.0f}µs {misses:>8}")
+print(f"{'crest':<10} {pacer:<12} {rate:>8.0f} {srv:>12} {cpu / reqs * 1e6:>12.2f} {t['schedule_lag_us']['p99']:>8.0f}µs {worst:>11}% {t['latency_us']['p50']:>8.0f}µs {misses:>8} {steal:>6.1f}%")
 PY
 }
 run_memtier() { # RATE
-  local rate=$1 out="$work/memtier-$1" sp
+  local rate=$1 out="$work/memtier-$1" sp s0 s1 t0 t1
   sp=$(sampler "$out.samples")
+  s0=$(steal1); t0=$(date +%s.%N)
   /usr/bin/time -f "%U %S" -o "$out.time" taskset -c 1 "$MEMTIER" -s 127.0.0.1 -p "$SP" \
     -t 1 -c 50 --pipeline=1 --ratio=1:10 -d 1024 --key-prefix=crest: --key-minimum=1 \
     --key-maximum=99999 --key-pattern=R:R --distinct-client-seed \
     --rate-limiting=$((rate / 50)) --test-time="$SECS" --hide-histogram >"$out.out" 2>&1 || true
+  s1=$(steal1); t1=$(date +%s.%N)
   sleep 1.2; kill "$sp"; wait "$sp" 2>/dev/null || true
   read -r srv worst misses < <(judge "$out.samples" "$rate")
   local cpu p50 reqs
@@ -152,7 +160,8 @@ run_memtier() { # RATE
   reqs=$(awk 'NR==1{a=$2} {b=$2} END{print b - a}' "$out.samples")
   p50=$(awk '/^Totals/{print $6 * 1000}' "$out.out")
   awk -v rate="$rate" -v srv="$srv" -v cpu="$cpu" -v reqs="$reqs" -v worst="$worst" -v p50="$p50" -v misses="$misses" \
-    'BEGIN{printf "%-10s %-12s %8.0f %12s %12.2f %10s %11s%% %8.0fµs %8s\n", "memtier", "rate-limit", rate, srv, cpu / reqs * 1e6, "-", worst, p50, misses}'
+    -v steal="$(python3 -c "print(($s1 - $s0) / $HZ / ($t1 - $t0) * 100)")" \
+    'BEGIN{printf "%-10s %-12s %8.0f %12s %12.2f %10s %11s%% %8.0fµs %8s %6.1f%%\n", "memtier", "rate-limit", rate, srv, cpu / reqs * 1e6, "-", worst, p50, misses, steal}'
 }
 
 for rate in $RATES; do
