@@ -7,6 +7,11 @@
 //! 1. **climb**: from `--min`, doubling, short windows (`--probe-window`), until the first
 //!    window fails (a climb window is cut short once its latency passes 20× the loosest
 //!    SLO or under half of the offered rate completes: the server is clearly past it);
+//!    A climb window that fails softly (it ran to its end and completed 99% of the
+//!    offered requests, failing only on latency: an SLO or a growing queue) is run again
+//!    as a full window (**recheck**) before it bounds the search: a 2 s window near
+//!    capacity fails on one stall of a VM, and a bracket set by it would hold the knee
+//!    below a rate the server holds. A recheck that passes resumes the climb;
 //! 2. **bisect**: between the last pass and the first fail, full windows (`--window`),
 //!    until the bracket is within `--tolerance`;
 //! 3. **confirm**: the winner once more; a winner that fails its confirmation steps down
@@ -167,7 +172,7 @@ impl Verdict {
 pub struct Probe {
     /// 1, 2, ...
     pub n: usize,
-    /// `climb`, `bisect`, `confirm`.
+    /// `climb`, `recheck`, `bisect`, `confirm`.
     pub phase: &'static str,
     /// The rate asked for, per second.
     pub offered: f64,
@@ -473,6 +478,9 @@ pub async fn run(
         }
         s.shards = report.workers.iter().map(|w| w.shards).sum();
         let (verdict, reason) = judge(&report, rate, plan);
+        // Failed on latency alone: it ran to its end and kept up with the offered rate.
+        let soft = !report.interrupted
+            && (report.totals.summary.completed as f64) >= 0.99 * rate * report.duration_s;
         let t = &report.totals.summary;
         let probe = Probe {
             n,
@@ -528,7 +536,8 @@ pub async fn run(
             }
             Verdict::Pass => {
                 lo = Some(rate);
-                if phase == "climb" {
+                if phase == "climb" || phase == "recheck" {
+                    phase = "climb";
                     if rate >= plan.max {
                         phase = "confirm";
                     } else {
@@ -536,6 +545,11 @@ pub async fn run(
                     }
                     continue;
                 }
+            }
+            Verdict::Fail if phase == "climb" && soft && lo.is_some() => {
+                // A short window's soft failure: a full window at the same rate decides.
+                phase = "recheck";
+                continue;
             }
             Verdict::Fail => {
                 hi = Some(rate);

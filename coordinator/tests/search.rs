@@ -101,6 +101,15 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
             .map(|p| p["phase"].as_str().unwrap())
             .collect();
         assert_eq!(phases[0], "climb");
+        // A recheck runs the rate of the climb window it checks, in a full window.
+        for w in probes.windows(2) {
+            if w[1]["phase"] == "recheck" {
+                assert_eq!(w[0]["phase"], "climb", "{s}");
+                assert_eq!(w[0]["verdict"], "fail", "{s}");
+                assert_eq!(w[0]["offered"], w[1]["offered"], "{s}");
+                assert!(f(&w[1], "window_s") > f(&w[0], "window_s"), "{s}");
+            }
+        }
         assert_eq!(*phases.last().unwrap(), "confirm");
         for p in probes {
             let r = read_report(std::path::Path::new(p["report"].as_str().unwrap()));
