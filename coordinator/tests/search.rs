@@ -41,7 +41,7 @@ fn search(dir: &TempDir, name: &str, args: &[&str]) -> (i32, Value, String) {
 /// A server whose every request costs a fixed time (DEBUG SLEEP 0.001: its capacity C is
 /// 1e6 / its own usec_per_call, measured over each search): three searches each find a
 /// knee between 0.6·C and C, never above, in a bounded number of windows, and agree within
-/// 5%. A 1 ms sleep, not 100 µs: the timer's slack (50 µs) and a VM's wake-up are a few
+/// 5% (as shares of each search's own C). A 1 ms sleep, not 100 µs: the timer's slack (50 µs) and a VM's wake-up are a few
 /// percent of it, not half, so the server's capacity holds still from window to window. Each window is a
 /// run of its own with its report; the page shows the hockey stick.
 #[test]
@@ -73,11 +73,28 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
     let mut knees = Vec::new();
     let mut capacities = Vec::new();
     let mut tables = String::new();
+    let mut unsteady = 0;
     for i in 0..3 {
-        let name = format!("s{i}");
+        let mut name = format!("s{i}");
         // The server's own cost per call, over this search alone.
         server.command(&[b"CONFIG", b"RESETSTAT"]);
-        let (code, s, stdout) = search(&dir, &name, &args);
+        let (mut code, mut s, mut stdout) = search(&dir, &name, &args);
+        // A search that finds the server's capacity moving more than the tolerance while
+        // it confirms (this VM's steal comes in spells of seconds) says so instead of
+        // naming a knee: that is the search right, and the test searches again (twice at
+        // most over the three searches).
+        while code != 0
+            && s["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("moves more than the tolerance"))
+            && unsteady < 2
+        {
+            unsteady += 1;
+            eprintln!("search {name} found the capacity moving; again:\n{stdout}");
+            name = format!("s{i}-again{unsteady}");
+            server.command(&[b"CONFIG", b"RESETSTAT"]);
+            (code, s, stdout) = search(&dir, &name, &args);
+        }
         assert_eq!(
             code,
             0,
@@ -133,12 +150,16 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
             "knee {k:.0}/s outside [0.6, 1.0] × the capacity {c:.0}/s"
         );
     }
-    let (lo, hi) = knees
+    // Agreement is judged on each knee as a share of its own search's capacity: the
+    // server's capacity itself moved by 5% between searches in CI (869, 874, 913/s), and
+    // the search is to follow the server, not the VM.
+    let shares: Vec<f64> = knees.iter().zip(&capacities).map(|(k, c)| k / c).collect();
+    let (lo, hi) = shares
         .iter()
         .fold((f64::MAX, 0.0f64), |(l, h), k| (l.min(*k), h.max(*k)));
     assert!(
         (hi - lo) / lo <= 0.05,
-        "three searches disagree: {knees:?} (the server's capacity in each: {capacities:?})\n{tables}"
+        "three searches disagree: {knees:?}, {shares:?} of the server's capacity in each ({capacities:?})\n{tables}"
     );
 }
 
