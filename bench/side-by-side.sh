@@ -36,16 +36,7 @@ fi
 source bench/lib.sh
 HZ=$(getconf CLK_TCK)
 
-SP=$(port)
-taskset -c 0 "$SERVER" --port "$SP" --bind 127.0.0.1 --save "" --appendonly no \
-  --enable-debug-command yes --dir "$work" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p "$SP" ping >/dev/null 2>&1 && break; sleep 0.1; done
-# DEBUG POPULATE adds the colon: keys crest:0 .. crest:99999, Crest's --keys 100000.
-redis-cli -p "$SP" DEBUG POPULATE 100000 crest 1024 >/dev/null
-n=$(redis-cli -p "$SP" DBSIZE)
-[[ $n == 100000 ]] || { echo "side-by-side.sh: prefill made $n keys, not 100000" >&2; exit 1; }
-[[ $(redis-cli -p "$SP" STRLEN crest:99999) == 1024 ]] || { echo "side-by-side.sh: prefill values are not 1 KB" >&2; exit 1; }
+start_prefilled side-by-side.sh
 
 # Samples the server's GET+SET calls and keyspace misses once a second until killed, on
 # the server's core (not the generator's).

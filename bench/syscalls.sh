@@ -20,13 +20,7 @@ command -v perf >/dev/null || { echo "syscalls.sh: needs perf (Debian's linux-pe
   || { echo "syscalls.sh: this kernel has no syscall tracepoints for perf" >&2; exit 1; }
 source bench/lib.sh
 
-SP=$(port)
-taskset -c 0 "$SERVER" --port "$SP" --bind 127.0.0.1 --save "" --appendonly no \
-  --enable-debug-command yes --dir "$work" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p "$SP" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$SP" DEBUG POPULATE 100000 crest 1024 >/dev/null
-[[ $(redis-cli -p "$SP" DBSIZE) == 100000 ]] || { echo "syscalls.sh: prefill failed" >&2; exit 1; }
+start_prefilled syscalls.sh
 
 calls() { # GET + SET calls the server has counted
   redis-cli -p "$SP" info commandstats | tr -d '\r' \

@@ -1126,6 +1126,9 @@ impl Conn {
         // Closing the fd removes it from the epoll set.
         drop(self.sock.take());
         self.tls = None;
+        // A stamp of this socket's reads says nothing of the next socket's (a TLS
+        // handshake's reads are not stamped).
+        self.rx_stamp = None;
         let written = self.inflight.len() - self.unwritten;
         for (i, p) in self.inflight.drain(..).enumerate() {
             on_failed(p, i < written);

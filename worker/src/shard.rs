@@ -1214,7 +1214,7 @@ impl Shard {
                 mono: now,
                 real: stamp::realtime_ns(),
             }
-            .mono(s, 0)
+            .mono(s)
         });
         let class_index = conn.class.index();
         let class = &mut self.classes[class_index];

@@ -381,29 +381,28 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
             let p = stats::p_value(&va, &vb).unwrap_or(1.0);
             compared.push((scope, metric, va, vb, shift, p));
         }
-        let mut callable = vec![false; compared.len()];
-        let mut scopes: Vec<&String> = compared.iter().map(|c| &c.0).collect();
-        scopes.dedup();
-        for scope in scopes {
-            let family: Vec<usize> = (0..compared.len())
-                .filter(|&i| &compared[i].0 == scope)
-                .collect();
-            let ps: Vec<f64> = family.iter().map(|&i| compared[i].5).collect();
-            for (&i, pass) in family.iter().zip(stats::holm(&ps, ALPHA)) {
-                callable[i] = pass;
-            }
+        // Keys are sorted by scope, so each family is one run of `compared`: per metric,
+        // whether Holm lets it be called and how many metrics its family has.
+        let mut holm: Vec<(bool, usize)> = Vec::with_capacity(compared.len());
+        for family in compared.chunk_by(|x, y| x.0 == y.0) {
+            let ps: Vec<f64> = family.iter().map(|c| c.5).collect();
+            holm.extend(
+                stats::holm(&ps, ALPHA)
+                    .into_iter()
+                    .map(|pass| (pass, ps.len())),
+            );
         }
-        let family_size = |scope: &String| compared.iter().filter(|c| &c.0 == scope).count();
-        for (i, (scope, metric, va, vb, shift, p)) in compared.iter().enumerate() {
-            let (scope, metric) = (scope.clone(), *metric);
-            let rel = stats::ratio(va, vb, ALPHA);
-            let (cv_a, cv_b) = (stats::cv(va), stats::cv(vb));
+        for ((scope, metric, va, vb, shift, p), (callable, family)) in
+            compared.into_iter().zip(holm)
+        {
+            let rel = stats::ratio(&va, &vb, ALPHA);
+            let (cv_a, cv_b) = (stats::cv(&va), stats::cv(&vb));
             let v = match &rel {
-                Some(r) => stats::verdict(r, cv_a, cv_b, min_effect, callable[i]),
+                Some(r) => stats::verdict(r, cv_a, cv_b, min_effect, callable),
                 None => Verdict::Inconclusive,
             };
             // The interval alone would have called it: say why it is not.
-            let held_back = !callable[i]
+            let held_back = !callable
                 && rel.is_some_and(|r| stats::verdict(&r, cv_a, cv_b, min_effect, true) != v);
             // A run-level verdict on a metric where bigger is better reads the other way
             // for latency-like metrics: "higher" is B slower, said by the words.
@@ -424,12 +423,11 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
             }
             if held_back {
                 words.push_str(&format!(
-                    " (not called: p = {p:.3} too large among {} metrics, Holm)",
-                    family_size(&scope)
+                    " (not called: p = {p:.3} too large among {family} metrics, Holm)"
                 ));
             }
             rows.push(Row {
-                scope: scope.clone(),
+                scope,
                 metric,
                 unit: metric.unit(),
                 better: if metric.higher_is_better() {
@@ -439,22 +437,22 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
                 },
                 a: base.label.clone(),
                 b: b.label.clone(),
-                median_a: stats::median(va).unwrap_or(0.0),
-                median_b: stats::median(vb).unwrap_or(0.0),
+                median_a: stats::median(&va).unwrap_or(0.0),
+                median_b: stats::median(&vb).unwrap_or(0.0),
                 cv_a,
                 cv_b,
                 delta: rel.map(|r| r.estimate),
                 ci: rel.and_then(|r| r.ci).map(|(l, h)| [l, h]),
                 shift: shift.estimate,
                 shift_ci: shift.ci.map(|(l, h)| [l, h]),
-                p_value: *p,
-                callable: callable[i],
+                p_value: p,
+                callable,
                 few_samples: few,
                 unstable: noisy,
                 verdict: verdict_key(v),
                 words,
-                values_a: va.clone(),
-                values_b: vb.clone(),
+                values_a: va,
+                values_b: vb,
             });
         }
     }

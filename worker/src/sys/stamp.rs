@@ -10,8 +10,8 @@
 //!
 //! The stamp is on the wall clock; [`Clocks`] turns it into the monotonic clock the shard
 //! measures with, from one pair of clock readings taken at the read (a wall-clock step
-//! between a segment's arrival and its read would shift that one stamp; [`Clocks::mono`]
-//! keeps every reply between its request's send and the read, whatever the wall clock did).
+//! between a segment's arrival and its read would shift that one stamp: [`Clocks::mono`]
+//! never puts a reply after the read, and the class never before its request's write).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -99,12 +99,10 @@ pub struct Clocks {
 
 impl Clocks {
     /// The shard-clock time of a segment the kernel stamped `stamp` (wall ns), never after
-    /// this reading and never before `floor` (the newest send it can answer: a reply cannot
-    /// arrive before its request left).
+    /// this reading (the class keeps it after its request's write).
     #[inline]
-    pub fn mono(&self, stamp: u64, floor: u64) -> u64 {
-        let age = self.real.saturating_sub(stamp);
-        self.mono.saturating_sub(age).max(floor.min(self.mono))
+    pub fn mono(&self, stamp: u64) -> u64 {
+        self.mono.saturating_sub(self.real.saturating_sub(stamp))
     }
 }
 
@@ -149,22 +147,17 @@ mod tests {
     }
 
     #[test]
-    fn stamps_map_to_the_shard_clock_within_the_send_and_the_read() {
+    fn stamps_map_to_the_shard_clock_never_after_the_read() {
         let c = Clocks {
             mono: 10_000,
             real: 1_000_000,
         };
-        assert_eq!(c.mono(999_000, 0), 9_000, "1 µs before the reading");
+        assert_eq!(c.mono(999_000), 9_000, "1 µs before the reading");
         assert_eq!(
-            c.mono(1_500_000, 0),
+            c.mono(1_500_000),
             10_000,
             "a stamp after the reading: the reading"
         );
-        assert_eq!(c.mono(0, 9_500), 9_500, "never before the send");
-        assert_eq!(
-            c.mono(999_000, 20_000),
-            10_000,
-            "a floor past the reading: the reading"
-        );
+        assert_eq!(c.mono(0), 0, "older than the shard's clock: its start");
     }
 }
