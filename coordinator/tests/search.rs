@@ -70,36 +70,26 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         "--lag-limit",
         "50ms",
     ];
-    let mut knees = Vec::new();
-    let mut capacities = Vec::new();
-    let mut tables = String::new();
-    let mut unsteady = 0;
-    for i in 0..3 {
-        let mut name = format!("s{i}");
-        // The server's own cost per call, over this search alone.
+    // Runs search `name` and checks its structure: its knee, the server's capacity over
+    // that search alone (1e6 / its usec_per_call after a `CONFIG RESETSTAT`) and its
+    // table; None when the search said the capacity moved while it confirmed (this VM's
+    // steal comes in spells of seconds: that is the search right, naming no knee).
+    let run = |name: &str| -> Option<(f64, f64, String)> {
         server.command(&[b"CONFIG", b"RESETSTAT"]);
-        let (mut code, mut s, mut stdout) = search(&dir, &name, &args);
-        // A search that finds the server's capacity moving more than the tolerance while
-        // it confirms (this VM's steal comes in spells of seconds) says so instead of
-        // naming a knee: that is the search right, and the test searches again (twice at
-        // most over the three searches).
-        while code != 0
+        let (code, s, stdout) = search(&dir, name, &args);
+        if code != 0
             && s["outcome"]
                 .as_str()
                 .is_some_and(|o| o.contains("moves more than the tolerance"))
-            && unsteady < 2
         {
-            unsteady += 1;
-            eprintln!("search {name} found the capacity moving; again:\n{stdout}");
-            name = format!("s{i}-again{unsteady}");
-            server.command(&[b"CONFIG", b"RESETSTAT"]);
-            (code, s, stdout) = search(&dir, &name, &args);
+            eprintln!("search {name} found the capacity moving:\n{stdout}");
+            return None;
         }
         assert_eq!(
             code,
             0,
             "{stdout}\n{}",
-            read_log(dir.path(), &name, "stderr")
+            read_log(dir.path(), name, "stderr")
         );
         assert!(stdout.contains("knee "), "{stdout}");
         assert_eq!(s["confirmed"], true, "{s}");
@@ -132,17 +122,65 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
             let r = read_report(std::path::Path::new(p["report"].as_str().unwrap()));
             assert!((f(&r["totals"], "target_rate") - f(p, "offered")).abs() < 1.0);
         }
-        let html = std::fs::read_to_string(dir.path().join(&name).join("report.html")).unwrap();
+        let html = std::fs::read_to_string(dir.path().join(name).join("report.html")).unwrap();
         for series in ["p50", "p99", "p99.9", "SLO p50&lt;=20.00ms"] {
             assert!(
                 html.contains(&format!("data-series=\"{series}\"")),
                 "no {series} curve"
             );
         }
-        knees.push(knee);
-        tables.push_str(&stdout);
-        capacities.push(1e6 / usec_per_call(&server, "debug"));
+        let c = 1e6 / usec_per_call(&server, "debug");
+        Some((knee, c, stdout))
+    };
+    // Three searches; two more at most over the test, each replacing a search the machine
+    // disturbed: one that found the capacity moving, or (when the shares disagree) the
+    // one whose capacity is furthest from the others' median, if more than 5% from it —
+    // in CI one search's capacity fell to 794/s against 906 and 889/s in the others, and
+    // its knee to 0.87 of it. A disagreement among searches of one steady capacity fails.
+    let mut results: Vec<(f64, f64, String)> = Vec::new();
+    let mut again = 0;
+    let mut n = 0;
+    let spread = |r: &[(f64, f64, String)]| {
+        let shares = r.iter().map(|(k, c, _)| k / c);
+        let lo = shares.clone().fold(f64::MAX, f64::min);
+        let hi = shares.fold(0.0f64, f64::max);
+        (hi - lo) / lo
+    };
+    loop {
+        while results.len() < 3 {
+            let name = format!("s{n}");
+            n += 1;
+            match run(&name) {
+                Some(r) => results.push(r),
+                None if again < 2 => again += 1,
+                None => panic!("search {name}: the capacity moved in three searches"),
+            }
+        }
+        if spread(&results) <= 0.05 || again >= 2 {
+            break;
+        }
+        let mut caps: Vec<f64> = results.iter().map(|r| r.1).collect();
+        caps.sort_by(f64::total_cmp);
+        let median = caps[1];
+        let (worst, dev) = results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i, (r.1 - median).abs() / median))
+            .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
+        if dev <= 0.05 {
+            break;
+        }
+        eprintln!(
+            "search {worst}'s capacity {:.0}/s is {:.1}% from the median {median:.0}/s; again",
+            results[worst].1,
+            dev * 100.0
+        );
+        results.remove(worst);
+        again += 1;
     }
+    let knees: Vec<f64> = results.iter().map(|r| r.0).collect();
+    let capacities: Vec<f64> = results.iter().map(|r| r.1).collect();
+    let tables: String = results.iter().map(|r| r.2.as_str()).collect();
     eprintln!("knees {knees:?}, capacities {capacities:?}");
     for (k, c) in knees.iter().zip(&capacities) {
         assert!(
@@ -154,11 +192,8 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
     // server's capacity itself moved by 5% between searches in CI (869, 874, 913/s), and
     // the search is to follow the server, not the VM.
     let shares: Vec<f64> = knees.iter().zip(&capacities).map(|(k, c)| k / c).collect();
-    let (lo, hi) = shares
-        .iter()
-        .fold((f64::MAX, 0.0f64), |(l, h), k| (l.min(*k), h.max(*k)));
     assert!(
-        (hi - lo) / lo <= 0.05,
+        spread(&results) <= 0.05,
         "three searches disagree: {knees:?}, {shares:?} of the server's capacity in each ({capacities:?})\n{tables}"
     );
 }
