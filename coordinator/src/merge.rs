@@ -20,11 +20,10 @@ use crate::output::Live;
 use crate::report::{Load, TimelinePoint};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
-use crest_model::hist::{self, Dense, Hist, HistError, SparseDecoder};
+use crest_model::hist::{self, Hist, HistError, SparseDecoder};
 use crest_model::schedule::Profile;
 use crest_model::stats::{
-    CmdDelta, CmdStats, CmdStatsOf, CmdSum, ErrorCounts, Kinds, NodeStats, Samples, add_error,
-    fold_kinds,
+    CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, Kinds, NodeStats, Samples, add_error, fold_kinds,
 };
 use crest_proto::pb;
 use prost::Message as _;
@@ -33,18 +32,6 @@ use std::ops::AddAssign;
 
 /// Per-command results, keyed by (class, command).
 pub type ByCommand = BTreeMap<(String, String), CmdStats>;
-
-/// Per-command sums as the books keep them, keyed by (class, command): every worker's
-/// every interval added bucket by bucket ([`CmdSum`]), full histograms made once, where
-/// they are read ([`full`]).
-pub type SumBy = BTreeMap<(String, String), CmdSum>;
-
-/// `sums` with full histograms.
-pub fn full(sums: &SumBy) -> ByCommand {
-    sums.iter()
-        .map(|(k, v)| (k.clone(), v.to_stats()))
-        .collect()
-}
 
 /// Bytes of interval messages kept while they wait for every worker (their wire size plus
 /// a fixed overhead per command); past it the oldest pending interval is finalized.
@@ -96,12 +83,12 @@ pub fn of_class(by: &ByCommand, class: &str) -> BTreeMap<String, CmdStats> {
 }
 
 /// Sum over every command.
-pub fn all_commands<H: Samples>(by: &BTreeMap<(String, String), CmdStatsOf<H>>) -> CmdStats {
+pub fn all_commands(by: &ByCommand) -> CmdStats {
     sum(by.values())
 }
 
 /// The sum of some results (histograms added, counts summed).
-pub fn sum<'a, H: Samples + 'a>(stats: impl IntoIterator<Item = &'a CmdStatsOf<H>>) -> CmdStats {
+pub fn sum<'a>(stats: impl IntoIterator<Item = &'a CmdStats>) -> CmdStats {
     let mut t = CmdStats::default();
     for v in stats {
         t += v;
@@ -439,7 +426,7 @@ pub struct Unreadable {
 #[derive(Debug)]
 pub struct RunBooks {
     /// Run totals per (class, command), over every finalized interval.
-    pub totals: SumBy,
+    pub totals: ByCommand,
     /// Each worker's books, in the order of the phase's members.
     pub workers: Vec<WorkerBooks>,
     /// One row per finalized interval, in order (and empty rows for intervals nobody sent).
@@ -509,7 +496,7 @@ impl RunBooks {
         live: Option<Live>,
     ) -> Self {
         Self {
-            totals: SumBy::new(),
+            totals: ByCommand::new(),
             workers: vec![WorkerBooks::default(); workers],
             timeline: Vec::new(),
             late: 0,
@@ -751,10 +738,10 @@ impl RunBooks {
         let rows = self.in_rows(k) && k >= self.finalized_below;
         // All commands together: counts, errors, latency and schedule lag (what a row reads;
         // service time is in the totals, not in rows).
-        let mut sum = CmdSum::default();
-        let mut classes: Vec<Dense> = Vec::new();
+        let mut sum = CmdStats::default();
+        let mut classes: Vec<Hist> = Vec::new();
         if rows && self.classes.len() > 1 {
-            classes = self.classes.iter().map(|_| Dense::default()).collect();
+            classes = self.classes.iter().map(|_| hist::new_hist()).collect();
         }
         let mut due = 0.0;
         let mut load = Load::default();
@@ -784,7 +771,7 @@ impl RunBooks {
                     if let Some(i) = self.classes.iter().position(|c| *c == class)
                         && let Some(h) = classes.get_mut(i)
                     {
-                        h.add(&s.latency);
+                        s.latency.add_to(h);
                     }
                 }
                 // The key is moved in, not copied: no string copies per interval.
@@ -798,8 +785,7 @@ impl RunBooks {
         }
         if rows {
             self.empty_rows_below(k);
-            let classes: Vec<Hist> = classes.iter().map(Dense::to_hist).collect();
-            self.row(k, &sum.to_stats(), &classes, due, load);
+            self.row(k, &sum, &classes, due, load);
         }
         self.finalized_below = k.saturating_add(1);
         bad
@@ -930,7 +916,7 @@ mod tests {
         assert_eq!(b.timeline.len(), 2);
         assert_eq!(b.timeline[1].scheduled, 4);
         assert_eq!(b.pending(), 0);
-        let t = &b.totals[&("c".to_string(), "GET".to_string())].to_stats();
+        let t = &b.totals[&("c".to_string(), "GET".to_string())];
         assert_eq!(t.completed, 8);
         let mut whole = hist::new_hist();
         for v in all_a.iter().chain(&all_b) {
@@ -1020,7 +1006,7 @@ mod tests {
             b.receive(w, m).unwrap();
         }
         b.close(0);
-        let t = &b.totals[&("c".to_string(), "GET".to_string())].to_stats();
+        let t = &b.totals[&("c".to_string(), "GET".to_string())];
         let kinds: Vec<&str> = t.errors.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(t.error_total(), 2 * (20 * 2 + 5), "no error lost");
         assert_eq!(
@@ -1084,7 +1070,7 @@ mod tests {
         b.advance(&[true, true]);
         b.close(n);
         assert_eq!(b.late, 1);
-        let t = &b.totals[&("c".to_string(), "GET".to_string())].to_stats();
+        let t = &b.totals[&("c".to_string(), "GET".to_string())];
         assert_eq!(t.completed, u64::from(n) + 1);
         assert_eq!(b.workers[1].intervals, 1);
         let rows: u64 = b.timeline.iter().map(|p| p.scheduled).sum();
@@ -1122,7 +1108,7 @@ mod tests {
         assert_eq!(added, want);
         assert_eq!(Counts::of(&fast[0].2), Counts::of(&want));
         c.service_time = Some(pb::Histogram {
-            v2: b"garbage".to_vec().into(),
+            v2: b"garbage".to_vec(),
         });
         assert!(decode_delta(&mut de, &[c]).is_err());
     }
@@ -1135,7 +1121,7 @@ mod tests {
         let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
         let mut bad = cmd("GET", &[1], 1);
         bad.latency = Some(pb::Histogram {
-            v2: b"garbage".to_vec().into(),
+            v2: b"garbage".to_vec(),
         });
         b.receive(0, iv(0, vec![bad], 1.0)).unwrap();
         let u = b.advance(&[false]);

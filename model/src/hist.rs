@@ -118,13 +118,12 @@ pub fn record(h: &mut Hist, v: u64) {
     h.saturating_record(v);
 }
 
-/// A histogram as it came off the wire, kept as its nonzero buckets (each bucket's index
-/// in Crest's bounds and its count, in value order): what merging needs, without the
-/// 262 KB counts array a [`Hist`] with Crest's bounds allocates, zeroes and walks on every
-/// `add`.
+/// A histogram as it came off the wire, kept as its nonzero buckets (each bucket's lowest
+/// value and its count, in value order): what merging needs, without the 262 KB counts
+/// array a [`Hist`] with Crest's bounds allocates, zeroes and walks on every `add`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sparse {
-    buckets: Vec<(u32, u64)>,
+    buckets: Vec<(u64, u64)>,
     total: u64,
     /// Its [`fingerprint`], kept as buckets are pushed.
     print: u64,
@@ -135,21 +134,20 @@ impl Sparse {
     pub fn of(h: &Hist) -> Self {
         let mut s = Self::default();
         for v in h.iter_recorded() {
-            s.push(index_of(v.value_iterated_to()), v.count_at_value());
+            s.push(
+                h.lowest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            );
         }
         s
     }
 
     #[inline]
-    fn push(&mut self, index: usize, count: u64) {
+    fn push(&mut self, value: u64, count: u64) {
         if count > 0 {
-            // Every index pushed is below the bucket count (a few tens of thousands).
-            self.buckets
-                .push((u32::try_from(index).unwrap_or(u32::MAX), count));
+            self.buckets.push((value, count));
             self.total = self.total.saturating_add(count);
-            self.print = self
-                .print
-                .wrapping_add(count.wrapping_mul(mix(value_at_index(index))));
+            self.print = self.print.wrapping_add(count.wrapping_mul(mix(value)));
         }
     }
 
@@ -176,98 +174,9 @@ impl Sparse {
     /// `dst += self`, exactly: every bucket lands in the bucket of `dst` it came from
     /// (same bounds), so this equals [`add`] of the full histogram.
     pub fn add_to(&self, dst: &mut Hist) {
-        for &(index, count) in &self.buckets {
-            dst.saturating_record_n(value_at_index(index as usize), count);
-        }
-    }
-}
-
-/// A histogram with Crest's bounds kept as counts by bucket index, grown to its highest
-/// bucket: what the coordinator sums interval histograms into. Adding a [`Sparse`] is one
-/// addition per bucket (a [`Hist`] works out each value's bucket again and keeps its
-/// min, max and total up to date on every one); it becomes a [`Hist`] once, where
-/// percentiles are read ([`Dense::to_hist`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Dense {
-    counts: Vec<u64>,
-    total: u64,
-}
-
-impl Dense {
-    /// `self += s`, exactly.
-    pub fn add(&mut self, s: &Sparse) {
-        // Indices rise, so the last bucket is the highest.
-        if let Some(&(top, _)) = s.buckets.last() {
-            self.grow(top as usize);
-        }
-        for &(index, count) in &s.buckets {
-            if let Some(c) = self.counts.get_mut(index as usize) {
-                *c = c.saturating_add(count);
-            }
-        }
-        self.total = self.total.saturating_add(s.total);
-    }
-
-    /// `self += o`, exactly.
-    pub fn add_dense(&mut self, o: &Dense) {
-        if o.counts.len() > self.counts.len() {
-            self.counts.resize(o.counts.len(), 0);
-        }
-        for (c, n) in self.counts.iter_mut().zip(&o.counts) {
-            *c = c.saturating_add(*n);
-        }
-        self.total = self.total.saturating_add(o.total);
-    }
-
-    fn grow(&mut self, top: usize) {
-        if top >= self.counts.len() {
-            self.counts.resize(top + 1, 0);
-        }
-    }
-
-    /// Samples held.
-    pub fn len(&self) -> u64 {
-        self.total
-    }
-
-    /// True when it holds no sample.
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    /// Empties it, keeping its memory.
-    pub fn clear(&mut self) {
-        self.counts.clear();
-        self.total = 0;
-    }
-
-    /// Its nonzero buckets: (the bucket's lowest value, its count), in value order.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| (value_at_index(i), *c))
-    }
-
-    /// `dst += self`, exactly.
-    pub fn add_to(&self, dst: &mut Hist) {
-        for (value, count) in self.iter() {
+        for &(value, count) in &self.buckets {
             dst.saturating_record_n(value, count);
         }
-    }
-
-    /// The same samples as a [`Hist`].
-    pub fn to_hist(&self) -> Hist {
-        let mut h = new_hist();
-        self.add_to(&mut h);
-        h
-    }
-
-    /// Its [`fingerprint`].
-    pub fn fingerprint(&self) -> u64 {
-        self.iter()
-            .fold(0u64, |a, (v, c)| a.wrapping_add(c.wrapping_mul(mix(v))))
     }
 }
 
@@ -321,19 +230,6 @@ fn value_at_index(index: usize) -> u64 {
         None => (sub - half) << UNIT_MAGNITUDE,
         Some(b) => sub << (b + UNIT_MAGNITUDE),
     }
-}
-
-/// The index of the bucket holding `value` in a histogram with Crest's bounds (one past
-/// the last bucket for a value past them): the crate's (private) index function, checked
-/// against [`value_at_index`] bucket by bucket in the tests.
-fn index_of(value: u64) -> usize {
-    // Sub-buckets in a bucket minus one: values under it are in bucket 0.
-    let mask = (1u64 << (HALF_MAGNITUDE + 1)) - 1;
-    let base = 64 - UNIT_MAGNITUDE - HALF_MAGNITUDE - 1;
-    let bucket = base - (value | mask).leading_zeros();
-    let sub = value >> (bucket + UNIT_MAGNITUDE);
-    // Bucket 0 holds values below half its sub-buckets too: the base comes first.
-    ((((bucket + 1) as usize) << HALF_MAGNITUDE) + sub as usize) - (1usize << HALF_MAGNITUDE)
 }
 
 impl SparseDecoder {
@@ -482,7 +378,7 @@ fn parse_v2(b: &[u8], slots: usize) -> Result<Sparse, V2Error> {
                 if index >= slots {
                     return Err(V2Error::Bad("holds buckets past the last one"));
                 }
-                out.push(index, n as u64);
+                out.push(value_at_index(index), n as u64);
             }
             index = index.saturating_add(1);
         }
@@ -575,8 +471,6 @@ mod tests {
         for i in 0..slots {
             let v = value_at_index(i);
             assert_eq!(h.lowest_equivalent(v), v, "index {i}");
-            assert_eq!(index_of(v), i, "value {v}");
-            assert_eq!(index_of(h.highest_equivalent(v)), i, "index {i}'s top");
             assert!(last.is_none_or(|l| l < v), "index {i}: values rise");
             last = Some(v);
             all.record(v).unwrap();
@@ -623,46 +517,6 @@ mod tests {
                 s.add_to(&mut sparse);
             }
             prop_assert_eq!(&sparse, &full);
-        }
-    }
-
-    proptest! {
-        /// Sparse histograms summed into a [`Dense`] (one by one, or as two dense halves
-        /// added together) equal the same histograms added into a [`Hist`]: the same
-        /// buckets, counts, percentiles and fingerprint; a cleared one is empty and sums
-        /// again from nothing.
-        #[test]
-        fn dense_sums_equal_hist_sums(
-            parts in proptest::collection::vec(
-                proptest::collection::vec(0u64..HIGHEST_NS * 2, 0..300), 1..6),
-        ) {
-            let mut de = SparseDecoder::new();
-            let mut want = new_hist();
-            let (mut dense, mut first, mut second) = (Dense::default(), Dense::default(), Dense::default());
-            for (i, part) in parts.iter().enumerate() {
-                let mut h = new_hist();
-                for &v in part {
-                    record(&mut h, v);
-                }
-                add(&mut want, &h);
-                let s = de.decode(&encode_wire(&h)).unwrap();
-                dense.add(&s);
-                if i % 2 == 0 { first.add(&s) } else { second.add(&s) }
-            }
-            prop_assert_eq!(dense.len(), want.len());
-            prop_assert_eq!(&dense.to_hist(), &want);
-            prop_assert_eq!(dense.fingerprint(), fingerprint(&want));
-            first.add_dense(&second);
-            prop_assert_eq!(&first.to_hist(), &want);
-            let buckets: Vec<(u64, u64)> = want
-                .iter_recorded()
-                .map(|v| (want.lowest_equivalent(v.value_iterated_to()), v.count_at_value()))
-                .collect();
-            prop_assert_eq!(dense.iter().collect::<Vec<_>>(), buckets);
-            dense.clear();
-            prop_assert!(dense.is_empty() && dense.iter().next().is_none());
-            dense.add(&Sparse::of(&want));
-            prop_assert_eq!(&dense.to_hist(), &want);
         }
     }
 
