@@ -133,10 +133,11 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         Some((knee, c, stdout))
     };
     // Three searches; two more at most over the test, each replacing a search the machine
-    // disturbed: one that found the capacity moving, or (when the shares disagree) the
-    // one whose capacity is furthest from the others' median, if more than 5% from it —
-    // in CI one search's capacity fell to 794/s against 906 and 889/s in the others, and
-    // its knee to 0.87 of it. A disagreement among searches of one steady capacity fails.
+    // disturbed: one that found the capacity moving, or (when the shares disagree) the one
+    // furthest from the others' median share. In CI one search's capacity fell to 794/s
+    // against 906 and 889/s in the others and its knee to 0.87 of it; in another, a
+    // search's knee fell to 0.92 of a capacity within 3% of the others'. So three of at
+    // most five searches must agree within 5%.
     let mut results: Vec<(f64, f64, String)> = Vec::new();
     let mut again = 0;
     let mut n = 0;
@@ -153,25 +154,24 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
             match run(&name) {
                 Some(r) => results.push(r),
                 None if again < 2 => again += 1,
-                None => panic!("search {name}: the capacity moved in three searches"),
+                None => panic!("search {name}: the capacity moved, and both re-runs are spent"),
             }
         }
         if spread(&results) <= 0.05 || again >= 2 {
             break;
         }
-        let mut caps: Vec<f64> = results.iter().map(|r| r.1).collect();
-        caps.sort_by(f64::total_cmp);
-        let median = caps[1];
+        // The search furthest from the others' median share is run again.
+        let mut shares: Vec<f64> = results.iter().map(|r| r.0 / r.1).collect();
+        shares.sort_by(f64::total_cmp);
+        let median = shares[1];
         let (worst, dev) = results
             .iter()
             .enumerate()
-            .map(|(i, r)| (i, (r.1 - median).abs() / median))
+            .map(|(i, r)| (i, (r.0 / r.1 - median).abs() / median))
             .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
-        if dev <= 0.05 {
-            break;
-        }
         eprintln!(
-            "search {worst}'s capacity {:.0}/s is {:.1}% from the median {median:.0}/s; again",
+            "search {worst}'s knee is {:.3} of its capacity {:.0}/s, {:.1}% from the median share {median:.3}; again",
+            results[worst].0 / results[worst].1,
             results[worst].1,
             dev * 100.0
         );
