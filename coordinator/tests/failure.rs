@@ -73,8 +73,9 @@ fn coordinator_killed_mid_run_stops_the_load_within_two_seconds() {
 
 /// Coordinated omission: 5,000 req/s, 50 connections, pipeline 1, and a 0.5 s server
 /// freeze (DEBUG SLEEP) mid-run. About 2,500 requests (5%) come due during the freeze and
-/// wait: latency p99 ≥ 300 ms. Only the requests already on the wire saw the stall as
-/// service time, so service time p99 stays under 10 ms.
+/// wait: latency p99 ≥ 300 ms. Only the requests already on the wire (at most 50) saw the
+/// stall as service time, so at most 50 have a service time ≥ 100 ms and its p99 stays far
+/// below the freeze.
 #[test]
 fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
     let server = Server::start(Kind::Redis);
@@ -107,7 +108,20 @@ fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
         latency_p99 >= 300_000.0,
         "latency p99 {latency_p99} µs: the freeze was hidden"
     );
-    assert!(service_p99 < 10_000.0, "service time p99 {service_p99} µs");
+    // Only the requests on the wire when the server froze (one per connection: 50) can
+    // have a service time anywhere near the freeze; every later one was written after it.
+    // p99 under 50 ms, not a few ms: a VM stall of 10-20 ms while 50 are on the wire
+    // reaches p99 (CI: 12.2 ms once), but service time measured from the intended send
+    // would put p99 past 300 ms.
+    let service = histogram(&t["histograms"]["service_time"]);
+    let stalled = (service.max() >= 100_000_000)
+        .then(|| service.count_between(100_000_000, service.max()))
+        .unwrap_or(0);
+    assert!(
+        stalled <= 50,
+        "{stalled} requests had a service time ≥ 100 ms; only the 50 on the wire during the freeze can"
+    );
+    assert!(service_p99 < 50_000.0, "service time p99 {service_p99} µs");
     // The requests that came due during the freeze were written only after it: the
     // generator's own lag shows the stall (so it is not mistaken for pacer trouble, they
     // are counted as backlogged).

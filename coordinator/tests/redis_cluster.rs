@@ -270,21 +270,25 @@ fn resharding_mid_run_loses_nothing_and_counts_the_redirects() {
     // Every second keeps the rate: the generator schedules its 2,000 on time whatever
     // the cluster does, and the replies come within 5% of the target each second. A
     // reply that a migration held across a second's end (latency up to ~0.2 s here) is
-    // counted in the next second, so a short second must be made up by the next one.
+    // counted in the next second: a short second is made up by the next one, and the
+    // next one's surplus is the short one's (CI: the last second read 2,118/s, with the
+    // one before it short).
     let timeline = report["timeline"].as_array().unwrap();
+    let achieved: Vec<f64> = timeline.iter().map(|p| f(p, "achieved_rate")).collect();
+    let pair_holds =
+        |a: usize, b: usize| (achieved[a] + achieved[b] - 2.0 * rate).abs() <= 0.05 * rate;
     for (k, p) in timeline.iter().enumerate() {
         let scheduled = u(p, "scheduled") as f64;
         assert!(
             (scheduled - rate).abs() <= 0.01 * rate,
             "second {k}: scheduled {scheduled}"
         );
-        let achieved = f(p, "achieved_rate");
-        let made_up = timeline.get(k + 1).is_some_and(|next| {
-            (achieved + f(next, "achieved_rate") - 2.0 * rate).abs() <= 0.05 * rate
-        });
+        let made_up =
+            (k + 1 < achieved.len() && pair_holds(k, k + 1)) || (k > 0 && pair_holds(k - 1, k));
         assert!(
-            (achieved - rate).abs() <= 0.05 * rate || made_up,
-            "second {k}: {achieved}/s, not made up in the next"
+            (achieved[k] - rate).abs() <= 0.05 * rate || made_up,
+            "second {k}: {}/s, not made up by a neighbouring second ({achieved:?})",
+            achieved[k]
         );
     }
     // The moved slots are node 1's now, in the report's last table too.
