@@ -19,13 +19,18 @@
 #   WORKERS=1000 LENGTHS=1s bench/coordinator-memory.sh 60   a fleet: 1,000 workers (one connection each)
 #   SIM_PER_INTERVAL=100 ...                     requests per command per interval (default 1,000):
 #                                                merge cost follows the histograms' nonzero buckets
+#   BIN_DIR=/tmp/a bench/...                     run the crest and examples/sim_workers binaries
+#                                                in that directory, unbuilt (an A/B of two builds
+#                                                in one sitting: copy one build's pair aside)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3600}
 # A fleet of simulated workers holds one socket each, in this process and the coordinator.
 ulimit -n 65536 2>/dev/null || true
 PROFILE=${PROFILE:-release}
-if [[ $PROFILE == release ]]; then
+if [[ -n ${BIN_DIR:-} ]]; then
+  BIN=$BIN_DIR
+elif [[ $PROFILE == release ]]; then
   nice -n 10 cargo build --release -q --bin crest --example sim_workers
   BIN=target/release
 else
@@ -64,7 +69,9 @@ for W in ${WORKERS:-1 16}; do
     wait "$spid" 2>/dev/null || true
     read -r rss_kb user sys wall <"$work/time-$W-$IV"
     verdict=$(python3 - "$out/report.json" "$W" "$N" "${SIM_PER_INTERVAL:-1000}" <<'EOF'
-import json, sys
+import json, os, sys
+if not os.path.exists(sys.argv[1]):
+    print("NOT MEASURED: the run wrote no report"); sys.exit()
 r = json.load(open(sys.argv[1]))
 w, n = int(sys.argv[2]), int(sys.argv[3])
 per = w * 10 * int(sys.argv[4])

@@ -23,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use crest_model::hist::Hist;
+use crest_model::hist::{Dense, Hist};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -78,14 +78,19 @@ pub struct Binned {
 impl Binned {
     /// `h` in [`BUCKETS_S`].
     pub fn of(class: &str, h: &Hist) -> Self {
-        let mut b = Self {
+        let mut b = Self::empty(class);
+        b.add(h);
+        b
+    }
+
+    /// No values yet.
+    pub fn empty(class: &str) -> Self {
+        Self {
             class: class.to_string(),
             buckets: vec![0; BUCKETS_S.len() + 1],
             sum_s: 0.0,
             count: 0,
-        };
-        b.add(h);
-        b
+        }
     }
 
     /// Adds `h`'s values: binning each command's histogram into its class's buckets is
@@ -100,6 +105,16 @@ impl Binned {
         }
         self.sum_s += h.mean() * h.len() as f64 / 1e9;
         self.count += h.len();
+    }
+
+    /// Adds `d`'s values, as [`Binned::add`] does a [`Hist`]'s.
+    pub fn add_dense(&mut self, d: &Dense) {
+        for (lowest, count) in d.iter() {
+            let i = BUCKETS_S.partition_point(|&b| b < lowest as f64 / 1e9);
+            self.buckets[i] += count;
+        }
+        self.sum_s += d.sum_ns() / 1e9;
+        self.count += d.len();
     }
 }
 
@@ -535,6 +550,19 @@ mod tests {
         assert_eq!(b.buckets[7], 1, "2 ms: ≤ 2.5 ms");
         assert_eq!(*b.buckets.last().unwrap(), 1, "20 s: +Inf");
         assert!((b.sum_s - 20.002095).abs() < 0.03);
+        // The same values summed bucket by bucket bin the same.
+        let mut d = crest_model::hist::Dense::default();
+        d.add(&crest_model::hist::Sparse::of(&h));
+        let mut from_dense = Binned::empty("c");
+        from_dense.add_dense(&d);
+        assert_eq!(from_dense.buckets, b.buckets);
+        assert_eq!(from_dense.count, b.count);
+        assert!(
+            (from_dense.sum_s - b.sum_s).abs() < 1e-9,
+            "{} vs {}",
+            from_dense.sum_s,
+            b.sum_s
+        );
     }
 
     #[test]

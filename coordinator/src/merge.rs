@@ -20,10 +20,11 @@ use crate::output::Live;
 use crate::report::{Load, TimelinePoint};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
-use crest_model::hist::{self, Hist, HistError, SparseDecoder};
+use crest_model::hist::{self, Dense, Hist, HistError, SparseDecoder};
 use crest_model::schedule::Profile;
 use crest_model::stats::{
-    CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, Kinds, NodeStats, Samples, add_error, fold_kinds,
+    CmdDelta, CmdStats, CmdStatsOf, CmdSum, ErrorCounts, Kinds, NodeStats, Samples, add_error,
+    fold_kinds,
 };
 use crest_proto::pb;
 use prost::Message as _;
@@ -32,6 +33,17 @@ use std::ops::AddAssign;
 
 /// Per-command results, keyed by (class, command).
 pub type ByCommand = BTreeMap<(String, String), CmdStats>;
+
+/// Per-command sums as the books keep them, keyed by (class, command): every worker's
+/// every interval added bucket by bucket ([`CmdSum`]), full histograms made once, where
+/// they are read ([`full`]).
+pub type SumBy = BTreeMap<(String, String), CmdSum>;
+
+/// `sums` with full histograms, each sum freed as soon as it is converted (the report's
+/// peak holds one command's sums twice, not every command's).
+pub fn full(sums: SumBy) -> ByCommand {
+    sums.into_iter().map(|(k, v)| (k, v.to_stats())).collect()
+}
 
 /// Bytes of interval messages kept while they wait for every worker (their wire size plus
 /// a fixed overhead per command); past it the oldest pending interval is finalized.
@@ -83,12 +95,12 @@ pub fn of_class(by: &ByCommand, class: &str) -> BTreeMap<String, CmdStats> {
 }
 
 /// Sum over every command.
-pub fn all_commands(by: &ByCommand) -> CmdStats {
+pub fn all_commands<H: Samples>(by: &BTreeMap<(String, String), CmdStatsOf<H>>) -> CmdStats {
     sum(by.values())
 }
 
 /// The sum of some results (histograms added, counts summed).
-pub fn sum<'a>(stats: impl IntoIterator<Item = &'a CmdStats>) -> CmdStats {
+pub fn sum<'a, H: Samples + 'a>(stats: impl IntoIterator<Item = &'a CmdStatsOf<H>>) -> CmdStats {
     let mut t = CmdStats::default();
     for v in stats {
         t += v;
@@ -210,9 +222,10 @@ pub struct Final {
     pub counts: CountsBy,
     /// Every command together.
     pub total: Counts,
-    /// Every command together, with its histograms: this worker's part of the report
-    /// (its intervals add up to it: [`WorkerBooks::check`]).
-    pub all: CmdStats,
+    /// Every command together, with its histograms kept as their nonzero buckets (a
+    /// fleet's workers kept full histograms once: 0.8 MB each): this worker's part of the
+    /// report (its intervals add up to it: [`WorkerBooks::check`]).
+    pub all: CmdDelta,
     /// Sent, unanswered at the end.
     pub in_flight: u64,
     /// Scheduled, never written.
@@ -245,24 +258,29 @@ pub struct WorkerBooks {
 }
 
 impl WorkerBooks {
-    /// Records the final message, its histograms decoded with `de`.
+    /// Records the final message, its histograms decoded with `de` and summed in `sum`.
     ///
     /// # Errors
     /// [`HistError`] when a histogram does not decode.
-    pub fn finish(&mut self, f: &pb::Finished, de: &mut SparseDecoder) -> Result<(), HistError> {
+    pub fn finish(
+        &mut self,
+        f: &pb::Finished,
+        de: &mut SparseDecoder,
+        sum: &mut CmdSum,
+    ) -> Result<(), HistError> {
         let mut counts = CountsBy::new();
         let mut total = Counts::default();
-        let mut all = CmdStats::default();
+        sum.clear();
         for (class, name, s) in decode_delta(de, &f.totals)? {
             let c = Counts::of(&s);
             *counts.entry((class, name)).or_default() += c;
             total += c;
-            all += &s;
+            *sum += &s;
         }
         self.final_ = Some(Final {
             counts,
             total,
-            all,
+            all: sum.to_delta(),
             in_flight: f.in_flight,
             unsent: f.unsent,
             intervals: f.intervals,
@@ -426,7 +444,7 @@ pub struct Unreadable {
 #[derive(Debug)]
 pub struct RunBooks {
     /// Run totals per (class, command), over every finalized interval.
-    pub totals: ByCommand,
+    pub totals: SumBy,
     /// Each worker's books, in the order of the phase's members.
     pub workers: Vec<WorkerBooks>,
     /// One row per finalized interval, in order (and empty rows for intervals nobody sent).
@@ -459,6 +477,20 @@ pub struct RunBooks {
     /// The lowest interval service-time p50 so far, ns (0: none yet): what "service time
     /// rose" is measured against.
     service_floor: u64,
+    /// The row being summed, kept from row to row so that a row allocates nothing (None
+    /// while a row is being summed).
+    scratch: Option<RowScratch>,
+}
+
+/// What one timeline row is summed in: every command's results bucket by bucket, each
+/// class's latency, and the same as full histograms for the row's percentiles and hlog
+/// lines. Cleared, not freed, between rows: a run's memory does not move with its length.
+#[derive(Debug, Default)]
+struct RowScratch {
+    sum: CmdSum,
+    classes: Vec<Dense>,
+    stats: CmdStats,
+    class_hists: Vec<Hist>,
 }
 
 /// The timeline rows written since the progress line last read them, together: at
@@ -496,7 +528,7 @@ impl RunBooks {
         live: Option<Live>,
     ) -> Self {
         Self {
-            totals: ByCommand::new(),
+            totals: SumBy::new(),
             workers: vec![WorkerBooks::default(); workers],
             timeline: Vec::new(),
             late: 0,
@@ -520,6 +552,7 @@ impl RunBooks {
             },
             kinds: Kinds::default(),
             service_floor: 0,
+            scratch: None,
         }
     }
 
@@ -652,7 +685,10 @@ impl RunBooks {
         let Some(books) = self.workers.get_mut(w) else {
             return Ok(());
         };
-        books.finish(f, &mut self.de)?;
+        let mut scratch = self.scratch.take().unwrap_or_default();
+        let done = books.finish(f, &mut self.de, &mut scratch.sum);
+        self.scratch = Some(scratch);
+        done?;
         for (k, m) in convert::messages_from_pb(&f.error_messages) {
             self.kinds.fold(&k, Some(&m));
         }
@@ -676,9 +712,24 @@ impl RunBooks {
 
     /// Rows with no data for every index from the next row up to (not including) `end`.
     fn empty_rows_below(&mut self, end: u32) {
-        let mut k = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
+        let k = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
+        if k >= end || !self.in_rows(k) {
+            return;
+        }
+        let mut scratch = self.scratch.take().unwrap_or_default();
+        self.empty_rows(k, end, &mut scratch.stats);
+        self.scratch = Some(scratch);
+    }
+
+    /// Rows with no data from `k` up to (not including) `end`, `empty` cleared to stand for
+    /// each.
+    fn empty_rows(&mut self, mut k: u32, end: u32, empty: &mut CmdStats) {
+        if k >= end || !self.in_rows(k) {
+            return;
+        }
+        empty.clear();
         while k < end && self.in_rows(k) {
-            self.row(k, &CmdStats::default(), &[], 0.0, Load::default());
+            self.row(k, empty, &[], 0.0, Load::default());
             k += 1;
         }
     }
@@ -738,10 +789,21 @@ impl RunBooks {
         let rows = self.in_rows(k) && k >= self.finalized_below;
         // All commands together: counts, errors, latency and schedule lag (what a row reads;
         // service time is in the totals, not in rows).
-        let mut sum = CmdStats::default();
-        let mut classes: Vec<Hist> = Vec::new();
-        if rows && self.classes.len() > 1 {
-            classes = self.classes.iter().map(|_| hist::new_hist()).collect();
+        let RowScratch {
+            mut sum,
+            mut classes,
+            mut stats,
+            mut class_hists,
+        } = self.scratch.take().unwrap_or_default();
+        sum.clear();
+        let classes_n = if rows && self.classes.len() > 1 {
+            self.classes.len()
+        } else {
+            0
+        };
+        classes.resize_with(classes_n.max(classes.len()), Dense::default);
+        for c in &mut classes {
+            c.clear();
         }
         let mut due = 0.0;
         let mut load = Load::default();
@@ -769,25 +831,39 @@ impl RunBooks {
                 if rows {
                     sum += &s;
                     if let Some(i) = self.classes.iter().position(|c| *c == class)
+                        && i < classes_n
                         && let Some(h) = classes.get_mut(i)
                     {
-                        s.latency.add_to(h);
+                        h.add(&s.latency);
                     }
                 }
                 // The key is moved in, not copied: no string copies per interval.
                 *self.totals.entry((class, name)).or_default() += &s;
             }
         }
-        if k < self.finalized_below {
+        if k >= self.finalized_below {
+            if rows {
+                let next = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
+                self.empty_rows(next, k, &mut stats);
+                sum.to_stats_into(&mut stats);
+                class_hists.resize_with(classes_n.max(class_hists.len()), hist::new_hist);
+                for (h, d) in class_hists.iter_mut().zip(&classes[..classes_n]) {
+                    h.reset();
+                    d.add_to(h);
+                }
+                self.row(k, &stats, &class_hists[..classes_n], due, load);
+            }
+            self.finalized_below = k.saturating_add(1);
+        } else {
             // Finalized already (past the pending cap): counted above, not in the timeline.
             self.late += received;
-            return bad;
         }
-        if rows {
-            self.empty_rows_below(k);
-            self.row(k, &sum, &classes, due, load);
-        }
-        self.finalized_below = k.saturating_add(1);
+        self.scratch = Some(RowScratch {
+            sum,
+            classes,
+            stats,
+            class_hists,
+        });
         bad
     }
 }
@@ -916,7 +992,7 @@ mod tests {
         assert_eq!(b.timeline.len(), 2);
         assert_eq!(b.timeline[1].scheduled, 4);
         assert_eq!(b.pending(), 0);
-        let t = &b.totals[&("c".to_string(), "GET".to_string())];
+        let t = &b.totals[&("c".to_string(), "GET".to_string())].to_stats();
         assert_eq!(t.completed, 8);
         let mut whole = hist::new_hist();
         for v in all_a.iter().chain(&all_b) {
@@ -1006,7 +1082,7 @@ mod tests {
             b.receive(w, m).unwrap();
         }
         b.close(0);
-        let t = &b.totals[&("c".to_string(), "GET".to_string())];
+        let t = &b.totals[&("c".to_string(), "GET".to_string())].to_stats();
         let kinds: Vec<&str> = t.errors.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(t.error_total(), 2 * (20 * 2 + 5), "no error lost");
         assert_eq!(
@@ -1070,7 +1146,7 @@ mod tests {
         b.advance(&[true, true]);
         b.close(n);
         assert_eq!(b.late, 1);
-        let t = &b.totals[&("c".to_string(), "GET".to_string())];
+        let t = &b.totals[&("c".to_string(), "GET".to_string())].to_stats();
         assert_eq!(t.completed, u64::from(n) + 1);
         assert_eq!(b.workers[1].intervals, 1);
         let rows: u64 = b.timeline.iter().map(|p| p.scheduled).sum();
@@ -1108,7 +1184,7 @@ mod tests {
         assert_eq!(added, want);
         assert_eq!(Counts::of(&fast[0].2), Counts::of(&want));
         c.service_time = Some(pb::Histogram {
-            v2: b"garbage".to_vec(),
+            v2: b"garbage".to_vec().into(),
         });
         assert!(decode_delta(&mut de, &[c]).is_err());
     }
@@ -1121,7 +1197,7 @@ mod tests {
         let mut b = RunBooks::new(&c, 1, 5, Some(1), None);
         let mut bad = cmd("GET", &[1], 1);
         bad.latency = Some(pb::Histogram {
-            v2: b"garbage".to_vec(),
+            v2: b"garbage".to_vec().into(),
         });
         b.receive(0, iv(0, vec![bad], 1.0)).unwrap();
         let u = b.advance(&[false]);

@@ -1189,13 +1189,13 @@ pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::
             retried: s.redirects.retried,
             errors: errors_to_pb(&s.errors),
             latency: Some(pb::Histogram {
-                v2: hist::encode_wire(&s.latency),
+                v2: hist::encode_wire(&s.latency).into(),
             }),
             service_time: Some(pb::Histogram {
-                v2: hist::encode_wire(&s.service_time),
+                v2: hist::encode_wire(&s.service_time).into(),
             }),
             schedule_lag: Some(pb::Histogram {
-                v2: hist::encode_wire(&s.schedule_lag),
+                v2: hist::encode_wire(&s.schedule_lag).into(),
             }),
         })
         .collect()
@@ -1214,7 +1214,7 @@ pub fn nodes_to_pb(nodes: &[NodeStats]) -> Vec<pb::NodeStats> {
             moved: n.redirects.moved,
             asked: n.redirects.asked,
             latency: Some(pb::Histogram {
-                v2: hist::encode_wire(&n.latency),
+                v2: hist::encode_wire(&n.latency).into(),
             }),
             connections: n.connections,
         })

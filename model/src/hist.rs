@@ -118,12 +118,13 @@ pub fn record(h: &mut Hist, v: u64) {
     h.saturating_record(v);
 }
 
-/// A histogram as it came off the wire, kept as its nonzero buckets (each bucket's lowest
-/// value and its count, in value order): what merging needs, without the 262 KB counts
-/// array a [`Hist`] with Crest's bounds allocates, zeroes and walks on every `add`.
+/// A histogram as it came off the wire, kept as its nonzero buckets (each bucket's index
+/// in Crest's bounds and its count, in value order): what merging needs, without the
+/// 262 KB counts array a [`Hist`] with Crest's bounds allocates, zeroes and walks on every
+/// `add`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sparse {
-    buckets: Vec<(u64, u64)>,
+    buckets: Vec<(u32, u64)>,
     total: u64,
     /// Its [`fingerprint`], kept as buckets are pushed.
     print: u64,
@@ -134,20 +135,21 @@ impl Sparse {
     pub fn of(h: &Hist) -> Self {
         let mut s = Self::default();
         for v in h.iter_recorded() {
-            s.push(
-                h.lowest_equivalent(v.value_iterated_to()),
-                v.count_at_value(),
-            );
+            s.push(index_of(v.value_iterated_to()), v.count_at_value());
         }
         s
     }
 
     #[inline]
-    fn push(&mut self, value: u64, count: u64) {
+    fn push(&mut self, index: usize, count: u64) {
         if count > 0 {
-            self.buckets.push((value, count));
+            // Every index pushed is below the bucket count (a few tens of thousands).
+            self.buckets
+                .push((u32::try_from(index).unwrap_or(u32::MAX), count));
             self.total = self.total.saturating_add(count);
-            self.print = self.print.wrapping_add(count.wrapping_mul(mix(value)));
+            self.print = self
+                .print
+                .wrapping_add(count.wrapping_mul(mix(value_at_index(index))));
         }
     }
 
@@ -171,14 +173,177 @@ impl Sparse {
         self.print
     }
 
+    /// Empties it, keeping its memory.
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+        (self.total, self.print) = (0, 0);
+    }
+
     /// `dst += self`, exactly: every bucket lands in the bucket of `dst` it came from
     /// (same bounds), so this equals [`add`] of the full histogram.
     pub fn add_to(&self, dst: &mut Hist) {
-        for &(value, count) in &self.buckets {
-            dst.saturating_record_n(value, count);
+        for &(index, count) in &self.buckets {
+            dst.saturating_record_n(value_at_index(index as usize), count);
         }
     }
 }
+
+/// A histogram with Crest's bounds kept as counts by bucket index: what the coordinator
+/// sums interval histograms into. Adding a [`Sparse`] is one addition per bucket (a
+/// [`Hist`] works out each value's bucket again and keeps its min, max and total up to date
+/// on every one); it becomes a [`Hist`] where percentiles are read ([`Dense::add_to`]).
+///
+/// Memory: the first sample allocates every bucket at once, zeroed by the allocator, so
+/// like a [`Hist`] it holds only the pages its samples touched, and it never reallocates.
+/// It keeps the span of buckets it has touched: reading and clearing walk only that span,
+/// and [`Dense::clear`] keeps the allocation, so a sum reused row after row allocates
+/// nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Dense {
+    /// Empty, or one count per bucket of Crest's bounds.
+    counts: Vec<u64>,
+    /// The touched buckets are within `lo..hi` (empty when `lo >= hi`).
+    lo: usize,
+    hi: usize,
+    total: u64,
+}
+
+/// Buckets in a histogram with Crest's bounds.
+fn slots() -> usize {
+    static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SLOTS.get_or_init(|| new_hist().distinct_values())
+}
+
+impl Dense {
+    fn counts(&mut self) -> &mut [u64] {
+        if self.counts.is_empty() {
+            self.counts = vec![0; slots()];
+        }
+        &mut self.counts
+    }
+
+    fn touch(&mut self, lo: usize, hi: usize) {
+        if self.lo >= self.hi {
+            (self.lo, self.hi) = (lo, hi);
+        } else {
+            self.lo = self.lo.min(lo);
+            self.hi = self.hi.max(hi);
+        }
+    }
+
+    /// `self += s`, exactly.
+    pub fn add(&mut self, s: &Sparse) {
+        // Indices rise: the first bucket is the lowest, the last the highest. Every index
+        // a Sparse holds is below the bucket count (the decode refuses others).
+        let (Some(&(lo, _)), Some(&(hi, _))) = (s.buckets.first(), s.buckets.last()) else {
+            return;
+        };
+        let counts = self.counts();
+        for &(index, count) in &s.buckets {
+            if let Some(c) = counts.get_mut(index as usize) {
+                *c = c.saturating_add(count);
+            }
+        }
+        self.touch(lo as usize, (hi as usize + 1).min(self.counts.len()));
+        self.total = self.total.saturating_add(s.total);
+    }
+
+    /// `self += o`, exactly.
+    pub fn add_dense(&mut self, o: &Dense) {
+        if o.lo >= o.hi {
+            return;
+        }
+        let counts = self.counts();
+        for (c, n) in counts[o.lo..o.hi].iter_mut().zip(&o.counts[o.lo..o.hi]) {
+            *c = c.saturating_add(*n);
+        }
+        self.touch(o.lo, o.hi);
+        self.total = self.total.saturating_add(o.total);
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// True when it holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Empties it, keeping its memory: only the touched span is zeroed.
+    pub fn clear(&mut self) {
+        if self.lo < self.hi {
+            self.counts[self.lo..self.hi].fill(0);
+        }
+        (self.lo, self.hi, self.total) = (0, 0, 0);
+    }
+
+    /// Its nonzero buckets: (the bucket's lowest value, its count), in value order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
+        span.iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (value_at_index(self.lo + i), *c))
+    }
+
+    /// The sum of its samples, ns, each read at the middle of its bucket: what a [`Hist`]
+    /// of the same samples gives as `mean() × len()` (to rounding).
+    pub fn sum_ns(&self) -> f64 {
+        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
+        span.iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| {
+                let index = self.lo + i;
+                // A bucket's width: 1 in the first, doubling with each one after.
+                let bucket = (index >> HALF_MAGNITUDE) as u32;
+                let width = 1u64 << (bucket.saturating_sub(1) + UNIT_MAGNITUDE);
+                (value_at_index(index) + (width >> 1)) as f64 * *c as f64
+            })
+            .sum()
+    }
+
+    /// `dst += self`, exactly.
+    pub fn add_to(&self, dst: &mut Hist) {
+        for (value, count) in self.iter() {
+            dst.saturating_record_n(value, count);
+        }
+    }
+
+    /// The same samples as a [`Hist`].
+    pub fn to_hist(&self) -> Hist {
+        let mut h = new_hist();
+        self.add_to(&mut h);
+        h
+    }
+
+    /// The same samples as a [`Sparse`]: its nonzero buckets only, for keeping.
+    pub fn to_sparse(&self) -> Sparse {
+        let mut s = Sparse::default();
+        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
+        for (i, c) in span.iter().enumerate() {
+            s.push(self.lo + i, *c);
+        }
+        s
+    }
+
+    /// Its [`fingerprint`].
+    pub fn fingerprint(&self) -> u64 {
+        self.iter()
+            .fold(0u64, |a, (v, c)| a.wrapping_add(c.wrapping_mul(mix(v))))
+    }
+}
+
+/// Equal when they hold the same samples (whatever their memory or touched span).
+impl PartialEq for Dense {
+    fn eq(&self, o: &Self) -> bool {
+        self.total == o.total && self.iter().eq(o.iter())
+    }
+}
+
+impl Eq for Dense {}
 
 /// Decodes V2 (+DEFLATE) histograms straight into [`Sparse`], reusing its buffers, and
 /// refusing what no Crest worker sends: an inflated size past what Crest's bounds can hold
@@ -232,13 +397,26 @@ fn value_at_index(index: usize) -> u64 {
     }
 }
 
+/// The index of the bucket holding `value` in a histogram with Crest's bounds (one past
+/// the last bucket for a value past them): the crate's (private) index function, checked
+/// against [`value_at_index`] bucket by bucket in the tests.
+fn index_of(value: u64) -> usize {
+    // Sub-buckets in a bucket minus one: values under it are in bucket 0.
+    let mask = (1u64 << (HALF_MAGNITUDE + 1)) - 1;
+    let base = 64 - UNIT_MAGNITUDE - HALF_MAGNITUDE - 1;
+    let bucket = base - (value | mask).leading_zeros();
+    let sub = value >> (bucket + UNIT_MAGNITUDE);
+    // Bucket 0 holds values below half its sub-buckets too: the base comes first.
+    ((((bucket + 1) as usize) << HALF_MAGNITUDE) + sub as usize) - (1usize << HALF_MAGNITUDE)
+}
+
 impl SparseDecoder {
     /// A decoder for histograms with Crest's bounds.
     pub fn new() -> Self {
         Self {
             inflate: flate2::Decompress::new(true),
             inflated: Vec::new(),
-            slots: new_hist().distinct_values(),
+            slots: slots(),
         }
     }
 
@@ -378,7 +556,7 @@ fn parse_v2(b: &[u8], slots: usize) -> Result<Sparse, V2Error> {
                 if index >= slots {
                     return Err(V2Error::Bad("holds buckets past the last one"));
                 }
-                out.push(value_at_index(index), n as u64);
+                out.push(index, n as u64);
             }
             index = index.saturating_add(1);
         }
@@ -471,6 +649,8 @@ mod tests {
         for i in 0..slots {
             let v = value_at_index(i);
             assert_eq!(h.lowest_equivalent(v), v, "index {i}");
+            assert_eq!(index_of(v), i, "value {v}");
+            assert_eq!(index_of(h.highest_equivalent(v)), i, "index {i}'s top");
             assert!(last.is_none_or(|l| l < v), "index {i}: values rise");
             last = Some(v);
             all.record(v).unwrap();
@@ -517,6 +697,54 @@ mod tests {
                 s.add_to(&mut sparse);
             }
             prop_assert_eq!(&sparse, &full);
+        }
+    }
+
+    proptest! {
+        /// Sparse histograms summed into a [`Dense`] (one by one, or as two dense halves
+        /// added together) equal the same histograms added into a [`Hist`]: the same
+        /// buckets, counts, percentiles and fingerprint; a cleared one is empty and sums
+        /// again from nothing.
+        #[test]
+        fn dense_sums_equal_hist_sums(
+            parts in proptest::collection::vec(
+                proptest::collection::vec(0u64..HIGHEST_NS * 2, 0..300), 1..6),
+        ) {
+            let mut de = SparseDecoder::new();
+            let mut want = new_hist();
+            let (mut dense, mut first, mut second) = (Dense::default(), Dense::default(), Dense::default());
+            for (i, part) in parts.iter().enumerate() {
+                let mut h = new_hist();
+                for &v in part {
+                    record(&mut h, v);
+                }
+                add(&mut want, &h);
+                let s = de.decode(&encode_wire(&h)).unwrap();
+                dense.add(&s);
+                if i % 2 == 0 { first.add(&s) } else { second.add(&s) }
+            }
+            prop_assert_eq!(dense.len(), want.len());
+            prop_assert_eq!(&dense.to_hist(), &want);
+            prop_assert_eq!(dense.fingerprint(), fingerprint(&want));
+            let want_sum = want.mean() * want.len() as f64;
+            prop_assert!((dense.sum_ns() - want_sum).abs() <= want_sum * 1e-9 + 1e-6, "{} vs {want_sum}", dense.sum_ns());
+            first.add_dense(&second);
+            prop_assert_eq!(&first.to_hist(), &want);
+            let kept = dense.to_sparse();
+            prop_assert_eq!(kept.len(), want.len());
+            prop_assert_eq!(kept.fingerprint(), fingerprint(&want));
+            let mut back = new_hist();
+            kept.add_to(&mut back);
+            prop_assert_eq!(&back, &want);
+            let buckets: Vec<(u64, u64)> = want
+                .iter_recorded()
+                .map(|v| (want.lowest_equivalent(v.value_iterated_to()), v.count_at_value()))
+                .collect();
+            prop_assert_eq!(dense.iter().collect::<Vec<_>>(), buckets);
+            dense.clear();
+            prop_assert!(dense.is_empty() && dense.iter().next().is_none());
+            dense.add(&Sparse::of(&want));
+            prop_assert_eq!(&dense.to_hist(), &want);
         }
     }
 

@@ -1,7 +1,7 @@
 //! Per-command counts and histograms. A shard owns one [`Stats`] per interval and one for
 //! the whole run; they fold with `+=`, so shards, workers and intervals merge the same way.
 
-use crate::hist::{self, Hist, Sparse};
+use crate::hist::{self, Dense, Hist, Sparse};
 use std::ops::AddAssign;
 
 /// Counts of one kind of failure.
@@ -307,13 +307,63 @@ pub struct CmdStatsOf<H> {
 pub type CmdStats = CmdStatsOf<Hist>;
 
 /// One command's results of one interval as decoded from the wire, with [`Sparse`]
-/// histograms: added into a [`CmdStats`] without a full histogram in between.
+/// histograms: added into a [`CmdStats`] or a [`CmdSum`] without a full histogram in
+/// between.
 pub type CmdDelta = CmdStatsOf<Sparse>;
+
+/// Results summed from many [`CmdDelta`]s, with [`Dense`] histograms: what the
+/// coordinator adds every worker's every interval into, turned into a [`CmdStats`]
+/// ([`CmdStatsOf::to_stats`]) where percentiles are read.
+pub type CmdSum = CmdStatsOf<Dense>;
 
 impl<H> CmdStatsOf<H> {
     /// Sum of all error counts.
     pub fn error_total(&self) -> u64 {
         self.errors.iter().fold(0u64, |a, e| a.saturating_add(e.1))
+    }
+}
+
+impl CmdSum {
+    /// The same results with [`Sparse`] histograms: compact, for keeping.
+    pub fn to_delta(&self) -> CmdDelta {
+        CmdDelta {
+            scheduled: self.scheduled,
+            sent: self.sent,
+            completed: self.completed,
+            misses: self.misses,
+            backlogged: self.backlogged,
+            redirects: self.redirects,
+            errors: self.errors.clone(),
+            latency: self.latency.to_sparse(),
+            service_time: self.service_time.to_sparse(),
+            schedule_lag: self.schedule_lag.to_sparse(),
+        }
+    }
+}
+
+impl<H: Samples> CmdStatsOf<H> {
+    /// The same results with full histograms.
+    pub fn to_stats(&self) -> CmdStats {
+        let mut t = CmdStats::default();
+        t += self;
+        t
+    }
+
+    /// `dst` set to the same results, its histograms' memory reused.
+    pub fn to_stats_into(&self, dst: &mut CmdStats) {
+        dst.clear();
+        *dst += self;
+    }
+
+    /// Empties it, keeping its histograms' memory.
+    pub fn clear(&mut self) {
+        (self.scheduled, self.sent, self.completed) = (0, 0, 0);
+        (self.misses, self.backlogged) = (0, 0);
+        self.redirects = Redirects::default();
+        self.errors.clear();
+        self.latency.clear();
+        self.service_time.clear();
+        self.schedule_lag.clear();
     }
 }
 
@@ -344,6 +394,8 @@ pub trait Samples {
     fn add_to(&self, dst: &mut Hist);
     /// Its [`hist::fingerprint`].
     fn fingerprint(&self) -> u64;
+    /// Empties it, keeping its memory.
+    fn clear(&mut self);
 }
 
 impl Samples for Hist {
@@ -358,6 +410,51 @@ impl Samples for Hist {
     }
     fn fingerprint(&self) -> u64 {
         hist::fingerprint(self)
+    }
+    fn clear(&mut self) {
+        self.reset();
+    }
+}
+
+impl Samples for Dense {
+    fn none() -> Self {
+        Dense::default()
+    }
+    fn samples(&self) -> u64 {
+        self.len()
+    }
+    fn add_to(&self, dst: &mut Hist) {
+        Dense::add_to(self, dst);
+    }
+    fn fingerprint(&self) -> u64 {
+        Dense::fingerprint(self)
+    }
+    fn clear(&mut self) {
+        Dense::clear(self);
+    }
+}
+
+/// A histogram that takes the samples of an `S` into itself, exactly.
+pub trait Takes<S> {
+    /// `self += s`.
+    fn take(&mut self, s: &S);
+}
+
+impl<S: Samples> Takes<S> for Hist {
+    fn take(&mut self, s: &S) {
+        s.add_to(self);
+    }
+}
+
+impl Takes<Sparse> for Dense {
+    fn take(&mut self, s: &Sparse) {
+        self.add(s);
+    }
+}
+
+impl Takes<Dense> for Dense {
+    fn take(&mut self, s: &Dense) {
+        self.add_dense(s);
     }
 }
 
@@ -374,10 +471,13 @@ impl Samples for Sparse {
     fn fingerprint(&self) -> u64 {
         Sparse::fingerprint(self)
     }
+    fn clear(&mut self) {
+        Sparse::clear(self);
+    }
 }
 
-impl<H: Samples> AddAssign<&CmdStatsOf<H>> for CmdStats {
-    fn add_assign(&mut self, o: &CmdStatsOf<H>) {
+impl<H: Takes<S>, S> AddAssign<&CmdStatsOf<S>> for CmdStatsOf<H> {
+    fn add_assign(&mut self, o: &CmdStatsOf<S>) {
         // Peer numbers among them: saturate, so a hostile count reads as a mismatch, not
         // an overflow.
         self.scheduled = self.scheduled.saturating_add(o.scheduled);
@@ -389,9 +489,9 @@ impl<H: Samples> AddAssign<&CmdStatsOf<H>> for CmdStats {
         for (k, n) in &o.errors {
             add_error(&mut self.errors, k, *n);
         }
-        o.latency.add_to(&mut self.latency);
-        o.service_time.add_to(&mut self.service_time);
-        o.schedule_lag.add_to(&mut self.schedule_lag);
+        self.latency.take(&o.latency);
+        self.service_time.take(&o.service_time);
+        self.schedule_lag.take(&o.schedule_lag);
     }
 }
 

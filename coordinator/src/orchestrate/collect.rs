@@ -10,7 +10,7 @@ use crate::merge::RunBooks;
 use crate::progress::{Progress, Sample};
 use crate::service::HubEvent;
 use crest_model::convert::{self, FailureKind};
-use crest_model::stats::CmdStats;
+use crest_model::stats::CmdSum;
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -273,6 +273,7 @@ pub(super) fn publish(
     let elapsed = start.elapsed();
     let now_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
     let mut counters = Vec::new();
+    // Each class's latency binned command by command (bins add): no histogram copied.
     let mut latency: Vec<Binned> = Vec::new();
     // Counters and bins only for /metrics: the gRPC status and the search's watcher read
     // the rest, and this runs at every finalized interval.
@@ -286,10 +287,14 @@ pub(super) fn publish(
             completed: s.completed,
             errors: s.errors.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
         });
-        match latency.iter_mut().find(|b| b.class == *class) {
-            Some(b) => b.add(&s.latency),
-            None => latency.push(Binned::of(class, &s.latency)),
-        }
+        let i = match latency.iter().position(|b| b.class == *class) {
+            Some(i) => i,
+            None => {
+                latency.push(Binned::empty(class));
+                latency.len() - 1
+            }
+        };
+        latency[i].add_dense(&s.latency);
     }
     let rates = c
         .steering
@@ -365,7 +370,7 @@ fn progress_sample(
         target_rate: (!cfg.closed_loop()).then_some(w.target_rate),
         achieved_rate: w.achieved_rate,
         p99_us: w.p99_us,
-        errors: books.totals.values().map(CmdStats::error_total).sum(),
+        errors: books.totals.values().map(CmdSum::error_total).sum(),
         alive: members.iter().filter(|m| !m.lost()).count(),
         workers: members.len(),
     })

@@ -682,7 +682,7 @@ async fn run_inner(
                 books: b,
             })
             .collect(),
-        totals: books.totals,
+        totals: merge::full(books.totals),
         timeline: books.timeline,
         late_intervals: books.late,
         live_errors,

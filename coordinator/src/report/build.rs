@@ -54,7 +54,9 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         in_flight += f.map_or(0, |f| f.in_flight);
         unsent += f.map_or(0, |f| f.unsent);
         let t = m.books.total();
-        let all = f.map(|f| &f.all);
+        // Full histograms for one worker at a time: a fleet's would not fit together.
+        let all = f.map(|f| f.all.to_stats());
+        let all = all.as_ref();
         workers.push(WorkerReport {
             id: m.info.id.clone(),
             name: m.info.name.clone(),
