@@ -173,7 +173,8 @@ fn relay(to: &str, delay_ms: &str, dir: &Path, name: &str) -> (std::process::Chi
 
 /// A and B are the same server through the same relay code, B's holding every request
 /// 1 ms: B's p50 is called slower, and the interval of the absolute p50 shift reaches
-/// the added millisecond (±15%; the relay's own sleep overshoots by tens of µs).
+/// the added millisecond (±15%; the relay's own sleep overshoots by tens of µs). A
+/// comparison whose runs disagree ("unstable") is run once more.
 #[test]
 fn a_delayed_target_is_called_slower_with_the_delay_in_its_interval() {
     let server = Server::start(Kind::Redis);
@@ -192,7 +193,16 @@ fn a_delayed_target_is_called_slower_with_the_delay_in_its_interval() {
         "--no-server-stats",
     ];
     args.extend_from_slice(&PLAN);
-    let (c, stdout) = compare(&dir, &args, 0);
+    // When the runs themselves disagree, compare says so ("unstable") instead of calling
+    // anything: that is its job, and it is what a stall of this VM gives (CI once: A's p50
+    // from run to run with a CV of 80%, B's median 74 ms). Then, and only then, the whole
+    // comparison is run once more.
+    let (mut c, mut stdout) = compare(&dir, &args, 0);
+    if row(&c, "default", "p50")["verdict"] == "unstable" {
+        eprintln!("the runs disagreed; comparing again:\n{stdout}");
+        let again = TempDir::new("compare-delay-again");
+        (c, stdout) = compare(&again, &args, 0);
+    }
     let _ = ra.kill();
     let _ = rb.kill();
     let p50 = row(&c, "default", "p50");
