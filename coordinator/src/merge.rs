@@ -713,9 +713,6 @@ impl RunBooks {
     /// Rows with no data for every index from the next row up to (not including) `end`.
     fn empty_rows_below(&mut self, end: u32) {
         let k = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
-        if k >= end || !self.in_rows(k) {
-            return;
-        }
         let mut scratch = self.scratch.take().unwrap_or_default();
         self.empty_rows(k, end, &mut scratch.stats);
         self.scratch = Some(scratch);
