@@ -154,23 +154,44 @@ fn a_runtime_rate_change_switches_every_worker_at_one_instant() {
     let timeline = report["timeline"].as_array().unwrap();
     let rows = server_rows(&report);
     assert_eq!(rows.len(), timeline.len());
-    let mut checked = (0, 0);
-    for (row, p) in rows.iter().zip(timeline) {
+    // A VM stall that holds requests past a second's end moves them into the next
+    // second: a second off by more than 5% must be made up by a neighbour of the same
+    // rate (the pair within 5% of twice the rate; CI once read 12,644/s in the last
+    // second). The run's total is checked to 1% below.
+    let want_at = |row: &Value| {
         let t0 = f(row, "t_s");
-        let want = if t0 + 1.0 <= at {
-            checked.0 += 1;
-            5000.0
+        if t0 + 1.0 <= at {
+            Some(5000.0)
         } else if t0 >= at.ceil() {
-            checked.1 += 1;
-            12000.0
+            Some(12000.0)
         } else {
-            continue;
-        };
+            None
+        }
+    };
+    let per_s: Vec<(Option<f64>, f64)> = rows
+        .iter()
+        .map(|r| (want_at(r), f(r, "ops_per_sec")))
+        .collect();
+    let pair_holds = |a: usize, b: usize| match (per_s[a], per_s[b]) {
+        ((Some(w), x), (Some(v), y)) if w == v => (x + y - 2.0 * w).abs() <= 0.05 * w,
+        _ => false,
+    };
+    let mut checked = (0, 0);
+    for (k, (row, p)) in rows.iter().zip(timeline).enumerate() {
+        let t0 = f(row, "t_s");
+        let Some(want) = want_at(row) else { continue };
+        if want == 5000.0 {
+            checked.0 += 1;
+        } else {
+            checked.1 += 1;
+        }
         assert!(row["sampled"].as_bool().unwrap(), "{row}");
         let ops = f(row, "ops_per_sec");
+        let made_up =
+            (k + 1 < rows.len() && pair_holds(k, k + 1)) || (k > 0 && pair_holds(k - 1, k));
         assert!(
-            (ops - want).abs() <= 0.05 * want,
-            "t={t0}: the server counted {ops}/s, want {want}"
+            (ops - want).abs() <= 0.05 * want || made_up,
+            "t={t0}: the server counted {ops}/s, want {want}, not made up by a neighbour ({per_s:?})"
         );
         assert!(
             (f(p, "target_rate") - want).abs() < 1.0,
