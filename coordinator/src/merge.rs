@@ -836,6 +836,9 @@ impl RunBooks {
                 }
                 // The key is moved in, not copied: no string copies per interval.
                 *self.totals.entry((class, name)).or_default() += &s;
+                for h in [s.latency, s.service_time, s.schedule_lag] {
+                    self.de.recycle(h);
+                }
             }
         }
         if k >= self.finalized_below {

@@ -355,7 +355,13 @@ pub struct SparseDecoder {
     inflated: Vec<u8>,
     /// Buckets in a histogram with Crest's bounds.
     slots: usize,
+    /// Bucket buffers of decoded histograms given back ([`SparseDecoder::recycle`]),
+    /// decoded into again: a merge does not allocate one per histogram.
+    pool: Vec<Vec<(u32, u64)>>,
 }
+
+/// Bucket buffers a [`SparseDecoder`] keeps for reuse, at most.
+const POOL: usize = 256;
 
 impl std::fmt::Debug for SparseDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -418,6 +424,16 @@ impl SparseDecoder {
             inflate: flate2::Decompress::new(true),
             inflated: Vec::new(),
             slots: slots(),
+            pool: Vec::new(),
+        }
+    }
+
+    /// Takes back a histogram this decoder made, to decode into its memory again.
+    pub fn recycle(&mut self, s: Sparse) {
+        if self.pool.len() < POOL {
+            let mut b = s.buckets;
+            b.clear();
+            self.pool.push(b);
         }
     }
 
@@ -452,7 +468,8 @@ impl SparseDecoder {
             }
             _ => return Err(bad("not a V2 histogram (unknown cookie)")),
         };
-        parse_v2(v2, self.slots).or_else(|e| match e {
+        let buf = self.pool.pop().unwrap_or_default();
+        parse_v2(v2, self.slots, buf).or_else(|e| match e {
             // Other bounds: the checked path re-adds into Crest's, or says why it cannot.
             V2Error::OtherBounds => decode_foreign(bytes).map(|h| Sparse::of(&h)),
             V2Error::Bad(why) => Err(bad(why)),
@@ -491,7 +508,7 @@ enum V2Error {
 }
 
 /// Parses an uncompressed V2 histogram with Crest's bounds into its buckets.
-fn parse_v2(b: &[u8], slots: usize) -> Result<Sparse, V2Error> {
+fn parse_v2(b: &[u8], slots: usize, buf: Vec<(u32, u64)>) -> Result<Sparse, V2Error> {
     let head = b
         .get(..4 + V2_HEADER)
         .ok_or(V2Error::Bad("shorter than its header"))?;
@@ -524,7 +541,10 @@ fn parse_v2(b: &[u8], slots: usize) -> Result<Sparse, V2Error> {
     if low != LOWEST_NS || high != HIGHEST_NS || sigfig != u32::from(SIGFIG) {
         return Err(V2Error::OtherBounds);
     }
-    let mut out = Sparse::default();
+    let mut out = Sparse {
+        buckets: buf,
+        ..Sparse::default()
+    };
     // A bucket takes at least one byte: room for all of them at once.
     out.buckets.reserve(payload.len().min(slots));
     let mut index: usize = 0;
