@@ -362,6 +362,8 @@ pub struct SparseDecoder {
 
 /// Bucket buffers a [`SparseDecoder`] keeps for reuse, at most.
 const POOL: usize = 256;
+/// The largest bucket buffer a [`SparseDecoder`] keeps (64 KB).
+const POOL_BUCKETS: usize = 4096;
 
 impl std::fmt::Debug for SparseDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -428,9 +430,10 @@ impl SparseDecoder {
         }
     }
 
-    /// Takes back a histogram this decoder made, to decode into its memory again.
+    /// Takes back a histogram this decoder made, to decode into its memory again (a
+    /// buffer of more than [`POOL_BUCKETS`] buckets is freed: the pool stays under 16 MB).
     pub fn recycle(&mut self, s: Sparse) {
-        if self.pool.len() < POOL {
+        if self.pool.len() < POOL && s.buckets.capacity() <= POOL_BUCKETS {
             let mut b = s.buckets;
             b.clear();
             self.pool.push(b);
@@ -767,6 +770,38 @@ mod tests {
             dense.add(&Sparse::of(&want));
             prop_assert_eq!(&dense.to_hist(), &want);
         }
+    }
+
+    /// A decoder given its histograms back decodes into their memory again, and what it
+    /// decodes is the same; it keeps at most [`POOL`] buffers, none over [`POOL_BUCKETS`].
+    #[test]
+    fn recycled_buffers_decode_the_same() {
+        let mut de = SparseDecoder::new();
+        let mut h = new_hist();
+        for v in 1..=500u64 {
+            record(&mut h, v * 977);
+        }
+        let bytes = encode_wire(&h);
+        let first = de.decode(&bytes).unwrap();
+        let want = first.clone();
+        let ptr = first.buckets.as_ptr();
+        de.recycle(first);
+        let again = de.decode(&bytes).unwrap();
+        assert_eq!(again, want);
+        assert_eq!(
+            again.buckets.as_ptr(),
+            ptr,
+            "decoded into the recycled buffer"
+        );
+        for _ in 0..POOL + 10 {
+            de.recycle(again.clone());
+        }
+        assert_eq!(de.pool.len(), POOL);
+        let mut de = SparseDecoder::new();
+        let mut big = Sparse::default();
+        big.buckets.reserve(POOL_BUCKETS + 1);
+        de.recycle(big);
+        assert!(de.pool.is_empty(), "an oversized buffer is freed");
     }
 
     #[test]
