@@ -431,7 +431,7 @@ impl SparseDecoder {
     }
 
     /// Takes back a histogram this decoder made, to decode into its memory again (a
-    /// buffer of more than [`POOL_BUCKETS`] buckets is freed: the pool stays under 16 MB).
+    /// buffer of more than 4,096 buckets (64 KB) is freed: the pool stays under 16 MB).
     pub fn recycle(&mut self, s: Sparse) {
         if self.pool.len() < POOL && s.buckets.capacity() <= POOL_BUCKETS {
             let mut b = s.buckets;
