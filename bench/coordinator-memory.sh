@@ -37,6 +37,9 @@ else
   nice -n 10 cargo build -q --bin crest --example sim_workers
   BIN=target/debug
 fi
+for b in "$BIN/crest" "$BIN/examples/sim_workers"; do
+  [[ -x $b ]] || { echo "coordinator-memory: $b is missing; BIN_DIR needs crest and examples/sim_workers from one build" >&2; exit 2; }
+done
 work=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }

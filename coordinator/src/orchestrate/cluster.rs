@@ -114,7 +114,7 @@ pub(super) async fn wait_for_workers(
                 }
             }
             None => {
-                let names: Vec<&str> = members.iter().map(|m| m.link.info.name.as_str()).collect();
+                let names = first_names(members.iter().map(|m| m.link.info.name.as_str()));
                 let refused = refusals
                     .first()
                     .map(|r| format!("; refused: {r}"))
@@ -126,7 +126,7 @@ pub(super) async fn wait_for_workers(
                     if names.is_empty() {
                         String::new()
                     } else {
-                        format!(" ({})", names.join(", "))
+                        format!(" ({names})")
                     }
                 )));
             }
@@ -200,4 +200,35 @@ pub(super) async fn measure_offsets(
         m.last_seen = Instant::now();
     }
     Ok(())
+}
+
+/// Workers' names for a one-line message however large the fleet: the first eight, then
+/// how many more.
+fn first_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    const NAMED: usize = 8;
+    let n = names.len();
+    let mut out: Vec<&str> = names.take(NAMED).collect();
+    let more = format!("{} more", n.saturating_sub(NAMED));
+    if n > NAMED {
+        out.push(&more);
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_names;
+
+    #[test]
+    fn a_large_fleet_is_named_in_one_short_line() {
+        let names: Vec<String> = (0..1000).map(|i| format!("sim{i}")).collect();
+        let line = first_names(names.iter().map(String::as_str));
+        assert_eq!(
+            line,
+            "sim0, sim1, sim2, sim3, sim4, sim5, sim6, sim7, 992 more"
+        );
+        let few = ["a", "b"];
+        assert_eq!(first_names(few.into_iter()), "a, b");
+        assert_eq!(first_names(std::iter::empty()), "");
+    }
 }
