@@ -91,7 +91,8 @@ EOF
 )
     if [[ $code -ne 0 || $verdict != ok ]]; then
       echo "$W workers, $IV: exit $code, $verdict" >&2
-      tail -5 "$work/crest-$W-$IV.err" >&2
+      tail -5 "$work/crest-$W-$IV.err" | cut -c1-300 >&2
+      tail -3 "$work/sim-$W-$IV.err" | cut -c1-300 >&2
       continue
     fi
     cpu_us=$(awk "BEGIN{printf \"%.0f µs\", ($user + $sys) / $N * 1e6}")

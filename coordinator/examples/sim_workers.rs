@@ -134,7 +134,23 @@ async fn worker(
     workers: usize,
     rows: Option<Arc<AtomicU32>>,
 ) {
-    let mut client = CoordinatorClient::connect(url).await.expect("connect");
+    // A fleet connecting at once can overflow the listener's backlog: retry, as a real
+    // worker does, for at most 30 s (a lost simulated worker fails the wait, not the
+    // measurement).
+    let mut tries = 0;
+    let mut client = loop {
+        match CoordinatorClient::connect(url.clone()).await {
+            Ok(c) => break c,
+            Err(e) if tries < 300 => {
+                tries += 1;
+                if tries == 1 {
+                    eprintln!("sim{i}: connect: {e}; retrying");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("sim{i}: connect: {e}"),
+        }
+    };
     let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(64);
     let send = |m: Out| {
         let tx = tx.clone();
