@@ -176,7 +176,7 @@ async fn worker(
     // not lost.
     let hb = tx.clone();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(crest_proto::HEARTBEAT);
+        let mut tick = tokio::time::interval(crest_proto::WORKER_HEARTBEAT);
         loop {
             tick.tick().await;
             let m = pb::WorkerMessage {

@@ -27,7 +27,7 @@ use crest_proto::pb::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
     worker_message::Msg as Out,
 };
-use crest_proto::{DEAD_MAN, HEARTBEAT, PROTOCOL_VERSION};
+use crest_proto::{DEAD_MAN, PROTOCOL_VERSION, WORKER_HEARTBEAT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -286,7 +286,7 @@ async fn session(
         .map_err(|e| dial(&e))?
         .into_inner();
     let mut run: Option<ActiveRun> = None;
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);
     // Checked ten times a second, so load stops at most 1.1 s after the last word.
     let mut watchdog = tokio::time::interval(DEAD_MAN / 10);
     let mut last_heard = Instant::now();

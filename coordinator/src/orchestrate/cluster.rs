@@ -108,11 +108,9 @@ pub(super) async fn wait_for_workers(
                 refusals.push(reason);
             }
             Some(HubEvent::Left(id, _)) => members.retain(|m| m.link.info.id != id),
-            Some(HubEvent::Message(id, _)) => {
-                if let Some(m) = members.iter_mut().find(|m| m.link.info.id == id) {
-                    m.last_seen = Instant::now();
-                }
-            }
+            // Heartbeats while the fleet gathers: silence is judged from the clock pings on
+            // (`measure_offsets` sets `last_seen`), so nothing to look up per message.
+            Some(HubEvent::Message(..)) => {}
             None => {
                 let names = first_names(members.iter().map(|m| m.link.info.name.as_str()));
                 let refused = refusals
