@@ -618,9 +618,7 @@ impl RunBooks {
         let mut bad = Vec::new();
         while let Some((&k, _)) = self.pending.first_key_value() {
             let complete = frontier.is_none_or(|f| k < f);
-            let cap = MAX_PENDING_BYTES + PENDING_BYTES_PER_WORKER * self.workers.len();
-            let over = self.pending_bytes > cap || self.pending.len() > MAX_PENDING_INTERVALS;
-            if !(complete || over) {
+            if !(complete || self.over_cap()) {
                 break;
             }
             bad.extend(self.finalize_first());
@@ -629,6 +627,13 @@ impl RunBooks {
             live.flush();
         }
         bad
+    }
+
+    /// Whether the pending messages are past their cap (bytes or intervals): the next
+    /// [`RunBooks::advance`] finalizes the oldest whatever the workers.
+    pub fn over_cap(&self) -> bool {
+        let cap = MAX_PENDING_BYTES + PENDING_BYTES_PER_WORKER * self.workers.len();
+        self.pending_bytes > cap || self.pending.len() > MAX_PENDING_INTERVALS
     }
 
     /// The measured span ends at `span_ns` instead (a run stopped early): no row past it.

@@ -72,10 +72,11 @@ pub(super) async fn collect(
         .map(|(w, m)| (m.link.info.id.clone(), w))
         .collect();
     // Messages received since the books last advanced: advancing looks at every worker, so
-    // while more messages wait it runs once per ADVANCE_EVERY of them, not once each.
+    // while more messages wait it runs once per ADVANCE_EVERY of them, not once each (and
+    // at once when the pending messages pass their cap, which stays a bound).
     let mut unadvanced = 0usize;
     let result = loop {
-        if unadvanced >= ADVANCE_EVERY || unadvanced == 0 || events.is_empty() {
+        if unadvanced >= ADVANCE_EVERY || unadvanced == 0 || events.is_empty() || books.over_cap() {
             unadvanced = 0;
             advance(members, books, run_id).await;
         }
