@@ -8,6 +8,7 @@
 #   bench/coordinator-idle.sh                 1,000 workers
 #   WORKERS=200 bench/coordinator-idle.sh
 #   BIN_DIR=/tmp/a bench/...                  crest and examples/sim_workers of another build
+#   PROFILE=dev bench/...                     the dev build
 #
 # The window checks itself: every worker must have registered before it opens (the
 # coordinator's own "registered: N/M" line) and the coordinator must still be waiting when
@@ -16,21 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${WORKERS:-1000}
 WINDOW=20
-ulimit -n 65536 2>/dev/null || true
-if [[ -n ${BIN_DIR:-} ]]; then
-  BIN=$BIN_DIR
-else
-  nice -n 10 cargo build --release -q --bin crest --example sim_workers
-  BIN=target/release
-fi
-for b in "$BIN/crest" "$BIN/examples/sim_workers"; do
-  [[ -x $b ]] || { echo "coordinator-idle: $b is missing; BIN_DIR needs crest and examples/sim_workers from one build" >&2; exit 2; }
-done
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-CP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+NAME=coordinator-idle
+source bench/fleet.sh
+CP=$(port)
 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers "$((W + 1))" --wait-timeout 120s \
   --target 127.0.0.1:1 --rate 1000 --duration 3s --out "$work/out" >/dev/null 2>"$work/crest.err" &
 cpid=$!
@@ -44,7 +33,7 @@ for _ in $(seq 600); do
 done
 if ! grep -q "registered: $W/" "$work/crest.err"; then
   echo "NOT MEASURED: $W workers did not all register within 60 s" >&2
-  tail -3 "$work/crest.err" "$work/sim.err" | cut -c1-300 >&2
+  tail -n 3 "$work/crest.err" "$work/sim.err" | cut -c1-300 >&2
   exit 1
 fi
 sleep 2

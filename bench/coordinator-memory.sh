@@ -25,26 +25,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3600}
-# A fleet of simulated workers holds one socket each, in this process and the coordinator.
-ulimit -n 65536 2>/dev/null || true
-PROFILE=${PROFILE:-release}
-if [[ -n ${BIN_DIR:-} ]]; then
-  BIN=$BIN_DIR
-elif [[ $PROFILE == release ]]; then
-  nice -n 10 cargo build --release -q --bin crest --example sim_workers
-  BIN=target/release
-else
-  nice -n 10 cargo build -q --bin crest --example sim_workers
-  BIN=target/debug
-fi
-for b in "$BIN/crest" "$BIN/examples/sim_workers"; do
-  [[ -x $b ]] || { echo "coordinator-memory: $b is missing; BIN_DIR needs crest and examples/sim_workers from one build" >&2; exit 2; }
-done
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+NAME=coordinator-memory
+source bench/fleet.sh
 MIX="GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1"
 
 printf '%-8s %-9s %10s %12s %10s %14s %16s %8s\n' workers interval intervals "peak RSS MB" "bound MB" "CPU/interval" "CPU/worker-iv" "wall s"
