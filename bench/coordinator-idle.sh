@@ -38,11 +38,10 @@ if ! grep -q "registered: $W/" "$work/crest.err"; then
 fi
 sleep 2
 ticks=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$cpid/stat"; }
-t0=$(cpu)
+t0=$(cpu "$cpid")
 s0=$(date +%s.%N)
 sleep "$WINDOW"
-t1=$(cpu)
+t1=$(cpu "$cpid")
 s1=$(date +%s.%N)
 if ! kill -0 "$cpid" 2>/dev/null || grep -q "waited" "$work/crest.err"; then
   echo "NOT MEASURED: the coordinator stopped waiting inside the window" >&2

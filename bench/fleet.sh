@@ -2,8 +2,7 @@
 # the repository root, with NAME set to the script's name: picks the crest and
 # examples/sim_workers binaries (BIN_DIR=, else a PROFILE=release|dev build), checks both
 # are there, raises the open-file limit (one socket per simulated worker, on both sides),
-# and sets up a work directory, the processes to stop on exit (append PIDs to `pids`) and a
-# free port.
+# and sets up bench/common.sh (work directory, processes to stop, free port, CPU ticks).
 ulimit -n 65536 2>/dev/null || true
 PROFILE=${PROFILE:-release}
 if [[ -n ${BIN_DIR:-} ]]; then
@@ -18,8 +17,4 @@ fi
 for b in "$BIN/crest" "$BIN/examples/sim_workers"; do
   [[ -x $b ]] || { echo "$NAME: $b is missing; BIN_DIR needs crest and examples/sim_workers from one build" >&2; exit 2; }
 done
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source bench/common.sh

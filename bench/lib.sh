@@ -3,12 +3,7 @@
 # process's CPU ticks (user + sys, in CLK_TCK units), and a prefilled server on core 0.
 cargo build --release --bins -q
 BIN=target/release
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+source bench/common.sh
 
 # Starts $SERVER (default valkey-server) on core 0 at a free port, sets SP to it, and
 # prefills it with DEBUG POPULATE: keys crest:0 .. crest:99999 of 1 KB (DEBUG POPULATE adds

@@ -179,14 +179,15 @@ fn a_runtime_rate_change_switches_every_worker_at_one_instant() {
     let mut checked = (0, 0);
     for (k, (row, p)) in rows.iter().zip(timeline).enumerate() {
         let t0 = f(row, "t_s");
-        let Some(want) = want_at(row) else { continue };
+        let (Some(want), ops) = per_s[k] else {
+            continue;
+        };
         if want == 5000.0 {
             checked.0 += 1;
         } else {
             checked.1 += 1;
         }
         assert!(row["sampled"].as_bool().unwrap(), "{row}");
-        let ops = f(row, "ops_per_sec");
         let made_up =
             (k + 1 < rows.len() && pair_holds(k, k + 1)) || (k > 0 && pair_holds(k - 1, k));
         assert!(

@@ -205,12 +205,11 @@ pub(super) async fn measure_offsets(
 fn first_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
     const NAMED: usize = 8;
     let n = names.len();
-    let mut out: Vec<&str> = names.take(NAMED).collect();
-    let more = format!("{} more", n.saturating_sub(NAMED));
+    let mut out = names.take(NAMED).collect::<Vec<_>>().join(", ");
     if n > NAMED {
-        out.push(&more);
+        out.push_str(&format!(", {} more", n - NAMED));
     }
-    out.join(", ")
+    out
 }
 
 #[cfg(test)]
