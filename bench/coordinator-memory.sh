@@ -74,7 +74,9 @@ EOF
     if [[ $code -ne 0 || $verdict != ok ]]; then
       echo "$W workers, $IV: exit $code, $verdict" >&2
       tail -5 "$work/crest-$W-$IV.err" | cut -c1-300 >&2
-      tail -3 "$work/sim-$W-$IV.err" | cut -c1-300 >&2
+      # The simulator's first panic (a backtrace's tail says nothing), then its last lines.
+      grep -m1 -A1 panicked "$work/sim-$W-$IV.err" | cut -c1-300 >&2
+      grep -v '^ ' "$work/sim-$W-$IV.err" | tail -3 | cut -c1-300 >&2
       continue
     fi
     cpu_us=$(awk "BEGIN{printf \"%.0f µs\", ($user + $sys) / $N * 1e6}")

@@ -19,6 +19,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark tool: fail loudly
 
+#[path = "synth/mod.rs"]
+mod synth;
+
 use crest_model::convert;
 use crest_model::hist::{self, Hist};
 use crest_model::stats::CmdStats;
@@ -31,67 +34,18 @@ use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use synth::{Rng, per_interval, variant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// Distinct synthetic intervals per command; interval k uses variant k % VARIANTS.
 const VARIANTS: usize = 4;
-/// Requests per command per interval: `SIM_PER_INTERVAL`, default 1,000 (with 10 commands
-/// at 1 s intervals, 10,000 req/s per worker). The merge's cost follows the histograms'
-/// nonzero buckets, which follow this.
-fn per_interval() -> u64 {
-    static N: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("SIM_PER_INTERVAL")
-            .map_or(1_000, |v| v.parse().expect("SIM_PER_INTERVAL: a count"))
-    })
-}
 /// Distinct workers' data sets: worker i streams set i % DATASETS. Built once, one after
 /// the other on one thread, so that 1,000 simulated workers do not starve the runtime
 /// (and their heartbeats) building 1,000 sets at once.
 const DATASETS: usize = 8;
 /// Intervals a worker may run ahead of the coordinator's finalized rows.
 const AHEAD: u32 = 16;
-
-/// A small xorshift: synthetic data needs no quality beyond "spread".
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// One command's interval: latencies log-uniform over 50 µs .. 20 ms with a tail to 200 ms,
-/// service time a little under, schedule lag a few µs, a few errors.
-fn variant(rng: &mut Rng) -> CmdStats {
-    let mut s = CmdStats {
-        scheduled: per_interval(),
-        sent: per_interval(),
-        ..Default::default()
-    };
-    let mut errors = 0;
-    for _ in 0..per_interval() {
-        let tail = if rng.next() < 0.01 { 10.0 } else { 1.0 };
-        let lat = (50_000.0 * (400f64).powf(rng.next()) * tail) as u64;
-        hist::record(&mut s.latency, lat);
-        hist::record(&mut s.service_time, lat * 9 / 10);
-        hist::record(
-            &mut s.schedule_lag,
-            (2_000.0 + 20_000.0 * rng.next()) as u64,
-        );
-        if rng.next() < 0.002 {
-            errors += 1;
-        }
-    }
-    s.completed = per_interval() - errors;
-    if errors > 0 {
-        s.errors.push(("ERR".into(), errors));
-    }
-    s
-}
 
 /// `h` recorded `n` times over.
 fn times(h: &Hist, n: u64) -> Hist {
@@ -127,36 +81,24 @@ async fn watch_rows(path: std::path::PathBuf, rows: Arc<AtomicU32>) {
     }
 }
 
-async fn worker(
-    url: String,
+/// Connects and opens a session with a `Register` queued: its sender and the inbound stream.
+async fn open(
+    url: &str,
     i: usize,
-    intervals: u32,
-    workers: usize,
-    rows: Option<Arc<AtomicU32>>,
-) {
-    // A fleet connecting at once can overflow the listener's backlog: retry, as a real
-    // worker does, for at most 30 s (a lost simulated worker fails the wait, not the
-    // measurement).
-    let mut tries = 0;
-    let mut client = loop {
-        match CoordinatorClient::connect(url.clone()).await {
-            Ok(c) => break c,
-            Err(e) if tries < 300 => {
-                tries += 1;
-                if tries == 1 {
-                    eprintln!("sim{i}: connect: {e}; retrying");
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("sim{i}: connect: {e}"),
-        }
-    };
+) -> Result<
+    (
+        mpsc::Sender<pb::WorkerMessage>,
+        tonic::Streaming<pb::CoordinatorMessage>,
+    ),
+    String,
+> {
+    let channel = crest_proto::worker_endpoint(url)
+        .map_err(|e| format!("{url}: {e}"))?
+        .connect()
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
     let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(64);
-    let send = |m: Out| {
-        let tx = tx.clone();
-        async move { tx.send(pb::WorkerMessage { msg: Some(m) }).await.is_ok() }
-    };
-    send(Out::Register(pb::Register {
+    let register = Out::Register(pb::Register {
         protocol_version: crest_proto::PROTOCOL_VERSION,
         worker_id: uuid::Uuid::new_v4().to_string(),
         name: format!("sim{i}"),
@@ -165,13 +107,49 @@ async fn worker(
         token: std::env::var("CREST_TOKEN").unwrap_or_default(),
         crest_version: env!("CARGO_PKG_VERSION").into(),
         cpus: vec![0],
-    }))
-    .await;
-    let mut inbound = client
+    });
+    tx.send(pb::WorkerMessage {
+        msg: Some(register),
+    })
+    .await
+    .map_err(|_| "queue closed".to_string())?;
+    let inbound = CoordinatorClient::new(channel)
         .session(ReceiverStream::new(rx))
         .await
-        .expect("session")
+        .map_err(|e| format!("session: {e:?}"))?
         .into_inner();
+    Ok((tx, inbound))
+}
+
+async fn worker(
+    url: String,
+    i: usize,
+    intervals: u32,
+    workers: usize,
+    rows: Option<Arc<AtomicU32>>,
+) {
+    // A fleet connecting at once can overflow the listener's backlog, and a session can be
+    // cut before it registers: retry both, as a real worker does, for at most 30 s (a lost
+    // simulated worker fails the wait, not the measurement). The endpoint is a real
+    // worker's (its keepalive and timeouts), so the coordinator sees what a fleet costs.
+    let mut tries = 0;
+    let (tx, mut inbound) = loop {
+        match open(&url, i).await {
+            Ok(s) => break s,
+            Err(e) if tries < 300 => {
+                tries += 1;
+                if tries == 1 {
+                    eprintln!("sim{i}: {e}; retrying");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("sim{i}: {e}"),
+        }
+    };
+    let send = |m: Out| {
+        let tx = tx.clone();
+        async move { tx.send(pb::WorkerMessage { msg: Some(m) }).await.is_ok() }
+    };
     // Heartbeats, as a real worker sends them: a worker held back by the pacing is idle,
     // not lost.
     let hb = tx.clone();

@@ -109,10 +109,10 @@ pub fn sum<'a, H: Samples + 'a>(stats: impl IntoIterator<Item = &'a CmdStatsOf<H
 }
 
 /// The interval hot path's decode: sparse histograms, one reused decoder.
-fn decode_delta(
+fn decode_delta<'a>(
     de: &mut SparseDecoder,
-    cmds: &[pb::CommandStats],
-) -> Result<Vec<(String, String, CmdDelta)>, HistError> {
+    cmds: &'a [pb::CommandStats],
+) -> Result<Vec<(&'a str, &'a str, CmdDelta)>, HistError> {
     cmds.iter().map(|c| convert::delta_from_pb(c, de)).collect()
 }
 
@@ -273,7 +273,9 @@ impl WorkerBooks {
         sum.clear();
         for (class, name, s) in decode_delta(de, &f.totals)? {
             let c = Counts::of(&s);
-            *counts.entry((class, name)).or_default() += c;
+            *counts
+                .entry((class.to_string(), name.to_string()))
+                .or_default() += c;
             total += c;
             *sum += &s;
         }
@@ -469,6 +471,8 @@ pub struct RunBooks {
     live: Option<Live>,
     /// Reused across messages (it keeps its buffers).
     de: SparseDecoder,
+    /// The (class, command) a message's command is looked up in the totals with, reused.
+    key: (String, String),
     /// The rows since the last [`RunBooks::take_window`].
     window: Window,
     /// The run's bound on server error kinds (each worker keeps 32; the union of several
@@ -544,6 +548,7 @@ impl RunBooks {
             profiles: cfg.classes.iter().map(|c| c.profile.clone()).collect(),
             live,
             de: SparseDecoder::new(),
+            key: (String::new(), String::new()),
             window: Window {
                 rows: 0,
                 completed: 0,
@@ -829,7 +834,7 @@ impl RunBooks {
             books.intervals += 1;
             for (class, name, mut s) in decoded {
                 fold_kinds(&mut s.errors, &mut self.kinds);
-                books.add(&class, &name, &s);
+                books.add(class, name, &s);
                 if rows {
                     sum += &s;
                     if let Some(i) = self.classes.iter().position(|c| *c == class)
@@ -839,8 +844,15 @@ impl RunBooks {
                         h.add(&s.latency);
                     }
                 }
-                // The key is moved in, not copied: no string copies per interval.
-                *self.totals.entry((class, name)).or_default() += &s;
+                // Looked up with a reused key: no string copies per interval.
+                self.key.0.clear();
+                self.key.0.push_str(class);
+                self.key.1.clear();
+                self.key.1.push_str(name);
+                match self.totals.get_mut(&self.key) {
+                    Some(t) => *t += &s,
+                    None => *self.totals.entry(self.key.clone()).or_default() += &s,
+                }
                 for h in [s.latency, s.service_time, s.schedule_lag] {
                     self.de.recycle(h);
                 }
@@ -1170,7 +1182,7 @@ mod tests {
             count: 2,
         }];
         let fast = decode_delta(&mut de, std::slice::from_ref(&c)).unwrap();
-        assert_eq!((fast[0].0.as_str(), fast[0].1.as_str()), ("c", "GET"));
+        assert_eq!((fast[0].0, fast[0].1), ("c", "GET"));
         let mut added = CmdStats::default();
         added += &fast[0].2;
         // What `cmd` recorded, and the errors set above.

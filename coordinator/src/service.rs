@@ -298,7 +298,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let router = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(crest_proto::KEEPALIVE_INTERVAL))
+        .http2_keepalive_interval(Some(crest_proto::SERVER_KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(crest_proto::KEEPALIVE_TIMEOUT))
         .add_service(pb::coordinator_server::CoordinatorServer::new(hub))
         .add_optional_service(control.map(|a| pb::control_server::ControlServer::new(Control(a))));

@@ -1306,21 +1306,22 @@ pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> 
 }
 
 /// Decodes one command's results of one interval with sparse histograms (the
-/// coordinator's merging): (class, command, results).
+/// coordinator's merging): (class, command, results), the names borrowed from the message
+/// (a fleet's merge copied two strings per command per interval).
 ///
 /// # Errors
 /// [`HistError`] when a histogram does not decode.
-pub fn delta_from_pb(
-    c: &pb::CommandStats,
+pub fn delta_from_pb<'a>(
+    c: &'a pb::CommandStats,
     de: &mut SparseDecoder,
-) -> Result<(String, String, CmdDelta), HistError> {
+) -> Result<(&'a str, &'a str, CmdDelta), HistError> {
     let mut h = |x: &Option<pb::Histogram>| match x {
         Some(h) => de.decode(&h.v2),
         None => Ok(Sparse::default()),
     };
     Ok((
-        c.class.clone(),
-        c.command.clone(),
+        &c.class,
+        &c.command,
         CmdDelta {
             scheduled: c.scheduled,
             sent: c.sent,

@@ -61,9 +61,35 @@ pub const HEARTBEAT: Duration = Duration::from_millis(250);
 /// a second in, more than the intervals themselves.
 pub const WORKER_HEARTBEAT: Duration = Duration::from_secs(1);
 
-/// HTTP/2 keepalive ping interval, both sides: a dead TCP path is noticed within
-/// `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT` even when no heartbeat is due.
+/// HTTP/2 keepalive ping interval of a worker: a dead TCP path is noticed within
+/// `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT` even when no heartbeat is due. A ping goes only
+/// after this long without a frame read, so the coordinator's heartbeats keep a live
+/// session from ever sending one.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// HTTP/2 keepalive ping interval of the coordinator: three worker heartbeats, so a live
+/// session never draws a ping (at [`KEEPALIVE_INTERVAL`], the same as [`WORKER_HEARTBEAT`],
+/// every worker whose beat came a little late drew one: at 1,000 workers, a few hundred
+/// pings and their answers a second). A dead path is still noticed: by the run's silence
+/// limit while a run is collected, by this ping while the coordinator waits.
+pub const SERVER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
 
 /// How long an HTTP/2 keepalive ping may go unanswered before the connection is dropped.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a worker's dial may take before it backs off and tries again.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The endpoint a worker dials its coordinator with: the connect timeout, no Nagle delay,
+/// and the HTTP/2 keepalive above. One definition, so what a simulated fleet costs the
+/// coordinator (`coordinator/examples/sim_workers.rs`) is what a real one does.
+///
+/// # Errors
+/// When `url` is not a URI.
+pub fn worker_endpoint(url: &str) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
+    Ok(tonic::transport::Endpoint::from_shared(url.to_string())?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT))
+}

@@ -91,12 +91,8 @@ pub async fn run(
     cfg: AgentConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AgentError> {
-    let mut endpoint = tonic::transport::Endpoint::from_shared(cfg.coordinator.clone())
-        .map_err(|_| AgentError::BadUrl(cfg.coordinator.clone()))?
-        .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(crest_proto::KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(crest_proto::KEEPALIVE_TIMEOUT);
+    let mut endpoint = crest_proto::worker_endpoint(&cfg.coordinator)
+        .map_err(|_| AgentError::BadUrl(cfg.coordinator.clone()))?;
     let tls = match endpoint.uri().scheme_str() {
         Some("https") => {
             let t = cfg.tls.clone().unwrap_or_default();

@@ -1,0 +1,125 @@
+//! The coordinator's merge alone, without the network: W workers' synthetic intervals (the
+//! histograms `sim_workers` streams: 10 commands, `SIM_PER_INTERVAL` requests each)
+//! received into the run's books and finalized, on one thread, timed with that thread's
+//! CPU clock (`/proc/thread-self/schedstat`, ns). `bench/coordinator-memory.sh` measures
+//! this plus gRPC transport and the fleet's heartbeats; this measures the books alone, with
+//! none of the run-to-run noise of 1,000 connections sharing two cores.
+//!
+//! ```text
+//! SIM_PER_INTERVAL=100 cargo run --release -p crest --example merge_cost -- 1000 60
+//! ```
+//! Arguments: workers (default 1,000), intervals (default 60; the first 5 warm up, untimed).
+//! Checks its own window: every timed interval must be a timeline row holding every
+//! worker's requests, else it prints NOT MEASURED and exits 1.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark tool: fail loudly
+
+#[path = "synth/mod.rs"]
+mod synth;
+
+use crest::cli::{RunArgs, to_config};
+use crest::config::RateArg;
+use crest::merge::RunBooks;
+use crest_model::convert;
+use crest_model::stats::CmdStats;
+use crest_proto::pb;
+use std::time::Duration;
+use synth::{Rng, per_interval, variant};
+
+const MIX: &str = "GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1";
+/// Distinct workers' data sets and intervals per data set, as `sim_workers` has them.
+const DATASETS: usize = 8;
+const VARIANTS: usize = 4;
+const WARMUP: u32 = 5;
+
+/// This thread's CPU time so far, ns.
+fn thread_cpu_ns() -> u64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    s.split_whitespace()
+        .next()
+        .and_then(|t| t.parse().ok())
+        .expect("schedstat's first field")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let workers: usize = args
+        .get(1)
+        .map_or(1_000, |s| s.parse().expect("WORKERS: a count"));
+    let intervals: u32 = args
+        .get(2)
+        .map_or(60, |s| s.parse().expect("INTERVALS: a count"));
+    assert!(
+        intervals > WARMUP,
+        "INTERVALS: more than the {WARMUP} warm-up intervals"
+    );
+    let cfg = to_config(RunArgs {
+        target: Some("127.0.0.1:1".into()),
+        rate: Some(RateArg::Rps(10_000.0)),
+        duration: Some(Duration::from_secs(u64::from(intervals))),
+        interval: Some(Duration::from_secs(1)),
+        mix: Some(MIX.into()),
+        ..Default::default()
+    })
+    .expect("a valid configuration");
+    let class = cfg.classes[0].name.clone();
+    let names: Vec<String> = cfg.classes[0].mix.iter().map(|m| m.0.clone()).collect();
+    // sets[d][v]: data set d's interval variant v, encoded as a worker sends it.
+    let sets: Vec<Vec<Vec<pb::CommandStats>>> = (0..DATASETS)
+        .map(|d| {
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (d as u64 + 1));
+            (0..VARIANTS)
+                .map(|_| {
+                    let stats: Vec<CmdStats> = names.iter().map(|_| variant(&mut rng)).collect();
+                    convert::stats_to_pb(&class, &stats, &names)
+                })
+                .collect()
+        })
+        .collect();
+    let mut books = RunBooks::new(&cfg, workers, intervals, Some(intervals - 1), None);
+    let active = vec![true; workers];
+    let mut cpu_ns = 0u64;
+    for k in 0..intervals {
+        // The messages as they come off the wire, made before the clock runs.
+        let msgs: Vec<pb::Interval> = (0..workers)
+            .map(|w| pb::Interval {
+                run_id: "r".into(),
+                index: k,
+                commands: sets[w % DATASETS][k as usize % VARIANTS].clone(),
+                target_rate: 10_000.0,
+                error_messages: vec![],
+                shard_cpu_ns: 250_000_000,
+                busiest_shard: 0.25,
+            })
+            .collect();
+        let t0 = thread_cpu_ns();
+        for (w, m) in msgs.into_iter().enumerate() {
+            books.receive(w, m).expect("a valid interval");
+        }
+        let bad = books.advance(&active);
+        let t1 = thread_cpu_ns();
+        assert!(bad.is_empty(), "an interval did not decode");
+        if k >= WARMUP {
+            cpu_ns += t1 - t0;
+        }
+    }
+    let timed = intervals - WARMUP;
+    let per = workers as u64 * names.len() as u64 * per_interval();
+    let rows = &books.timeline;
+    // Every worker is past interval k once k + 1 arrives: all but the last are rows.
+    let full = rows.len() as u32 + 1 >= intervals && rows.iter().all(|p| p.scheduled == per);
+    if !full {
+        println!(
+            "NOT MEASURED: {} rows, not {}, or a row without every worker's {per} requests",
+            rows.len(),
+            intervals - 1
+        );
+        std::process::exit(1);
+    }
+    let ms = cpu_ns as f64 / 1e6 / f64::from(timed);
+    println!(
+        "merge_cost: {workers} workers, {timed} intervals timed, {} requests per command: {ms:.1} ms of CPU per interval ({:.1} µs per worker-interval), books only",
+        per_interval(),
+        ms * 1000.0 / workers as f64
+    );
+}
