@@ -492,6 +492,11 @@ pub struct RunBooks {
 #[derive(Debug, Default)]
 struct RowScratch {
     sum: CmdSum,
+    /// The interval's every worker summed per (class, command) first: each bucket a
+    /// worker sends is added once, here, and each key's sum goes into the totals, the row
+    /// and its class once per interval (adding every worker's buckets into each of those
+    /// took 5 additions per bucket and walked three sums' memory at once).
+    by_key: SumBy,
     classes: Vec<Dense>,
     stats: CmdStats,
     class_hists: Vec<Hist>,
@@ -798,11 +803,15 @@ impl RunBooks {
         // service time is in the totals, not in rows).
         let RowScratch {
             mut sum,
+            mut by_key,
             mut classes,
             mut stats,
             mut class_hists,
         } = self.scratch.take().unwrap_or_default();
         sum.clear();
+        for s in by_key.values_mut() {
+            s.clear();
+        }
         let classes_n = if rows && self.classes.len() > 1 {
             self.classes.len()
         } else {
@@ -835,26 +844,36 @@ impl RunBooks {
             for (class, name, mut s) in decoded {
                 fold_kinds(&mut s.errors, &mut self.kinds);
                 books.add(class, name, &s);
-                if rows {
-                    sum += &s;
-                    if let Some(i) = self.classes.iter().position(|c| *c == class)
-                        && i < classes_n
-                        && let Some(h) = classes.get_mut(i)
-                    {
-                        h.add(&s.latency);
-                    }
-                }
                 // Looked up with a reused key: no string copies per interval.
                 self.key.0.clear();
                 self.key.0.push_str(class);
                 self.key.1.clear();
                 self.key.1.push_str(name);
-                match self.totals.get_mut(&self.key) {
+                match by_key.get_mut(&self.key) {
                     Some(t) => *t += &s,
-                    None => *self.totals.entry(self.key.clone()).or_default() += &s,
+                    None => *by_key.entry(self.key.clone()).or_default() += &s,
                 }
                 for h in [s.latency, s.service_time, s.schedule_lag] {
                     self.de.recycle(h);
+                }
+            }
+        }
+        // Keys stay in `by_key` from interval to interval (cleared, memory kept): one that
+        // no worker sent this time adds nothing.
+        for (key, s) in &by_key {
+            if rows {
+                sum += s;
+                if let Some(i) = self.classes.iter().position(|c| *c == key.0)
+                    && i < classes_n
+                    && let Some(h) = classes.get_mut(i)
+                {
+                    h.add_dense(&s.latency);
+                }
+            }
+            match self.totals.get_mut(key) {
+                Some(t) => *t += s,
+                None => {
+                    self.totals.insert(key.clone(), s.clone());
                 }
             }
         }
@@ -877,6 +896,7 @@ impl RunBooks {
         }
         self.scratch = Some(RowScratch {
             sum,
+            by_key,
             classes,
             stats,
             class_hists,

@@ -57,18 +57,18 @@ pub fn encode_wire(h: &Hist) -> Vec<u8> {
 }
 
 /// An additive fingerprint of a histogram: the sum over its buckets of count × a hash of
-/// the bucket, modulo 2⁶⁴. The fingerprint of a sum of histograms is the sum of their
+/// the bucket's index in Crest's bounds, modulo 2⁶⁴. The fingerprint of a sum of histograms is the sum of their
 /// fingerprints, so "these intervals add up to that total" is checked with one number per
 /// histogram instead of a merged copy (262 KB) kept per worker; two different histograms
 /// collide with probability about 2⁻⁶⁴.
 pub fn fingerprint(h: &Hist) -> u64 {
     h.iter_recorded().fold(0u64, |a, v| {
-        let bucket = h.lowest_equivalent(v.value_iterated_to());
-        a.wrapping_add(v.count_at_value().wrapping_mul(mix(bucket)))
+        let bucket = index_of(h.lowest_equivalent(v.value_iterated_to()));
+        a.wrapping_add(v.count_at_value().wrapping_mul(mix(bucket as u64)))
     })
 }
 
-/// SplitMix64's finalizer: a bucket's lowest value to 64 well-mixed bits.
+/// SplitMix64's finalizer: a bucket's index to 64 well-mixed bits.
 #[inline]
 fn mix(v: u64) -> u64 {
     let mut z = v.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -149,7 +149,7 @@ impl Sparse {
             self.total = self.total.saturating_add(count);
             self.print = self
                 .print
-                .wrapping_add(count.wrapping_mul(mix(value_at_index(index))));
+                .wrapping_add(count.wrapping_mul(mix(index as u64)));
         }
     }
 
@@ -332,8 +332,10 @@ impl Dense {
 
     /// Its [`fingerprint`].
     pub fn fingerprint(&self) -> u64 {
-        self.iter()
-            .fold(0u64, |a, (v, c)| a.wrapping_add(c.wrapping_mul(mix(v))))
+        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
+        span.iter().enumerate().fold(0u64, |a, (i, c)| {
+            a.wrapping_add(c.wrapping_mul(mix((self.lo + i) as u64)))
+        })
     }
 }
 
@@ -552,25 +554,15 @@ fn parse_v2(b: &[u8], slots: usize, buf: Vec<(u32, u64)>) -> Result<Sparse, V2Er
     out.buckets.reserve(payload.len().min(slots));
     let mut index: usize = 0;
     let mut at = 0;
-    while at < payload.len() {
-        // LEB128, at most 9 bytes; the ninth carries 8 bits.
-        let mut v: u64 = 0;
-        let mut shift = 0;
-        loop {
-            let byte = *payload
-                .get(at)
-                .ok_or(V2Error::Bad("a count is cut short"))?;
+    while let Some(&first) = payload.get(at) {
+        // LEB128, at most 9 bytes; the ninth carries 8 bits. Most are one byte (a count
+        // under 64, a run of under 64 empty buckets): those take no loop.
+        let v = if first < 0x80 {
             at += 1;
-            if shift == 56 {
-                v |= u64::from(byte) << 56;
-                break;
-            }
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
+            u64::from(first)
+        } else {
+            leb128(payload, &mut at).ok_or(V2Error::Bad("a count is cut short"))?
+        };
         // ZigZag: a negative number is a run of empty buckets.
         let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
         if n < 0 {
@@ -595,10 +587,29 @@ fn parse_v2(b: &[u8], slots: usize, buf: Vec<(u32, u64)>) -> Result<Sparse, V2Er
     Ok(out)
 }
 
+/// The LEB128 number at `*at` of `b` (at most 9 bytes; the ninth carries 8 bits), `*at`
+/// moved past it; None when `b` ends first.
+fn leb128(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0;
+    loop {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        if shift == 56 {
+            return Some(v | (u64::from(byte) << 56));
+        }
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
 /// The [`fingerprint`] of nonzero buckets `(index, count)`.
 fn print_of(buckets: &[(u32, u64)]) -> u64 {
     buckets.iter().fold(0u64, |a, &(index, count)| {
-        a.wrapping_add(count.wrapping_mul(mix(value_at_index(index as usize))))
+        a.wrapping_add(count.wrapping_mul(mix(u64::from(index))))
     })
 }
 
@@ -816,6 +827,54 @@ mod tests {
         big.buckets.reserve(POOL_BUCKETS + 1);
         de.recycle(big);
         assert!(de.pool.is_empty(), "an oversized buffer is freed");
+    }
+
+    /// Counts and runs of empty buckets on either side of every LEB128 length (one byte up
+    /// to nine) decode exactly, with the histogram's fingerprint; a number cut short in the
+    /// middle is an error.
+    #[test]
+    fn every_varint_length_decodes_exactly() {
+        let counts = [
+            1u64,
+            63,
+            64,
+            127,
+            128,
+            8_191,
+            8_192,
+            1 << 20,
+            1 << 40,
+            1 << 55,
+            1 << 62,
+        ];
+        // Values whose buckets are 1, 32, 33, 64, 65, 1,000... apart.
+        let mut h = new_hist();
+        let mut index = 0usize;
+        for (i, gap) in [0usize, 1, 32, 33, 64, 65, 1_000, 8_200, 3, 1, 20_000]
+            .into_iter()
+            .enumerate()
+        {
+            index += gap;
+            h.record_n(value_at_index(index), counts[i % counts.len()])
+                .unwrap();
+            index += 1;
+        }
+        let bytes = encode_wire(&h);
+        let s = SparseDecoder::new().decode(&bytes).unwrap();
+        assert_eq!(s.len(), h.len());
+        assert_eq!(s.fingerprint(), fingerprint(&h));
+        let mut back = new_hist();
+        s.add_to(&mut back);
+        assert_eq!(back, h);
+        // The last count (1 << 62... as zigzag, nine bytes) cut after its first byte.
+        let cut = bytes.len() - 8;
+        let mut short = bytes[..cut].to_vec();
+        let payload = u32::try_from(cut - 4 - V2_HEADER).unwrap();
+        short[4..8].copy_from_slice(&payload.to_be_bytes());
+        assert!(matches!(
+            SparseDecoder::new().decode(&short),
+            Err(HistError::Decode(m)) if m.contains("cut short")
+        ));
     }
 
     #[test]
