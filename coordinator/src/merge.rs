@@ -300,16 +300,13 @@ impl WorkerBooks {
         Ok(())
     }
 
-    fn add(&mut self, class: &str, name: &str, s: &CmdDelta) {
+    /// Adds one command's interval under `key` (class, command).
+    fn add(&mut self, key: &(String, String), s: &CmdDelta) {
         let c = Counts::of(s);
-        match self
-            .counts
-            .iter_mut()
-            .find(|((a, b), _)| a == class && b == name)
-        {
-            Some((_, n)) => *n += c,
+        match self.counts.get_mut(key) {
+            Some(n) => *n += c,
             None => {
-                self.counts.insert((class.to_string(), name.to_string()), c);
+                self.counts.insert(key.clone(), c);
             }
         }
     }
@@ -843,12 +840,12 @@ impl RunBooks {
             books.intervals += 1;
             for (class, name, mut s) in decoded {
                 fold_kinds(&mut s.errors, &mut self.kinds);
-                books.add(class, name, &s);
                 // Looked up with a reused key: no string copies per interval.
                 self.key.0.clear();
                 self.key.0.push_str(class);
                 self.key.1.clear();
                 self.key.1.push_str(name);
+                books.add(&self.key, &s);
                 match by_key.get_mut(&self.key) {
                     Some(t) => *t += &s,
                     None => *by_key.entry(self.key.clone()).or_default() += &s,
