@@ -1,7 +1,7 @@
 //! The coordinator's merge alone, without the network: W workers' synthetic intervals (the
 //! histograms `sim_workers` streams: 10 commands, `SIM_PER_INTERVAL` requests each)
 //! received into the run's books and finalized, on one thread, timed with that thread's
-//! CPU clock (`/proc/thread-self/schedstat`, ns). `bench/coordinator-memory.sh` measures
+//! CPU clock (`CLOCK_THREAD_CPUTIME_ID`). `bench/coordinator-memory.sh` measures
 //! this plus gRPC transport and the fleet's heartbeats; this measures the books alone, with
 //! none of the run-to-run noise of 1,000 connections sharing two cores.
 //!
@@ -32,27 +32,51 @@ const DATASETS: usize = 8;
 const VARIANTS: usize = 4;
 const WARMUP: u32 = 5;
 
-/// This thread's CPU time so far, ns.
+/// This thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`: exact at the call, where
+/// `/proc/thread-self/schedstat` of a thread that never sleeps can lag by a scheduler tick).
 fn thread_cpu_ns() -> u64 {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
-    s.split_whitespace()
-        .next()
-        .and_then(|t| t.parse().ok())
-        .expect("schedstat's first field")
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+/// Workers (default 1,000, at least 1) and intervals (default 60, more than the warm-up).
+fn parse_args(args: &[String]) -> Result<(usize, u32), String> {
+    let workers = match args.get(1) {
+        None => 1_000,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=100_000).contains(&n) => n,
+            _ => return Err(format!("WORKERS {s:?}: a count from 1 to 100000")),
+        },
+    };
+    let intervals = match args.get(2) {
+        None => 60,
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if n > WARMUP && n <= 100_000 => n,
+            _ => {
+                return Err(format!(
+                    "INTERVALS {s:?}: a count above the {WARMUP} warm-up intervals, at most 100000"
+                ));
+            }
+        },
+    };
+    Ok((workers, intervals))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let workers: usize = args
-        .get(1)
-        .map_or(1_000, |s| s.parse().expect("WORKERS: a count"));
-    let intervals: u32 = args
-        .get(2)
-        .map_or(60, |s| s.parse().expect("INTERVALS: a count"));
-    assert!(
-        intervals > WARMUP,
-        "INTERVALS: more than the {WARMUP} warm-up intervals"
-    );
+    let (workers, intervals) = match parse_args(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("merge_cost: {e} (usage: merge_cost [WORKERS [INTERVALS]])");
+            std::process::exit(2);
+        }
+    };
     let cfg = to_config(RunArgs {
         target: Some("127.0.0.1:1".into()),
         rate: Some(RateArg::Rps(10_000.0)),
@@ -108,6 +132,11 @@ fn main() {
     let rows = &books.timeline;
     // Every worker is past interval k once k + 1 arrives: all but the last are rows.
     let full = rows.len() as u32 + 1 >= intervals && rows.iter().all(|p| p.scheduled == per);
+    if cpu_ns == 0 {
+        // A thread CPU clock that did not move over every timed interval is no measurement.
+        println!("NOT MEASURED: the thread's CPU clock read 0 ns over {timed} intervals");
+        std::process::exit(1);
+    }
     if !full {
         println!(
             "NOT MEASURED: {} rows, not {}, or a row without every worker's {per} requests",
