@@ -1,5 +1,5 @@
-//! The coordinator's merge alone, without the network: W workers' synthetic intervals (the
-//! histograms `sim_workers` streams: 10 commands, `SIM_PER_INTERVAL` requests each)
+//! The coordinator's merge alone, without the network: W workers' synthetic intervals (drawn
+//! as `sim_workers` draws its: 10 commands, `SIM_PER_INTERVAL` requests each)
 //! received into the run's books and finalized, on one thread, timed with that thread's
 //! CPU clock (`CLOCK_THREAD_CPUTIME_ID`). `bench/coordinator-memory.sh` measures
 //! this plus gRPC transport and the fleet's heartbeats; this measures the books alone, with
@@ -24,12 +24,9 @@ use crest_model::convert;
 use crest_model::stats::CmdStats;
 use crest_proto::pb;
 use std::time::Duration;
-use synth::{Rng, per_interval, variant};
+use synth::{DATASETS, VARIANTS, per_interval, rng_for, variant};
 
 const MIX: &str = "GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1";
-/// Distinct workers' data sets and intervals per data set, as `sim_workers` has them.
-const DATASETS: usize = 8;
-const VARIANTS: usize = 4;
 const WARMUP: u32 = 5;
 
 /// This thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`: exact at the call, where
@@ -91,7 +88,7 @@ fn main() {
     // sets[d][v]: data set d's interval variant v, encoded as a worker sends it.
     let sets: Vec<Vec<Vec<pb::CommandStats>>> = (0..DATASETS)
         .map(|d| {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (d as u64 + 1));
+            let mut rng = rng_for(d);
             (0..VARIANTS)
                 .map(|_| {
                     let stats: Vec<CmdStats> = names.iter().map(|_| variant(&mut rng)).collect();

@@ -34,16 +34,13 @@ use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use synth::{Rng, per_interval, variant};
+use synth::{DATASETS, VARIANTS, per_interval, rng_for, variant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Distinct synthetic intervals per command; interval k uses variant k % VARIANTS.
-const VARIANTS: usize = 4;
-/// Distinct workers' data sets: worker i streams set i % DATASETS. Built once, one after
-/// the other on one thread, so that 1,000 simulated workers do not starve the runtime
-/// (and their heartbeats) building 1,000 sets at once.
-const DATASETS: usize = 8;
+// The DATASETS data sets are built once, one after the other on one thread, so that
+// 1,000 simulated workers do not starve the runtime (and their heartbeats) building 1,000
+// sets at once.
 /// Intervals a worker may run ahead of the coordinator's finalized rows.
 const AHEAD: u32 = 16;
 
@@ -198,7 +195,7 @@ type Prepared = (Vec<Vec<pb::CommandStats>>, Vec<pb::CommandStats>, f64);
 /// Builds a worker's synthetic data: CPU work kept off the runtime (in `spawn_blocking`), so
 /// the sessions' heartbeats and pongs keep flowing meanwhile.
 fn prepare(plan: &pb::RunPlan, i: usize, n: u32) -> Prepared {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1));
+    let mut rng = rng_for(i);
     // (class, command names, VARIANTS encoded intervals per command, their stats)
     let mut classes = Vec::new();
     for c in &plan.classes {

@@ -57,10 +57,10 @@ pub fn encode_wire(h: &Hist) -> Vec<u8> {
 }
 
 /// An additive fingerprint of a histogram: the sum over its buckets of count × a hash of
-/// the bucket's index in Crest's bounds, modulo 2⁶⁴. The fingerprint of a sum of histograms is the sum of their
-/// fingerprints, so "these intervals add up to that total" is checked with one number per
-/// histogram instead of a merged copy (262 KB) kept per worker; two different histograms
-/// collide with probability about 2⁻⁶⁴.
+/// the bucket's index in Crest's bounds, modulo 2⁶⁴. The fingerprint of a sum of
+/// histograms is the sum of their fingerprints, so "these intervals add up to that total"
+/// is checked with one number per histogram instead of a merged copy (262 KB) kept per
+/// worker; two different histograms collide with probability about 2⁻⁶⁴.
 pub fn fingerprint(h: &Hist) -> u64 {
     h.iter_recorded().fold(0u64, |a, v| {
         let bucket = index_of(h.lowest_equivalent(v.value_iterated_to()));
@@ -126,7 +126,7 @@ pub fn record(h: &mut Hist, v: u64) {
 pub struct Sparse {
     buckets: Vec<(u32, u64)>,
     total: u64,
-    /// Its [`fingerprint`], kept as buckets are pushed.
+    /// Its [`fingerprint`], set once every bucket is pushed ([`Sparse::seal`]).
     print: u64,
 }
 
@@ -137,6 +137,7 @@ impl Sparse {
         for v in h.iter_recorded() {
             s.push(index_of(v.value_iterated_to()), v.count_at_value());
         }
+        s.seal();
         s
     }
 
@@ -147,10 +148,15 @@ impl Sparse {
             self.buckets
                 .push((u32::try_from(index).unwrap_or(u32::MAX), count));
             self.total = self.total.saturating_add(count);
-            self.print = self
-                .print
-                .wrapping_add(count.wrapping_mul(mix(index as u64)));
         }
+    }
+
+    /// Sets its fingerprint from its buckets, once they are all pushed: in a pass of its
+    /// own, each bucket's hash independent of the others', so they overlap in the pipeline
+    /// (hashed as each bucket was pushed, in the decode loop, it took 18% of a fleet's
+    /// merge).
+    fn seal(&mut self) {
+        self.print = print_of(&self.buckets);
     }
 
     /// Samples held.
@@ -327,6 +333,7 @@ impl Dense {
         for (i, c) in span.iter().enumerate() {
             s.push(self.lo + i, *c);
         }
+        s.seal();
         s
     }
 
@@ -572,18 +579,12 @@ fn parse_v2(b: &[u8], slots: usize, buf: Vec<(u32, u64)>) -> Result<Sparse, V2Er
                 if index >= slots {
                     return Err(V2Error::Bad("holds buckets past the last one"));
                 }
-                // Every index here is below `slots` (a few tens of thousands).
-                out.buckets
-                    .push((u32::try_from(index).unwrap_or(u32::MAX), n as u64));
-                out.total = out.total.saturating_add(n as u64);
+                out.push(index, n as u64);
             }
             index = index.saturating_add(1);
         }
     }
-    // The fingerprint in a pass of its own: each bucket's hash is independent of the
-    // others', so they overlap in the pipeline (inside the parse loop, 18% of a fleet's
-    // merge went to it).
-    out.print = print_of(&out.buckets);
+    out.seal();
     Ok(out)
 }
 

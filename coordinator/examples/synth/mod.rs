@@ -14,6 +14,16 @@ pub fn per_interval() -> u64 {
             .map_or(1_000, |v| v.parse().expect("SIM_PER_INTERVAL: a count"))
     })
 }
+/// Distinct workers' data sets: worker i streams set i % DATASETS.
+pub const DATASETS: usize = 8;
+/// Distinct synthetic intervals per command; interval k uses variant k % VARIANTS.
+pub const VARIANTS: usize = 4;
+
+/// The random stream data set `d` is drawn from.
+pub fn rng_for(d: usize) -> Rng {
+    Rng(0x9E37_79B9_7F4A_7C15 ^ (d as u64 + 1))
+}
+
 /// A small xorshift: synthetic data needs no quality beyond "spread".
 pub struct Rng(pub u64);
 impl Rng {
