@@ -28,6 +28,9 @@
 //! - [`search`]: `crest search`: the knee, the highest rate that holds the SLOs (climb,
 //!   bisect, confirm; windows judged on their exact merged histograms; a generator-bound
 //!   window stops it as the clients' limit), `search.json` and the hockey stick.
+//! - [`relay`]: a tier between the coordinator and a fleet's workers (upstream one worker,
+//!   downstream a coordinator): its design, and the sums and the gathering it forwards
+//!   (the sessions and `crest relay` are not built yet).
 //! - [`suite`]: `crest suite`: valkey-benchmark's default tests, its commands and output
 //!   formats, each test a whole run.
 //!
@@ -46,6 +49,7 @@ pub mod orchestrate;
 pub mod output;
 pub mod profile;
 pub mod progress;
+pub mod relay;
 pub mod report;
 pub mod search;
 pub mod server_stats;

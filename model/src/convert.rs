@@ -11,7 +11,7 @@ use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::plan::Pacer;
 use crate::schedule::{Arrival, Change, Profile, ProfileError, Segment, Steer};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
-use crate::stats::{CmdDelta, CmdStats, ErrorCounts, NodeStats, Redirects};
+use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, NodeStats, Redirects, Samples};
 use crate::target::{ClusterMode, Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
 use crest_proto::pb;
 use std::time::Duration;
@@ -1176,29 +1176,33 @@ pub fn clock_offset(t1: i64, t2: i64, t3: i64) -> Option<(i64, u64)> {
 pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::CommandStats> {
     cmds.iter()
         .zip(names)
-        .map(|(s, name)| pb::CommandStats {
-            command: name.clone(),
-            class: class.to_string(),
-            scheduled: s.scheduled,
-            sent: s.sent,
-            completed: s.completed,
-            misses: s.misses,
-            backlogged: s.backlogged,
-            moved: s.redirects.moved,
-            asked: s.redirects.asked,
-            retried: s.redirects.retried,
-            errors: errors_to_pb(&s.errors),
-            latency: Some(pb::Histogram {
-                v2: hist::encode_wire(&s.latency).into(),
-            }),
-            service_time: Some(pb::Histogram {
-                v2: hist::encode_wire(&s.service_time).into(),
-            }),
-            schedule_lag: Some(pb::Histogram {
-                v2: hist::encode_wire(&s.schedule_lag).into(),
-            }),
-        })
+        .map(|(s, name)| cmd_to_pb(class, name, s))
         .collect()
+}
+
+/// Encodes one command's results, whatever its histograms are kept as.
+pub fn cmd_to_pb<H: Samples>(class: &str, name: &str, s: &CmdStatsOf<H>) -> pb::CommandStats {
+    let h = |h: &H| {
+        Some(pb::Histogram {
+            v2: h.encode_wire().into(),
+        })
+    };
+    pb::CommandStats {
+        command: name.to_string(),
+        class: class.to_string(),
+        scheduled: s.scheduled,
+        sent: s.sent,
+        completed: s.completed,
+        misses: s.misses,
+        backlogged: s.backlogged,
+        moved: s.redirects.moved,
+        asked: s.redirects.asked,
+        retried: s.redirects.retried,
+        errors: errors_to_pb(&s.errors),
+        latency: h(&s.latency),
+        service_time: h(&s.service_time),
+        schedule_lag: h(&s.schedule_lag),
+    }
 }
 
 /// Per-node results to the wire.

@@ -396,6 +396,8 @@ pub trait Samples {
     fn fingerprint(&self) -> u64;
     /// Empties it, keeping its memory.
     fn clear(&mut self);
+    /// Its plain V2 encoding ([`hist::encode_wire`]).
+    fn encode_wire(&self) -> Vec<u8>;
 }
 
 impl Samples for Hist {
@@ -414,6 +416,9 @@ impl Samples for Hist {
     fn clear(&mut self) {
         self.reset();
     }
+    fn encode_wire(&self) -> Vec<u8> {
+        hist::encode_wire(self)
+    }
 }
 
 impl Samples for Dense {
@@ -431,6 +436,9 @@ impl Samples for Dense {
     }
     fn clear(&mut self) {
         Dense::clear(self);
+    }
+    fn encode_wire(&self) -> Vec<u8> {
+        Dense::encode_wire(self)
     }
 }
 
@@ -473,6 +481,9 @@ impl Samples for Sparse {
     }
     fn clear(&mut self) {
         Sparse::clear(self);
+    }
+    fn encode_wire(&self) -> Vec<u8> {
+        Sparse::encode_wire(self)
     }
 }
 

@@ -1,0 +1,38 @@
+//! A relay tier between the coordinator and a fleet's workers (issue #12: one coordinator
+//! pays ~25–35 µs of CPU per worker message and four heartbeat writes per worker per
+//! second, so 1,000 workers at 1 s intervals cost it 140–175 ms of CPU a second; with a
+//! relay per 100 workers it talks to ten).
+//!
+//! # Design
+//! Upstream a relay is **one worker**: it registers with the sum of its workers' shards
+//! (their cores listed in order), answers the coordinator's pings with its own clock, and
+//! sends one interval message per index and one final message per run. Downstream it is a
+//! **coordinator**: workers dial it exactly as they dial `crest run` and it keeps each
+//! worker's clock offset.
+//!
+//! - Plan: the coordinator's `StartRun` holds one `ShardPlan` per shard of the relay, in
+//!   the order the relay listed its workers' shards; each worker gets its own shards'
+//!   plans back (renumbered within the worker, their cluster-wide `global_index` kept),
+//!   and the start instant moved into its clock by its offset.
+//! - Intervals: [`gather::Gather`] holds each index until every worker of the run sent it
+//!   or a later one (or finished); [`sum::Summer`] adds their messages into one, exactly
+//!   (histograms bucket by bucket, encoded byte for byte as a worker would), which goes
+//!   upstream. The coordinator checks a relay's intervals against its final as it checks a
+//!   worker's: the fingerprints of sums are the sums of fingerprints.
+//! - Finals: when every worker finished, one final message, their sum.
+//! - Liveness: the coordinator's heartbeats are forwarded, not originated (a relay that
+//!   beat on its own would keep its workers sending for a second after the coordinator
+//!   was lost); a worker lost mid-run fails the relay's run upstream (its load cannot be
+//!   accounted for); between runs a worker that leaves or joins makes the relay register
+//!   again with its new shards.
+//! - Steering, checkpoints: a `Steer`, `ReleaseCheckpoint` or `Abort` goes to every
+//!   worker; `Steered` and `CheckpointReached` go upstream once every worker sent its own
+//!   (the earliest and latest switch instants of all).
+//!
+//! # Status
+//! [`sum`] and [`gather`] are built and tested (a relay's sums read by the coordinator's
+//! books equal its workers' messages read directly); the sessions on either side, the
+//! `crest relay` command and the fleet benchmark through relays are not built yet.
+
+pub mod gather;
+pub mod sum;
