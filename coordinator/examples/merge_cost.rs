@@ -8,7 +8,10 @@
 //! ```text
 //! SIM_PER_INTERVAL=100 cargo run --release -p crest --example merge_cost -- 1000 60
 //! ```
-//! Arguments: workers (default 1,000), intervals (default 60; the first 5 warm up, untimed).
+//! Arguments: workers (default 1,000), intervals (default 60; the first 5 warm up, untimed),
+//! relays (default 0): with R relays the workers are dealt over R [`crest::relay`] tiers,
+//! each gathering and summing its workers' intervals into one message for the books; the
+//! relays' CPU and the books' are timed apart (all on this thread, one after the other).
 //! Checks its own window: every timed interval must be a timeline row holding every
 //! worker's requests, else it prints NOT MEASURED and exits 1.
 
@@ -20,6 +23,8 @@ mod synth;
 use crest::cli::{RunArgs, to_config};
 use crest::config::RateArg;
 use crest::merge::RunBooks;
+use crest::relay::gather::Gather;
+use crest::relay::sum::Summer;
 use crest_model::convert;
 use crest_model::stats::CmdStats;
 use crest_proto::pb;
@@ -42,8 +47,9 @@ fn thread_cpu_ns() -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
-/// Workers (default 1,000, at least 1) and intervals (default 60, more than the warm-up).
-fn parse_args(args: &[String]) -> Result<(usize, u32), String> {
+/// Workers (default 1,000, at least 1), intervals (default 60, more than the warm-up) and
+/// relays (default 0: none; at most the workers).
+fn parse_args(args: &[String]) -> Result<(usize, u32, usize), String> {
     let workers = match args.get(1) {
         None => 1_000,
         Some(s) => match s.parse::<usize>() {
@@ -62,15 +68,25 @@ fn parse_args(args: &[String]) -> Result<(usize, u32), String> {
             }
         },
     };
-    Ok((workers, intervals))
+    let relays = match args.get(3) {
+        None => 0,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if n <= workers => n,
+            _ => return Err(format!("RELAYS {s:?}: a count from 0 to the {workers} workers")),
+        },
+    };
+    if args.len() > 4 {
+        return Err(format!("{} arguments, at most 3", args.len() - 1));
+    }
+    Ok((workers, intervals, relays))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (workers, intervals) = match parse_args(&args) {
+    let (workers, intervals, relays) = match parse_args(&args) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("merge_cost: {e} (usage: merge_cost [WORKERS [INTERVALS]])");
+            eprintln!("merge_cost: {e} (usage: merge_cost [WORKERS [INTERVALS [RELAYS]]])");
             std::process::exit(2);
         }
     };
@@ -97,9 +113,15 @@ fn main() {
                 .collect()
         })
         .collect();
-    let mut books = RunBooks::new(&cfg, workers, intervals, Some(intervals - 1), None);
-    let active = vec![true; workers];
-    let mut cpu_ns = 0u64;
+    // What the books take messages from: the workers, or their relays.
+    let members = if relays == 0 { workers } else { relays };
+    let mut books = RunBooks::new(&cfg, members, intervals, Some(intervals - 1), None);
+    let active = vec![true; members];
+    // Relay r holds workers r, r + R, r + 2R, ...
+    let mut tiers: Vec<(Gather, Summer)> = (0..relays)
+        .map(|r| (Gather::new(workers / relays + usize::from(r < workers % relays)), Summer::new()))
+        .collect();
+    let (mut cpu_ns, mut relay_ns) = (0u64, 0u64);
     for k in 0..intervals {
         // The messages as they come off the wire, made before the clock runs.
         let msgs: Vec<pb::Interval> = (0..workers)
@@ -114,14 +136,33 @@ fn main() {
             })
             .collect();
         let t0 = thread_cpu_ns();
-        for (w, m) in msgs.into_iter().enumerate() {
+        let upstream: Vec<(usize, pb::Interval)> = if relays == 0 {
+            msgs.into_iter().enumerate().collect()
+        } else {
+            for (w, m) in msgs.into_iter().enumerate() {
+                tiers[w % relays].0.receive(w / relays, m).expect("in order");
+            }
+            let mut out = Vec::with_capacity(relays);
+            for (r, (gather, summer)) in tiers.iter_mut().enumerate() {
+                while let Some((index, held)) = gather.take() {
+                    let iv = summer
+                        .interval("r", index, held.iter().map(|(w, iv)| (*w, iv)))
+                        .expect("the workers' intervals sum");
+                    out.push((r, iv));
+                }
+            }
+            out
+        };
+        let t1 = thread_cpu_ns();
+        for (w, m) in upstream {
             books.receive(w, m).expect("a valid interval");
         }
         let bad = books.advance(&active);
-        let t1 = thread_cpu_ns();
+        let t2 = thread_cpu_ns();
         assert!(bad.is_empty(), "an interval did not decode");
         if k >= WARMUP {
-            cpu_ns += t1 - t0;
+            relay_ns += t1 - t0;
+            cpu_ns += t2 - t1;
         }
     }
     let timed = intervals - WARMUP;
@@ -143,9 +184,18 @@ fn main() {
         std::process::exit(1);
     }
     let ms = cpu_ns as f64 / 1e6 / f64::from(timed);
-    println!(
-        "merge_cost: {workers} workers, {timed} intervals timed, {} requests per command: {ms:.1} ms of CPU per interval ({:.1} µs per worker-interval), books only",
-        per_interval(),
-        ms * 1000.0 / workers as f64
-    );
+    if relays == 0 {
+        println!(
+            "merge_cost: {workers} workers, {timed} intervals timed, {} requests per command: {ms:.1} ms of CPU per interval ({:.1} µs per worker-interval), books only",
+            per_interval(),
+            ms * 1000.0 / workers as f64
+        );
+    } else {
+        let relay_ms = relay_ns as f64 / 1e6 / f64::from(timed);
+        println!(
+            "merge_cost: {workers} workers through {relays} relays, {timed} intervals timed, {} requests per command: books {ms:.2} ms of CPU per interval; relays {relay_ms:.1} ms per interval in all ({:.2} ms each)",
+            per_interval(),
+            relay_ms / relays as f64
+        );
+    }
 }
