@@ -72,7 +72,11 @@ fn parse_args(args: &[String]) -> Result<(usize, u32, usize), String> {
         None => 0,
         Some(s) => match s.parse::<usize>() {
             Ok(n) if n <= workers => n,
-            _ => return Err(format!("RELAYS {s:?}: a count from 0 to the {workers} workers")),
+            _ => {
+                return Err(format!(
+                    "RELAYS {s:?}: a count from 0 to the {workers} workers"
+                ));
+            }
         },
     };
     if args.len() > 4 {
@@ -119,7 +123,12 @@ fn main() {
     let active = vec![true; members];
     // Relay r holds workers r, r + R, r + 2R, ...
     let mut tiers: Vec<(Gather, Summer)> = (0..relays)
-        .map(|r| (Gather::new(workers / relays + usize::from(r < workers % relays)), Summer::new()))
+        .map(|r| {
+            (
+                Gather::new(workers / relays + usize::from(r < workers % relays)),
+                Summer::new(),
+            )
+        })
         .collect();
     let (mut cpu_ns, mut relay_ns) = (0u64, 0u64);
     for k in 0..intervals {
@@ -140,7 +149,10 @@ fn main() {
             msgs.into_iter().enumerate().collect()
         } else {
             for (w, m) in msgs.into_iter().enumerate() {
-                tiers[w % relays].0.receive(w / relays, m).expect("in order");
+                tiers[w % relays]
+                    .0
+                    .receive(w / relays, m)
+                    .expect("in order");
             }
             let mut out = Vec::with_capacity(relays);
             for (r, (gather, summer)) in tiers.iter_mut().enumerate() {

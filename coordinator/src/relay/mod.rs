@@ -11,9 +11,10 @@
 //! worker's clock offset.
 //!
 //! - Plan: the coordinator's `StartRun` holds one `ShardPlan` per shard of the relay, in
-//!   the order the relay listed its workers' shards; each worker gets its own shards'
-//!   plans back (renumbered within the worker, their cluster-wide `global_index` kept),
-//!   and the start instant moved into its clock by its offset.
+//!   the order the relay listed its workers' shards ([`pass::register`]); each worker gets
+//!   its own shards' plans back (renumbered within the worker, their cluster-wide
+//!   `global_index` kept), and the start instant moved into its clock by its offset
+//!   ([`pass::split`]).
 //! - Intervals: [`gather::Gather`] holds each index until every worker of the run sent it
 //!   or a later one (or finished); [`sum::Summer`] adds their messages into one, exactly
 //!   (histograms bucket by bucket, encoded byte for byte as a worker would), which goes
@@ -27,12 +28,14 @@
 //!   again with its new shards.
 //! - Steering, checkpoints: a `Steer`, `ReleaseCheckpoint` or `Abort` goes to every
 //!   worker; `Steered` and `CheckpointReached` go upstream once every worker sent its own
-//!   (the earliest and latest switch instants of all).
+//!   (the earliest and latest switch instants of all: [`pass::Acks`]).
 //!
 //! # Status
-//! [`sum`] and [`gather`] are built and tested (a relay's sums read by the coordinator's
-//! books equal its workers' messages read directly); the sessions on either side, the
-//! `crest relay` command and the fleet benchmark through relays are not built yet.
+//! [`sum`], [`gather`] and [`pass`] are built and tested (a relay's sums read by the
+//! coordinator's books equal its workers' messages read directly); the sessions on either
+//! side, the `crest relay` command and the fleet benchmark through relays are not built
+//! yet.
 
 pub mod gather;
+pub mod pass;
 pub mod sum;
