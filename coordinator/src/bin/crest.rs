@@ -36,12 +36,40 @@ enum Cmd {
     /// bisect, confirm), each window judged on its exact merged histogram; writes
     /// search.json and report.html (the hockey stick) to --out.
     Search(Box<SearchArgs>),
+    /// Relay between the coordinator and many workers (a fleet past what one coordinator
+    /// holds): workers dial it as they dial `crest run`; it registers with the coordinator
+    /// as one worker with all their shards, and sums their results before they go up.
+    Relay(RelayArgs),
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
         #[arg(long, env = "CREST_SINK_LISTEN", default_value = "127.0.0.1:6379")]
         listen: SocketAddr,
     },
+}
+
+/// `crest relay` flags.
+#[derive(Debug, clap::Args)]
+struct RelayArgs {
+    /// The coordinator's URL, http://HOST:PORT (`crest run --listen`).
+    #[arg(long, env = "CREST_COORDINATOR")]
+    coordinator: String,
+    /// Address its workers dial (`crest-worker --coordinator http://THIS`).
+    #[arg(long, env = "CREST_RELAY_LISTEN", default_value = "0.0.0.0:7601")]
+    listen: SocketAddr,
+    /// Workers to wait for before registering with the coordinator (1 to 10000).
+    #[arg(long, env = "CREST_RELAY_WORKERS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    workers: u32,
+    /// Name shown in reports (default: relay-HOSTNAME).
+    #[arg(long, env = "CREST_NAME")]
+    name: Option<String>,
+    /// Shared secret: what its workers must give, and what it gives the coordinator.
+    #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
+    token: String,
+    /// Allow --token over plaintext http:// to a non-loopback coordinator (the token
+    /// crosses the network in the clear).
+    #[arg(long, env = "CREST_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
+    insecure: bool,
 }
 
 /// `crest compare` flags: its own, then every `crest run` flag (the plan every run
@@ -289,6 +317,7 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
         .enable_all()
         .build()?;
     match cli.command {
+        Cmd::Relay(args) => rt.block_on(relay_cmd(args)),
         Cmd::Sink { listen } => rt.block_on(async {
             let l = match tokio::net::TcpListener::bind(listen).await {
                 Ok(l) => l,
@@ -407,6 +436,52 @@ async fn signals() {
         }
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `crest relay`: until Ctrl-C or SIGTERM.
+async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
+    match crest_engine::control_tls::plaintext_rule(
+        &args.coordinator,
+        !args.token.is_empty(),
+        args.insecure,
+    ) {
+        Ok(None) => {}
+        Ok(Some(warning)) => tracing::warn!("{warning}"),
+        Err(line) => return Ok(usage(line)),
+    }
+    let l = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(usage(format!(
+                "--listen {}: cannot listen: {e}",
+                args.listen
+            )));
+        }
+    };
+    let host = hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    let cfg = crest::relay::session::RelayConfig {
+        coordinator: args.coordinator,
+        workers: args.workers as usize,
+        token: args.token,
+        name: args.name.unwrap_or_else(|| format!("relay-{host}")),
+        host,
+    };
+    eprintln!(
+        "crest: relay listening on {} for {} worker(s), for the coordinator at {}",
+        l.local_addr()?,
+        cfg.workers,
+        cfg.coordinator
+    );
+    match crest::relay::session::run(cfg, l, signals()).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ crest::relay::session::RelayError::BadUrl(_)) => Ok(usage(e)),
+        Err(e) => {
+            eprintln!("crest: {e}");
+            Ok(ExitCode::from(1))
         }
     }
 }

@@ -38,4 +38,5 @@
 
 pub mod gather;
 pub mod pass;
+pub mod session;
 pub mod sum;

@@ -1,0 +1,588 @@
+//! `crest relay`'s two sides: the hub its workers dial ([`crate::service::Hub`], as `crest
+//! run`'s) and one session upstream, in which the relay is one worker.
+//!
+//! One task runs both: it waits for `--workers` workers, dials the coordinator and
+//! registers with their shards, then passes orders down ([`pass`]) and results up
+//! ([`gather`], [`sum`]). When its workers change (one leaves, one joins) it ends the
+//! session once no run is active and registers again with the new shards; a run whose
+//! worker leaves or falls silent fails upstream (its load cannot be accounted for), and
+//! the others are told to abort. The hub beats its workers every 250 ms; the relay's own
+//! dead man's switch (the coordinator silent for [`DEAD_MAN`]) aborts its workers' run at
+//! once, so load stops within a second of the coordinator's last word, as for a worker
+//! that dials the coordinator directly.
+
+use super::gather::Gather;
+use super::pass::{self, Acks, Member};
+use super::sum::Summer;
+use crate::orchestrate::SILENCE;
+use crate::service::{EVENTS, Hub, HubEvent, WorkerLink};
+use crest_model::clock::unix_ns;
+use crest_model::convert::{self, FailureKind};
+use crest_proto::pb::{
+    self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
+    worker_message::Msg as Out,
+};
+use crest_proto::{DEAD_MAN, PROTOCOL_VERSION, WORKER_HEARTBEAT};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Clock pings sent to a worker when it joins (the lowest-RTT answer sets its offset).
+const PINGS: u64 = 5;
+/// Waits between dials to an absent coordinator.
+const BACKOFF_MIN: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// What `crest relay` was told.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// The coordinator's URL (`http://host:port`).
+    pub coordinator: String,
+    /// Workers to wait for before registering upstream.
+    pub workers: usize,
+    /// Shared secret: what its workers must give, and what it gives the coordinator.
+    pub token: String,
+    /// Its name in reports.
+    pub name: String,
+    /// Its host.
+    pub host: String,
+}
+
+/// Why the relay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The URL is not one the relay dials.
+    #[error(
+        "--coordinator {0}: give the coordinator's http://HOST:PORT (crest relay does not dial the coordinator over TLS yet)"
+    )]
+    BadUrl(String),
+    /// The coordinator refused the relay: retrying cannot fix it.
+    #[error("the coordinator refused this relay: {0}")]
+    Refused(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("cannot reach the coordinator: {0}")]
+    Dial(String),
+    #[error("coordinator silent for more than {DEAD_MAN:?}")]
+    Silent,
+    #[error("the session broke: {0}")]
+    Broken(String),
+    #[error("the coordinator took no message for {DEAD_MAN:?}")]
+    Stuck,
+}
+
+/// A worker under the relay.
+#[derive(Debug)]
+struct Worker {
+    link: WorkerLink,
+    /// (RTT, its clock minus the relay's), from the best ping so far.
+    clock: Option<(u64, i64)>,
+    last_seen: Instant,
+}
+
+/// The run in progress: its workers (by id, in the order its shards were split) and what
+/// is summed for it.
+#[derive(Debug)]
+struct Run {
+    id: String,
+    workers: Vec<String>,
+    gather: Gather,
+    summer: Summer,
+    checkpoints: Acks,
+    steered: Acks,
+    finals: Vec<Option<pb::Finished>>,
+    sent: u32,
+}
+
+/// Runs the relay until `shutdown` resolves.
+///
+/// # Errors
+/// [`RelayError`] when the URL is not one it dials or the coordinator refuses it.
+pub async fn run(
+    cfg: RelayConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RelayError> {
+    let endpoint = crest_proto::worker_endpoint(&cfg.coordinator)
+        .ok()
+        .filter(|e| e.uri().scheme_str() == Some("http"))
+        .ok_or_else(|| RelayError::BadUrl(cfg.coordinator.clone()))?;
+    let (etx, mut events) = mpsc::channel(EVENTS);
+    let hub = Hub::new(etx, cfg.token.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::service::serve(hub, listener, None, None, async {
+        let _ = stopped.await;
+    }));
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut workers: Vec<Worker> = Vec::new();
+    let mut backoff = BACKOFF_MIN;
+    tokio::pin!(shutdown);
+    let result = loop {
+        while workers.len() < cfg.workers {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                ev = events.recv() => match ev {
+                    Some(ev) => { idle_event(ev, &mut workers).await; }
+                    None => break,
+                },
+            }
+        }
+        if workers.len() < cfg.workers {
+            break Ok(());
+        }
+        let outcome = tokio::select! {
+            _ = &mut shutdown => break Ok(()),
+            r = session(&cfg, &endpoint, &id, &mut workers, &mut events) => r,
+        };
+        match outcome {
+            Ok(why) => {
+                backoff = BACKOFF_MIN;
+                tracing::info!(%why, "session with the coordinator ended");
+            }
+            Err(SessionError::Refused(r)) => break Err(RelayError::Refused(r)),
+            Err(e) => tracing::warn!(coordinator = %cfg.coordinator, "{e}; dialling again"),
+        }
+        tokio::select! {
+            _ = &mut shutdown => break Ok(()),
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    };
+    let _ = stop.send(());
+    let _ = server.await;
+    result
+}
+
+/// A hub event with no session upstream (or none that it concerns): workers joining,
+/// leaving, answering pings.
+async fn idle_event(ev: HubEvent, workers: &mut Vec<Worker>) -> bool {
+    match ev {
+        HubEvent::Joined(link) => {
+            tracing::info!(worker = %link.info.name, shards = link.info.shards, "worker joined");
+            for seq in 0..PINGS {
+                link.send(pb::coordinator_message::Msg::Ping(pb::Ping {
+                    seq,
+                    t1_unix_ns: unix_ns(),
+                }))
+                .await;
+            }
+            workers.push(Worker {
+                link,
+                clock: None,
+                last_seen: Instant::now(),
+            });
+            true
+        }
+        HubEvent::Left(id, reason) => {
+            let before = workers.len();
+            workers.retain(|w| {
+                let gone = w.link.info.id == id;
+                if gone {
+                    tracing::info!(worker = %w.link.info.name, %reason, "worker left");
+                }
+                !gone
+            });
+            workers.len() != before
+        }
+        HubEvent::Refused { name, reason } => {
+            tracing::warn!(worker = %name, %reason, "worker refused");
+            false
+        }
+        HubEvent::Message(id, m) => {
+            if let Some(w) = workers.iter_mut().find(|w| w.link.info.id == id) {
+                w.last_seen = Instant::now();
+                if let Out::Pong(p) = m
+                    && let Some((offset, rtt)) =
+                        convert::clock_offset(p.t1_unix_ns, p.t2_unix_ns, unix_ns())
+                    && w.clock.is_none_or(|(best, _)| rtt < best)
+                {
+                    w.clock = Some((rtt, offset));
+                }
+            }
+            false
+        }
+    }
+}
+
+/// Sends `m` upstream, waiting at most [`DEAD_MAN`] for room.
+async fn up(tx: &mpsc::Sender<pb::WorkerMessage>, m: Out) -> Result<(), SessionError> {
+    match tokio::time::timeout(DEAD_MAN, tx.send(pb::WorkerMessage { msg: Some(m) })).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SessionError::Broken("outbound stream closed".into())),
+        Err(_) => Err(SessionError::Stuck),
+    }
+}
+
+/// Sends `m` to each of the run's workers.
+async fn down(workers: &[Worker], run: &Run, m: &In) {
+    for w in workers
+        .iter()
+        .filter(|w| run.workers.contains(&w.link.info.id))
+    {
+        w.link.send(m.clone()).await;
+    }
+}
+
+/// Ends `run` upstream as failed (`kind`, `reason`) and tells its workers to abort.
+async fn fail(
+    tx: &mpsc::Sender<pb::WorkerMessage>,
+    workers: &[Worker],
+    run: Run,
+    kind: i32,
+    reason: String,
+) -> Result<(), SessionError> {
+    tracing::warn!(run_id = %run.id, %reason, "run failed");
+    let abort = In::Abort(pb::Abort {
+        run_id: run.id.clone(),
+        reason: reason.clone(),
+    });
+    down(workers, &run, &abort).await;
+    up(
+        tx,
+        Out::Failed(pb::RunFailed {
+            run_id: run.id,
+            reason,
+            kind,
+        }),
+    )
+    .await
+}
+
+fn internal() -> i32 {
+    pb::FailureKind::from(FailureKind::Internal) as i32
+}
+
+/// One session upstream; `Ok` carries why it ended normally.
+async fn session(
+    cfg: &RelayConfig,
+    endpoint: &tonic::transport::Endpoint,
+    id: &str,
+    workers: &mut Vec<Worker>,
+    events: &mut mpsc::Receiver<HubEvent>,
+) -> Result<String, SessionError> {
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| SessionError::Dial(e.to_string()))?;
+    let mut client = CoordinatorClient::new(channel);
+    let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
+    let theirs: Vec<pb::Register> = workers
+        .iter()
+        .map(|w| pb::Register {
+            shards: w.link.info.shards,
+            cpus: w.link.info.cpus.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let own = pb::Register {
+        protocol_version: PROTOCOL_VERSION,
+        worker_id: id.to_string(),
+        name: cfg.name.clone(),
+        host: cfg.host.clone(),
+        token: cfg.token.clone(),
+        crest_version: env!("CARGO_PKG_VERSION").to_string(),
+        ..Default::default()
+    };
+    up(&tx, Out::Register(pass::register(&own, &theirs))).await?;
+    let mut inbound = client
+        .session(ReceiverStream::new(rx))
+        .await
+        .map_err(|e| SessionError::Dial(e.message().to_string()))?
+        .into_inner();
+    let mut run: Option<Run> = None;
+    // The workers changed: register again once no run is active.
+    let mut changed = false;
+    let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);
+    let mut watchdog = tokio::time::interval(DEAD_MAN / 10);
+    let mut last_heard = Instant::now();
+    loop {
+        tokio::select! {
+            m = inbound.message() => {
+                let m = match m {
+                    Ok(Some(m)) => m,
+                    Ok(None) | Err(_) if run.is_none() => return Ok("the coordinator closed the session".into()),
+                    Ok(None) => {
+                        if let Some(r) = run.take() {
+                            let abort = In::Abort(pb::Abort { run_id: r.id.clone(), reason: "the coordinator closed the session".into() });
+                            down(workers, &r, &abort).await;
+                        }
+                        return Err(SessionError::Broken("the coordinator closed the session mid-run".into()));
+                    }
+                    Err(e) => {
+                        if let Some(r) = run.take() {
+                            let abort = In::Abort(pb::Abort { run_id: r.id.clone(), reason: e.message().to_string() });
+                            down(workers, &r, &abort).await;
+                        }
+                        return Err(SessionError::Broken(e.message().to_string()));
+                    }
+                };
+                last_heard = Instant::now();
+                let Some(m) = m.msg else { continue };
+                upstream(m, &tx, workers, &mut run).await?;
+            }
+            ev = events.recv() => {
+                let Some(ev) = ev else { return Ok("the hub stopped".into()) };
+                changed |= downstream(ev, &tx, workers, &mut run).await?;
+            }
+            _ = watchdog.tick() => {
+                if last_heard.elapsed() > DEAD_MAN {
+                    if let Some(r) = run.take() {
+                        tracing::warn!(run_id = %r.id, "coordinator silent: the workers' run is aborted");
+                        let abort = In::Abort(pb::Abort { run_id: r.id.clone(), reason: "the relay lost its coordinator".into() });
+                        down(workers, &r, &abort).await;
+                    }
+                    return Err(SessionError::Silent);
+                }
+                if let Some(r) = &run
+                    && let Some(w) = workers.iter().find(|w| r.workers.contains(&w.link.info.id) && w.last_seen.elapsed() > SILENCE)
+                {
+                    let reason = format!("worker {} under relay {} was silent for {SILENCE:?} mid-run", w.link.info.name, cfg.name);
+                    if let Some(r) = run.take() {
+                        fail(&tx, workers, r, internal(), reason).await?;
+                    }
+                }
+            }
+            _ = heartbeat.tick() => up(&tx, Out::Heartbeat(pb::Heartbeat {})).await?,
+        }
+        if changed && run.is_none() {
+            return Ok("the relay's workers changed: registering again with their shards".into());
+        }
+    }
+}
+
+/// An order from the coordinator.
+async fn upstream(
+    m: In,
+    tx: &mpsc::Sender<pb::WorkerMessage>,
+    workers: &[Worker],
+    run: &mut Option<Run>,
+) -> Result<(), SessionError> {
+    match m {
+        In::Welcome(_) => {
+            tracing::info!(workers = workers.len(), "registered with the coordinator")
+        }
+        In::Refused(r) => return Err(SessionError::Refused(r.reason)),
+        In::Ping(p) => {
+            let t2 = unix_ns();
+            up(
+                tx,
+                Out::Pong(pb::Pong {
+                    seq: p.seq,
+                    t1_unix_ns: p.t1_unix_ns,
+                    t2_unix_ns: t2,
+                }),
+            )
+            .await?;
+        }
+        In::Start(s) => {
+            let run_id = s
+                .plan
+                .as_ref()
+                .map(|p| p.run_id.clone())
+                .unwrap_or_default();
+            if run.is_some() {
+                let kind = pb::FailureKind::from(FailureKind::Busy) as i32;
+                let reason = "the relay is already in another run".to_string();
+                return up(
+                    tx,
+                    Out::Failed(pb::RunFailed {
+                        run_id,
+                        reason,
+                        kind,
+                    }),
+                )
+                .await;
+            }
+            let members: Option<Vec<Member>> = workers
+                .iter()
+                .map(|w| {
+                    w.clock.map(|(_, offset_ns)| Member {
+                        shards: w.link.info.shards,
+                        offset_ns,
+                    })
+                })
+                .collect();
+            let Some(members) = members else {
+                let reason = "a worker under the relay has not answered its clock pings yet".into();
+                return up(
+                    tx,
+                    Out::Failed(convert::run_failed(&run_id, FailureKind::Internal, reason)),
+                )
+                .await;
+            };
+            let parts = match pass::split(&s, &members) {
+                Ok(p) => p,
+                Err(e) => {
+                    let reason = format!("the relay cannot split the plan: {e}");
+                    return up(
+                        tx,
+                        Out::Failed(convert::run_failed(&run_id, FailureKind::BadPlan, reason)),
+                    )
+                    .await;
+                }
+            };
+            for (w, part) in workers.iter().zip(parts) {
+                w.link.send(In::Start(part)).await;
+            }
+            let n = workers.len();
+            *run = Some(Run {
+                id: run_id,
+                workers: workers.iter().map(|w| w.link.info.id.clone()).collect(),
+                gather: Gather::new(n),
+                summer: Summer::new(),
+                checkpoints: Acks::new(n),
+                steered: Acks::new(n),
+                finals: vec![None; n],
+                sent: 0,
+            });
+        }
+        In::Abort(ref a) => {
+            if let Some(r) = run.take_if(|r| r.id == a.run_id) {
+                down(workers, &r, &m).await;
+            }
+        }
+        In::Release(ref c) => {
+            if let Some(r) = run.as_ref().filter(|r| r.id == c.run_id) {
+                down(workers, r, &m).await;
+            }
+        }
+        In::Steer(ref c) => {
+            if let Some(r) = run.as_ref().filter(|r| r.id == c.run_id) {
+                down(workers, r, &m).await;
+            }
+        }
+        In::Heartbeat(_) => {}
+    }
+    Ok(())
+}
+
+/// A worker's event; true when the relay's workers changed.
+async fn downstream(
+    ev: HubEvent,
+    tx: &mpsc::Sender<pb::WorkerMessage>,
+    workers: &mut Vec<Worker>,
+    run: &mut Option<Run>,
+) -> Result<bool, SessionError> {
+    let (id, m) = match ev {
+        HubEvent::Message(id, m) => (id, m),
+        HubEvent::Left(ref id, ref reason) => {
+            let name = workers
+                .iter()
+                .find(|w| w.link.info.id == *id)
+                .map(|w| w.link.info.name.clone());
+            if let Some(r) = run.take_if(|r| r.workers.contains(id)) {
+                let reason = format!(
+                    "worker {} under the relay left mid-run: {reason}",
+                    name.as_deref().unwrap_or(id)
+                );
+                fail(tx, workers, r, internal(), reason).await?;
+            }
+            return Ok(idle_event(ev, workers).await);
+        }
+        other => return Ok(idle_event(other, workers).await),
+    };
+    let Some(wk) = workers.iter_mut().find(|w| w.link.info.id == id) else {
+        return Ok(false);
+    };
+    wk.last_seen = Instant::now();
+    let name = wk.link.info.name.clone();
+    let Some(r) = run.as_mut() else {
+        idle_event(HubEvent::Message(id, m), workers).await;
+        return Ok(false);
+    };
+    let Some(w) = r.workers.iter().position(|x| *x == id) else {
+        return Ok(false);
+    };
+    match m {
+        Out::Interval(iv) if iv.run_id == r.id => {
+            if let Err(e) = r.gather.receive(w, iv) {
+                let reason = format!("worker {name}: {e}");
+                if let Some(r) = run.take() {
+                    fail(tx, workers, r, internal(), reason).await?;
+                }
+                return Ok(false);
+            }
+            forward(tx, workers, run).await?;
+        }
+        Out::Finished(f) if f.run_id == r.id => {
+            r.gather.finish(w);
+            r.finals[w] = Some(f);
+            forward(tx, workers, run).await?;
+        }
+        Out::Failed(mut f) if f.run_id == r.id => {
+            f.reason = format!("worker {name} under the relay: {}", f.reason);
+            if let Some(r) = run.take() {
+                fail(tx, workers, r, f.kind, f.reason).await?;
+            }
+        }
+        Out::Checkpoint(c) if c.run_id == r.id => {
+            if r.checkpoints.ack(w, c.index, 0, 0).is_some() {
+                up(tx, Out::Checkpoint(c)).await?;
+            }
+        }
+        Out::Steered(s) if s.run_id == r.id => {
+            if let Some((first_ns, last_ns)) = r.steered.ack(w, s.seq, s.first_ns, s.last_ns) {
+                let s = pb::Steered {
+                    first_ns,
+                    last_ns,
+                    ..s
+                };
+                up(tx, Out::Steered(s)).await?;
+            }
+        }
+        other => {
+            idle_event(HubEvent::Message(id, other), workers).await;
+        }
+    }
+    Ok(false)
+}
+
+/// Sums and sends every interval nothing more can come for, then the final message once
+/// every worker's came (the run is over then).
+async fn forward(
+    tx: &mpsc::Sender<pb::WorkerMessage>,
+    workers: &[Worker],
+    run: &mut Option<Run>,
+) -> Result<(), SessionError> {
+    let Some(r) = run.as_mut() else { return Ok(()) };
+    while let Some((index, held)) = r.gather.take() {
+        match r
+            .summer
+            .interval(&r.id, index, held.iter().map(|(w, iv)| (*w, iv)))
+        {
+            Ok(iv) => {
+                up(tx, Out::Interval(iv)).await?;
+                r.sent += 1;
+            }
+            Err(e) => {
+                let reason = format!("an interval cannot be summed: {e}");
+                if let Some(r) = run.take() {
+                    fail(tx, workers, r, internal(), reason).await?;
+                }
+                return Ok(());
+            }
+        }
+    }
+    if r.finals.iter().all(Option::is_some) {
+        let finals: Vec<(usize, &pb::Finished)> = r
+            .finals
+            .iter()
+            .enumerate()
+            .filter_map(|(w, f)| Some((w, f.as_ref()?)))
+            .collect();
+        let out = r.summer.finished(&r.id, r.sent, finals);
+        let Some(r) = run.take() else { return Ok(()) };
+        match out {
+            Ok(f) => up(tx, Out::Finished(f)).await?,
+            Err(e) => {
+                let reason = format!("the final results cannot be summed: {e}");
+                fail(tx, workers, r, internal(), reason).await?;
+            }
+        }
+    }
+    Ok(())
+}
