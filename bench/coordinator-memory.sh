@@ -19,6 +19,9 @@
 #   WORKERS=1000 LENGTHS=1s bench/coordinator-memory.sh 60   a fleet: 1,000 workers (one connection each)
 #   SIM_PER_INTERVAL=100 ...                     requests per command per interval (default 1,000):
 #                                                merge cost follows the histograms' nonzero buckets
+#   RELAYS=10 WORKERS=1000 LENGTHS=1s ...        the workers dial 10 `crest relay`s (100 each),
+#                                                the coordinator sees 10 workers; prints the
+#                                                relays' CPU per interval beside the coordinator's
 #   BIN_DIR=/tmp/a bench/...                     run the crest and examples/sim_workers binaries
 #                                                in that directory, unbuilt (an A/B of two builds
 #                                                in one sitting: copy one build's pair aside)
@@ -29,7 +32,11 @@ NAME=coordinator-memory
 source bench/fleet.sh
 MIX="GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1"
 
-printf '%-8s %-9s %10s %12s %10s %14s %16s %8s\n' workers interval intervals "peak RSS MB" "bound MB" "CPU/interval" "CPU/worker-iv" "wall s"
+RELAYS=${RELAYS:-0}
+printf '%-8s %-9s %10s %12s %10s %14s %16s %8s' workers interval intervals "peak RSS MB" "bound MB" "CPU/interval" "CPU/worker-iv" "wall s"
+(( RELAYS > 0 )) && printf ' %14s' "relays CPU/iv"
+printf '\n'
+HZ=$(getconf CLK_TCK)
 for W in ${WORKERS:-1 16}; do
   for IV in ${LENGTHS:-1s 100ms}; do
     case $IV in
@@ -39,18 +46,41 @@ for W in ${WORKERS:-1 16}; do
     esac
     CP=$(port)
     out="$work/out-$W-$IV"
+    # With relays the coordinator sees one worker per relay.
+    members=$W
+    (( RELAYS > 0 )) && members=$RELAYS
     /usr/bin/time -f "%M %U %S %e" -o "$work/time-$W-$IV" \
-      "$BIN/crest" run --listen "127.0.0.1:$CP" --workers "$W" --wait-timeout 60s \
+      "$BIN/crest" run --listen "127.0.0.1:$CP" --workers "$members" --wait-timeout 60s \
       --target 127.0.0.1:1 --rate 10000 --duration "${D}s" --interval "$IV" --mix "$MIX" \
       --connections "$(( W > 16 ? W : 16 ))" --out "$out" >"$work/table-$W-$IV" 2>"$work/crest-$W-$IV.err" &
     cpid=$!
     pids+=($cpid)
     sleep 0.5
-    "$BIN/examples/sim_workers" "http://127.0.0.1:$CP" "$W" "$N" "$out/timeline.csv" 2>"$work/sim-$W-$IV.err" &
+    dial="http://127.0.0.1:$CP"
+    rpids=()
+    if (( RELAYS > 0 )); then
+      (( W % RELAYS == 0 )) || { echo "coordinator-memory.sh: RELAYS=$RELAYS does not divide $W workers" >&2; exit 2; }
+      dial=
+      for r in $(seq "$RELAYS"); do
+        RP=$(port)
+        "$BIN/crest" relay --coordinator "http://127.0.0.1:$CP" --listen "127.0.0.1:$RP" \
+          --workers $(( W / RELAYS )) --name "relay$r" 2>"$work/relay$r-$W-$IV.err" &
+        rpids+=($!)
+        pids+=($!)
+        dial="${dial:+$dial,}http://127.0.0.1:$RP"
+      done
+      sleep 0.3
+    fi
+    "$BIN/examples/sim_workers" "$dial" "$W" "$N" "$out/timeline.csv" 2>"$work/sim-$W-$IV.err" &
     spid=$!
     pids+=($spid)
     code=0
     wait "$cpid" || code=$?
+    relay_ticks=0
+    for r in "${rpids[@]}"; do
+      relay_ticks=$(( relay_ticks + $(cpu "$r") ))
+      kill "$r" 2>/dev/null || true
+    done
     wait "$spid" 2>/dev/null || true
     read -r rss_kb user sys wall <"$work/time-$W-$IV"
     verdict=$(python3 - "$out/report.json" "$W" "$N" "${SIM_PER_INTERVAL:-1000}" <<'EOF'
@@ -85,7 +115,9 @@ EOF
     # per interval (10 commands, one class).
     bound=$(awk "BEGIN{printf \"%.1f\", 40 + 10 + 2.5 * $W + 0.3 * $N / 1024}")
     rss_mb=$(awk "BEGIN{printf \"%.1f\", $rss_kb / 1024}")
-    printf '%-8s %-9s %10s %12s %10s %14s %16s %8s\n' "$W" "$IV" "$N" "$rss_mb" "$bound" "$cpu_us" "$per_worker" "$wall"
+    printf '%-8s %-9s %10s %12s %10s %14s %16s %8s' "$W" "$IV" "$N" "$rss_mb" "$bound" "$cpu_us" "$per_worker" "$wall"
+    (( RELAYS > 0 )) && printf ' %14s' "$(awk "BEGIN{printf \"%.0f µs\", $relay_ticks / $HZ / $N * 1e6}")"
+    printf '\n'
     if awk "BEGIN{exit !($rss_mb > $bound)}"; then
       echo "$W workers, $IV: peak RSS $rss_mb MB is over the README's bound of $bound MB" >&2
       over=1

@@ -15,7 +15,8 @@
 //! ```text
 //! cargo run --release -p crest --example sim_workers -- http://127.0.0.1:7600 16 3600 out/timeline.csv
 //! ```
-//! Arguments: coordinator URL, workers, intervals per worker, optionally the live timeline.
+//! Arguments: coordinator URL (or several, comma-separated: `crest relay`s, worker i dialling
+//! the (i mod n)th), workers, intervals per worker, optionally the live timeline.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark tool: fail loudly
 
@@ -332,7 +333,7 @@ async fn main() {
     let url = args
         .get(1)
         .cloned()
-        .expect("usage: sim_workers URL WORKERS INTERVALS");
+        .expect("usage: sim_workers URL[,URL...] WORKERS INTERVALS [TIMELINE]");
     let workers: usize = args.get(2).map_or(1, |s| s.parse().expect("WORKERS"));
     let intervals: u32 = args.get(3).map_or(3_600, |s| s.parse().expect("INTERVALS"));
     let rows = args.get(4).map(|p| {
@@ -340,8 +341,13 @@ async fn main() {
         tokio::spawn(watch_rows(p.into(), rows.clone()));
         rows
     });
+    // Several URLs (comma-separated: relays): worker i dials the (i mod n)th.
+    let urls: Vec<String> = url.split(',').map(str::to_string).collect();
     let tasks: Vec<_> = (0..workers)
-        .map(|i| tokio::spawn(worker(url.clone(), i, intervals, workers, rows.clone())))
+        .map(|i| {
+            let url = urls[i % urls.len()].clone();
+            tokio::spawn(worker(url, i, intervals, workers, rows.clone()))
+        })
         .collect();
     for t in tasks {
         let _ = t.await;

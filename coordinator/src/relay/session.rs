@@ -122,7 +122,8 @@ pub async fn run(
     let mut backoff = BACKOFF_MIN;
     tokio::pin!(shutdown);
     let result = loop {
-        while workers.len() < cfg.workers {
+        // Every worker's clock is known before the relay registers: a plan can come at once.
+        while workers.len() < cfg.workers || workers.iter().any(|w| w.clock.is_none()) {
             tokio::select! {
                 _ = &mut shutdown => break,
                 ev = events.recv() => match ev {
@@ -131,7 +132,7 @@ pub async fn run(
                 },
             }
         }
-        if workers.len() < cfg.workers {
+        if workers.len() < cfg.workers || workers.iter().any(|w| w.clock.is_none()) {
             break Ok(());
         }
         let outcome = tokio::select! {
@@ -152,8 +153,10 @@ pub async fn run(
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     };
+    // The workers' sessions never end on their own (a graceful stop would wait for them):
+    // they are cut, and each worker's dead man's switch and redial take over.
     let _ = stop.send(());
-    let _ = server.await;
+    server.abort();
     result
 }
 
