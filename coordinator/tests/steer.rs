@@ -9,7 +9,13 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// One HTTP/1.1 request to the admin API on 127.0.0.1:`port`: (status, body).
-fn http(port: u16, method: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
+pub(crate) fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
@@ -49,14 +55,14 @@ fn dechunk(mut b: &str) -> String {
 }
 
 /// `/status` once the admin API answers.
-fn status(port: u16) -> Option<Value> {
+pub(crate) fn status(port: u16) -> Option<Value> {
     TcpStream::connect(("127.0.0.1", port)).ok()?;
     let (code, body) = http(port, "GET", "/status", "", None);
     (code == 200).then(|| serde_json::from_str(&body).unwrap())
 }
 
 /// Waits (at most 60 s) until the run's `/status` passes `ok`; returns it.
-fn wait_status(port: u16, ok: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_status(port: u16, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(s) = status(port)
@@ -73,7 +79,7 @@ fn wait_status(port: u16, ok: impl Fn(&Value) -> bool) -> Value {
 }
 
 /// Waits until the measured phase has run `secs` seconds.
-fn running_for(port: u16, secs: f64) -> Value {
+pub(crate) fn running_for(port: u16, secs: f64) -> Value {
     wait_status(port, |s| {
         s["phase"] == "running" && f(s, "elapsed_s") >= secs
     })

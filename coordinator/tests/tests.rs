@@ -22,6 +22,7 @@ mod html;
 mod inprocess;
 mod netns;
 mod redis_cluster;
+mod relay;
 mod resp3;
 mod search;
 mod server_stats;

@@ -73,6 +73,8 @@ enum SessionError {
     Broken(String),
     #[error("the coordinator took no message for {DEAD_MAN:?}")]
     Stuck,
+    #[error("{0}")]
+    Lost(String),
 }
 
 /// A worker under the relay.
@@ -135,10 +137,28 @@ pub async fn run(
         if workers.len() < cfg.workers || workers.iter().any(|w| w.clock.is_none()) {
             break Ok(());
         }
-        let outcome = tokio::select! {
-            _ = &mut shutdown => break Ok(()),
-            r = session(&cfg, &endpoint, &id, &mut workers, &mut events) => r,
+        let mut run: Option<Run> = None;
+        let (stopping, outcome) = tokio::select! {
+            _ = &mut shutdown => (true, Err(SessionError::Broken("the relay was told to stop".into()))),
+            r = session(&cfg, &endpoint, &id, &mut workers, &mut events, &mut run) => (false, r),
         };
+        // However the session ended (an error, a stuck upstream, a signal), a run it was
+        // carrying stops now: the hub's heartbeats alone would keep its workers sending.
+        if let Some(r) = run.take() {
+            let reason = match &outcome {
+                Ok(why) => why.clone(),
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(run_id = %r.id, %reason, "the workers' run is aborted");
+            let abort = In::Abort(pb::Abort {
+                run_id: r.id.clone(),
+                reason,
+            });
+            down(&workers, &r, &abort).await;
+        }
+        if stopping {
+            break Ok(());
+        }
         match outcome {
             Ok(why) => {
                 backoff = BACKOFF_MIN;
@@ -255,8 +275,18 @@ async fn fail(
     .await
 }
 
-fn internal() -> i32 {
-    pb::FailureKind::from(FailureKind::Internal) as i32
+/// Aborts `run` on its workers and ends the session upstream: the coordinator marks the
+/// relay lost (as it marks a worker whose session ends), keeps the intervals it had, and
+/// the rest of the fleet finishes the run. What one worker under the relay did after its
+/// last summed interval cannot be accounted for, so the relay's part ends there.
+async fn lose(workers: &[Worker], run: Run, reason: String) -> SessionError {
+    tracing::warn!(run_id = %run.id, %reason, "run lost: leaving the coordinator's session");
+    let abort = In::Abort(pb::Abort {
+        run_id: run.id.clone(),
+        reason: reason.clone(),
+    });
+    down(workers, &run, &abort).await;
+    SessionError::Lost(reason)
 }
 
 /// One session upstream; `Ok` carries why it ended normally.
@@ -266,6 +296,7 @@ async fn session(
     id: &str,
     workers: &mut Vec<Worker>,
     events: &mut mpsc::Receiver<HubEvent>,
+    run: &mut Option<Run>,
 ) -> Result<String, SessionError> {
     let channel = endpoint
         .connect()
@@ -296,7 +327,6 @@ async fn session(
         .await
         .map_err(|e| SessionError::Dial(e.message().to_string()))?
         .into_inner();
-    let mut run: Option<Run> = None;
     // The workers changed: register again once no run is active.
     let mut changed = false;
     let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);
@@ -308,36 +338,20 @@ async fn session(
                 let m = match m {
                     Ok(Some(m)) => m,
                     Ok(None) | Err(_) if run.is_none() => return Ok("the coordinator closed the session".into()),
-                    Ok(None) => {
-                        if let Some(r) = run.take() {
-                            let abort = In::Abort(pb::Abort { run_id: r.id.clone(), reason: "the coordinator closed the session".into() });
-                            down(workers, &r, &abort).await;
-                        }
-                        return Err(SessionError::Broken("the coordinator closed the session mid-run".into()));
-                    }
-                    Err(e) => {
-                        if let Some(r) = run.take() {
-                            let abort = In::Abort(pb::Abort { run_id: r.id.clone(), reason: e.message().to_string() });
-                            down(workers, &r, &abort).await;
-                        }
-                        return Err(SessionError::Broken(e.message().to_string()));
-                    }
+                    // The run, if any, is aborted on the workers when the session ends.
+                    Ok(None) => return Err(SessionError::Broken("the coordinator closed the session mid-run".into())),
+                    Err(e) => return Err(SessionError::Broken(e.message().to_string())),
                 };
                 last_heard = Instant::now();
                 let Some(m) = m.msg else { continue };
-                upstream(m, &tx, workers, &mut run).await?;
+                upstream(m, &tx, workers, run).await?;
             }
             ev = events.recv() => {
                 let Some(ev) = ev else { return Ok("the hub stopped".into()) };
-                changed |= downstream(ev, &tx, workers, &mut run).await?;
+                changed |= downstream(ev, &tx, workers, run).await?;
             }
             _ = watchdog.tick() => {
                 if last_heard.elapsed() > DEAD_MAN {
-                    if let Some(r) = run.take() {
-                        tracing::warn!(run_id = %r.id, "coordinator silent: the workers' run is aborted");
-                        let abort = In::Abort(pb::Abort { run_id: r.id.clone(), reason: "the relay lost its coordinator".into() });
-                        down(workers, &r, &abort).await;
-                    }
                     return Err(SessionError::Silent);
                 }
                 if let Some(r) = &run
@@ -345,7 +359,7 @@ async fn session(
                 {
                     let reason = format!("worker {} under relay {} was silent for {SILENCE:?} mid-run", w.link.info.name, cfg.name);
                     if let Some(r) = run.take() {
-                        fail(&tx, workers, r, internal(), reason).await?;
+                        return Err(lose(workers, r, reason).await);
                     }
                 }
             }
@@ -477,14 +491,16 @@ async fn downstream(
                 .iter()
                 .find(|w| w.link.info.id == *id)
                 .map(|w| w.link.info.name.clone());
-            if let Some(r) = run.take_if(|r| r.workers.contains(id)) {
-                let reason = format!(
-                    "worker {} under the relay left mid-run: {reason}",
-                    name.as_deref().unwrap_or(id)
-                );
-                fail(tx, workers, r, internal(), reason).await?;
+            let in_run = run.as_ref().is_some_and(|r| r.workers.contains(id));
+            let reason = format!(
+                "worker {} under the relay left mid-run: {reason}",
+                name.as_deref().unwrap_or(id)
+            );
+            let changed = idle_event(ev, workers).await;
+            if in_run && let Some(r) = run.take() {
+                return Err(lose(workers, r, reason).await);
             }
-            return Ok(idle_event(ev, workers).await);
+            return Ok(changed);
         }
         other => return Ok(idle_event(other, workers).await),
     };
@@ -505,7 +521,7 @@ async fn downstream(
             if let Err(e) = r.gather.receive(w, iv) {
                 let reason = format!("worker {name}: {e}");
                 if let Some(r) = run.take() {
-                    fail(tx, workers, r, internal(), reason).await?;
+                    return Err(lose(workers, r, reason).await);
                 }
                 return Ok(false);
             }
@@ -564,7 +580,7 @@ async fn forward(
             Err(e) => {
                 let reason = format!("an interval cannot be summed: {e}");
                 if let Some(r) = run.take() {
-                    fail(tx, workers, r, internal(), reason).await?;
+                    return Err(lose(workers, r, reason).await);
                 }
                 return Ok(());
             }
@@ -583,7 +599,7 @@ async fn forward(
             Ok(f) => up(tx, Out::Finished(f)).await?,
             Err(e) => {
                 let reason = format!("the final results cannot be summed: {e}");
-                fail(tx, workers, r, internal(), reason).await?;
+                return Err(lose(workers, r, reason).await);
             }
         }
     }
