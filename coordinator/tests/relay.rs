@@ -281,3 +281,44 @@ fn a_rate_change_reaches_every_worker_behind_a_relay() {
     );
     assert_eq!(u(&report["totals"], "scheduled") as f64, total);
 }
+
+/// Checkpoints through a relay (the sorted-set study): its two workers each stop at their
+/// share of every checkpoint, the relay tells the coordinator once both have, and the
+/// probe at each reads exactly the members written so far.
+#[test]
+fn checkpoints_hold_every_worker_behind_a_relay() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("relay-checkpoints");
+    let profile = examples_dir().join("zset-growth.toml");
+    let (mut coord, listen) = start_coordinator(
+        &dir,
+        &server.addr(),
+        1,
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--batch",
+            "1000",
+            "--requests",
+            "400",
+            "--checkpoint-every",
+            "100",
+            "--probe",
+            "ZCARD growth0",
+        ],
+    );
+    let _relay = start_relay(&dir, &listen, "re", 2);
+    let report = finish(&dir, &mut coord, Duration::from_secs(60));
+    let cps = report["checkpoints"].as_array().unwrap();
+    assert_eq!(cps.len(), 4, "{cps:?}");
+    for (k, c) in cps.iter().enumerate() {
+        assert_eq!(u(c, "requests"), (k as u64 + 1) * 100, "{c}");
+        assert_eq!(c["probe"], ((k as u64 + 1) * 100_000).to_string(), "{c}");
+    }
+    assert_eq!(u(&report["server"]["total"], "ops"), 400);
+    assert_eq!(
+        report["checks"]["server_agrees"], true,
+        "{}",
+        report["server"]["agreement"]
+    );
+}
