@@ -28,9 +28,9 @@
 //! - [`search`]: `crest search`: the knee, the highest rate that holds the SLOs (climb,
 //!   bisect, confirm; windows judged on their exact merged histograms; a generator-bound
 //!   window stops it as the clients' limit), `search.json` and the hockey stick.
-//! - [`relay`]: a tier between the coordinator and a fleet's workers (upstream one worker,
-//!   downstream a coordinator): its design, and the sums and the gathering it forwards
-//!   (the sessions and `crest relay` are not built yet).
+//! - [`relay`]: `crest relay`, a tier between the coordinator and groups of workers
+//!   (upstream one worker with their shards, downstream a coordinator): plans split down,
+//!   results summed exactly on the way up.
 //! - [`suite`]: `crest suite`: valkey-benchmark's default tests, its commands and output
 //!   formats, each test a whole run.
 //!

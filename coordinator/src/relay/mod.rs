@@ -21,20 +21,20 @@
 //!   upstream. The coordinator checks a relay's intervals against its final as it checks a
 //!   worker's: the fingerprints of sums are the sums of fingerprints.
 //! - Finals: when every worker finished, one final message, their sum.
-//! - Liveness: the coordinator's heartbeats are forwarded, not originated (a relay that
-//!   beat on its own would keep its workers sending for a second after the coordinator
-//!   was lost); a worker lost mid-run fails the relay's run upstream (its load cannot be
-//!   accounted for); between runs a worker that leaves or joins makes the relay register
-//!   again with its new shards.
+//! - Liveness: the hub beats its workers as `crest run`'s does; the relay's own dead man's
+//!   switch (the coordinator silent for a second, or its session ended) aborts the
+//!   workers' run at once, so load stops within a second of the coordinator's last word.
+//!   A worker lost mid-run (its session ended, or silent for 3 s) loses the relay: it
+//!   aborts its other workers and leaves the coordinator's session, which marks it lost as
+//!   it marks any lost worker (its intervals so far kept; the rest of the fleet finishes).
+//!   Between runs a worker that leaves or joins makes the relay register again with its
+//!   new shards ([`session`]).
 //! - Steering, checkpoints: a `Steer`, `ReleaseCheckpoint` or `Abort` goes to every
 //!   worker; `Steered` and `CheckpointReached` go upstream once every worker sent its own
 //!   (the earliest and latest switch instants of all: [`pass::Acks`]).
 //!
-//! # Status
-//! [`sum`], [`gather`] and [`pass`] are built and tested (a relay's sums read by the
-//! coordinator's books equal its workers' messages read directly); the sessions on either
-//! side, the `crest relay` command and the fleet benchmark through relays are not built
-//! yet.
+//! Not yet: TLS on either side (the relay dials `http://` and serves plaintext), and
+//! relays of relays (a relay's workers are `crest-worker`s).
 
 pub mod gather;
 pub mod pass;

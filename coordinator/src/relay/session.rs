@@ -2,14 +2,15 @@
 //! run`'s) and one session upstream, in which the relay is one worker.
 //!
 //! One task runs both: it waits for `--workers` workers, dials the coordinator and
-//! registers with their shards, then passes orders down ([`pass`]) and results up
-//! ([`gather`], [`sum`]). When its workers change (one leaves, one joins) it ends the
-//! session once no run is active and registers again with the new shards; a run whose
-//! worker leaves or falls silent fails upstream (its load cannot be accounted for), and
-//! the others are told to abort. The hub beats its workers every 250 ms; the relay's own
-//! dead man's switch (the coordinator silent for [`DEAD_MAN`]) aborts its workers' run at
-//! once, so load stops within a second of the coordinator's last word, as for a worker
-//! that dials the coordinator directly.
+//! registers with their shards, then passes orders down ([`super::pass`]) and results up
+//! ([`super::gather`], [`super::sum`]). When its workers change (one leaves, one joins)
+//! it ends the session once no run is active and registers again with the new shards. A
+//! run whose worker leaves or falls silent loses the relay: its other workers are told to
+//! abort and the relay leaves the session, so the coordinator marks it lost. The hub
+//! beats its workers every 250 ms; however the session with the coordinator ends (closed,
+//! broken, silent for [`DEAD_MAN`]), the run it carried is aborted on the workers at once,
+//! so load stops within a second of the coordinator's last word, as for a worker that
+//! dials the coordinator directly.
 
 use super::gather::Gather;
 use super::pass::{self, Acks, Member};
