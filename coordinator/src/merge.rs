@@ -108,6 +108,23 @@ pub fn sum<'a, H: Samples + 'a>(stats: impl IntoIterator<Item = &'a CmdStatsOf<H
     t
 }
 
+/// Sets a reused (class, command) key: looked up with it, a sum costs no string copies
+/// per message (only a key seen for the first time is cloned, by [`add_keyed`]).
+pub fn set_key(key: &mut (String, String), class: &str, name: &str) {
+    key.0.clear();
+    key.0.push_str(class);
+    key.1.clear();
+    key.1.push_str(name);
+}
+
+/// `by[key] += s`, the entry made when the key is new.
+pub fn add_keyed(by: &mut SumBy, key: &(String, String), s: &CmdDelta) {
+    match by.get_mut(key) {
+        Some(t) => *t += s,
+        None => *by.entry(key.clone()).or_default() += s,
+    }
+}
+
 /// The interval hot path's decode: sparse histograms, one reused decoder.
 fn decode_delta<'a>(
     de: &mut SparseDecoder,
@@ -840,16 +857,9 @@ impl RunBooks {
             books.intervals += 1;
             for (class, name, mut s) in decoded {
                 fold_kinds(&mut s.errors, &mut self.kinds);
-                // Looked up with a reused key: no string copies per interval.
-                self.key.0.clear();
-                self.key.0.push_str(class);
-                self.key.1.clear();
-                self.key.1.push_str(name);
+                set_key(&mut self.key, class, name);
                 books.add(&self.key, &s);
-                match by_key.get_mut(&self.key) {
-                    Some(t) => *t += &s,
-                    None => *by_key.entry(self.key.clone()).or_default() += &s,
-                }
+                add_keyed(&mut by_key, &self.key, &s);
                 for h in [s.latency, s.service_time, s.schedule_lag] {
                     self.de.recycle(h);
                 }

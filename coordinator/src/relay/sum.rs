@@ -8,10 +8,11 @@
 //! union of the workers' kinds is bounded by 32 again, and each kind's first message goes
 //! upstream once, with the interval it was first summed in.
 
+use crate::merge::{self, SumBy};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{HistError, SparseDecoder};
-use crest_model::stats::{CmdSum, ErrorCounts, Kinds, NodeStats, add_error, fold_kinds};
+use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error, fold_kinds};
 use crest_proto::pb;
 use std::collections::BTreeMap;
 
@@ -31,7 +32,7 @@ pub struct Summer {
     kinds: Kinds,
     de: SparseDecoder,
     /// Per (class, command), reused: cleared, not freed, between intervals.
-    by_key: BTreeMap<(String, String), CmdSum>,
+    by_key: SumBy,
     key: (String, String),
 }
 
@@ -50,7 +51,8 @@ impl Summer {
     }
 
     /// Adds one worker's commands into the per-key sums, all or nothing: every histogram
-    /// of the message is decoded before any is added.
+    /// of the message is decoded before any is added. On an error the sums are emptied:
+    /// what came before it in the same call (other workers' messages) is dropped with it.
     fn add_commands(
         &mut self,
         w: usize,
@@ -60,22 +62,22 @@ impl Summer {
         let decoded = commands
             .iter()
             .map(|c| convert::delta_from_pb(c, &mut self.de))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| Unsummable { worker: w, error })?;
+            .collect::<Result<Vec<_>, _>>();
+        let decoded = match decoded {
+            Ok(d) => d,
+            Err(error) => {
+                self.clear();
+                return Err(Unsummable { worker: w, error });
+            }
+        };
         // Kinds with their messages first, so a new kind is admitted with its text.
         for (kind, message) in convert::messages_from_pb(messages) {
             self.kinds.fold(&kind, Some(&message));
         }
         for (class, name, mut s) in decoded {
             fold_kinds(&mut s.errors, &mut self.kinds);
-            self.key.0.clear();
-            self.key.0.push_str(class);
-            self.key.1.clear();
-            self.key.1.push_str(name);
-            match self.by_key.get_mut(&self.key) {
-                Some(t) => *t += &s,
-                None => *self.by_key.entry(self.key.clone()).or_default() += &s,
-            }
+            merge::set_key(&mut self.key, class, name);
+            merge::add_keyed(&mut self.by_key, &self.key, &s);
             for h in [s.latency, s.service_time, s.schedule_lag] {
                 self.de.recycle(h);
             }
@@ -83,8 +85,7 @@ impl Summer {
         Ok(())
     }
 
-    /// Empties the per-key sums (after a message that could not be summed: what came
-    /// before it in the same call is dropped with it).
+    /// Empties the per-key sums.
     fn clear(&mut self) {
         for s in self.by_key.values_mut() {
             s.clear();
@@ -111,7 +112,7 @@ impl Summer {
     ///
     /// # Errors
     /// [`Unsummable`] naming the first worker whose histograms do not decode (nothing of
-    /// its message is summed; the relay cannot forward the index, and fails the run).
+    /// the index is summed: the relay cannot forward it, and leaves the run).
     pub fn interval<'a>(
         &mut self,
         run_id: &str,
@@ -121,10 +122,7 @@ impl Summer {
         let mut load = Load::default();
         let mut seen = BTreeMap::new();
         for (w, iv) in msgs {
-            if let Err(e) = self.add_commands(w, &iv.error_messages, &iv.commands) {
-                self.clear();
-                return Err(e);
-            }
+            self.add_commands(w, &iv.error_messages, &iv.commands)?;
             for c in &iv.commands {
                 seen.insert((c.class.clone(), c.command.clone()), ());
             }
@@ -161,10 +159,7 @@ impl Summer {
         let mut classes: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut nodes: Vec<NodeStats> = Vec::new();
         for (w, f) in finals {
-            if let Err(e) = self.add_commands(w, &f.error_messages, &f.totals) {
-                self.clear();
-                return Err(e);
-            }
+            self.add_commands(w, &f.error_messages, &f.totals)?;
             for c in &f.totals {
                 seen.insert((c.class.clone(), c.command.clone()), ());
             }
