@@ -620,6 +620,10 @@ fn encode_buckets(buckets: impl Iterator<Item = (usize, u64)>) -> Vec<u8> {
         put_zigzag(&mut payload, i64::try_from(count).unwrap_or(i64::MAX));
         next = index + 1;
     }
+    if payload.is_empty() {
+        // An empty histogram is the first bucket's count, 0 (as the crate writes it).
+        payload.push(0);
+    }
     let mut out = Vec::with_capacity(4 + V2_HEADER + payload.len());
     out.extend_from_slice(&V2_COOKIE.to_be_bytes());
     out.extend_from_slice(
@@ -862,7 +866,8 @@ mod tests {
 
         /// A [`Dense`] or [`Sparse`] encodes to exactly the bytes [`encode_wire`] makes of
         /// the same histogram (what a relay forwards reads as what its workers sent), and
-        /// both decode (the checked way too) to it.
+        /// both decode (the checked way too) to it. (The empty one is its own test below:
+        /// drawn here once in about 1,200 cases.)
         #[test]
         fn dense_and_sparse_encode_like_the_crate(
             values in proptest::collection::vec(0u64..HIGHEST_NS * 2, 0..400),
@@ -983,6 +988,28 @@ mod tests {
             SparseDecoder::new().decode(&encode(&wide)),
             Err(HistError::Bounds(_))
         ));
+    }
+
+    /// The empty histogram encodes as the crate encodes it (one zero count), from a
+    /// [`Dense`] never touched, one cleared, and an empty [`Sparse`].
+    #[test]
+    fn an_empty_histogram_encodes_like_the_crate() {
+        let want = encode_wire(&new_hist());
+        let mut used = Dense::default();
+        used.add(&Sparse::of(&{
+            let mut h = new_hist();
+            record(&mut h, 1_000);
+            h
+        }));
+        used.clear();
+        for got in [
+            Dense::default().encode_wire(),
+            used.encode_wire(),
+            Sparse::default().encode_wire(),
+        ] {
+            assert_eq!(got, want);
+            assert!(decode(&got).unwrap().is_empty());
+        }
     }
 
     #[test]
