@@ -30,6 +30,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 /// Clock pings sent to a worker when it joins (the lowest-RTT answer sets its offset).
 const PINGS: u64 = 5;
+/// A worker whose clock is still unknown this long after the relay began waiting is named
+/// (and pinged again), every this long.
+const UNANSWERED: Duration = Duration::from_secs(5);
 /// Waits between dials to an absent coordinator.
 const BACKOFF_MIN: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -126,6 +129,8 @@ pub async fn run(
     tokio::pin!(shutdown);
     let result = loop {
         // Every worker's clock is known before the relay registers: a plan can come at once.
+        let mut waiting = tokio::time::interval(UNANSWERED);
+        waiting.tick().await;
         while workers.len() < cfg.workers || workers.iter().any(|w| w.clock.is_none()) {
             tokio::select! {
                 _ = &mut shutdown => break,
@@ -133,6 +138,7 @@ pub async fn run(
                     Some(ev) => { idle_event(ev, &mut workers).await; }
                     None => break,
                 },
+                _ = waiting.tick() => unanswered(&workers).await,
             }
         }
         if workers.len() < cfg.workers || workers.iter().any(|w| w.clock.is_none()) {
@@ -229,6 +235,23 @@ async fn idle_event(ev: HubEvent, workers: &mut Vec<Worker>) -> bool {
             }
             false
         }
+    }
+}
+
+/// Says which workers have not answered a clock ping (the relay registers only once every
+/// worker's clock is known) and pings them again.
+async fn unanswered(workers: &[Worker]) {
+    for w in workers.iter().filter(|w| w.clock.is_none()) {
+        tracing::warn!(
+            worker = %w.link.info.name,
+            "has not answered the relay's clock pings; the relay registers with the coordinator once every worker has"
+        );
+        w.link
+            .send(pb::coordinator_message::Msg::Ping(pb::Ping {
+                seq: PINGS,
+                t1_unix_ns: unix_ns(),
+            }))
+            .await;
     }
 }
 
