@@ -51,8 +51,9 @@ pub enum GatherError {
 /// One run's intervals waiting for some worker.
 #[derive(Debug)]
 pub struct Gather {
-    /// Messages by index: (worker, message).
-    held: BTreeMap<u32, Vec<(usize, pb::Interval)>>,
+    /// Messages by index: their encoded bytes together (counted in `held_bytes` once, on
+    /// arrival), and each (worker, message).
+    held: BTreeMap<u32, (usize, Vec<(usize, pb::Interval)>)>,
     held_bytes: usize,
     /// Each worker's highest index sent.
     last: Vec<Option<u32>>,
@@ -106,7 +107,9 @@ impl Gather {
         }
         self.held_bytes += bytes;
         self.last[w] = Some(iv.index);
-        self.held.entry(iv.index).or_default().push((w, iv));
+        let e = self.held.entry(iv.index).or_default();
+        e.0 += bytes;
+        e.1.push((w, iv));
         Ok(())
     }
 
@@ -143,10 +146,8 @@ impl Gather {
         if self.complete_below().is_some_and(|below| index >= below) {
             return None;
         }
-        let (index, msgs) = self.held.pop_first()?;
-        for (_, iv) in &msgs {
-            self.held_bytes = self.held_bytes.saturating_sub(iv.encoded_len());
-        }
+        let (index, (bytes, msgs)) = self.held.pop_first()?;
+        self.held_bytes = self.held_bytes.saturating_sub(bytes);
         self.taken_below = index.saturating_add(1);
         Some((index, msgs))
     }
