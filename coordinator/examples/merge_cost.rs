@@ -142,6 +142,7 @@ fn main() {
                 error_messages: vec![],
                 shard_cpu_ns: 250_000_000,
                 busiest_shard: 0.25,
+                ..Default::default()
             })
             .collect();
         let t0 = thread_cpu_ns();

@@ -307,6 +307,7 @@ async fn stream_run(
             error_messages: vec![],
             shard_cpu_ns: 250_000_000,
             busiest_shard: 0.25,
+            ..Default::default()
         });
         if tx.send(pb::WorkerMessage { msg: Some(msg) }).await.is_err() {
             return;

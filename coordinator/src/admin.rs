@@ -513,6 +513,18 @@ impl prometheus_client::collector::Collector for Exported {
                 "1 when the generator, not the server, limited the last finished interval.",
                 &one(if p.generator_bound { 1.0 } else { 0.0 }),
             )?;
+            gauge(
+                &mut enc,
+                "crest_interval_off_pace",
+                "1 when the last finished interval's schedule lag p99 passed the pacer's bound (the report's off_pace says why).",
+                &one(if p.off_pace.is_empty() { 0.0 } else { 1.0 }),
+            )?;
+            gauge(
+                &mut enc,
+                "crest_interval_shard_preemptions",
+                "Times the scheduler gave a shard's core to another thread in the last finished interval, every shard summed.",
+                &one(p.preemptions as f64),
+            )?;
         }
         let alive = b.workers.iter().filter(|w| w.lost.is_none()).count();
         gauge(

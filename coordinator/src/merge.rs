@@ -17,7 +17,7 @@
 
 use crate::config::RunConfig;
 use crate::output::Live;
-use crate::report::{Load, TimelinePoint};
+use crate::report::{Baseline, Load, TimelinePoint};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{self, Dense, Hist, HistError, SparseDecoder};
@@ -492,9 +492,9 @@ pub struct RunBooks {
     /// The run's bound on server error kinds (each worker keeps 32; the union of several
     /// workers' kinds is folded into 32 again) with each kind's first message.
     kinds: Kinds,
-    /// The lowest interval service-time p50 so far, ns (0: none yet): what "service time
-    /// rose" is measured against.
-    service_floor: u64,
+    /// What rows are judged against: the lowest interval service-time p50 so far (what
+    /// "service time rose" is measured against) and the pacer's lag bound.
+    base: Baseline,
     /// The row being summed, kept from row to row so that a row allocates nothing (None
     /// while a row is being summed).
     scratch: Option<RowScratch>,
@@ -575,7 +575,10 @@ impl RunBooks {
                 target_rate: 0.0,
             },
             kinds: Kinds::default(),
-            service_floor: 0,
+            base: Baseline {
+                service_floor: 0,
+                lag_bound_ns: cfg.pacer.lag_bound_ns(),
+            },
             scratch: None,
         }
     }
@@ -772,13 +775,13 @@ impl RunBooks {
             .map(|p| p.expected(t0, t1))
             .sum::<f64>()
             / iv_s;
-        let p = TimelinePoint::of(k, iv_s, sum, target, due, load, self.service_floor);
+        let p = TimelinePoint::of(k, iv_s, sum, target, due, load, self.base);
         // The lowest service time p50 of the run so far (intervals with at least 100
         // replies, so one lucky reply does not set it).
         if sum.service_time.len() >= 100 {
             let p50 = sum.service_time.value_at_quantile(0.5);
-            if self.service_floor == 0 || p50 < self.service_floor {
-                self.service_floor = p50;
+            if self.base.service_floor == 0 || p50 < self.base.service_floor {
+                self.base.service_floor = p50;
             }
         }
         self.window.rows += 1;
@@ -849,8 +852,7 @@ impl RunBooks {
                 }
             };
             due += iv.target_rate;
-            load.cpu_ns = load.cpu_ns.saturating_add(iv.shard_cpu_ns);
-            load.busiest = load.busiest.max(iv.busiest_shard);
+            load.add(&iv);
             let Some(books) = self.workers.get_mut(w) else {
                 continue;
             };
@@ -954,6 +956,7 @@ mod tests {
             error_messages: vec![],
             shard_cpu_ns: 0,
             busiest_shard: 0.0,
+            ..Default::default()
         }
     }
 

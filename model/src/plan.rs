@@ -21,6 +21,20 @@ pub enum Pacer {
     SleepWithin(u64),
 }
 
+impl Pacer {
+    /// The schedule lag p99 this pacer holds on a core of its own (the product's promise,
+    /// what an interval is checked against): `spin` 20 µs, `sleep` 100 µs, `sleep:T` T +
+    /// 100 µs (it sleeps past the first request due by up to T). An interval whose lag p99
+    /// passes it is reported off pace, with the reason the workers measured.
+    pub fn lag_bound_ns(self) -> u64 {
+        match self {
+            Pacer::Spin => 20_000,
+            Pacer::Sleep => 100_000,
+            Pacer::SleepWithin(t) => t.saturating_add(100_000),
+        }
+    }
+}
+
 /// Longest pacing tolerance: a millisecond-scale tolerance is what it is for; beyond this
 /// it is a burst generator.
 pub const MAX_TOLERANCE_NS: u64 = 10_000_000;

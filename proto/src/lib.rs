@@ -45,8 +45,10 @@ pub mod pb {
 /// every request to the seed node. Version 6: `ShardClass.checkpoints`,
 /// `CheckpointReached`, `ReleaseCheckpoint` (`--checkpoint-every`); an older worker would
 /// run through every checkpoint. Version 7: `Steer` and `Steered` (a runtime change of
-/// rate at one instant); an older worker would ignore it and keep the old rate.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// rate at one instant); an older worker would ignore it and keep the old rate. Version 8:
+/// `Interval.shard_preemptions` and `shard_queued_ns` (why an interval was off pace); an
+/// older worker would report none, and its late intervals would be blamed on the pacer.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

@@ -658,12 +658,17 @@ fn table_reader(
 struct Load {
     cpu_ns: u64,
     busiest: f64,
+    /// Preemptions of the shard threads and their time queued for a core, summed.
+    preemptions: u64,
+    queued_ns: u64,
 }
 
 impl Load {
     fn add(&mut self, l: &shard::ShardLoad) {
         self.cpu_ns = self.cpu_ns.saturating_add(l.cpu_ns);
         self.busiest = self.busiest.max(l.busy());
+        self.preemptions = self.preemptions.saturating_add(l.sched.preemptions);
+        self.queued_ns = self.queued_ns.saturating_add(l.sched.queued_ns);
     }
 }
 
@@ -958,6 +963,8 @@ impl ActiveRun {
             error_messages: convert::messages_to_pb(&std::mem::take(&mut self.new_messages)),
             shard_cpu_ns: load.cpu_ns,
             busiest_shard: load.busiest,
+            shard_preemptions: load.preemptions,
+            shard_queued_ns: load.queued_ns,
         })
     }
 }

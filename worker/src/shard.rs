@@ -38,6 +38,7 @@ use crate::conn::{
 use crate::route::{Routes, Shared};
 use crate::steer::Steering;
 use crate::sys::epoll::{self, Epoll, Events, Ready};
+use crate::sys::sched::{Sched, SchedMeter};
 use crate::sys::stamp::{self, Clocks};
 use crate::target_tls::{self, Client, Handshakes};
 use crest_model::hist;
@@ -222,6 +223,8 @@ pub struct ShardLoad {
     pub busy_ns: u64,
     /// Wall time covered.
     pub wall_ns: u64,
+    /// How much of its core the thread did not get: preemptions and time queued for it.
+    pub sched: Sched,
 }
 
 impl ShardLoad {
@@ -246,10 +249,17 @@ struct LoadMeter {
     wall0: u64,
     /// Waiting time so far.
     idle_ns: u64,
+    /// The thread's scheduler counts, and their reading when the measure began.
+    sched: SchedMeter,
+    sched0: Sched,
 }
 
 impl LoadMeter {
+    /// Starts measuring; on the shard's own thread (the scheduler counts are that
+    /// thread's).
     fn start(&mut self, now: u64) {
+        self.sched = SchedMeter::for_this_thread();
+        self.sched0 = self.sched.read();
         self.cpu0 = epoll::thread_cpu_ns();
         self.wall0 = now;
         self.idle_ns = 0;
@@ -264,6 +274,7 @@ impl LoadMeter {
         let wall_ns = now.saturating_sub(self.wall0);
         let cpu_ns = cpu.saturating_sub(self.cpu0);
         let waiting = wall_ns.saturating_sub(self.idle_ns);
+        let sched = self.sched.read();
         let load = ShardLoad {
             cpu_ns,
             busy_ns: match pacer {
@@ -271,7 +282,9 @@ impl LoadMeter {
                 Pacer::Spin => waiting,
             },
             wall_ns,
+            sched: sched.since(self.sched0),
         };
+        self.sched0 = sched;
         self.cpu0 = cpu;
         self.wall0 = now;
         self.idle_ns = 0;

@@ -9,6 +9,7 @@
 //! upstream once, with the interval it was first summed in.
 
 use crate::merge::{self, SumBy};
+use crate::report::Load;
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{HistError, SparseDecoder};
@@ -34,14 +35,6 @@ pub struct Summer {
     /// Per (class, command), reused: cleared, not freed, between intervals.
     by_key: SumBy,
     key: (String, String),
-}
-
-/// Interval fields that are not per command.
-#[derive(Debug, Default)]
-struct Load {
-    target_rate: f64,
-    cpu_ns: u64,
-    busiest: f64,
 }
 
 impl Summer {
@@ -107,8 +100,8 @@ impl Summer {
 
     /// The one interval message for index `index` of run `run_id` that `msgs` (each
     /// worker's message for that index, by worker) add up to: counts and histograms summed
-    /// per (class, command), rates and shard CPU summed, the busiest shard the busiest of
-    /// all, and the kinds first seen in it with their messages.
+    /// per (class, command), rates, shard CPU, preemptions and queued time summed, the
+    /// busiest shard the busiest of all, and the kinds first seen in it with their messages.
     ///
     /// # Errors
     /// [`Unsummable`] naming the first worker whose histograms do not decode (nothing of
@@ -120,24 +113,26 @@ impl Summer {
         msgs: impl IntoIterator<Item = (usize, &'a pb::Interval)>,
     ) -> Result<pb::Interval, Unsummable> {
         let mut load = Load::default();
+        let mut target_rate = 0.0;
         let mut seen = BTreeMap::new();
         for (w, iv) in msgs {
             self.add_commands(w, &iv.error_messages, &iv.commands)?;
             for c in &iv.commands {
                 seen.insert((c.class.clone(), c.command.clone()), ());
             }
-            load.target_rate += iv.target_rate;
-            load.cpu_ns = load.cpu_ns.saturating_add(iv.shard_cpu_ns);
-            load.busiest = load.busiest.max(iv.busiest_shard);
+            target_rate += iv.target_rate;
+            load.add(iv);
         }
         Ok(pb::Interval {
             run_id: run_id.to_string(),
             index,
             commands: self.take_commands(&seen),
-            target_rate: load.target_rate,
+            target_rate,
             error_messages: convert::messages_to_pb(&self.kinds.take_new()),
             shard_cpu_ns: load.cpu_ns,
             busiest_shard: load.busiest,
+            shard_preemptions: load.preemptions,
+            shard_queued_ns: load.queued_ns,
         })
     }
 
@@ -300,6 +295,8 @@ mod tests {
                 error_messages: convert::messages_to_pb(&messages),
                 shard_cpu_ns: 1_000 + index as u64,
                 busiest_shard: 0.1 * (index % 5) as f64,
+                shard_preemptions: (index % 3) as u64,
+                shard_queued_ns: 7_000 * index as u64,
             });
         }
         let final_ = pb::Finished {

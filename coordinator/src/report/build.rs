@@ -228,6 +228,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                     humantime::format_duration(std::time::Duration::from_nanos(t))
                 ),
             },
+            lag_bound_us: cfg.pacer.lag_bound_ns() as f64 / 1e3,
             timeout_s: cfg.timeout.as_secs_f64(),
             drain_s: cfg.drain.as_secs_f64(),
             warmup_s: cfg.warmup.as_secs_f64(),
@@ -259,6 +260,11 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             connection_bound_intervals: timeline
                 .iter()
                 .filter(|p| p.bound == "connections")
+                .map(|p| p.t_s)
+                .collect(),
+            off_pace_intervals: timeline
+                .iter()
+                .filter(|p| !p.off_pace.is_empty())
                 .map(|p| p.t_s)
                 .collect(),
             late_intervals: results.late_intervals,

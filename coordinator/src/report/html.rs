@@ -754,6 +754,17 @@ pub fn render(r: &Report) -> String {
             esc(&spans)
         );
     }
+    if let Some(line) = r.off_pace_line() {
+        let _ = write!(out, "<p class=\"warn\">{}.</p>", esc(&capitalized(&line)));
+    }
     out.push_str("</body></html>\n");
     out
+}
+/// `line` with its first letter upper-case (a summary line as a sentence).
+fn capitalized(line: &str) -> String {
+    let mut c = line.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }

@@ -274,6 +274,40 @@ pub struct TimelinePoint {
     /// connections, yet latency p99 was 1 ms or more and over 10× the schedule lag p99;
     /// or empty (nothing limited it).
     pub bound: &'static str,
+    /// Why schedule lag p99 passed the pacer's bound (`settings.lag_bound_us`: what the
+    /// pacer holds on a core of its own) in this interval, or empty when it did not:
+    /// `busy` (the busiest shard was busy 90% of the interval or more), `connections` (1%
+    /// or more of the requests waited for a free connection), `preempted` (the scheduler
+    /// took the shards' core from them: see `preemptions` and `core_wait_ms`; something
+    /// else runs on it), or `pacer` (none of these: the pacer's own wake-ups or turns came
+    /// late, from a timer or host latency the workers cannot see).
+    pub off_pace: &'static str,
+    /// Involuntary context switches of the shard threads in this interval, summed over
+    /// workers: times the scheduler gave a shard's core to another thread.
+    pub preemptions: u64,
+    /// Time the shard threads were runnable but waited for their core in this interval,
+    /// ms, summed over shards (0 where the kernel keeps no schedstat).
+    pub core_wait_ms: f64,
+}
+
+/// What an interval is judged against: the run so far and the pacer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Baseline {
+    /// The lowest interval service-time p50 of the run so far, ns (0: none yet).
+    pub service_floor: u64,
+    /// The schedule lag p99 the pacer holds on a core of its own, ns
+    /// ([`crest_model::plan::Pacer::lag_bound_ns`]).
+    pub lag_bound_ns: u64,
+}
+
+impl Default for Baseline {
+    /// No service floor yet; the default pacer's bound.
+    fn default() -> Self {
+        Self {
+            service_floor: 0,
+            lag_bound_ns: crest_model::plan::Pacer::Sleep.lag_bound_ns(),
+        }
+    }
 }
 
 /// The generator's work over one interval, summed over workers.
@@ -283,7 +317,39 @@ pub struct Load {
     pub cpu_ns: u64,
     /// Busy share of the busiest shard, 0 to 1.
     pub busiest: f64,
+    /// Involuntary context switches of the shard threads.
+    pub preemptions: u64,
+    /// Time the shard threads waited for their core, ns.
+    pub queued_ns: u64,
 }
+
+impl Load {
+    /// Adds one worker's (or relay's) interval: sums, and the busiest of the busiest.
+    pub fn add(&mut self, iv: &crest_proto::pb::Interval) {
+        self.cpu_ns = self.cpu_ns.saturating_add(iv.shard_cpu_ns);
+        self.busiest = self.busiest.max(iv.busiest_shard);
+        self.preemptions = self.preemptions.saturating_add(iv.shard_preemptions);
+        self.queued_ns = self.queued_ns.saturating_add(iv.shard_queued_ns);
+    }
+}
+
+/// Each cause of an off-pace interval ([`TimelinePoint::off_pace`]), in the order they are
+/// tried, and what it asks of the user.
+pub const OFF_PACE_CAUSES: &[(&str, &str)] = &[
+    (
+        "busy",
+        "a shard was busy 90% of the interval or more: add shards or workers",
+    ),
+    (
+        "connections",
+        "requests waited for a free connection: more --connections or --pipeline",
+    ),
+    ("preempted", "give each shard a core of its own"),
+    (
+        "pacer",
+        "its core its own and connections free, the pacer still woke or turned late: host latency the workers cannot see (a VM's vCPU steal, interrupts)",
+    ),
+];
 
 /// A shard busy for this share of an interval or more cannot keep its schedule.
 pub const SATURATED: f64 = 0.9;
@@ -299,8 +365,9 @@ impl TimelinePoint {
         target: f64,
         due_rate: f64,
         load: Load,
-        service_floor: u64,
+        base: Baseline,
     ) -> Self {
+        let service_floor = base.service_floor;
         let lag_p99 = s.schedule_lag.value_at_quantile(0.99);
         let latency_p99 = s.latency.value_at_quantile(0.99);
         let due = due_rate * interval_s;
@@ -312,6 +379,17 @@ impl TimelinePoint {
         let service_rose = service_floor > 0
             && !s.service_time.is_empty()
             && s.service_time.value_at_quantile(0.5) > service_floor.saturating_mul(2);
+        let off_pace = if lag_p99 <= base.lag_bound_ns || s.schedule_lag.is_empty() {
+            ""
+        } else if saturated {
+            "busy"
+        } else if waited {
+            "connections"
+        } else if load.preemptions > 0 {
+            "preempted"
+        } else {
+            "pacer"
+        };
         let bound = if generator {
             "generator"
         } else if service_rose {
@@ -340,6 +418,9 @@ impl TimelinePoint {
             generator_cpu_s: (load.cpu_ns as f64 / 1e6).round() / 1e3,
             busiest_shard: (load.busiest * 1000.0).round() / 1000.0,
             bound,
+            off_pace,
+            preemptions: load.preemptions,
+            core_wait_ms: (load.queued_ns as f64 / 1e3).round() / 1e3,
         }
     }
 }
@@ -447,6 +528,9 @@ pub struct Checks {
     /// Start times (s) of the intervals in which 1% or more of the requests waited for a
     /// free connection (and no shard was saturated).
     pub connection_bound_intervals: Vec<f64>,
+    /// Start times (s) of the intervals whose schedule lag p99 passed the pacer's bound
+    /// (`settings.lag_bound_us`); each row's `off_pace` says why.
+    pub off_pace_intervals: Vec<f64>,
     /// Interval messages that came after their timeline row was written (a worker lagged
     /// past the coordinator's cap on pending intervals): counted in the totals and the
     /// worker's row, not in the timeline.
@@ -497,6 +581,9 @@ pub struct Settings {
     pub classes: Vec<ClassSettings>,
     /// Pacer.
     pub pacer: String,
+    /// The schedule lag p99 the pacer holds on a core of its own, µs (spin 20, sleep 100,
+    /// sleep:T T + 100): intervals above it are off pace.
+    pub lag_bound_us: f64,
     /// Per-request timeout, seconds.
     pub timeout_s: f64,
     /// Wait for replies after the schedule, seconds.
@@ -714,7 +801,7 @@ pub struct Report {
 
 /// The first line of `timeline.csv`: the client's columns, then the server's (the
 /// report's `server.intervals`, empty when the server was not sampled).
-pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys\n";
+pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,off_pace,preemptions,core_wait_ms,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys\n";
 
 /// An optional CSV cell: empty when None.
 fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -727,7 +814,7 @@ fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
 pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint, server: Option<&ServerRow>) {
     let _ = write!(
         out,
-        "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         p.t_s,
         p.target_rate,
         p.scheduled,
@@ -740,7 +827,10 @@ pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint, server: Option<&Ser
         p.generator_bound,
         p.generator_cpu_s,
         p.busiest_shard,
-        p.bound
+        p.bound,
+        p.off_pace,
+        p.preemptions,
+        p.core_wait_ms
     );
     let s = server.filter(|s| s.sampled);
     let cells = [
@@ -943,6 +1033,48 @@ impl Report {
                 self.timeline.len(),
             )
         })
+    }
+
+    /// The intervals whose schedule lag p99 passed the pacer's bound, in words: how many,
+    /// where, and why, cause by cause with what the workers measured; None when there are
+    /// none. E.g. `schedule lag p99 passed the spin pacer's bound (20µs) in 4 of 10
+    /// interval(s) (40.0%), starting at 0–3 s: 3 preempted (the scheduler gave the shards'
+    /// core to other threads 212 times, 14.2 ms queued for it in all: give each shard a core
+    /// of its own), 1 pacer (...)`.
+    pub fn off_pace_line(&self) -> Option<String> {
+        let starts = &self.checks.off_pace_intervals;
+        if starts.is_empty() {
+            return None;
+        }
+        let mut causes: Vec<String> = Vec::new();
+        for (cause, why) in OFF_PACE_CAUSES {
+            let rows: Vec<&TimelinePoint> = self
+                .timeline
+                .iter()
+                .filter(|p| p.off_pace == *cause)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let why = if *cause == "preempted" {
+                let n: u64 = rows.iter().map(|p| p.preemptions).sum();
+                let ms: f64 = rows.iter().map(|p| p.core_wait_ms).sum();
+                format!(
+                    "the scheduler gave the shards' core to other threads {} times, {ms:.1} ms queued for it in all: {why}",
+                    grouped(n)
+                )
+            } else {
+                (*why).to_string()
+            };
+            causes.push(format!("{} {cause} ({why})", rows.len()));
+        }
+        Some(format!(
+            "schedule lag p99 passed the {} pacer's bound ({}) in {}: {}",
+            self.settings.pacer,
+            human_us(self.settings.lag_bound_us),
+            describe_spans(starts, self.settings.interval_s, self.timeline.len()),
+            causes.join(", ")
+        ))
     }
 
     /// The totals under the summary, for every renderer: the timing line (service time
@@ -1240,6 +1372,9 @@ impl Report {
                 "NOTE: requests waited for a free connection in {spans}; more --connections or --pipeline would send them on time"
             );
         }
+        if let Some(line) = self.off_pace_line() {
+            let _ = writeln!(out, "NOTE: {line}");
+        }
         if !self.checks.generator_bound_intervals.is_empty() {
             let _ = writeln!(
                 out,
@@ -1454,23 +1589,71 @@ mod tests {
             scheduled: 800,
             ..Default::default()
         };
-        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0).generator_bound);
+        assert!(
+            TimelinePoint::of(
+                0,
+                1.0,
+                &s,
+                1000.0,
+                1000.0,
+                Load::default(),
+                Baseline::default()
+            )
+            .generator_bound
+        );
         s.scheduled = 960;
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0).generator_bound,
+            !TimelinePoint::of(
+                0,
+                1.0,
+                &s,
+                1000.0,
+                1000.0,
+                Load::default(),
+                Baseline::default()
+            )
+            .generator_bound,
             "Poisson noise"
         );
         assert!(
-            !TimelinePoint::of(0, 1.0, &s, 2000.0, 1000.0, Load::default(), 0).generator_bound,
+            !TimelinePoint::of(
+                0,
+                1.0,
+                &s,
+                2000.0,
+                1000.0,
+                Load::default(),
+                Baseline::default()
+            )
+            .generator_bound,
             "a lost worker's share is not the generator's fault"
         );
         s.scheduled = 1000;
         for _ in 0..100 {
             hist::record(&mut s.schedule_lag, 5_000_000);
         }
-        assert!(TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0).generator_bound);
+        assert!(
+            TimelinePoint::of(
+                0,
+                1.0,
+                &s,
+                1000.0,
+                1000.0,
+                Load::default(),
+                Baseline::default()
+            )
+            .generator_bound
+        );
         s.backlogged = 100;
-        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, Load::default(), 0);
+        let p = TimelinePoint::of(
+            0,
+            1.0,
+            &s,
+            1000.0,
+            1000.0,
+            Load::default(),
+            Baseline::default(),
+        );
         assert!(
             !p.generator_bound,
             "waiting for a connection is not the pacer's doing"
@@ -1480,13 +1663,85 @@ mod tests {
         let busy = Load {
             cpu_ns: 950_000_000,
             busiest: 0.95,
+            ..Load::default()
         };
-        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, busy, 0);
+        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, busy, Baseline::default());
         assert!(p.generator_bound);
         assert_eq!(
             (p.bound, p.generator_cpu_s, p.busiest_shard),
             ("generator", 0.95, 0.95)
         );
+    }
+
+    /// Lag p99 past the pacer's bound is off pace, and the cause is the first that holds:
+    /// a saturated shard, requests waiting for a connection, a preempted shard, else the
+    /// pacer; under a looser pacer's bound the same interval is on pace.
+    #[test]
+    fn lag_past_the_pacers_bound_is_off_pace_with_its_cause() {
+        use crest_model::plan::Pacer;
+        let spin = Baseline {
+            service_floor: 0,
+            lag_bound_ns: Pacer::Spin.lag_bound_ns(),
+        };
+        let mut s = CmdStats {
+            scheduled: 1000,
+            ..Default::default()
+        };
+        let at = |s: &CmdStats, load: Load, base: Baseline| {
+            TimelinePoint::of(0, 1.0, s, 1000.0, 1000.0, load, base)
+        };
+        assert_eq!(
+            at(&s, Load::default(), spin).off_pace,
+            "",
+            "no lag recorded"
+        );
+        for i in 0..1000 {
+            hist::record(&mut s.schedule_lag, if i < 980 { 5_000 } else { 50_000 });
+        }
+        let light = Load {
+            cpu_ns: 100_000_000,
+            busiest: 0.1,
+            ..Load::default()
+        };
+        assert_eq!(at(&s, light, spin).off_pace, "pacer");
+        let preempted = Load {
+            preemptions: 3,
+            queued_ns: 2_500_000,
+            ..light
+        };
+        let p = at(&s, preempted, spin);
+        assert_eq!(
+            (p.off_pace, p.preemptions, p.core_wait_ms),
+            ("preempted", 3, 2.5)
+        );
+        assert!(
+            !p.generator_bound,
+            "50 µs of lag is not the generator's limit"
+        );
+        assert_eq!(at(&s, preempted, Baseline::default()).off_pace, "");
+        assert_eq!(
+            at(
+                &s,
+                preempted,
+                Baseline {
+                    lag_bound_ns: Pacer::SleepWithin(10_000).lag_bound_ns(),
+                    ..spin
+                }
+            )
+            .off_pace,
+            ""
+        );
+        s.backlogged = 10;
+        assert_eq!(at(&s, preempted, spin).off_pace, "connections");
+        let busy = Load {
+            busiest: 0.95,
+            ..preempted
+        };
+        assert_eq!(at(&s, busy, spin).off_pace, "busy");
+        // Every cause has its words.
+        for cause in ["busy", "connections", "preempted", "pacer"] {
+            assert!(OFF_PACE_CAUSES.iter().any(|(c, _)| *c == cause), "{cause}");
+        }
     }
 
     #[test]
@@ -1502,9 +1757,10 @@ mod tests {
         let light = Load {
             cpu_ns: 100_000_000,
             busiest: 0.1,
+            ..Load::default()
         };
         assert_eq!(
-            TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, light, 0).bound,
+            TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, light, Baseline::default()).bound,
             "server"
         );
         let mut fast = CmdStats {
@@ -1513,7 +1769,7 @@ mod tests {
         };
         hist::record(&mut fast.latency, 80_000);
         assert_eq!(
-            TimelinePoint::of(0, 1.0, &fast, 1000.0, 1000.0, light, 0).bound,
+            TimelinePoint::of(0, 1.0, &fast, 1000.0, 1000.0, light, Baseline::default()).bound,
             ""
         );
         // Requests that waited for a connection while service time tripled waited for
@@ -1524,7 +1780,13 @@ mod tests {
             ..Default::default()
         };
         hist::record(&mut waited.service_time, 3_000_000);
-        let p = |floor| TimelinePoint::of(0, 1.0, &waited, 1000.0, 1000.0, light, floor).bound;
+        let p = |service_floor| {
+            let base = Baseline {
+                service_floor,
+                ..Baseline::default()
+            };
+            TimelinePoint::of(0, 1.0, &waited, 1000.0, 1000.0, light, base).bound
+        };
         assert_eq!(p(1_000_000), "server");
         assert_eq!(p(2_000_000), "connections");
         assert_eq!(p(0), "connections", "no floor yet");

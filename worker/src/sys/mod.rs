@@ -1,10 +1,12 @@
 //! The engine's contact with the operating system below what `std` and socket2 offer:
 //! an epoll instance with a nanosecond wait, the thread's timer slack, the kernel's receive
-//! timestamps, and short names for errno values. Every `unsafe` block of the engine lives in
-//! [`epoll`], [`stamp`] and [`rlimit`] (the open-file limit).
+//! timestamps, how much of its core a thread got, and short names for errno values. Every
+//! `unsafe` block of the engine lives in [`epoll`], [`stamp`], [`sched`] and [`rlimit`] (the
+//! open-file limit).
 
 pub mod epoll;
 pub mod rlimit;
+pub mod sched;
 pub mod stamp;
 
 use std::io;
