@@ -11,8 +11,9 @@
 # worst steady second's deviation from the target as the server counted it, latency p50
 # (Crest: from intended send time; memtier: from its own send), GET misses, and the
 # hypervisor's steal on the generator's core over the case (a VM's stolen milliseconds are
-# late sends no pacer can prevent: read lag p99 beside it). Then the
-# ratios to memtier's CPU per request.
+# late sends no pacer can prevent: read lag p99 beside it), and Crest's intervals off pace
+# (lag p99 past the pacer's bound) with the causes its report gives and the shard's
+# preemptions. Then the ratios to memtier's CPU per request.
 #
 # Then the shard's open-loop ceiling: one shard on core 1 against the built-in target
 # (`crest sink`) on core 0, up the ladder CEILING_RATES, default pacer: the highest rate
@@ -95,7 +96,7 @@ PY
 # The hypervisor's steal on the generator's core (/proc/stat), in ticks: on a VM a stolen
 # millisecond is a late send that no pacer can prevent, so each case prints its share.
 steal1() { awk '$1=="cpu1"{print $9}' /proc/stat; }
-printf '%-10s %-12s %8s %12s %12s %10s %12s %10s %8s %7s\n' tool pacer target "server /s" "CPU s/1M" "lag p99" "worst sec" "lat p50" misses steal
+printf '%-10s %-12s %8s %12s %12s %10s %12s %10s %8s %7s  %s\n' tool pacer target "server /s" "CPU s/1M" "lag p99" "worst sec" "lat p50" misses steal "off pace (why)"
 declare -A MEMTIER_CPU
 results=()
 run_crest() { # RATE PACER
@@ -131,7 +132,11 @@ if not (secs <= window <= secs + 10):
 t = r["totals"]
 reqs = t["completed"] + t["errors"]
 cpu = (c1 - c0) / hz
-print(f"{'crest':<10} {pacer:<12} {rate:>8.0f} {srv:>12} {cpu / reqs * 1e6:>12.2f} {t['schedule_lag_us']['p99']:>8.0f}µs {worst:>11}% {t['latency_us']['p50']:>8.0f}µs {misses:>8} {steal:>6.1f}%")
+# Intervals whose lag p99 passed the pacer's bound, and the causes the report gives.
+off = [p["off_pace"] for p in r["timeline"] if p["off_pace"]]
+why = ",".join(f"{c}:{off.count(c)}" for c in sorted(set(off)))
+pre = sum(p["preemptions"] for p in r["timeline"])
+print(f"{'crest':<10} {pacer:<12} {rate:>8.0f} {srv:>12} {cpu / reqs * 1e6:>12.2f} {t['schedule_lag_us']['p99']:>8.0f}µs {worst:>11}% {t['latency_us']['p50']:>8.0f}µs {misses:>8} {steal:>6.1f}%  {len(off)}/{len(r['timeline'])} {why} (preemptions {pre})")
 PY
 }
 run_memtier() { # RATE
