@@ -9,29 +9,49 @@ use std::time::Duration;
 /// Starts `crest relay` for the coordinator on `coordinator` (host:port), waiting for
 /// `workers` workers, and those workers dialling it (named `<name>w<i>`, one core each).
 fn start_relay(dir: &TempDir, coordinator: &str, name: &str, workers: usize) -> (Proc, Vec<Proc>) {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let relay = Proc::spawn(
-        &crest_bin(),
-        &[
-            "relay",
-            "--coordinator",
-            &format!("http://{coordinator}"),
-            "--listen",
-            &listen,
-            "--workers",
-            &workers.to_string(),
-            "--name",
-            name,
-        ],
-        dir.path(),
+    start_relay_with(
+        dir,
+        &format!("http://{coordinator}"),
         name,
-    );
+        workers,
+        &[],
+        None,
+    )
+}
+
+/// As [`start_relay`], dialling `url` with `relay_args` added; with `tls` (the CA its
+/// workers trust) the relay's workers dial it https:// with `--control-ca`.
+fn start_relay_with(
+    dir: &TempDir,
+    url: &str,
+    name: &str,
+    workers: usize,
+    relay_args: &[&str],
+    tls: Option<&str>,
+) -> (Proc, Vec<Proc>) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut args = vec![
+        "relay",
+        "--coordinator",
+        url,
+        "--listen",
+        &listen,
+        "--workers",
+    ];
+    let n = workers.to_string();
+    args.extend([n.as_str(), "--name", name]);
+    args.extend_from_slice(relay_args);
+    let relay = Proc::spawn(&crest_bin(), &args, dir.path(), name);
     let ws = (0..workers)
         .map(|i| {
             let mut args = worker_args(&listen, i);
             // Named after the relay, so their connections can be told apart.
             let n = args.len() - 1;
             args[n] = format!("{name}w{i}");
+            if let Some(ca) = tls {
+                args[1] = format!("https://{listen}");
+                args.extend(["--control-ca".to_string(), ca.to_string()]);
+            }
             Proc::spawn(
                 &worker_bin(),
                 &strs(&args),
@@ -185,6 +205,107 @@ fn a_coordinator_lost_behind_a_relay_stops_the_load_within_two_seconds() {
     );
 }
 
+/// TLS on both sides of a relay: the coordinator serves TLS and requires client
+/// certificates; the relay dials it https:// with the test CA and a client certificate, and
+/// serves its own workers TLS (they dial https:// with the CA). The run's counts agree with
+/// the server's, and the relay is one member with its two workers' shards.
+#[test]
+fn a_relay_speaks_tls_to_the_coordinator_and_to_its_workers() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("relay-tls");
+    let pki = Pki::new(dir.path());
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.server_cert), path(&pki.server_key));
+    let (ccert, ckey) = (path(&pki.client_cert), path(&pki.client_key));
+    let (rate, secs) = (2000.0, 3.0);
+    let (mut coord, listen) = start_coordinator(
+        &dir,
+        &server.addr(),
+        1,
+        &[
+            "--rate",
+            "2000",
+            "--duration",
+            "3s",
+            "--ratio",
+            "1:10",
+            "--control-cert",
+            &cert,
+            "--control-key",
+            &key,
+            "--control-client-ca",
+            &ca,
+        ],
+    );
+    let (_relay, _workers) = start_relay_with(
+        &dir,
+        &format!("https://{listen}"),
+        "rt",
+        2,
+        &[
+            "--control-ca",
+            &ca,
+            "--control-client-cert",
+            &ccert,
+            "--control-client-key",
+            &ckey,
+            "--control-cert",
+            &cert,
+            "--control-key",
+            &key,
+        ],
+        Some(&ca),
+    );
+    let report = finish(&dir, &mut coord, Duration::from_secs(60));
+    check_against_server(&report, &server.commandstats(), rate, secs);
+    let workers = report["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert_eq!(workers[0]["name"], "rt");
+    assert_eq!(u(&workers[0], "shards"), 2, "{}", workers[0]);
+    assert_eq!(u(&workers[0], "scheduled"), (rate * secs) as u64);
+    assert!(read_log(dir.path(), "crest", "stderr").contains("(TLS)"));
+    assert!(read_log(dir.path(), "rt", "stderr").contains("(TLS)"));
+}
+
+/// A relay without a client certificate, to a coordinator that requires one: refused
+/// with one line naming what to give, exit 1 (dialling again cannot help).
+#[test]
+fn a_relay_without_the_client_certificate_mutual_tls_asks_for_is_told() {
+    let dir = TempDir::new("relay-mtls");
+    let pki = Pki::new(dir.path());
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.server_cert), path(&pki.server_key));
+    let (_coord, listen) = start_coordinator(
+        &dir,
+        "127.0.0.1:1",
+        1,
+        &[
+            "--control-cert",
+            &cert,
+            "--control-key",
+            &key,
+            "--control-client-ca",
+            &ca,
+        ],
+    );
+    let (mut relay, _workers) = start_relay_with(
+        &dir,
+        &format!("https://{listen}"),
+        "rm",
+        1,
+        &["--control-ca", &ca],
+        None,
+    );
+    let code = relay.wait(Duration::from_secs(30));
+    let err = read_log(dir.path(), "rm", "stderr");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the coordinator refused this relay")
+            && err.contains("give --control-client-cert and --control-client-key"),
+        "{err}"
+    );
+}
+
 /// Bad flags: one line naming what is wrong and what would be right, exit 2.
 #[test]
 fn bad_relay_flags_get_one_line_and_exit_2() {
@@ -193,13 +314,41 @@ fn bad_relay_flags_get_one_line_and_exit_2() {
         &[
             "relay",
             "--coordinator",
-            "https://127.0.0.1:1",
+            "ftp://127.0.0.1:1",
             "--workers",
             "1",
             "--listen",
             &listen,
         ],
-        "give the coordinator's http://HOST:PORT",
+        "expected a URL like https://host:7600 or http://host:7600",
+    );
+    crest_fails(
+        &[
+            "relay",
+            "--coordinator",
+            "http://127.0.0.1:1",
+            "--control-ca",
+            "/nonexistent/ca.pem",
+            "--workers",
+            "1",
+            "--listen",
+            &listen,
+        ],
+        "--control-ca /nonexistent/ca.pem: cannot read",
+    );
+    crest_fails(
+        &[
+            "relay",
+            "--coordinator",
+            "http://127.0.0.1:1",
+            "--control-cert",
+            "/nonexistent/cert.pem",
+            "--workers",
+            "1",
+            "--listen",
+            &listen,
+        ],
+        "--control-cert /nonexistent/cert.pem",
     );
     crest_fails(
         &[

@@ -83,6 +83,33 @@ pub enum AgentError {
     Tls(String),
 }
 
+/// The endpoint a worker (or a relay) dials the coordinator at `url` with: `https://` with
+/// `tls` (the system's CAs when None), `http://` plaintext; and whether it is TLS.
+///
+/// # Errors
+/// [`AgentError::BadUrl`] for another scheme or a URL that does not parse,
+/// [`AgentError::TlsOverHttp`] for TLS files with `http://`, [`AgentError::Tls`] when the
+/// TLS configuration is refused.
+pub fn coordinator_endpoint(
+    url: &str,
+    tls: Option<&ClientTls>,
+) -> Result<(tonic::transport::Endpoint, bool), AgentError> {
+    let endpoint =
+        crest_proto::worker_endpoint(url).map_err(|_| AgentError::BadUrl(url.to_string()))?;
+    match endpoint.uri().scheme_str() {
+        Some("https") => {
+            let t = tls.cloned().unwrap_or_default();
+            let endpoint = endpoint
+                .tls_config(t.tonic_config())
+                .map_err(|e| AgentError::Tls(format!("--coordinator {url}: {e}")))?;
+            Ok((endpoint, true))
+        }
+        Some("http") if tls.is_some() => Err(AgentError::TlsOverHttp(url.to_string())),
+        Some("http") => Ok((endpoint, false)),
+        _ => Err(AgentError::BadUrl(url.to_string())),
+    }
+}
+
 /// Runs the agent until `shutdown` resolves (or, with `once`, until the first session ends).
 ///
 /// # Errors
@@ -91,22 +118,7 @@ pub async fn run(
     cfg: AgentConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AgentError> {
-    let mut endpoint = crest_proto::worker_endpoint(&cfg.coordinator)
-        .map_err(|_| AgentError::BadUrl(cfg.coordinator.clone()))?;
-    let tls = match endpoint.uri().scheme_str() {
-        Some("https") => {
-            let t = cfg.tls.clone().unwrap_or_default();
-            endpoint = endpoint
-                .tls_config(t.tonic_config())
-                .map_err(|e| AgentError::Tls(format!("--coordinator {}: {e}", cfg.coordinator)))?;
-            true
-        }
-        Some("http") if cfg.tls.is_some() => {
-            return Err(AgentError::TlsOverHttp(cfg.coordinator.clone()));
-        }
-        Some("http") => false,
-        _ => return Err(AgentError::BadUrl(cfg.coordinator.clone())),
-    };
+    let (endpoint, tls) = coordinator_endpoint(&cfg.coordinator, cfg.tls.as_ref())?;
     let id = uuid::Uuid::new_v4().to_string();
     tokio::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;

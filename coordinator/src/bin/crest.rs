@@ -10,6 +10,7 @@ use crest::orchestrate::{self, RunError};
 use crest::{output, report};
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ enum Cmd {
     /// Relay between the coordinator and many workers (a fleet past what one coordinator
     /// holds): workers dial it as they dial `crest run`; it registers with the coordinator
     /// as one worker with all their shards, and sums their results before they go up.
-    Relay(RelayArgs),
+    Relay(Box<RelayArgs>),
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
@@ -51,12 +52,35 @@ enum Cmd {
 /// `crest relay` flags.
 #[derive(Debug, clap::Args)]
 struct RelayArgs {
-    /// The coordinator's URL, http://HOST:PORT (`crest run --listen`).
+    /// The coordinator's URL: https://HOST:PORT (TLS; see --control-ca) or http://…
+    /// (plaintext), as `crest run --listen` serves it.
     #[arg(long, env = "CREST_COORDINATOR")]
     coordinator: String,
-    /// Address its workers dial (`crest-worker --coordinator http://THIS`).
+    /// Address its workers dial (`crest-worker --coordinator http://THIS`, or https:// with
+    /// --control-cert).
     #[arg(long, env = "CREST_RELAY_LISTEN", default_value = "0.0.0.0:7601")]
     listen: SocketAddr,
+    /// Upstream: the CA certificate (PEM) that signed the coordinator's --control-cert
+    /// (default with https://: the system's CAs).
+    #[arg(long, env = "CREST_CONTROL_CA")]
+    control_ca: Option<PathBuf>,
+    /// Upstream: this relay's certificate (PEM), for a coordinator that requires mutual
+    /// TLS (crest run --control-client-ca).
+    #[arg(long, env = "CREST_CONTROL_CLIENT_CERT")]
+    control_client_cert: Option<PathBuf>,
+    /// Upstream: the private key (PEM) of --control-client-cert.
+    #[arg(long, env = "CREST_CONTROL_CLIENT_KEY")]
+    control_client_key: Option<PathBuf>,
+    /// Downstream: serve the workers over TLS with this certificate (PEM chain); they then
+    /// dial https:// with --control-ca.
+    #[arg(long, env = "CREST_CONTROL_CERT")]
+    control_cert: Option<PathBuf>,
+    /// Downstream: the private key (PEM) of --control-cert.
+    #[arg(long, env = "CREST_CONTROL_KEY")]
+    control_key: Option<PathBuf>,
+    /// Downstream, mutual TLS: workers must present a certificate signed by this CA.
+    #[arg(long, env = "CREST_CONTROL_CLIENT_CA")]
+    control_client_ca: Option<PathBuf>,
     /// Workers to wait for before registering with the coordinator (1 to 10000).
     #[arg(long, env = "CREST_RELAY_WORKERS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     workers: u32,
@@ -317,7 +341,7 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
         .enable_all()
         .build()?;
     match cli.command {
-        Cmd::Relay(args) => rt.block_on(relay_cmd(args)),
+        Cmd::Relay(args) => rt.block_on(relay_cmd(*args)),
         Cmd::Sink { listen } => rt.block_on(async {
             let l = match tokio::net::TcpListener::bind(listen).await {
                 Ok(l) => l,
@@ -442,6 +466,31 @@ async fn signals() {
 
 /// `crest relay`: until Ctrl-C or SIGTERM.
 async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
+    use crest_engine::control_tls::{ClientFiles, ServerFiles};
+    let up = ClientFiles {
+        ca: args.control_ca.clone(),
+        cert: args.control_client_cert.clone(),
+        key: args.control_client_key.clone(),
+    };
+    let tls = match up.load() {
+        Ok(t) if up.any() => Some(t),
+        Ok(_) => None,
+        Err(e) => return Ok(usage(e)),
+    };
+    let serve_tls = match (ServerFiles {
+        cert: args.control_cert.clone(),
+        key: args.control_key.clone(),
+        client_ca: args.control_client_ca.clone(),
+    })
+    .load()
+    {
+        Ok(t) => t,
+        Err(e) => return Ok(usage(e)),
+    };
+    // The URL and its TLS settings are checked before anything listens: one line, exit 2.
+    if let Err(e) = crest_engine::agent::coordinator_endpoint(&args.coordinator, tls.as_ref()) {
+        return Ok(usage(e));
+    }
     match crest_engine::control_tls::plaintext_rule(
         &args.coordinator,
         !args.token.is_empty(),
@@ -465,14 +514,21 @@ async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|_| "unknown".into());
     let cfg = crest::relay::session::RelayConfig {
         coordinator: args.coordinator,
+        tls,
+        serve_tls,
         workers: args.workers as usize,
         token: args.token,
         name: args.name.unwrap_or_else(|| format!("relay-{host}")),
         host,
     };
     eprintln!(
-        "crest: relay listening on {} for {} worker(s), for the coordinator at {}",
+        "crest: relay listening on {}{} for {} worker(s), for the coordinator at {}",
         l.local_addr()?,
+        if cfg.serve_tls.is_some() {
+            " (TLS)"
+        } else {
+            ""
+        },
         cfg.workers,
         cfg.coordinator
     );

@@ -33,8 +33,12 @@
 //!   worker; `Steered` and `CheckpointReached` go upstream once every worker sent its own
 //!   (the earliest and latest switch instants of all: [`pass::Acks`]).
 //!
-//! Not yet: TLS on either side (the relay dials `http://` and serves plaintext), and
-//! relays of relays (a relay's workers are `crest-worker`s).
+//! - TLS: upstream the relay dials as a worker does
+//!   (`crest_engine::agent::coordinator_endpoint`: `https://` with a CA and an optional
+//!   client certificate); downstream it serves as `crest run` does (`service::serve` with
+//!   a `ServerTls`).
+//!
+//! Not yet: relays of relays (a relay's workers are `crest-worker`s).
 
 pub mod gather;
 pub mod pass;

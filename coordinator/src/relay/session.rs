@@ -17,6 +17,7 @@ use super::pass::{self, Acks, Member};
 use super::sum::Summer;
 use crate::orchestrate::SILENCE;
 use crate::service::{EVENTS, Hub, HubEvent, WorkerLink};
+use crest_engine::control_tls::{self, ClientTls, ServerTls};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_proto::pb::{
@@ -40,8 +41,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// What `crest relay` was told.
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
-    /// The coordinator's URL (`http://host:port`).
+    /// The coordinator's URL (`http://host:port`, or `https://` for TLS).
     pub coordinator: String,
+    /// TLS to the coordinator: its CA and this relay's client certificate (`https://`).
+    pub tls: Option<ClientTls>,
+    /// TLS for its workers (they dial `https://`): as `crest run --control-cert` serves.
+    pub serve_tls: Option<ServerTls>,
     /// Workers to wait for before registering upstream.
     pub workers: usize,
     /// Shared secret: what its workers must give, and what it gives the coordinator.
@@ -55,10 +60,8 @@ pub struct RelayConfig {
 /// Why the relay stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
-    /// The URL is not one the relay dials.
-    #[error(
-        "--coordinator {0}: give the coordinator's http://HOST:PORT (crest relay does not dial the coordinator over TLS yet)"
-    )]
+    /// The URL is not one the relay dials, or its TLS settings cannot be used.
+    #[error("{0}")]
     BadUrl(String),
     /// The coordinator refused the relay: retrying cannot fix it.
     #[error("the coordinator refused this relay: {0}")]
@@ -69,7 +72,8 @@ pub enum RelayError {
 enum SessionError {
     #[error("refused: {0}")]
     Refused(String),
-    #[error("cannot reach the coordinator: {0}")]
+    /// Worded by `control_tls::explain_dial`.
+    #[error("{0}")]
     Dial(String),
     #[error("coordinator silent for more than {DEAD_MAN:?}")]
     Silent,
@@ -113,16 +117,21 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), RelayError> {
-    let endpoint = crest_proto::worker_endpoint(&cfg.coordinator)
-        .ok()
-        .filter(|e| e.uri().scheme_str() == Some("http"))
-        .ok_or_else(|| RelayError::BadUrl(cfg.coordinator.clone()))?;
+    let (endpoint, tls) =
+        crest_engine::agent::coordinator_endpoint(&cfg.coordinator, cfg.tls.as_ref())
+            .map_err(|e| RelayError::BadUrl(e.to_string()))?;
     let (etx, mut events) = mpsc::channel(EVENTS);
     let hub = Hub::new(etx, cfg.token.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::service::serve(hub, listener, None, None, async {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(crate::service::serve(
+        hub,
+        listener,
+        cfg.serve_tls.clone(),
+        None,
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let id = uuid::Uuid::new_v4().to_string();
     let mut workers: Vec<Worker> = Vec::new();
     let mut backoff = BACKOFF_MIN;
@@ -147,7 +156,7 @@ pub async fn run(
         let mut run: Option<Run> = None;
         let (stopping, outcome) = tokio::select! {
             _ = &mut shutdown => (true, Err(SessionError::Broken("the relay was told to stop".into()))),
-            r = session(&cfg, &endpoint, &id, &mut workers, &mut events, &mut run) => (false, r),
+            r = session(&cfg, &endpoint, tls, &id, &mut workers, &mut events, &mut run) => (false, r),
         };
         // However the session ended (an error, a stuck upstream, a signal), a run it was
         // carrying stops now: the hub's heartbeats alone would keep its workers sending.
@@ -317,15 +326,23 @@ async fn lose(workers: &[Worker], run: Run, reason: String) -> SessionError {
 async fn session(
     cfg: &RelayConfig,
     endpoint: &tonic::transport::Endpoint,
+    tls: bool,
     id: &str,
     workers: &mut Vec<Worker>,
     events: &mut mpsc::Receiver<HubEvent>,
     run: &mut Option<Run>,
 ) -> Result<String, SessionError> {
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| SessionError::Dial(e.to_string()))?;
+    // Worded as a worker's dial is; a certificate the coordinator refuses (or one this
+    // relay cannot trust) does not get better by dialling again.
+    let dial = |e: &(dyn std::error::Error + 'static)| {
+        let f = control_tls::explain_dial(&cfg.coordinator, tls, e);
+        if f.fatal {
+            SessionError::Refused(f.line)
+        } else {
+            SessionError::Dial(f.line)
+        }
+    };
+    let channel = endpoint.connect().await.map_err(|e| dial(&e))?;
     let mut client = CoordinatorClient::new(channel);
     let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
     let theirs: Vec<pb::Register> = workers
@@ -349,8 +366,9 @@ async fn session(
     let mut inbound = client
         .session(ReceiverStream::new(rx))
         .await
-        .map_err(|e| SessionError::Dial(e.message().to_string()))?
+        .map_err(|e| dial(&e))?
         .into_inner();
+    let mut welcomed = false;
     // The workers changed: register again once no run is active.
     let mut changed = false;
     let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);
@@ -361,6 +379,8 @@ async fn session(
             m = inbound.message() => {
                 let m = match m {
                     Ok(Some(m)) => m,
+                    // Before the welcome it is a dial problem (a TLS alert, a GOAWAY).
+                    Err(e) if !welcomed => return Err(dial(&e)),
                     Ok(None) | Err(_) if run.is_none() => return Ok("the coordinator closed the session".into()),
                     // The run, if any, is aborted on the workers when the session ends.
                     Ok(None) => return Err(SessionError::Broken("the coordinator closed the session mid-run".into())),
@@ -368,6 +388,7 @@ async fn session(
                 };
                 last_heard = Instant::now();
                 let Some(m) = m.msg else { continue };
+                welcomed |= matches!(m, In::Welcome(_));
                 upstream(m, &tx, workers, run).await?;
             }
             ev = events.recv() => {
