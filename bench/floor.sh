@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The floor under an evenly paced generator on this machine (issue #12: "what one wake-up,
+# one syscall and one TCP round trip cost here, and how many of each a request needs").
+# A C program with nothing else in it, pinned to core 1, against the same prefilled Valkey
+# on core 0 that bench/side-by-side.sh uses; CPU is the process's user + sys
+# (getrusage) over exactly the measured loop:
+#
+#   syscall    one getppid() (the cheapest syscall): the price of a user/kernel crossing
+#   wake-up    one 50 µs clock_nanosleep with 1 µs slack: one sleep/wake cycle
+#   paced      the least a paced open-loop generator does per request: sleep until the
+#              request's time (absolute deadline, 1/RATE apart), send one GET of a 1 KB
+#              key on one of CONNS connections, and read without blocking whatever replies
+#              have arrived (as Crest reads replies when it wakes to send); one wake-up,
+#              one send and about one recv per request
+#   closed     send one GET, block in recv for its reply: a request and a round trip, the
+#              client sleeping while the server works (two crossings, one wake-up)
+#
+# Then Crest's default pacer (`sleep`) at the same rate, connections and key, its worker's
+# CPU per server-counted request the same way, so Crest reads as a multiple of the floor.
+#
+#   bench/floor.sh [RATE] [SECS]        defaults: 20000 5
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATE=${1:-20000}
+SECS=${2:-5}
+CONNS=${CONNS:-50}
+source bench/lib.sh
+HZ=$(getconf CLK_TCK)
+start_prefilled floor.sh
+
+cat > "$work/floor.c" <<'C'
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+static double cpu(void) {
+  struct rusage r; getrusage(RUSAGE_SELF, &r);
+  return r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6;
+}
+static const char GET[] = "*2\r\n$3\r\nGET\r\n$7\r\ncrest:1\r\n";
+static const long REPLY = 1024 + 9; /* $1024\r\n + value + \r\n */
+
+static int dial(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); exit(1); }
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+/* Prints one figure; fails (no figure) when the window did not hold the work. */
+static void report(const char *what, long n, double c0, double t0, double min_wall) {
+  double c = cpu() - c0, w = now() - t0;
+  if (w < min_wall) { fprintf(stderr, "floor: %s: %ld took %.3f s < %.3f s; no figure\n", what, n, w, min_wall); exit(1); }
+  printf("%-8s %9ld x  CPU %7.2f us each   wall %.2f s\n", what, n, c / n * 1e6, w);
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argv[1];
+  prctl(PR_SET_TIMERSLACK, 1000);
+  char buf[1 << 16];
+  if (!strcmp(mode, "syscall")) {
+    long n = 2000000; double c0 = cpu(), t0 = now();
+    for (long i = 0; i < n; i++) syscall(SYS_getppid);
+    report("syscall", n, c0, t0, 0);
+  } else if (!strcmp(mode, "wake-up")) {
+    long n = 20000; struct timespec ts = {0, 50000}; double c0 = cpu(), t0 = now();
+    for (long i = 0; i < n; i++) clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+    report("wake-up", n, c0, t0, n * 50e-6);
+  } else if (!strcmp(mode, "paced")) {
+    int port = atoi(argv[2]), conns = atoi(argv[4]); long rate = atol(argv[3]), secs = atol(argv[5]);
+    int fds[4096]; for (int i = 0; i < conns; i++) fds[i] = dial(port);
+    long n = rate * secs, got = 0, gap = 1000000000L / rate;
+    struct timespec next; clock_gettime(CLOCK_MONOTONIC, &next);
+    double c0 = cpu(), t0 = now();
+    for (long i = 0; i < n; i++) {
+      next.tv_nsec += gap; while (next.tv_nsec >= 1000000000L) { next.tv_nsec -= 1000000000L; next.tv_sec++; }
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+      int fd = fds[i % conns];
+      if (send(fd, GET, sizeof GET - 1, 0) != (ssize_t)(sizeof GET - 1)) { perror("send"); exit(1); }
+      /* Replies that have arrived, on the connection last written before this one. */
+      int prev = fds[(i + conns - 1) % conns]; ssize_t r;
+      while ((r = recv(prev, buf, sizeof buf, MSG_DONTWAIT)) > 0) got += r;
+    }
+    for (int i = 0; i < conns; i++) { ssize_t r; while ((r = recv(fds[i], buf, sizeof buf, MSG_DONTWAIT)) > 0) got += r; }
+    report("paced", n, c0, t0, secs * 0.99);
+    if (got < (n - conns) * REPLY) { fprintf(stderr, "floor: paced: %ld reply bytes for %ld requests; no figure\n", got, n); exit(1); }
+  } else if (!strcmp(mode, "closed")) {
+    int port = atoi(argv[2]); long n = atol(argv[3]); int fd = dial(port);
+    double c0 = cpu(), t0 = now();
+    for (long i = 0; i < n; i++) {
+      if (send(fd, GET, sizeof GET - 1, 0) != (ssize_t)(sizeof GET - 1)) { perror("send"); exit(1); }
+      long got = 0; while (got < REPLY) { ssize_t r = recv(fd, buf, sizeof buf, 0); if (r <= 0) { perror("recv"); exit(1); } got += r; }
+    }
+    report("closed", n, c0, t0, 0);
+  }
+  return 0;
+}
+C
+gcc -O2 -o "$work/floor" "$work/floor.c"
+
+calls() { # GET + SET calls the server has counted
+  redis-cli -p "$SP" info commandstats | tr -d '\r' \
+    | sed -n 's/^cmdstat_\(get\|set\):calls=\([0-9]*\).*/\2/p' | awk '{s += $1} END {print s + 0}'
+}
+
+echo "floor on core 1, Valkey (prefilled, 1 KB values) on core 0; $RATE/s for ${SECS}s, $CONNS connections"
+taskset -c 1 "$work/floor" syscall
+taskset -c 1 "$work/floor" wake-up
+g0=$(calls)
+taskset -c 1 "$work/floor" paced "$SP" "$RATE" "$CONNS" "$SECS"
+g1=$(calls)
+[[ $((g1 - g0)) -eq $((RATE * SECS)) ]] \
+  || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
+taskset -c 1 "$work/floor" closed "$SP" 100000
+
+# Crest's default pacer, same rate, connections and key, GET only; its worker on core 1.
+CP=$(port)
+taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
+  --target "127.0.0.1:$SP" --rate "$RATE" --duration "${SECS}s" --command "GET crest:1" \
+  --connections "$CONNS" --seed 1 --no-server-stats --out "$work/crest" >"$work/crest.table" 2>"$work/crest.err" &
+cpid=$!
+"$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>"$work/worker.err" &
+wpid=$!
+seen=
+for _ in $(seq 600); do grep -q "^crest: run " "$work/crest.err" 2>/dev/null && { seen=1; break; }; sleep 0.05; done
+[[ -n $seen ]] || { echo "floor.sh: crest did not start; no figure" >&2; cat "$work/crest.err" >&2; exit 1; }
+g0=$(calls); c0=$(cpu "$wpid"); t0=$(date +%s.%N)
+wait "$cpid" || true
+g1=$(calls); c1=$(cpu "$wpid"); t1=$(date +%s.%N)
+kill "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true
+python3 - "$c0" "$c1" "$HZ" "$t0" "$t1" "$SECS" "$((g1 - g0))" "$RATE" <<'PY'
+import sys
+c0, c1, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+window, secs, n, rate = float(sys.argv[5]) - float(sys.argv[4]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+if not (secs <= window <= secs + 10):
+    sys.exit(f"floor.sh: CPU window {window:.1f} s does not cover a {secs:.0f} s run; no figure")
+if abs(n - rate * secs) > 0.01 * rate * secs:
+    sys.exit(f"floor.sh: the server counted {n} GETs from Crest, not {rate * secs:.0f}; no figure")
+print(f"{'crest':<8} {n:>9} x  CPU {(c1 - c0) / hz / n * 1e6:>7.2f} us each   (worker process, default pacer, server-counted requests)")
+PY
