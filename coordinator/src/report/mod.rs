@@ -278,9 +278,10 @@ pub struct TimelinePoint {
     /// pacer holds on a core of its own) in this interval, or empty when it did not:
     /// `busy` (the busiest shard was busy 90% of the interval or more), `connections` (1%
     /// or more of the requests waited for a free connection), `preempted` (the scheduler
-    /// took the shards' core from them: see `preemptions` and `core_wait_ms`; something
-    /// else runs on it), or `pacer` (none of these: the pacer's own wake-ups or turns came
-    /// late, from a timer or host latency the workers cannot see).
+    /// took the shards' core from them for 0.5% of the interval or more, [`PREEMPTED_SHARE`]:
+    /// see `preemptions` and `core_wait_ms`; something else runs on it), or `pacer` (none
+    /// of these: the pacer itself came late, by its own work or by timer or host latency
+    /// the workers cannot see).
     pub off_pace: &'static str,
     /// Involuntary context switches of the shard threads in this interval, summed over
     /// workers: times the scheduler gave a shard's core to another thread.
@@ -347,9 +348,15 @@ pub const OFF_PACE_CAUSES: &[(&str, &str)] = &[
     ("preempted", "give each shard a core of its own"),
     (
         "pacer",
-        "its core its own and connections free, the pacer still woke or turned late: host latency the workers cannot see (a VM's vCPU steal, interrupts)",
+        "with free connections and its core (nearly) its own, the pacer itself came late: its own work, or timer or host latency the workers cannot see (a VM's vCPU steal, interrupts)",
     ),
 ];
+
+/// Shards that waited for their core this share of an interval or more (summed over
+/// shards) were held back enough to make the lag p99: the requests due while they waited,
+/// and those queued behind them as they caught up, are about 1% of the interval's. Less
+/// waiting than this cannot explain an interval's p99, so it is not blamed for it.
+pub const PREEMPTED_SHARE: f64 = 0.005;
 
 /// A shard busy for this share of an interval or more cannot keep its schedule.
 pub const SATURATED: f64 = 0.9;
@@ -385,7 +392,9 @@ impl TimelinePoint {
             "busy"
         } else if waited {
             "connections"
-        } else if load.preemptions > 0 {
+        } else if load.preemptions > 0
+            && (load.queued_ns == 0 || load.queued_ns as f64 >= PREEMPTED_SHARE * interval_s * 1e9)
+        {
             "preempted"
         } else {
             "pacer"
@@ -1704,16 +1713,29 @@ mod tests {
             ..Load::default()
         };
         assert_eq!(at(&s, light, spin).off_pace, "pacer");
-        let preempted = Load {
+        // Preempted briefly: 2.5 ms of a second cannot hold back 1% of the requests.
+        let brief = Load {
             preemptions: 3,
             queued_ns: 2_500_000,
             ..light
         };
-        let p = at(&s, preempted, spin);
+        let p = at(&s, brief, spin);
         assert_eq!(
             (p.off_pace, p.preemptions, p.core_wait_ms),
-            ("preempted", 3, 2.5)
+            ("pacer", 3, 2.5)
         );
+        let preempted = Load {
+            preemptions: 30,
+            queued_ns: 5_000_000,
+            ..light
+        };
+        assert_eq!(at(&s, preempted, spin).off_pace, "preempted");
+        // A kernel without schedstat: preemptions alone.
+        let unknown = Load {
+            queued_ns: 0,
+            ..brief
+        };
+        assert_eq!(at(&s, unknown, spin).off_pace, "preempted");
         assert!(
             !p.generator_bound,
             "50 µs of lag is not the generator's limit"
