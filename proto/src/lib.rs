@@ -46,7 +46,8 @@ pub mod pb {
 /// `CheckpointReached`, `ReleaseCheckpoint` (`--checkpoint-every`); an older worker would
 /// run through every checkpoint. Version 7: `Steer` and `Steered` (a runtime change of
 /// rate at one instant); an older worker would ignore it and keep the old rate. Version 8:
-/// `Interval.shard_preemptions` and `shard_queued_ns` (why an interval was off pace); an
+/// `Interval.shard_preemptions`, `shard_queued_ns` and `shard_steal_ns` (why an interval
+/// was off pace); an
 /// older worker would report none, and its late intervals would be blamed on the pacer.
 pub const PROTOCOL_VERSION: u32 = 8;
 

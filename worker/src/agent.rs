@@ -582,6 +582,13 @@ async fn start_run(
         kinds: Kinds::default(),
         new_messages: Vec::new(),
         nodes: Vec::new(),
+        steal: crate::sys::sched::StealMeter::new(
+            cfg.cores
+                .iter()
+                .take(plan.shards.len())
+                .map(|c| c.id)
+                .collect(),
+        ),
     });
     Ok(())
 }
@@ -746,6 +753,8 @@ struct ActiveRun {
     new_messages: Vec<(String, String)>,
     /// Per target node, every shard's share.
     nodes: Vec<NodeStats>,
+    /// The hypervisor's steal on the shards' cores, per interval message.
+    steal: crate::sys::sched::StealMeter,
 }
 
 /// Rewrites every error kind of `stats` through the worker's bound.
@@ -977,6 +986,7 @@ impl ActiveRun {
             busiest_shard: load.busiest,
             shard_preemptions: load.preemptions,
             shard_queued_ns: load.queued_ns,
+            shard_steal_ns: self.steal.take(),
         })
     }
 }

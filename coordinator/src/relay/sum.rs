@@ -133,6 +133,7 @@ impl Summer {
             busiest_shard: load.busiest,
             shard_preemptions: load.preemptions,
             shard_queued_ns: load.queued_ns,
+            shard_steal_ns: load.steal_ns,
         })
     }
 
@@ -297,6 +298,7 @@ mod tests {
                 busiest_shard: 0.1 * (index % 5) as f64,
                 shard_preemptions: (index % 3) as u64,
                 shard_queued_ns: 7_000 * index as u64,
+                shard_steal_ns: 10_000_000 * (index % 2) as u64,
             });
         }
         let final_ = pb::Finished {

@@ -279,9 +279,10 @@ pub struct TimelinePoint {
     /// `busy` (the busiest shard was busy 90% of the interval or more), `connections` (1%
     /// or more of the requests waited for a free connection), `preempted` (the scheduler
     /// took the shards' core from them for 0.5% of the interval or more, [`PREEMPTED_SHARE`]:
-    /// see `preemptions` and `core_wait_ms`; something else runs on it), or `pacer` (none
-    /// of these: the pacer itself came late, by its own work or by timer or host latency
-    /// the workers cannot see).
+    /// see `preemptions` and `core_wait_ms`; something else runs on it), `steal` (the
+    /// hypervisor took the shards' virtual CPUs for 0.5% of the interval or more: see
+    /// `steal_ms`), or `pacer` (none of these: the pacer itself came late, by its own work
+    /// or by timer or host latency the workers cannot see).
     pub off_pace: &'static str,
     /// Involuntary context switches of the shard threads in this interval, summed over
     /// workers: times the scheduler gave a shard's core to another thread.
@@ -289,6 +290,9 @@ pub struct TimelinePoint {
     /// Time the shard threads were runnable but waited for their core in this interval,
     /// ms, summed over shards (0 where the kernel keeps no schedstat).
     pub core_wait_ms: f64,
+    /// The hypervisor's steal on the shards' cores in this interval, ms, summed over
+    /// cores (`/proc/stat`, in whole ticks of 10 ms; 0 off a VM).
+    pub steal_ms: f64,
 }
 
 /// What an interval is judged against: the run so far and the pacer.
@@ -322,6 +326,8 @@ pub struct Load {
     pub preemptions: u64,
     /// Time the shard threads waited for their core, ns.
     pub queued_ns: u64,
+    /// The hypervisor's steal on the shards' cores, ns.
+    pub steal_ns: u64,
 }
 
 impl Load {
@@ -331,6 +337,7 @@ impl Load {
         self.busiest = self.busiest.max(iv.busiest_shard);
         self.preemptions = self.preemptions.saturating_add(iv.shard_preemptions);
         self.queued_ns = self.queued_ns.saturating_add(iv.shard_queued_ns);
+        self.steal_ns = self.steal_ns.saturating_add(iv.shard_steal_ns);
     }
 }
 
@@ -346,6 +353,10 @@ pub const OFF_PACE_CAUSES: &[(&str, &str)] = &[
         "requests waited for a free connection: more --connections or --pipeline",
     ),
     ("preempted", "give each shard a core of its own"),
+    (
+        "steal",
+        "the hypervisor ran other guests on the shards' virtual CPUs: a dedicated host or vCPUs pinned to physical cores",
+    ),
     (
         "pacer",
         "with free connections and its core (nearly) its own, the pacer itself came late: its own work, or timer or host latency the workers cannot see (a VM's vCPU steal, interrupts)",
@@ -396,6 +407,8 @@ impl TimelinePoint {
             && (load.queued_ns == 0 || load.queued_ns as f64 >= PREEMPTED_SHARE * interval_s * 1e9)
         {
             "preempted"
+        } else if load.steal_ns as f64 >= PREEMPTED_SHARE * interval_s * 1e9 {
+            "steal"
         } else {
             "pacer"
         };
@@ -430,6 +443,7 @@ impl TimelinePoint {
             off_pace,
             preemptions: load.preemptions,
             core_wait_ms: (load.queued_ns as f64 / 1e3).round() / 1e3,
+            steal_ms: (load.steal_ns as f64 / 1e3).round() / 1e3,
         }
     }
 }
@@ -810,7 +824,7 @@ pub struct Report {
 
 /// The first line of `timeline.csv`: the client's columns, then the server's (the
 /// report's `server.intervals`, empty when the server was not sampled).
-pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,off_pace,preemptions,core_wait_ms,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys\n";
+pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,off_pace,preemptions,core_wait_ms,steal_ms,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys\n";
 
 /// An optional CSV cell: empty when None.
 fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -823,7 +837,7 @@ fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
 pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint, server: Option<&ServerRow>) {
     let _ = write!(
         out,
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         p.t_s,
         p.target_rate,
         p.scheduled,
@@ -839,7 +853,8 @@ pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint, server: Option<&Ser
         p.bound,
         p.off_pace,
         p.preemptions,
-        p.core_wait_ms
+        p.core_wait_ms,
+        p.steal_ms
     );
     let s = server.filter(|s| s.sampled);
     let cells = [
@@ -1065,7 +1080,10 @@ impl Report {
             if rows.is_empty() {
                 continue;
             }
-            let why = if *cause == "preempted" {
+            let why = if *cause == "steal" {
+                let ms: f64 = rows.iter().map(|p| p.steal_ms).sum();
+                format!("{ms:.0} ms stolen in all: {why}")
+            } else if *cause == "preempted" {
                 let n: u64 = rows.iter().map(|p| p.preemptions).sum();
                 let ms: f64 = rows.iter().map(|p| p.core_wait_ms).sum();
                 format!(
@@ -1760,8 +1778,15 @@ mod tests {
             ..preempted
         };
         assert_eq!(at(&s, busy, spin).off_pace, "busy");
+        s.backlogged = 0;
+        let stolen = Load {
+            steal_ns: 10_000_000,
+            ..brief
+        };
+        let p = at(&s, stolen, spin);
+        assert_eq!((p.off_pace, p.steal_ms), ("steal", 10.0));
         // Every cause has its words.
-        for cause in ["busy", "connections", "preempted", "pacer"] {
+        for cause in ["busy", "connections", "preempted", "steal", "pacer"] {
             assert!(OFF_PACE_CAUSES.iter().any(|(c, _)| *c == cause), "{cause}");
         }
     }

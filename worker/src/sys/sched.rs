@@ -3,7 +3,7 @@
 //! but waited for the core (`/proc/thread-self/schedstat`, its second field). A shard reads
 //! both once per interval: when an interval's schedule lag passes the pacer's bound, they
 //! say whether the shard's core was its own (a pacer cannot send on time from a thread that
-//! is not running).
+//! is not running). And how much of its cores the hypervisor took ([`StealMeter`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -84,6 +84,69 @@ fn parse_queued(text: &[u8]) -> Option<u64> {
         .ok()
 }
 
+/// Time the hypervisor ran something else while these cores' virtual CPUs wanted to run
+/// (`steal` in `/proc/stat`, per CPU): on a VM a stolen millisecond is late sends no pacer
+/// can prevent. Read by the agent once per interval, not by the shards (reading
+/// `/proc/stat` takes tens of µs: not in a pacer's loop). Its resolution is the kernel's
+/// tick (`USER_HZ`, 10 ms).
+#[derive(Debug)]
+pub struct StealMeter {
+    cores: Vec<usize>,
+    /// ns per `USER_HZ` tick.
+    tick_ns: u64,
+    last: u64,
+}
+
+impl StealMeter {
+    /// A meter for `cores`, starting now.
+    pub fn new(cores: Vec<usize>) -> Self {
+        // SAFETY: sysconf reads a constant of the system.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let tick_ns = if hz > 0 {
+            1_000_000_000 / hz as u64
+        } else {
+            10_000_000
+        };
+        let mut m = Self {
+            cores,
+            tick_ns,
+            last: 0,
+        };
+        m.last = m.total();
+        m
+    }
+
+    /// Steal on the cores since the last call (or since `new`), ns; 0 where `/proc/stat`
+    /// cannot be read.
+    pub fn take(&mut self) -> u64 {
+        let now = self.total();
+        let d = now.saturating_sub(self.last);
+        self.last = now;
+        d
+    }
+
+    fn total(&self) -> u64 {
+        let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+            return 0;
+        };
+        steal_ticks(&text, &self.cores).saturating_mul(self.tick_ns)
+    }
+}
+
+/// The steal ticks of `cores` in `/proc/stat`'s text (the 8th number of each `cpuN` line).
+fn steal_ticks(text: &str, cores: &[usize]) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_ascii_whitespace();
+            let cpu: usize = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            if !cores.contains(&cpu) {
+                return None;
+            }
+            f.nth(7)?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -91,6 +154,23 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn steal_is_the_eighth_number_of_the_cores_lines() {
+        let stat = "cpu  100 0 50 9000 3 0 1 70 0 0\n\
+                    cpu0 50 0 25 4500 1 0 1 30 0 0\n\
+                    cpu1 50 0 25 4500 2 0 0 40 0 0\n\
+                    cpu12 1 0 1 1 1 0 0 5 0 0\n\
+                    intr 12345 1 2 3\n";
+        assert_eq!(steal_ticks(stat, &[1]), 40);
+        assert_eq!(steal_ticks(stat, &[0, 1]), 70);
+        assert_eq!(steal_ticks(stat, &[12]), 5);
+        assert_eq!(steal_ticks(stat, &[7]), 0, "no such core");
+        // The meter reads this machine's file: it moves forward only.
+        let mut m = StealMeter::new(vec![0]);
+        let a = m.take();
+        assert_eq!(a % m.tick_ns, 0, "whole ticks");
+    }
 
     #[test]
     fn the_second_field_is_the_queued_time() {
