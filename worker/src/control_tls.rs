@@ -239,15 +239,20 @@ pub(crate) fn pair_error(e: &rustls::Error, cert_flag: &str, cert: &Path) -> Str
     }
 }
 
-/// Where a worker's control-plane TLS material lives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where a worker's (or a relay's, upstream) control-plane TLS material lives: the same
+/// three flags on `crest-worker` and `crest relay`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct ClientFiles {
-    /// `--control-ca`: the CA that signed the coordinator's certificate (default: the
-    /// system's CAs).
+    /// CA certificate (PEM) that signed the coordinator's --control-cert (default with
+    /// https://: the system's CAs).
+    #[arg(long = "control-ca", env = "CREST_CONTROL_CA")]
     pub ca: Option<PathBuf>,
-    /// `--control-client-cert`: this worker's certificate, for mutual TLS.
+    /// This process's certificate (PEM), for a coordinator that requires mutual TLS
+    /// (crest run --control-client-ca).
+    #[arg(long = "control-client-cert", env = "CREST_CONTROL_CLIENT_CERT")]
     pub cert: Option<PathBuf>,
-    /// `--control-client-key`: its private key.
+    /// The private key (PEM) of --control-client-cert.
+    #[arg(long = "control-client-key", env = "CREST_CONTROL_CLIENT_KEY")]
     pub key: Option<PathBuf>,
 }
 
@@ -262,6 +267,19 @@ impl ClientFiles {
     /// True when any TLS file is given.
     pub fn any(&self) -> bool {
         self.ca.is_some() || self.cert.is_some() || self.key.is_some()
+    }
+
+    /// The files read and checked when any is given; None (plaintext, or the system's CAs
+    /// for https://) when none is.
+    ///
+    /// # Errors
+    /// [`TlsFileError`] naming the flag and the file.
+    pub fn load_given(&self) -> Result<Option<ClientTls>, TlsFileError> {
+        if self.any() {
+            self.load().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// Reads and checks the files.

@@ -60,17 +60,9 @@ struct RelayArgs {
     /// --control-cert).
     #[arg(long, env = "CREST_RELAY_LISTEN", default_value = "0.0.0.0:7601")]
     listen: SocketAddr,
-    /// Upstream: the CA certificate (PEM) that signed the coordinator's --control-cert
-    /// (default with https://: the system's CAs).
-    #[arg(long, env = "CREST_CONTROL_CA")]
-    control_ca: Option<PathBuf>,
-    /// Upstream: this relay's certificate (PEM), for a coordinator that requires mutual
-    /// TLS (crest run --control-client-ca).
-    #[arg(long, env = "CREST_CONTROL_CLIENT_CERT")]
-    control_client_cert: Option<PathBuf>,
-    /// Upstream: the private key (PEM) of --control-client-cert.
-    #[arg(long, env = "CREST_CONTROL_CLIENT_KEY")]
-    control_client_key: Option<PathBuf>,
+    /// Upstream: TLS to the coordinator, as a worker dials it.
+    #[command(flatten)]
+    upstream: crest_engine::control_tls::ClientFiles,
     /// Downstream: serve the workers over TLS with this certificate (PEM chain); they then
     /// dial https:// with --control-ca.
     #[arg(long, env = "CREST_CONTROL_CERT")]
@@ -466,15 +458,9 @@ async fn signals() {
 
 /// `crest relay`: until Ctrl-C or SIGTERM.
 async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
-    use crest_engine::control_tls::{ClientFiles, ServerFiles};
-    let up = ClientFiles {
-        ca: args.control_ca.clone(),
-        cert: args.control_client_cert.clone(),
-        key: args.control_client_key.clone(),
-    };
-    let tls = match up.load() {
-        Ok(t) if up.any() => Some(t),
-        Ok(_) => None,
+    use crest_engine::control_tls::ServerFiles;
+    let tls = match args.upstream.load_given() {
+        Ok(t) => t,
         Err(e) => return Ok(usage(e)),
     };
     let serve_tls = match (ServerFiles {

@@ -1612,75 +1612,31 @@ mod tests {
 
     #[test]
     fn a_second_short_of_schedule_is_generator_bound() {
+        // One point of a 1 s interval due 1,000 requests, against a target of `target`.
+        let at = |s: &CmdStats, target: f64, load: Load| {
+            TimelinePoint::of(0, 1.0, s, target, 1000.0, load, Baseline::default())
+        };
         let mut s = CmdStats {
             scheduled: 800,
             ..Default::default()
         };
-        assert!(
-            TimelinePoint::of(
-                0,
-                1.0,
-                &s,
-                1000.0,
-                1000.0,
-                Load::default(),
-                Baseline::default()
-            )
-            .generator_bound
-        );
+        assert!(at(&s, 1000.0, Load::default()).generator_bound);
         s.scheduled = 960;
         assert!(
-            !TimelinePoint::of(
-                0,
-                1.0,
-                &s,
-                1000.0,
-                1000.0,
-                Load::default(),
-                Baseline::default()
-            )
-            .generator_bound,
+            !at(&s, 1000.0, Load::default()).generator_bound,
             "Poisson noise"
         );
         assert!(
-            !TimelinePoint::of(
-                0,
-                1.0,
-                &s,
-                2000.0,
-                1000.0,
-                Load::default(),
-                Baseline::default()
-            )
-            .generator_bound,
+            !at(&s, 2000.0, Load::default()).generator_bound,
             "a lost worker's share is not the generator's fault"
         );
         s.scheduled = 1000;
         for _ in 0..100 {
             hist::record(&mut s.schedule_lag, 5_000_000);
         }
-        assert!(
-            TimelinePoint::of(
-                0,
-                1.0,
-                &s,
-                1000.0,
-                1000.0,
-                Load::default(),
-                Baseline::default()
-            )
-            .generator_bound
-        );
+        assert!(at(&s, 1000.0, Load::default()).generator_bound);
         s.backlogged = 100;
-        let p = TimelinePoint::of(
-            0,
-            1.0,
-            &s,
-            1000.0,
-            1000.0,
-            Load::default(),
-            Baseline::default(),
-        );
+        let p = at(&s, 1000.0, Load::default());
         assert!(
             !p.generator_bound,
             "waiting for a connection is not the pacer's doing"
@@ -1692,7 +1648,7 @@ mod tests {
             busiest: 0.95,
             ..Load::default()
         };
-        let p = TimelinePoint::of(0, 1.0, &s, 1000.0, 1000.0, busy, Baseline::default());
+        let p = at(&s, 1000.0, busy);
         assert!(p.generator_bound);
         assert_eq!(
             (p.bound, p.generator_cpu_s, p.busiest_shard),

@@ -8,7 +8,6 @@
 
 use clap::Parser;
 use crest_engine::{agent, control_tls, cpus};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Crest load worker: dials a coordinator (`crest run --listen ...`) and runs its share of
@@ -19,17 +18,9 @@ struct Args {
     /// Coordinator URL: https://10.0.0.1:7600 (TLS; see --control-ca) or http://… (plaintext).
     #[arg(long, env = "CREST_COORDINATOR")]
     coordinator: String,
-    /// CA certificate (PEM) that signed the coordinator's --control-cert (default with
-    /// https://: the system's CAs).
-    #[arg(long, env = "CREST_CONTROL_CA")]
-    control_ca: Option<PathBuf>,
-    /// This worker's certificate (PEM), for a coordinator that requires mutual TLS
-    /// (crest run --control-client-ca).
-    #[arg(long, env = "CREST_CONTROL_CLIENT_CERT")]
-    control_client_cert: Option<PathBuf>,
-    /// The private key (PEM) of --control-client-cert.
-    #[arg(long, env = "CREST_CONTROL_CLIENT_KEY")]
-    control_client_key: Option<PathBuf>,
+    /// TLS to the coordinator.
+    #[command(flatten)]
+    control: control_tls::ClientFiles,
     /// Allow --token over plaintext http:// to a non-loopback host (the token crosses the
     /// network in the clear).
     #[arg(long, env = "CREST_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
@@ -75,14 +66,8 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let files = control_tls::ClientFiles {
-        ca: args.control_ca,
-        cert: args.control_client_cert,
-        key: args.control_client_key,
-    };
-    let tls = match files.load() {
-        Ok(t) if files.any() => Some(t),
-        Ok(_) => None,
+    let tls = match args.control.load_given() {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("crest-worker: {e}");
             return Ok(ExitCode::from(2));
