@@ -16,14 +16,15 @@
 //! which answers each once it has sent the change to every worker. Off loopback every
 //! request must carry the run's token (`Authorization: Bearer <token>`).
 
-use crate::orchestrate::steer::{Action, ChangeRow, Refusal, Request};
-use crate::report::TimelinePoint;
+use crate::orchestrate::steer::{Action, Refusal, Request};
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use crest_model::hist::{Dense, Hist};
+use crest_report::ChangeRow;
+use crest_report::TimelinePoint;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -517,7 +518,7 @@ impl prometheus_client::collector::Collector for Exported {
                 &mut enc,
                 "crest_interval_off_pace",
                 "1 when the last finished interval's schedule lag p99 passed the pacer's bound (the report's off_pace says why).",
-                &one(if p.off_pace.is_empty() { 0.0 } else { 1.0 }),
+                &one(if p.off_pace.is_some() { 1.0 } else { 0.0 }),
             )?;
             gauge(
                 &mut enc,

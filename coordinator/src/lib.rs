@@ -36,10 +36,11 @@
 //!
 //! Data flow: `crest run` → [`config::RunConfig`] → [`orchestrate::run`] ⇄ [`service::Hub`] ⇄
 //! workers → intervals → [`merge::RunBooks`] (→ [`output::Live`] files) →
-//! [`orchestrate::RunResults`] → [`report::build()`] → [`report::Report`] → stdout and
+//! [`orchestrate::RunResults`] → [`build::build()`] → [`report::Report`] → stdout and
 //! [`output::write_all`].
 
 pub mod admin;
+pub mod build;
 pub mod cli;
 pub mod compare;
 pub mod config;
@@ -50,7 +51,6 @@ pub mod output;
 pub mod profile;
 pub mod progress;
 pub mod relay;
-pub mod report;
 pub mod search;
 pub mod server_stats;
 pub mod service;

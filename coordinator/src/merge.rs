@@ -17,7 +17,6 @@
 
 use crate::config::RunConfig;
 use crate::output::Live;
-use crate::report::{Baseline, Load, TimelinePoint};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{self, Dense, Hist, HistError, SparseDecoder};
@@ -27,6 +26,8 @@ use crest_model::stats::{
     fold_kinds,
 };
 use crest_proto::pb;
+use crest_report::TimelinePoint;
+use crest_report::rules::{Baseline, Load};
 use prost::Message as _;
 use std::collections::BTreeMap;
 use std::ops::AddAssign;
@@ -131,6 +132,17 @@ fn decode_delta<'a>(
     cmds: &'a [pb::CommandStats],
 ) -> Result<Vec<(&'a str, &'a str, CmdDelta)>, HistError> {
     cmds.iter().map(|c| convert::delta_from_pb(c, de)).collect()
+}
+
+/// One worker's (or relay's) interval as the generator's work over it.
+pub fn load_of(iv: &pb::Interval) -> Load {
+    Load {
+        cpu_ns: iv.shard_cpu_ns,
+        busiest: iv.busiest_shard,
+        preemptions: iv.shard_preemptions,
+        queued_ns: iv.shard_queued_ns,
+        steal_ns: iv.shard_steal_ns,
+    }
 }
 
 /// The index of the last timeline row of a measured span of `duration_ns` cut into
@@ -700,7 +712,7 @@ impl RunBooks {
             rows: w.rows,
             target_rate: w.target_rate,
             achieved_rate: w.completed as f64 / span_s,
-            p99_us: crate::report::us(w.latency.value_at_quantile(0.99)),
+            p99_us: crest_report::model::us(w.latency.value_at_quantile(0.99)),
         };
         w.rows = 0;
         w.completed = 0;
@@ -852,7 +864,7 @@ impl RunBooks {
                 }
             };
             due += iv.target_rate;
-            load.add(&iv);
+            load.add(load_of(&iv));
             let Some(books) = self.workers.get_mut(w) else {
                 continue;
             };

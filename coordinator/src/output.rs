@@ -3,12 +3,11 @@
 //! `report.json` and `report.html` at the end, each atomically (a temporary name, then a
 //! rename), so a half-written report never passes as whole and no temporary file is left.
 
-use crate::report::{self, Report, TimelinePoint};
 use crest_model::hist::Hist;
+use crest_report::{Report, TimelinePoint, files};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::SystemTime;
 
 /// Files written into `--out`.
@@ -50,11 +49,51 @@ pub fn write_all(report: &Report, dir: &Path, live_failed: bool) -> Result<PathB
     }
     write_atomic(
         &dir.join("report.html"),
-        report::html::render(report).as_bytes(),
+        crest_report::html::run::render(report).as_bytes(),
     )?;
     // Last: a report.json on disk means the rest is there too.
     write_atomic(&dir.join("report.json"), json.as_bytes())?;
     Ok(dir.join("report.json"))
+}
+
+/// Largest `report.json` [`read_report`] reads: a day-long run at 10 ms intervals is
+/// about 8.6 million timeline rows, far past what anyone renders; this bounds memory
+/// against a wrong path (`/dev/zero`).
+pub const MAX_REPORT_BYTES: u64 = 1 << 30;
+
+/// Reads a saved `report.json` ([`Report::from_json`]).
+///
+/// # Errors
+/// One line naming the file and what is wrong with it.
+pub fn read_report(path: &Path) -> Result<Report, String> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let mut text = String::new();
+    File::open(path)
+        .and_then(|f| f.take(MAX_REPORT_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| {
+            format!("{shown}: cannot read it: {e} (give a report.json that crest run --out wrote)")
+        })?;
+    if text.len() as u64 > MAX_REPORT_BYTES {
+        return Err(format!(
+            "{shown}: larger than {} GiB: not a report.json crest wrote",
+            MAX_REPORT_BYTES >> 30
+        ));
+    }
+    Report::from_json(&text).map_err(|e| format!("{shown}: {e}"))
+}
+
+/// Writes what a saved report renders to: `report.html` and `timeline.csv`, as the run
+/// wrote them (`latency.hlog` holds per-interval histograms the report does not keep).
+///
+/// # Errors
+/// The first file that cannot be written, named.
+pub fn write_rendered(report: &Report, dir: &Path) -> Result<(), String> {
+    write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
+    write_atomic(
+        &dir.join("report.html"),
+        crest_report::html::run::render(report).as_bytes(),
+    )
 }
 
 /// Writes to `<name>.tmp` beside `path` (each file its own temporary name) and renames; on
@@ -143,11 +182,11 @@ impl Live {
         Ok(Self {
             timeline: LiveFile::create(
                 dir.join("timeline.csv"),
-                report::TIMELINE_CSV_HEADER.as_bytes(),
+                files::TIMELINE_CSV_HEADER.as_bytes(),
             )?,
             hlog: LiveFile::create(
                 dir.join("latency.hlog"),
-                report::hlog_header(run_id, started_at).as_bytes(),
+                files::hlog_header(run_id, started_at).as_bytes(),
             )?,
             line: String::new(),
         })
@@ -156,14 +195,14 @@ impl Live {
     /// Appends one timeline row.
     pub fn row(&mut self, p: &TimelinePoint) {
         self.line.clear();
-        report::timeline_csv_row(&mut self.line, p, None);
+        files::timeline_csv_row(&mut self.line, p, None);
         self.timeline.write(self.line.as_bytes());
     }
 
     /// Appends one hlog line: the whole run's (`class` None) or one class's latency.
     pub fn hist(&mut self, class: Option<&str>, start_s: f64, length_s: f64, h: &Hist) {
         self.line.clear();
-        report::hlog_line(&mut self.line, class, start_s, length_s, h);
+        files::hlog_line(&mut self.line, class, start_s, length_s, h);
         self.hlog.write(self.line.as_bytes());
     }
 
@@ -180,21 +219,6 @@ impl Live {
             .flatten()
             .cloned()
             .collect()
-    }
-}
-
-impl Report {
-    /// The exit code for a run that produced this report: 0 when complete, 130 when it was
-    /// interrupted (Ctrl-C, SIGTERM), 3 when a report was written but is incomplete
-    /// otherwise (a worker was lost, or the books did not balance).
-    pub fn exit_code(&self) -> ExitCode {
-        if self.interrupted {
-            ExitCode::from(130)
-        } else if self.complete {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(3)
-        }
     }
 }
 

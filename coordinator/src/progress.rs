@@ -1,7 +1,7 @@
 //! Live progress once a second on stderr: a one-line bar redrawn in place on a terminal,
 //! plain lines when stderr is piped (logs and CI). Stdout stays free for the summary.
 
-use crate::report::human_us;
+use crest_report::fmt::human_us;
 use std::io::Write;
 
 /// One progress sample.

@@ -28,10 +28,11 @@
 //! be.
 
 use crate::cli::{RunArgs, to_config};
-use crate::compare::runs::{Between, CompareError, flush, run_one};
+use crate::compare::{Between, CompareError, flush, run_one};
 use crate::output;
-use crate::report::html::{chart_xy, esc};
-use crate::report::{Report, human_us};
+use crest_report::Report;
+use crest_report::fmt::human_us;
+use crest_report::html::{chart_xy, esc};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -239,7 +240,7 @@ fn latency_hist(report: &Report, class: Option<&str>) -> Option<crest_model::his
         None => &report.totals.histograms.latency,
         Some(c) => &report.classes.get(c)?.histograms.latency,
     };
-    crate::report::html::decode_b64(b64)
+    crest_report::html::decode_b64(b64)
 }
 
 /// Judges one window's report at `offered` per second.

@@ -10,7 +10,7 @@
 //!   `PING_INLINE` inline.
 //! - [`run`]: each selected test in order, closed loop with exactly `-n` requests over `-c`
 //!   connections of `-P` pipelined requests (the compatibility mode), or open loop at
-//!   `--rate` for `-n / rate` seconds; each through [`crate::compare::runs::run_one`], so
+//!   `--rate` for `-n / rate` seconds; each through [`crate::compare::run_one`], so
 //!   the workers, the report and the truth check are `crest run`'s.
 //! - this module also formats the results: valkey-benchmark's `-q` line
 //!   (`SET: 46511.62 requests per second, p50=0.135 msec`), its `--csv` rows, and a longer
@@ -21,9 +21,9 @@
 //! and gives every reply of the batch that value, so with `-P` above 1 the two differ.
 
 use crate::cli::RunArgs;
-use crate::compare::runs::{CompareError, run_one};
+use crate::compare::{CompareError, run_one};
 use crate::config::RateArg;
-use crate::report::Report;
+use crest_report::Report;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -226,7 +226,7 @@ impl Outcome {
             .classes
             .values()
             .next()
-            .and_then(|c| crate::report::html::decode_b64(&c.histograms.latency));
+            .and_then(|c| crest_report::html::decode_b64(&c.histograms.latency));
         let ms = |ns: u64| ns as f64 / 1e6;
         let (min_ms, p95_ms) = lat
             .as_ref()
@@ -234,11 +234,11 @@ impl Outcome {
         let server = match &r.server {
             Some(s) if s.agrees == Some(true) => format!(
                 "server agrees: {}",
-                crate::server_stats::series::agreement_words(&s.agreement, &s.other_commands)
+                crest_report::server::series::agreement_words(&s.agreement, &s.other_commands)
             ),
             Some(s) if s.agrees == Some(false) => format!(
                 "server DISAGREES: {}",
-                crate::server_stats::series::disagreement_words(&s.agreement, &s.other_commands)
+                crest_report::server::series::disagreement_words(&s.agreement, &s.other_commands)
             ),
             Some(s) => format!(
                 "server not checked: {}",

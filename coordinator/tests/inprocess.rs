@@ -4,10 +4,10 @@
 //! `INFO commandstats`, and a shutdown future stops a run cleanly.
 
 use crate::support::commandstats;
+use crest::build;
 use crest::cli::{RunArgs, to_config};
 use crest::config::RateArg;
 use crest::orchestrate;
-use crest::report;
 use std::time::{Duration, Instant};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -50,7 +50,7 @@ fn an_in_process_run_agrees_with_the_targets_counters() {
             .unwrap();
         assert_eq!(results.workers.len(), 1);
         assert!(!results.workers[0].lost());
-        let r = report::build(&cfg, results);
+        let r = build::build(&cfg, results);
         let t = &r.totals.summary;
         assert_eq!(t.scheduled, 4400);
         assert_eq!(t.sent, 4400);
@@ -99,9 +99,9 @@ fn shutdown_interrupts_an_in_process_run_and_keeps_what_was_collected() {
         assert!(took < Duration::from_secs(10), "took {took:?}");
         let results = res.unwrap();
         assert!(results.interrupted);
-        let r = report::build(&cfg, results);
+        let r = build::build(&cfg, results);
         assert!(r.interrupted && !r.complete);
-        assert_eq!(r.exit_code(), std::process::ExitCode::from(130));
+        assert_eq!(r.exit_code(), 130);
         assert!(r.duration_s < 10.0, "{}", r.duration_s);
         let t = &r.totals.summary;
         assert!(t.completed > 0, "some of the run was collected");

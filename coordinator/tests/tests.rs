@@ -23,6 +23,7 @@ mod inprocess;
 mod netns;
 mod redis_cluster;
 mod relay;
+mod report;
 mod resp3;
 mod search;
 mod server_stats;

@@ -5,9 +5,10 @@
 use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crest::cli::{RunArgs, to_config};
-use crest::compare::{self, runs::Between};
+use crest::compare::{self, Between};
 use crest::orchestrate::{self, RunError};
-use crest::{output, report};
+use crest::{build, output};
+use crest_report::compare as comparison;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,6 +42,15 @@ enum Cmd {
     /// holds): workers dial it as they dial `crest run`; it registers with the coordinator
     /// as one worker with all their shards, and sums their results before they go up.
     Relay(Box<RelayArgs>),
+    /// Render a saved report.json again: the same summary on stdout as the run printed,
+    /// and with --out the same report.html and timeline.csv as the run wrote.
+    Report {
+        /// A report.json written by `crest run --out` (or by compare, search, suite).
+        file: PathBuf,
+        /// Folder to write report.html and timeline.csv into (created if missing).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
     Sink {
         /// Address to listen on.
@@ -334,6 +344,7 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
         .build()?;
     match cli.command {
         Cmd::Relay(args) => rt.block_on(relay_cmd(*args)),
+        Cmd::Report { file, out } => report_cmd(&file, out.as_deref()),
         Cmd::Sink { listen } => rt.block_on(async {
             let l = match tokio::net::TcpListener::bind(listen).await {
                 Ok(l) => l,
@@ -378,7 +389,7 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
                 match res {
                     Ok(mut results) => {
                         let live_errors = std::mem::take(&mut results.live_errors);
-                        let report = report::build(&cfg, results);
+                        let report = build::build(&cfg, results);
                         // The files first: a stdout that blocks (a pager that stopped
                         // reading) or is closed (`crest run | head`) must not cost the
                         // report; the summary there is best effort.
@@ -405,7 +416,7 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
                                 anyhow::bail!("{e}");
                             }
                         }
-                        Ok(report.exit_code())
+                        Ok(ExitCode::from(report.exit_code()))
                     }
                     Err(RunError::Usage(m)) => Ok(usage(m)),
                     Err(RunError::Interrupted) => {
@@ -424,6 +435,26 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
             code
         }
     }
+}
+
+/// `crest report FILE [--out DIR]`: the saved report rendered as the run rendered it.
+fn report_cmd(file: &std::path::Path, out: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let report = match output::read_report(file) {
+        Ok(r) => r,
+        Err(e) => return Ok(usage(e)),
+    };
+    if let Some(dir) = out {
+        if let Err(e) = output::check_writable(dir) {
+            return Ok(usage(e));
+        }
+        output::write_rendered(&report, dir).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "crest: report.html and timeline.csv written to {}",
+            dir.display()
+        );
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), report.table().as_bytes());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The first SIGINT or SIGTERM stops the run gracefully (the report so far is written);
@@ -536,8 +567,8 @@ async fn compare_cmd(
 ) -> anyhow::Result<ExitCode> {
     let out = args.run.out.clone();
     let comparison = if args.reports.is_empty() {
-        let plan = match compare::runs::parse_targets(&targets) {
-            Ok(t) => compare::runs::Plan {
+        let plan = match compare::parse_targets(&targets) {
+            Ok(t) => compare::Plan {
                 targets: t,
                 runs: args.runs,
                 min_effect: args.min_effect,
@@ -550,10 +581,10 @@ async fn compare_cmd(
             first_signal().await;
             let _ = tx.send(true);
         });
-        match compare::runs::run_all(args.run, &plan, rx).await {
+        match compare::run_all(args.run, &plan, rx).await {
             Ok(c) => c,
-            Err(compare::runs::CompareError::Usage(m)) => return Ok(usage(m)),
-            Err(compare::runs::CompareError::Failed(m)) => {
+            Err(compare::CompareError::Usage(m)) => return Ok(usage(m)),
+            Err(compare::CompareError::Failed(m)) => {
                 eprintln!("crest: compare: {m}");
                 return Ok(ExitCode::from(1));
             }
@@ -578,9 +609,9 @@ async fn compare_cmd(
                 "crest compare needs two or more reports (or two or more --target): give a/report.json b/report.json",
             ));
         }
-        match compare::arms_from_files(&args.reports) {
+        match comparison::arms_from_files(&args.reports) {
             Ok((arms, warnings)) if arms.len() >= 2 => {
-                let mut c = compare::compare(arms, args.min_effect, "reports");
+                let mut c = comparison::compare(arms, args.min_effect, "reports");
                 c.warnings.extend(warnings);
                 c
             }
@@ -594,7 +625,7 @@ async fn compare_cmd(
     };
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), comparison.table().as_bytes());
     if let Some(dir) = out {
-        let path = compare::runs::write(&comparison, &dir).map_err(anyhow::Error::msg)?;
+        let path = compare::write(&comparison, &dir).map_err(anyhow::Error::msg)?;
         eprintln!("crest: comparison written to {}", path.display());
     }
     let all_complete = comparison
@@ -664,8 +695,8 @@ async fn search_cmd(args: SearchArgs) -> anyhow::Result<ExitCode> {
     });
     let s = match search::run(args.run, &plan, out.clone(), rx).await {
         Ok(s) => s,
-        Err(compare::runs::CompareError::Usage(m)) => return Ok(usage(m)),
-        Err(compare::runs::CompareError::Failed(m)) => {
+        Err(compare::CompareError::Usage(m)) => return Ok(usage(m)),
+        Err(compare::CompareError::Failed(m)) => {
             eprintln!("crest: search: {m}");
             return Ok(ExitCode::from(1));
         }
@@ -706,7 +737,7 @@ async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
         .map_err(|e| format!("--target {}: {e}", cfg.target.as_deref().unwrap_or("")))?;
     let info = match c.ask(&[b"INFO", b"server"], 1 << 20).await {
         Ok(Some(crest_resp::Frame::Bulk(b) | crest_resp::Frame::Verbatim { data: b, .. })) => {
-            crest::server_stats::info::Info::parse(&String::from_utf8_lossy(&b))
+            crest_report::server::info::Info::parse(&String::from_utf8_lossy(&b))
         }
         // A server that will not say (an ACL user without INFO): the older list.
         _ => return Ok(Suite::Redis70),
@@ -800,8 +831,8 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     .await
     {
         Ok(o) => o,
-        Err(crest::compare::runs::CompareError::Usage(m)) => return Ok(usage(m)),
-        Err(crest::compare::runs::CompareError::Failed(m)) => {
+        Err(crest::compare::CompareError::Usage(m)) => return Ok(usage(m)),
+        Err(crest::compare::CompareError::Failed(m)) => {
             eprintln!("crest: suite: {m}");
             return Ok(ExitCode::from(1));
         }

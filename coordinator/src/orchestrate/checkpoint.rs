@@ -7,12 +7,12 @@
 //! study's "memory every 1,000,000 members", not an estimate between two samples.
 
 use super::Member;
-use crate::server_stats::info::Info;
 use crate::server_stats::sampler::ask_within;
 use crest_engine::probe::Control;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};
+use crest_report::CheckpointRow;
+use crest_report::server::info::Info;
 use crest_resp::Frame;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -22,36 +22,6 @@ pub const NAME: &str = "crest-checkpoint";
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest reply read (INFO memory is ~2 KB; a probe's reply is cut to its first 200 bytes).
 const MAX_REPLY: usize = 1 << 20;
-
-/// One checkpoint as the report has it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CheckpointRow {
-    /// From 0.
-    pub index: u32,
-    /// Measured requests of the class done (issued and answered) at this point:
-    /// (index + 1) × `--checkpoint-every`.
-    pub requests: u64,
-    /// When the last worker got there, seconds since the measured start.
-    pub at_s: f64,
-    /// Requests per second from the previous checkpoint's release (or the measured start)
-    /// to this one: the class's throughput over that stretch, pauses excluded.
-    pub rate: f64,
-    /// How long the load waited here for the sample, ms.
-    pub paused_ms: f64,
-    /// `INFO memory` gauges, bytes (null when the server did not answer).
-    pub used_memory: Option<u64>,
-    /// `used_memory_rss`.
-    pub used_memory_rss: Option<u64>,
-    /// `used_memory_dataset`.
-    pub used_memory_dataset: Option<u64>,
-    /// `mem_fragmentation_ratio`.
-    pub mem_fragmentation_ratio: Option<f64>,
-    /// The probe's reply as text (an integer, a bulk string, an error's words; at most
-    /// 200 bytes); null without `--probe`.
-    pub probe: Option<String>,
-    /// What went wrong reading the server here, if anything.
-    pub error: Option<String>,
-}
 
 /// The checkpoints of one run.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! plan and split → common start instant → collect intervals with live progress (merged
 //! into [`RunBooks`] as they come, `timeline.csv` and `latency.hlog` written as the run
 //! goes) → finals, lost workers. Turning results into a report is
-//! [`crate::report::build()`]'s job. An interrupt during the measured phase still returns
+//! [`crate::build::build()`]'s job. An interrupt during the measured phase still returns
 //! results ([`RunResults::interrupted`]): what was collected until then.
 //!
 //! The seam is [`run`]`(config, listener, shutdown)`, in the manner of mini-redis's
@@ -24,7 +24,6 @@
 //!   clock for every worker, spliced into the books' profiles, rows for the report.
 
 mod checkpoint;
-pub use checkpoint::CheckpointRow;
 mod cluster;
 mod collect;
 mod phase;
@@ -33,12 +32,13 @@ pub mod steer;
 use crate::config::{RunConfig, Workers};
 use crate::merge::{self, ByCommand, RunBooks, WorkerBooks};
 use crate::output::Live;
-use crate::report::TimelinePoint;
-use crate::server_stats::{Sampler, ServerStats, series::Mark};
+use crate::server_stats::{Sampler, ServerStats};
 use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
 use crest_model::convert::limits;
 use crest_model::plan::ClassPlan;
 use crest_model::target::Verify;
+use crest_report::TimelinePoint;
+use crest_report::server::series::Mark;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
@@ -102,12 +102,12 @@ pub struct RunResults {
     /// The target's `INFO` samples (or why there are none).
     pub server: ServerStats,
     /// `--checkpoint-every`: the server read at each checkpoint.
-    pub checkpoints: Vec<CheckpointRow>,
+    pub checkpoints: Vec<crest_report::CheckpointRow>,
     /// Commands the coordinator itself sent the target during the measured span (the
     /// checkpoints' `INFO memory` and probe), lower case → calls: not the load's.
     pub coordinator_calls: std::collections::BTreeMap<String, u64>,
     /// Runtime changes of rate (the admin API's), in order.
-    pub changes: Vec<steer::ChangeRow>,
+    pub changes: Vec<crest_report::ChangeRow>,
     /// Who stopped the run early, when a stop request did (the admin API, gRPC).
     pub stopped_by: Option<&'static str>,
     /// The measured span a stop request cut the run to, ns.

@@ -11,7 +11,7 @@
 
 use crest_model::convert::limits;
 use crest_model::schedule::{Change, Profile, Steer};
-use serde::Serialize;
+use crest_report::{ChangeRow, Switched};
 use tokio::sync::{mpsc, oneshot};
 
 /// How far ahead of now a change is placed, before the slowest worker's round trip.
@@ -68,41 +68,6 @@ pub struct Request {
     pub by: &'static str,
     /// The change as carried out, or why not.
     pub reply: oneshot::Sender<Result<ChangeRow, Refusal>>,
-}
-
-/// One worker's shards switching at a change.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Switched {
-    /// The worker.
-    pub worker: String,
-    /// The earliest and latest instant its shards switched at, seconds since the measured
-    /// start (the change's instant, unless it came late).
-    pub first_s: f64,
-    /// See `first_s`.
-    pub last_s: f64,
-}
-
-/// A change as the report shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ChangeRow {
-    /// 1, 2, ... within the run.
-    pub seq: u32,
-    /// `rate`, `pause`, `resume`, `stop`.
-    pub action: &'static str,
-    /// `admin`, `grpc`, `search`.
-    pub by: &'static str,
-    /// When it was asked for, seconds since the measured start.
-    pub asked_s: f64,
-    /// The instant it takes effect, seconds since the measured start.
-    pub at_s: f64,
-    /// The open-loop classes' total rate just before and from the instant on, per second.
-    pub from_rps: f64,
-    /// See `from_rps`.
-    pub to_rps: f64,
-    /// Per class, the rate from the instant on (open-loop classes).
-    pub classes: Vec<(String, f64)>,
-    /// Each worker's switch, as it reported it (a worker lost before it did is missing).
-    pub workers: Vec<Switched>,
 }
 
 /// Runtime control of the measured phase: where requests come from, and the state.
@@ -285,8 +250,8 @@ impl Steering {
         let to: f64 = profiles.iter().map(rate_at).sum();
         let row = ChangeRow {
             seq: self.seq,
-            action: action.name(),
-            by,
+            action: action.name().into(),
+            by: by.into(),
             asked_s: asked_ns as f64 / 1e9,
             at_s: at_ns as f64 / 1e9,
             from_rps: from,
@@ -324,8 +289,8 @@ impl Steering {
         self.stopped_at = Some(at_ns);
         let row = ChangeRow {
             seq: self.seq,
-            action: Action::Stop.name(),
-            by,
+            action: Action::Stop.name().into(),
+            by: by.into(),
             asked_s: asked_ns as f64 / 1e9,
             at_s: at_ns as f64 / 1e9,
             from_rps: from,

@@ -9,12 +9,12 @@
 //! upstream once, with the interval it was first summed in.
 
 use crate::merge::{self, SumBy};
-use crate::report::Load;
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{HistError, SparseDecoder};
 use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error, fold_kinds};
 use crest_proto::pb;
+use crest_report::rules::Load;
 use std::collections::BTreeMap;
 
 /// A worker's message that could not be summed.
@@ -121,7 +121,7 @@ impl Summer {
                 seen.insert((c.class.clone(), c.command.clone()), ());
             }
             target_rate += iv.target_rate;
-            load.add(iv);
+            load.add(crate::merge::load_of(iv));
         }
         Ok(pb::Interval {
             run_id: run_id.to_string(),

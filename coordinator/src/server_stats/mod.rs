@@ -63,12 +63,10 @@
 //!   `server` section.
 //! - [`sampler`]: the connection and the clock.
 
-pub mod info;
 pub mod sampler;
-pub mod series;
 
+pub use crest_report::server::{Series, ServerReport, ServerRow};
 pub use sampler::{Running, Sampler};
-pub use series::{Series, ServerReport, ServerRow};
 
 /// What the run's sampler did.
 #[derive(Debug, Clone, Default)]

@@ -2,11 +2,11 @@
 //! `INFO`), [`Sampler::clock`] (a task sampling at every boundary) and
 //! [`Running::finish`] (stop, one last sample, the [`Series`]).
 
-use super::info::{Info, Snap};
-use super::series::{Mark, Sample, Series};
 use crest_engine::probe::{self, Control};
 use crest_engine::target_tls::Client;
 use crest_model::target::Session;
+use crest_report::server::info::{Info, Snap};
+use crest_report::server::series::{Mark, Sample, Series};
 use crest_resp::Frame;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

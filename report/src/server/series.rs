@@ -6,9 +6,8 @@
 //! negative or wrapped number; the truth check then says the counts cannot be compared.
 
 use super::info::{CmdCounters, Snap};
-use crate::report::Summary;
-use crest_model::stats::ENGINE_KINDS;
-use serde::Serialize;
+use crate::fmt::grouped;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Commands a connection's setup sends (`HELLO`, `AUTH`, `SELECT`, `CLIENT SETNAME`,
@@ -62,7 +61,7 @@ pub struct Series {
 }
 
 /// Per-command counter deltas in a span.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CmdDelta {
     /// Δ calls (the sampler's own `INFO`s taken out of `info`).
     pub calls: u64,
@@ -76,7 +75,7 @@ pub struct CmdDelta {
 
 /// One span of the server's counters: an interval of the timeline, the warm-up, the
 /// drain or the whole run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerRow {
     /// Interval index (the timeline's); null for the warm-up, drain and total spans.
     pub index: Option<u32>,
@@ -136,7 +135,7 @@ pub struct ServerRow {
 }
 
 /// One command of the truth check.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Agreement {
     /// The report's command name (`SET`).
     pub command: String,
@@ -159,19 +158,6 @@ pub struct Agreement {
     /// ([`SETUP_COMMANDS`]: a workload of `ECHO` or `CLIENT ...`): the server's count
     /// holds every connection's and reconnect's setup, which no report counts.
     pub judged: bool,
-}
-
-/// `n` with thousands separators: `181,818`.
-pub fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The name before `|`.
@@ -310,7 +296,7 @@ fn missing(index: Option<u32>, t_s: f64) -> ServerRow {
 }
 
 /// The server as its `INFO server` and `INFO memory` describe it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerIdentity {
     /// `valkey 8.1.8`, `redis 7.0.15`, or `crest-sink 7.0.0` for the built-in target.
     pub version: String,
@@ -352,7 +338,7 @@ impl ServerIdentity {
 }
 
 /// The report's `server` section.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerReport {
     /// Which server.
     #[serde(flatten)]
@@ -360,7 +346,7 @@ pub struct ServerReport {
     /// Where the truth check's baseline sample was taken: `before_load` (after the
     /// prefill, before any measured request: exact) or `measured_start` (the end of the
     /// warm-up, whose requests reach the server but are in no count: see `allowance`).
-    pub baseline: &'static str,
+    pub baseline: String,
     /// `INFO` calls the sampler made in the sampled span, as the server counts them: the
     /// baseline's and every later one's but the final's own (a command is counted after it
     /// answered). Taken out of every `info` figure. The server's `cmdstat_info` grows by
@@ -401,10 +387,20 @@ pub struct ServerReport {
     pub notes: Vec<String>,
 }
 
+/// One command's counts as the report has them (summed over classes), for the truth check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Requests written.
+    pub sent: u64,
+    /// Requests the server answered: non-error replies and server error replies (not
+    /// timeouts or disconnects, which the client decides).
+    pub answered: u64,
+}
+
 /// What the truth check needs from the rest of the report.
 pub struct Books<'a> {
     /// Per command (summed over classes), as the report has them.
-    pub commands: &'a BTreeMap<String, Summary>,
+    pub commands: &'a BTreeMap<String, Sent>,
     /// Timeline rows.
     pub rows: usize,
     /// Interval length, s.
@@ -529,13 +525,7 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
             .sum::<u64>()
             .saturating_sub(books.coordinator_calls.get(&lower).copied().unwrap_or(0));
         counted.insert(lower.clone());
-        let server_errors: u64 = s
-            .errors_by_kind
-            .iter()
-            .filter(|(k, _)| !ENGINE_KINDS.contains(&k.as_str()))
-            .map(|(_, n)| n)
-            .sum();
-        let answered = s.completed + server_errors;
+        let answered = s.answered;
         agreement.push(Agreement {
             command: name.clone(),
             server,
@@ -609,7 +599,8 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
                 "measured_start"
             } else {
                 "before_load"
-            },
+            }
+            .into(),
             sampler_calls: last.seq.saturating_sub(baseline.seq),
             sampler_unanswered: series.unanswered,
             sampler_usec,
@@ -736,7 +727,6 @@ pub fn agreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Percentiles, Target};
 
     fn sample(mark: Mark, seq: u64, at_s: f64, text: &str) -> Sample {
         Sample {
@@ -744,7 +734,7 @@ mod tests {
             at_s,
             late_us: 0.0,
             seq,
-            info: crate::server_stats::info::Info::parse(text).into(),
+            info: crate::server::info::Info::parse(text).into(),
         }
     }
 
@@ -813,29 +803,14 @@ mod tests {
         );
     }
 
-    fn summary(sent: u64, completed: u64) -> Summary {
-        Summary {
-            scheduled: sent,
+    fn summary(sent: u64, completed: u64) -> Sent {
+        Sent {
             sent,
-            completed,
-            misses: 0,
-            errors: sent - completed,
-            errors_by_kind: if sent > completed {
-                [("timeout".to_string(), sent - completed)].into()
-            } else {
-                BTreeMap::new()
-            },
-            backlogged: 0,
-            redirects: Default::default(),
-            target_rate: Target::Rate(0.0),
-            achieved_rate: 0.0,
-            latency_us: Percentiles::default(),
-            service_time_us: Percentiles::default(),
-            schedule_lag_us: Percentiles::default(),
+            answered: completed,
         }
     }
 
-    fn books(commands: &BTreeMap<String, Summary>, warmup: bool) -> Books<'_> {
+    fn books(commands: &BTreeMap<String, Sent>, warmup: bool) -> Books<'_> {
         Books {
             commands,
             rows: 2,
@@ -861,7 +836,7 @@ mod tests {
             ],
             ..Series::default()
         };
-        let exact: BTreeMap<String, Summary> = [("SET".to_string(), summary(205, 205))].into();
+        let exact: BTreeMap<String, Sent> = [("SET".to_string(), summary(205, 205))].into();
         let (r, problem) = report(&series, &books(&exact, false)).unwrap();
         assert!(problem.is_none(), "{problem:?}");
         assert_eq!(r.agrees, Some(true));
@@ -879,11 +854,11 @@ mod tests {
         );
         assert_eq!(r.intervals[1].index, Some(1));
         // Three written, never answered: the server may have run them or not.
-        let unanswered: BTreeMap<String, Summary> = [("SET".to_string(), summary(206, 203))].into();
+        let unanswered: BTreeMap<String, Sent> = [("SET".to_string(), summary(206, 203))].into();
         let (r, problem) = report(&series, &books(&unanswered, false)).unwrap();
         assert!(problem.is_none() && r.agrees == Some(true), "{problem:?}");
         // Another client's 5 SETs beyond what was written: flagged, by name.
-        let short: BTreeMap<String, Summary> = [("SET".to_string(), summary(200, 200))].into();
+        let short: BTreeMap<String, Sent> = [("SET".to_string(), summary(200, 200))].into();
         let (r, problem) = report(&series, &books(&short, false)).unwrap();
         assert_eq!(r.agrees, Some(false));
         let p = problem.unwrap();
@@ -903,7 +878,7 @@ mod tests {
                 },
             );
         }
-        let echoes: BTreeMap<String, Summary> = [
+        let echoes: BTreeMap<String, Sent> = [
             ("SET".to_string(), summary(205, 205)),
             ("ECHO".to_string(), summary(3, 3)),
         ]
@@ -935,7 +910,7 @@ mod tests {
             ],
             ..Series::default()
         };
-        let c: BTreeMap<String, Summary> = [("SET".to_string(), summary(10, 10))].into();
+        let c: BTreeMap<String, Sent> = [("SET".to_string(), summary(10, 10))].into();
         let (r, problem) = report(&series, &books(&c, false)).unwrap();
         assert_eq!(r.agrees, None);
         assert!(problem.is_none());
@@ -962,7 +937,7 @@ mod tests {
             ],
             ..Series::default()
         };
-        let c4: BTreeMap<String, Summary> = [("SET".to_string(), summary(10, 10))].into();
+        let c4: BTreeMap<String, Sent> = [("SET".to_string(), summary(10, 10))].into();
         let (r, problem) = report(&restarted, &books(&c4, false)).unwrap();
         assert_eq!((r.agrees, problem), (None, None));
         assert!(r.unchecked.unwrap().contains("restarted"));
@@ -986,7 +961,7 @@ mod tests {
             ],
             ..Series::default()
         };
-        let c: BTreeMap<String, Summary> = [("SET".to_string(), summary(140, 140))].into();
+        let c: BTreeMap<String, Sent> = [("SET".to_string(), summary(140, 140))].into();
         let (r, problem) = report(&series, &books(&c, false)).unwrap();
         assert!(problem.is_none());
         assert!(r.drain.is_none());

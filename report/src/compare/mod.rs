@@ -21,12 +21,11 @@
 //! a re-run moves (the README's "Compare two servers" says so with numbers).
 
 pub mod render;
-pub mod runs;
 pub mod stats;
 
+use crate::model::{ClassSettings, Histograms, Report, Summary};
 use crest_model::hist::Hist;
 use serde::Serialize;
-use serde_json::Value;
 use stats::{ALPHA, Verdict};
 use std::collections::BTreeMap;
 
@@ -157,69 +156,55 @@ pub struct Arm {
 }
 
 /// A report as one run of an arm. `source` names it in messages.
-///
-/// # Errors
-/// One line naming the source and what is missing (not a Crest report, or a schema
-/// this version does not read).
-pub fn entry(report: &Value, source: &str, order: Option<usize>) -> Result<RunEntry, String> {
-    let schema = report["schema_version"].as_u64();
-    if schema != Some(u64::from(crate::report::SCHEMA_VERSION)) {
-        return Err(format!(
-            "{source}: not a Crest report of schema_version {} (found {})",
-            crate::report::SCHEMA_VERSION,
-            schema.map_or("none".to_string(), |s| s.to_string())
-        ));
-    }
-    let classes = report["classes"]
-        .as_object()
-        .ok_or_else(|| format!("{source}: no classes in the report"))?;
-    let mut scopes: Vec<(String, &Value)> = classes.iter().map(|(k, v)| (k.clone(), v)).collect();
-    if classes.len() > 1 {
-        scopes.push(("all".into(), &report["totals"]));
+pub fn entry(report: &Report, source: &str, order: Option<usize>) -> RunEntry {
+    let mut scopes: Vec<(String, &Summary, &Histograms)> = report
+        .classes
+        .iter()
+        .map(|(k, c)| (k.clone(), &c.summary, &c.histograms))
+        .collect();
+    if report.classes.len() > 1 {
+        let t = &report.totals;
+        scopes.push(("all".into(), &t.summary, &t.histograms));
     }
     let mut e = RunEntry {
         source: source.to_string(),
-        run_id: report["run_id"].as_str().unwrap_or("").to_string(),
-        complete: report["complete"].as_bool().unwrap_or(false),
+        run_id: report.run_id.clone(),
+        complete: report.complete,
         order,
         values: BTreeMap::new(),
         samples: BTreeMap::new(),
         hists: BTreeMap::new(),
     };
-    for (scope, v) in scopes {
-        let lat = &v["latency_us"];
+    for (scope, s, h) in scopes {
+        let lat = &s.latency_us;
         for m in Metric::CLIENT {
             let x = match m {
-                Metric::P50 => lat["p50"].as_f64(),
-                Metric::P90 => lat["p90"].as_f64(),
-                Metric::P99 => lat["p99"].as_f64(),
-                Metric::P999 => lat["p999"].as_f64(),
-                _ => v["achieved_rate"].as_f64(),
+                Metric::P50 => lat.p50,
+                Metric::P90 => lat.p90,
+                Metric::P99 => lat.p99,
+                Metric::P999 => lat.p999,
+                _ => s.achieved_rate,
             };
-            if let Some(x) = x {
-                e.values.insert((scope.clone(), m), x);
-            }
+            e.values.insert((scope.clone(), m), x);
         }
-        let n = v["completed"].as_u64().unwrap_or(0)
-            + v["errors_by_kind"]["timeout"].as_u64().unwrap_or(0)
-            + v["errors_by_kind"]["timeout_unsent"].as_u64().unwrap_or(0);
+        let kind = |k: &str| s.errors_by_kind.get(k).copied().unwrap_or(0);
+        let n = s.completed + kind("timeout") + kind("timeout_unsent");
         e.samples.insert(scope.clone(), n);
-        if let Some(h) = v["histograms"]["latency"]
-            .as_str()
-            .and_then(crate::report::html::decode_b64)
-        {
+        if let Some(h) = crate::html::decode_b64(&h.latency) {
             e.hists.insert(scope, h);
         }
     }
-    let total = &report["server"]["total"];
-    if let Some(x) = total["cpu_us_per_op"].as_f64() {
-        e.values
-            .insert(("server".into(), Metric::ServerCpuPerOp), x);
+    if let Some(server) = &report.server {
+        if let Some(x) = server.total.cpu_us_per_op {
+            e.values
+                .insert(("server".into(), Metric::ServerCpuPerOp), x);
+        }
+        if let Some(x) = server.total.used_memory {
+            e.values
+                .insert(("server".into(), Metric::UsedMemory), x as f64);
+        }
     }
-    if let Some(x) = total["used_memory"].as_f64() {
-        e.values.insert(("server".into(), Metric::UsedMemory), x);
-    }
-    Ok(e)
+    e
 }
 
 /// One metric of one scope: a target against the baseline.
@@ -491,28 +476,41 @@ fn scope_order(s: &str) -> u8 {
     }
 }
 
-/// The arm's identity from one of its reports.
-pub fn identity(report: &Value) -> (String, Option<String>, Option<String>) {
-    let s = &report["server"];
+/// The arm's identity from one of its reports: its target, and the server's version and
+/// allocator when it was sampled.
+pub fn identity(report: &Report) -> (String, Option<String>, Option<String>) {
+    let s = report.server.as_ref().map(|s| &s.identity);
     (
-        report["target"].as_str().unwrap_or("?").to_string(),
-        s["version"].as_str().map(str::to_string),
-        s["mem_allocator"].as_str().map(str::to_string),
+        report.target.clone(),
+        s.map(|s| s.version.clone()),
+        s.and_then(|s| s.mem_allocator.clone()),
     )
 }
 
 /// Settings that must agree for two runs to be the same plan: the classes (rate,
-/// profile, mix, keys, sizes, connections, pipeline), pacer, timeout, warm-up.
-pub fn plan_of(report: &Value) -> Value {
-    let s = &report["settings"];
-    serde_json::json!({
-        "classes": s["classes"],
-        "pacer": s["pacer"],
-        "timeout_s": s["timeout_s"],
-        "warmup_s": s["warmup_s"],
-        "duration_s": report["duration_s"],
-        "arrival": report["arrival"],
-    })
+/// profile, mix, keys, sizes, connections, pipeline), pacer, timeout, warm-up, length and
+/// arrival.
+#[derive(Debug, PartialEq)]
+pub struct Plan<'a> {
+    classes: &'a [ClassSettings],
+    pacer: &'a str,
+    timeout_s: f64,
+    warmup_s: f64,
+    duration_s: f64,
+    arrival: &'a str,
+}
+
+/// The plan a report was made with.
+pub fn plan_of(report: &Report) -> Plan<'_> {
+    let s = &report.settings;
+    Plan {
+        classes: &s.classes,
+        pacer: &s.pacer,
+        timeout_s: s.timeout_s,
+        warmup_s: s.warmup_s,
+        duration_s: report.duration_s,
+        arrival: &report.arrival,
+    }
 }
 
 /// Groups report files into arms: `LABEL=FILE` puts a file in arm LABEL, a bare FILE is
@@ -522,7 +520,7 @@ pub fn plan_of(report: &Value) -> Value {
 /// One line naming the file that cannot be read or is not a report.
 pub fn arms_from_files(specs: &[String]) -> Result<(Vec<Arm>, Vec<String>), String> {
     let mut arms: Vec<Arm> = Vec::new();
-    let mut plans: Vec<(String, Value)> = Vec::new();
+    let mut reports: Vec<(String, Report)> = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         let (label, path) = match spec.split_once('=') {
             Some((l, p)) if is_label(l) => (Some(l.to_string()), p),
@@ -531,11 +529,9 @@ pub fn arms_from_files(specs: &[String]) -> Result<(Vec<Arm>, Vec<String>), Stri
         let text = std::fs::read_to_string(path).map_err(|e| {
             format!("{path}: cannot read it: {e} (give report.json files of earlier runs)")
         })?;
-        let report: Value = serde_json::from_str(&text).map_err(|e| {
-            format!("{path}: not JSON ({e}): give report.json files of earlier runs")
-        })?;
-        let run = entry(&report, path, None)?;
-        plans.push((path.to_string(), plan_of(&report)));
+        let report = Report::from_json(&text)
+            .map_err(|e| format!("{path}: {e} (give report.json files of earlier runs)"))?;
+        let run = entry(&report, path, None);
         let (target, version, allocator) = identity(&report);
         let label = label.unwrap_or_else(|| {
             let t = target.clone();
@@ -555,11 +551,13 @@ pub fn arms_from_files(specs: &[String]) -> Result<(Vec<Arm>, Vec<String>), Stri
                 runs: vec![run],
             }),
         }
+        reports.push((path.to_string(), report));
     }
     let mut warnings = Vec::new();
-    if let Some((first, plan)) = plans.first() {
-        for (p, other) in &plans[1..] {
-            if other != plan {
+    if let Some((first, report)) = reports.first() {
+        let plan = plan_of(report);
+        for (p, other) in &reports[1..] {
+            if plan_of(other) != plan {
                 warnings.push(format!(
                     "{p} and {first} were not made with the same plan (settings differ): the comparison mixes different loads"
                 ));

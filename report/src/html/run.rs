@@ -5,374 +5,10 @@
 //! naming itself and its point count (`data-series`, `data-points`); points carry their
 //! values as hover titles.
 
-use crate::report::{Report, Summary, human_us};
+use super::{chart, decode_b64, esc, percentile_chart, percentile_summary_chart};
+use crate::fmt::human_us;
+use crate::model::{Report, Summary};
 use std::fmt::Write as _;
-
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-const W: f64 = 860.0;
-const H: f64 = 220.0;
-const PAD: f64 = 48.0;
-
-/// A line chart of several series over the timeline's x; `log` plots y on a log10 scale.
-fn chart(
-    title: &str,
-    xs: &[f64],
-    series: &[(&str, &str, Vec<f64>)],
-    unit: &str,
-    log: bool,
-) -> String {
-    chart_xy(
-        title,
-        xs,
-        series,
-        unit,
-        log,
-        ("time since the measured start, s", "s"),
-    )
-}
-
-/// [`chart`] over any x: `x_axis` is its label and the unit its values are shown in.
-pub(crate) fn chart_xy(
-    title: &str,
-    xs: &[f64],
-    series: &[(&str, &str, Vec<f64>)],
-    unit: &str,
-    log: bool,
-    x_axis: (&str, &str),
-) -> String {
-    let (x_label, x_unit) = x_axis;
-    let mut out = String::new();
-    let x_max = xs.last().copied().unwrap_or(1.0).max(1e-9);
-    let tf = |v: f64| if log { v.max(1.0).log10() } else { v };
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.2.iter().copied())
-        .map(tf)
-        .collect();
-    let y_max = ys
-        .iter()
-        .copied()
-        .fold(0.0f64, f64::max)
-        .max(if log { 1.0 } else { 1e-9 })
-        * 1.05;
-    let y_min = 0.0;
-    let px = |x: f64| PAD + (W - 2.0 * PAD) * x / x_max;
-    let py = |y: f64| H - PAD / 2.0 - (H - PAD) * (tf(y) - y_min) / (y_max - y_min).max(1e-9);
-    let _ = write!(
-        out,
-        "<h2>{}</h2><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\">",
-        esc(title)
-    );
-    let _ = write!(
-        out,
-        "<rect x=\"{PAD}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>",
-        PAD / 2.0,
-        W - 2.0 * PAD,
-        H - PAD
-    );
-    for i in 0..=4 {
-        let frac = f64::from(i) / 4.0;
-        let yv = y_min + (y_max - y_min) * frac;
-        let label = if log { 10f64.powf(yv) } else { yv };
-        let y = H - PAD / 2.0 - (H - PAD) * frac;
-        let text = if unit == "µs" {
-            human_us(label)
-        } else if y_max < 10.0 {
-            format!("{label:.2}")
-        } else {
-            format!("{label:.0}")
-        };
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{y}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
-            PAD - 4.0,
-            esc(&text)
-        );
-    }
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{x_max:.1} {x_unit}</text>",
-        W - PAD,
-        H - 4.0
-    );
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text><text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">{}</text>",
-        W / 2.0,
-        H - 4.0,
-        esc(x_label),
-        H / 2.0,
-        H / 2.0,
-        match (unit, log) {
-            ("/s", _) => "per second",
-            ("%", _) => "percent",
-            ("µs", true) => "µs (log scale)",
-            (u, _) => u,
-        }
-    );
-    // Hover values on every point up to this many per series (a run of thousands of
-    // intervals keeps its page small: its lines only).
-    const HOVER_MAX: usize = 600;
-    for (k, (name, colour, vals)) in series.iter().enumerate() {
-        let drawn = xs
-            .iter()
-            .zip(vals)
-            .filter(|(_, y)| !(log && **y <= 0.0))
-            .count();
-        let _ = write!(
-            out,
-            "<g class=\"series\" data-series=\"{}\" data-points=\"{drawn}\">",
-            esc(name)
-        );
-        // On a log scale an empty interval (no samples) breaks the line instead of diving to 0.
-        let mut runs: Vec<Vec<String>> = vec![Vec::new()];
-        for (x, y) in xs.iter().zip(vals) {
-            if log && *y <= 0.0 {
-                runs.push(Vec::new());
-            } else if let Some(run) = runs.last_mut() {
-                run.push(format!("{:.1},{:.1}", px(*x), py(*y)));
-            }
-        }
-        for run in runs.iter().filter(|r| r.len() > 1) {
-            let _ = write!(
-                out,
-                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>",
-                run.join(" ")
-            );
-        }
-        let hover = drawn <= HOVER_MAX;
-        for (x, y) in xs.iter().zip(vals) {
-            if log && *y <= 0.0 {
-                continue;
-            }
-            // Lone points (a line of one) are always drawn; the rest only to hover on.
-            let (cx, cy) = (px(*x), py(*y));
-            if hover {
-                let shown = if unit == "µs" {
-                    human_us(*y)
-                } else {
-                    format!("{y:.2} {unit}")
-                };
-                let _ = write!(
-                    out,
-                    "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"2\" fill=\"{colour}\"><title>{} at {x:.2} {x_unit}: {}</title></circle>",
-                    esc(name),
-                    esc(&shown)
-                );
-            }
-        }
-        if !hover {
-            for run in runs.iter().filter(|r| r.len() == 1) {
-                if let Some((cx, cy)) = run[0].split_once(',') {
-                    let _ = write!(
-                        out,
-                        "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
-                    );
-                }
-            }
-        }
-        legend_end(&mut out, k, name, colour);
-    }
-    out.push_str("</svg>");
-    out
-}
-
-/// Series `k`'s name above the plot, in its colour, closing its `<g class="series">`.
-fn legend_end(out: &mut String, k: usize, name: &str, colour: &str) {
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text></g>",
-        PAD + 8.0 + 140.0 * k as f64,
-        PAD / 2.0 - 6.0,
-        esc(name)
-    );
-}
-
-/// Decodes a report histogram (base64 of V2 + DEFLATE, ns).
-pub(crate) fn decode_b64(b64: &str) -> Option<crest_model::hist::Hist> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-    crest_model::hist::decode(&bytes).ok()
-}
-
-/// Decades of `1/(1−p)` the percentile chart spans: p = 0 to p = 99.999%.
-const DECADES: f64 = 5.0;
-/// Points per decade.
-const STEPS: u32 = 10;
-
-/// The quantiles a percentile curve is drawn at, with their x (log10 of 1/(1−p)), up to
-/// the histogram's own resolution (a quantile past its last sample is its largest).
-fn quantile_points(count: u64) -> Vec<(f64, f64)> {
-    let top = if count == 0 {
-        0.0
-    } else {
-        (count as f64).log10().min(DECADES)
-    };
-    let mut v: Vec<(f64, f64)> = (0..=(DECADES as u32 * STEPS))
-        .map(|k| f64::from(k) / f64::from(STEPS))
-        .take_while(|x| *x <= top + 1e-9)
-        .map(|x| (x, 1.0 - 10f64.powf(-x)))
-        .collect();
-    if v.is_empty() {
-        v.push((0.0, 0.0));
-    }
-    v
-}
-
-/// The HdrHistogram percentile-distribution plot: latency (log scale, µs) against the
-/// percentile on a log axis of `1/(1−p)`, one curve per histogram (ns), each point with
-/// its value on hover. `data-series` and `data-points` on each curve say what is drawn.
-pub(crate) fn percentile_chart(
-    title: &str,
-    series: &[(&str, &str, &crest_model::hist::Hist)],
-) -> String {
-    let curves: Vec<Curve<'_>> = series
-        .iter()
-        .map(|(name, colour, h)| {
-            let pts = quantile_points(h.len())
-                .into_iter()
-                .map(|(x, q)| {
-                    let us = h.value_at_quantile(q) as f64 / 1000.0;
-                    (x, q, us.max(0.001))
-                })
-                .collect();
-            (*name, *colour, pts)
-        })
-        .collect();
-    curves_chart(title, &curves)
-}
-
-/// (name, colour, [(x, quantile, µs)]) per curve.
-type Curve<'a> = (&'a str, &'a str, Vec<(f64, f64, f64)>);
-
-/// The same plot from summaries' percentiles (p50, p90, p99, p99.9, p99.99), one curve
-/// each: for commands, whose histograms the report does not carry.
-pub(crate) fn percentile_summary_chart(
-    title: &str,
-    series: &[(&str, &str, &super::Percentiles)],
-) -> String {
-    let curves: Vec<Curve<'_>> = series
-        .iter()
-        .map(|(name, colour, p)| {
-            let pts = [
-                (0.5, p.p50),
-                (0.9, p.p90),
-                (0.99, p.p99),
-                (0.999, p.p999),
-                (0.9999, p.p9999),
-            ]
-            .into_iter()
-            .filter(|(_, us)| *us > 0.0)
-            .map(|(q, us): (f64, f64)| ((1.0 / (1.0 - q)).log10(), q, us))
-            .collect();
-            (*name, *colour, pts)
-        })
-        .collect();
-    curves_chart(title, &curves)
-}
-
-fn curves_chart(title: &str, curves: &[Curve<'_>]) -> String {
-    let mut out = String::new();
-    let all = curves.iter().flat_map(|c| c.2.iter().map(|p| p.2));
-    let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
-    let (lo, hi) = if hi <= 0.0 {
-        (0.0, 1.0)
-    } else {
-        (
-            lo.max(0.001).log10().floor(),
-            hi.log10().ceil().max(lo.log10().floor() + 1.0),
-        )
-    };
-    let px = |x: f64| PAD + (W - 2.0 * PAD) * x / DECADES;
-    let py = |us: f64| H - PAD / 2.0 - (H - PAD) * (us.log10() - lo) / (hi - lo).max(1e-9);
-    let _ = write!(
-        out,
-        "<h2>{}</h2><svg class=\"pct\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\"><rect x=\"{PAD}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>",
-        esc(title),
-        PAD / 2.0,
-        W - 2.0 * PAD,
-        H - PAD
-    );
-    for (x, label) in [
-        (0.0, "0%"),
-        (1.0, "90%"),
-        (2.0, "99%"),
-        (3.0, "99.9%"),
-        (4.0, "99.99%"),
-        (5.0, "99.999%"),
-    ] {
-        let _ = write!(
-            out,
-            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"{3}\" font-size=\"10\" text-anchor=\"middle\">{label}</text>",
-            px(x),
-            PAD / 2.0,
-            H - PAD / 2.0,
-            H - PAD / 2.0 + 12.0
-        );
-    }
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">percentile (log scale of 1/(1−p))</text>",
-        W - PAD,
-        H - 1.0
-    );
-    let mut d = lo;
-    while d <= hi + 1e-9 {
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
-            PAD - 4.0,
-            py(10f64.powf(d)),
-            esc(&human_us(10f64.powf(d)).replace(".00", ""))
-        );
-        d += 1.0;
-    }
-    let _ = write!(
-        out,
-        "<text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">latency (log)</text>",
-        H / 2.0,
-        H / 2.0
-    );
-    for (k, (name, colour, pts)) in curves.iter().enumerate() {
-        let line: Vec<String> = pts
-            .iter()
-            .map(|(x, _, us)| format!("{:.1},{:.1}", px(*x), py(*us)))
-            .collect();
-        let _ = write!(
-            out,
-            "<g class=\"series\" data-series=\"{}\" data-points=\"{}\"><polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>",
-            esc(name),
-            pts.len(),
-            line.join(" ")
-        );
-        for (x, q, us) in pts {
-            let _ = write!(
-                out,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{colour}\"><title>{}: p{} = {}</title></circle>",
-                px(*x),
-                py(*us),
-                esc(name),
-                trim_pct(*q * 100.0),
-                esc(&human_us(*us))
-            );
-        }
-        legend_end(&mut out, k, name, colour);
-    }
-    out.push_str("</svg>");
-    out
-}
-
-/// A percentage with the digits it needs: 50, 99.9, 99.999.
-fn trim_pct(p: f64) -> String {
-    let s = format!("{p:.4}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
 
 fn row(out: &mut String, name: &str, s: &Summary) {
     let _ = write!(
@@ -431,7 +67,7 @@ pub fn render(r: &Report) -> String {
         let _ = write!(
             out,
             "<p>connection errors: {}</p>",
-            esc(&super::counts_line(&r.connection_errors))
+            esc(&crate::words::counts_line(&r.connection_errors))
         );
     }
     let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
@@ -484,7 +120,7 @@ pub fn render(r: &Report) -> String {
     const COLOURS: [&str; 6] = ["#06c", "#c30", "#393", "#a0a", "#e80", "#555"];
     for (name, c) in &r.classes {
         if c.commands.len() > 1 {
-            let series: Vec<(&str, &str, &super::Percentiles)> = c
+            let series: Vec<(&str, &str, &crate::model::Percentiles)> = c
                 .commands
                 .iter()
                 .zip(COLOURS.iter().cycle())
@@ -552,20 +188,19 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(s) = &r.server {
         // The server's rows carry the timeline's indexes; a row without samples is a gap.
-        let pick =
-            |f: &dyn Fn(&crate::server_stats::ServerRow) -> Option<f64>| -> (Vec<f64>, Vec<f64>) {
-                s.intervals
-                    .iter()
-                    .filter(|row| row.sampled)
-                    .filter_map(|row| Some((row.t_s, f(row)?)))
-                    .unzip()
-            };
+        let pick = |f: &dyn Fn(&crate::server::ServerRow) -> Option<f64>| -> (Vec<f64>, Vec<f64>) {
+            s.intervals
+                .iter()
+                .filter(|row| row.sampled)
+                .filter_map(|row| Some((row.t_s, f(row)?)))
+                .unzip()
+        };
         // Per command (the five busiest over the run), per second of each interval.
         let mut busiest: Vec<(&String, u64)> = s
             .total
             .commands
             .iter()
-            .filter(|(n, _)| !crate::server_stats::series::is_setup(n) && n.as_str() != "info")
+            .filter(|(n, _)| !crate::server::series::is_setup(n) && n.as_str() != "info")
             .map(|(n, d)| (n, d.calls + d.rejected_calls))
             .collect();
         busiest.sort_by_key(|b| std::cmp::Reverse(b.1));
@@ -641,7 +276,7 @@ pub fn render(r: &Report) -> String {
     if !r.checkpoints.is_empty() {
         out.push_str("<h2>Checkpoints</h2><p>The load paused at each checkpoint, its replies came in, then the server's INFO memory (and the probe) was read.</p><table><tr><th>#</th><th>requests</th><th>at, s</th><th>req/s since the last</th><th>used_memory</th><th>used_memory_rss</th><th>used_memory_dataset</th><th>fragmentation</th><th>probe</th></tr>");
         for c in &r.checkpoints {
-            let b = |v: Option<u64>| v.map_or(String::new(), super::human_bytes);
+            let b = |v: Option<u64>| v.map_or(String::new(), crate::fmt::human_bytes);
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -741,7 +376,7 @@ pub fn render(r: &Report) -> String {
         let _ = write!(
             out,
             "<p>Server agrees: {}.</p>",
-            esc(&crate::server_stats::series::agreement_words(
+            esc(&crate::server::series::agreement_words(
                 &s.agreement,
                 &s.other_commands
             ))

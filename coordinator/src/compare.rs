@@ -1,11 +1,11 @@
 //! The live mode of `crest compare`: every target loaded with the same plan and seed, the
 //! runs interleaved, each one a whole `crest run` (same workers, same report).
 
-use super::{Arm, Comparison, entry, identity, is_label};
 use crate::cli::{RunArgs, to_config};
 use crate::orchestrate::{self, RunError};
-use crate::{output, report};
+use crate::{build, output};
 use clap::ValueEnum;
+use crest_report::compare::{Arm, Comparison, entry, identity, is_label};
 use std::path::PathBuf;
 use tokio::sync::watch;
 
@@ -205,21 +205,19 @@ pub async fn run_all(
             interrupted = true;
             break;
         }
-        let value = serde_json::to_value(&report)
-            .map_err(|e| CompareError::Failed(format!("run {}: {e}", i + 1)))?;
         let source = dir
             .as_ref()
             .map_or_else(|| format!("run {}", i + 1), |d| d.display().to_string());
-        let run = entry(&value, &source, Some(i + 1)).map_err(CompareError::Failed)?;
-        let (_, version, allocator) = identity(&value);
+        let run = entry(&report, &source, Some(i + 1));
+        let (_, version, allocator) = identity(&report);
         let s = &report.totals.summary;
         eprintln!(
             "crest compare: run {}/{total}: {label} ({addr}): {} completed, {} errors, p50 {}, p99 {}{}",
             i + 1,
             s.completed,
             s.errors,
-            crate::report::human_us(s.latency_us.p50),
-            crate::report::human_us(s.latency_us.p99),
+            crest_report::fmt::human_us(s.latency_us.p50),
+            crest_report::fmt::human_us(s.latency_us.p99),
             if report.complete {
                 ""
             } else {
@@ -238,7 +236,7 @@ pub async fn run_all(
             "interrupted before every target had a run: nothing to compare".into(),
         ));
     }
-    let mut c = super::compare(arms, plan.min_effect, "runs");
+    let mut c = crest_report::compare::compare(arms, plan.min_effect, "runs");
     c.order = sequence
         .iter()
         .take(c.runs_per_target.iter().sum())
@@ -263,7 +261,7 @@ pub async fn run_all(
 pub async fn run_one(
     cfg: &crate::config::RunConfig,
     interrupt: &watch::Receiver<bool>,
-) -> Result<Option<report::Report>, CompareError> {
+) -> Result<Option<crest_report::Report>, CompareError> {
     let listener = orchestrate::bind(cfg).await.map_err(run_error)?;
     let mut rx = interrupt.clone();
     let stop = async move {
@@ -275,7 +273,7 @@ pub async fn run_one(
         Err(e) => return Err(run_error(e)),
     };
     let live_errors = std::mem::take(&mut results.live_errors);
-    let report = report::build(cfg, results);
+    let report = build::build(cfg, results);
     if let Some(d) = &cfg.out {
         output::write_all(&report, d, !live_errors.is_empty()).map_err(CompareError::Failed)?;
     }

@@ -1,16 +1,17 @@
 //! From a run's results to its [`Report`]: the one place where numbers are merged.
 
-use super::{
+use crate::config::RunConfig;
+use crate::merge;
+use crate::orchestrate::RunResults;
+use crate::server_stats::ServerStats;
+use crest_model::plan::Pacer;
+use crest_model::schedule::Arrival;
+use crest_report::server::series;
+use crest_report::{
     Checks, ClassReport, ClassSettings, Histograms, Percentiles, ProfileSegment, Report,
     SCHEMA_VERSION, Settings, Summary, Target, TlsReport, Totals, WorkerReport, commands,
     commands_over_classes, error_map,
 };
-use crate::config::RunConfig;
-use crate::merge;
-use crate::orchestrate::RunResults;
-use crate::server_stats::{ServerStats, series};
-use crest_model::plan::Pacer;
-use crest_model::schedule::Arrival;
 use std::collections::BTreeMap;
 
 /// Builds the report of a run from its configuration and what its workers measured: the
@@ -115,8 +116,18 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                 p.achieved_rate
                     .max(p.scheduled as f64 / cfg.interval.as_secs_f64().max(1e-9))
             });
+            let sent = commands
+                .iter()
+                .map(|(name, s)| {
+                    let sent = series::Sent {
+                        sent: s.sent,
+                        answered: s.answered(),
+                    };
+                    (name.clone(), sent)
+                })
+                .collect();
             let books = series::Books {
-                commands: &commands,
+                commands: &sent,
                 rows: timeline.len(),
                 interval_s: cfg.interval.as_secs_f64(),
                 warmup: !cfg.warmup.is_zero(),
@@ -177,7 +188,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         resp: cfg.session.resp.version(),
         tracking: cfg.session.tracking,
         cluster,
-        nodes: super::NodeReport::all(&nodes, total.completed),
+        nodes: crest_report::NodeReport::all(&nodes, total.completed),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {
@@ -264,7 +275,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
                 .collect(),
             off_pace_intervals: timeline
                 .iter()
-                .filter(|p| !p.off_pace.is_empty())
+                .filter(|p| p.off_pace.is_some())
                 .map(|p| p.t_s)
                 .collect(),
             late_intervals: results.late_intervals,

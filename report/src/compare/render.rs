@@ -2,8 +2,8 @@
 //! table, and the targets' latency percentile curves overlaid per class).
 
 use super::{Comparison, Metric, Row};
-use crate::report::html::{esc, percentile_chart};
-use crate::report::{human_bytes, human_us};
+use crate::fmt::{human_bytes, human_us};
+use crate::html::{esc, percentile_chart};
 use std::fmt::Write as _;
 
 /// A value in its unit, for people.

@@ -1,0 +1,39 @@
+//! Numbers as people read them: the one formatting every renderer shares.
+
+/// Formats bytes for humans: B, KB, MB, GB (powers of 1024, as the servers' `_human`).
+pub fn human_bytes(b: u64) -> String {
+    let v = b as f64;
+    if b < 1024 {
+        format!("{b} B")
+    } else if v < 1024.0 * 1024.0 {
+        format!("{:.2} KB", v / 1024.0)
+    } else if v < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} MB", v / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2} GB", v / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+/// Formats microseconds for humans: µs below 1 ms, ms below 1 s, else s.
+pub fn human_us(v: f64) -> String {
+    if v < 1_000.0 {
+        format!("{v:.0}µs")
+    } else if v < 1_000_000.0 {
+        format!("{:.2}ms", v / 1_000.0)
+    } else {
+        format!("{:.2}s", v / 1_000_000.0)
+    }
+}
+
+/// `n` with thousands separators: `181,818`.
+pub fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,278 @@
+//! The terminal summary of a report: one row per command (and class), the total, the
+//! checkpoints and the target's nodes, then the notes.
+
+use crate::fmt::{grouped, human_bytes};
+use crate::model::{Report, Summary};
+use crate::server::series::agreement_words;
+use crate::words::counts_line;
+use std::fmt::Write as _;
+
+impl Report {
+    /// The checkpoints as a table (empty without `--checkpoint-every`): at most the first
+    /// and last 10 rows on the terminal; report.json and report.html have every one.
+    pub fn checkpoints_table(&self) -> String {
+        let mut out = String::new();
+        if self.checkpoints.is_empty() {
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "checkpoints (load paused, replies in, then INFO memory{}):",
+            if self.checkpoints.iter().any(|c| c.probe.is_some()) {
+                " and the probe"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  {:>6}  {:>14}  {:>10}  {:>12}  {:>12}  {:>12}  {:>6}  probe",
+            "#", "requests", "at", "req/s", "used_memory", "rss", "frag"
+        );
+        let n = self.checkpoints.len();
+        for (i, c) in self.checkpoints.iter().enumerate() {
+            if n > 20 && i == 10 {
+                let _ = writeln!(out, "  … {} more …", n - 20);
+            }
+            if n > 20 && (10..n - 10).contains(&i) {
+                continue;
+            }
+            let bytes = |b: Option<u64>| b.map_or("?".to_string(), human_bytes);
+            let _ = writeln!(
+                out,
+                "  {:>6}  {:>14}  {:>9.2}s  {:>12.0}  {:>12}  {:>12}  {:>6}  {}{}",
+                c.index + 1,
+                grouped(c.requests),
+                c.at_s,
+                c.rate,
+                bytes(c.used_memory),
+                bytes(c.used_memory_rss),
+                c.mem_fragmentation_ratio
+                    .map_or("?".to_string(), |f| format!("{f:.2}")),
+                c.probe.as_deref().unwrap_or(""),
+                c.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!("  ({e})"))
+            );
+        }
+        out
+    }
+
+    /// The terminal summary: one row per command and a total row.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let lost = self.workers.iter().filter(|w| w.lost).count();
+        let shards: u32 = self.workers.iter().map(|w| w.shards).sum();
+        let _ = writeln!(
+            out,
+            "crest run {}  target {}{}  {:.1}s  {} arrivals  {} worker(s), {} shard(s){}",
+            self.run_id,
+            self.target,
+            self.session_note(),
+            self.duration_s,
+            self.arrival,
+            self.workers.len(),
+            shards,
+            if lost > 0 {
+                format!(", {lost} LOST")
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            out,
+            "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "command",
+            "completed",
+            "rate (achieved/target)",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max",
+            "errors",
+            "misses"
+        );
+        let row = |out: &mut String, name: &str, s: &Summary| {
+            let [p50, p90, p99, p999, p9999, max] = s.latency_us.cells();
+            let _ = writeln!(
+                out,
+                "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8} {:>8}",
+                name,
+                s.completed,
+                format!("{:.0}/{}", s.achieved_rate, s.target_rate.show()),
+                s.errors,
+                s.misses
+            );
+        };
+        for (label, s) in self.rows() {
+            row(&mut out, &label, s);
+        }
+        let t = &self.totals.summary;
+        let (timing, counts) = self.footer();
+        let _ = writeln!(
+            out,
+            "latency is from each request's intended send time; {timing}"
+        );
+        let _ = writeln!(out, "{}", counts.join("  "));
+        if !t.errors_by_kind.is_empty() {
+            let kinds: Vec<String> = t
+                .errors_by_kind
+                .iter()
+                .map(|(k, n)| match self.error_messages.get(k) {
+                    Some(m) => format!("{k}={n} (\"{m}\")"),
+                    None => format!("{k}={n}"),
+                })
+                .collect();
+            let _ = writeln!(out, "errors by kind: {}", kinds.join(" "));
+        }
+        let pushes: u64 = self.classes.values().map(|c| c.pushes).sum();
+        if pushes > 0 {
+            let invalidations: u64 = self.classes.values().map(|c| c.invalidations).sum();
+            let _ = writeln!(
+                out,
+                "push frames (RESP3, not replies): {pushes}, of them invalidations: {invalidations}"
+            );
+        }
+        if let Some(line) = self.stopped_answering() {
+            let _ = writeln!(out, "{line}");
+        }
+        if self.cluster {
+            self.nodes_table(&mut out);
+        }
+        if !self.connection_errors.is_empty() {
+            let _ = writeln!(
+                out,
+                "connection errors: {}",
+                counts_line(&self.connection_errors)
+            );
+        }
+        for w in self.workers.iter().filter(|w| w.lost) {
+            let _ = writeln!(
+                out,
+                "worker {} ({}) LOST: {}; its {} completed requests received before that are counted",
+                w.name,
+                w.host,
+                w.lost_reason.as_deref().unwrap_or("unknown"),
+                w.completed
+            );
+        }
+        if let Some(line) = self.generator_line() {
+            let _ = writeln!(out, "generator: {line}");
+        }
+        if let Some(line) = self.server_line() {
+            let _ = writeln!(out, "server: {line}");
+        }
+        out.push_str(&self.checkpoints_table());
+        if let Some(s) = self.server.as_ref().filter(|s| s.agrees == Some(true)) {
+            let _ = writeln!(
+                out,
+                "server agrees: {}",
+                agreement_words(&s.agreement, &s.other_commands)
+            );
+        }
+        if let Some(spans) = self.connection_bound_spans() {
+            let _ = writeln!(
+                out,
+                "NOTE: requests waited for a free connection in {spans}; more --connections or --pipeline would send them on time"
+            );
+        }
+        if let Some(line) = self.off_pace_line() {
+            let _ = writeln!(out, "NOTE: {line}");
+        }
+        if !self.checks.generator_bound_intervals.is_empty() {
+            let _ = writeln!(
+                out,
+                "WARNING: the generator could not keep its schedule in {}; latency there describes the client, not the server",
+                self.generator_bound_spans()
+            );
+        }
+        if self.checks.late_intervals > 0 {
+            let _ = writeln!(
+                out,
+                "note: {} interval message(s) came after their timeline row was written; they are in the totals, not in the timeline",
+                self.checks.late_intervals
+            );
+        }
+        for p in &self.checks.problems {
+            let _ = writeln!(out, "check: {p}");
+        }
+        for c in &self.changes {
+            let _ = writeln!(
+                out,
+                "change {} ({}, {}): asked at {:.3} s, at {:.3} s: {:.0}/s -> {:.0}/s{}",
+                c.seq,
+                c.action,
+                c.by,
+                c.asked_s,
+                c.at_s,
+                c.from_rps,
+                c.to_rps,
+                c.workers
+                    .iter()
+                    .map(|w| format!("; {} switched at {:.6} s", w.worker, w.first_s))
+                    .collect::<String>()
+            );
+        }
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "INCOMPLETE: interrupted after {:.1} s; this report holds what was collected until then",
+                self.duration_s
+            );
+        } else if let Some(by) = &self.stopped_by {
+            let _ = writeln!(
+                out,
+                "stopped through the {by} API after {:.1} s: the workers ended there, drained and reported; this report covers that span",
+                self.duration_s
+            );
+        }
+        out
+    }
+
+    /// The cluster's nodes, one row each: slots and requests side by side (a hot node
+    /// stands out), errors, redirects, latency; and the redirects over the run.
+    fn nodes_table(&self, out: &mut String) {
+        let r = self.totals.summary.redirects;
+        let _ = writeln!(
+            out,
+            "cluster: {} nodes ({} primaries); redirects followed: MOVED {} ASK {}, retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}",
+            self.nodes.len(),
+            self.nodes.iter().filter(|n| n.primary).count(),
+            r.moved,
+            r.asked,
+            r.retried
+        );
+        let _ = writeln!(
+            out,
+            "{:<22} {:>6} {:>7} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>5}",
+            "node",
+            "slots",
+            "slot%",
+            "completed",
+            "req%",
+            "p50",
+            "p99",
+            "p99.9",
+            "errors",
+            "MOVED",
+            "ASK"
+        );
+        for n in &self.nodes {
+            let [p50, _, p99, p999, _, _] = n.latency_us.cells();
+            let _ = writeln!(
+                out,
+                "{:<22} {:>6} {:>6.2}% {:>10} {:>6.2}% {p50:>8} {p99:>8} {p999:>8} {:>8} {:>7} {:>5}",
+                n.addr,
+                n.slots,
+                n.slot_share * 100.0,
+                n.completed,
+                n.request_share * 100.0,
+                n.errors,
+                n.moved,
+                n.asked
+            );
+        }
+    }
+}
