@@ -16,7 +16,7 @@
 //! which answers each once it has sent the change to every worker. Off loopback every
 //! request must carry the run's token (`Authorization: Bearer <token>`).
 
-use crate::orchestrate::steer::{Action, Refusal, Request};
+use crate::control::{Action, Refusal, Request};
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -220,12 +220,6 @@ impl Admin {
             loopback,
         };
         (admin, rx)
-    }
-
-    /// A board with no API and nobody to take requests: what a run publishes for an
-    /// in-process watcher.
-    pub fn detached() -> Self {
-        Self::new("", true).0
     }
 
     /// Whether `token` is the run's (any is, when the run has none).

@@ -735,7 +735,6 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             }
             other => other,
         },
-        observer: None,
         admin_linger: bounded(
             "--admin-linger",
             a.admin_linger.unwrap_or(Duration::ZERO),

@@ -197,7 +197,7 @@ pub async fn run_all(
         if plan.between != Between::None {
             flush(&cfg).await.map_err(CompareError::Failed)?;
         }
-        let Some(report) = run_one(&cfg, &interrupt).await? else {
+        let Some(report) = run_one(&cfg, &interrupt, None).await? else {
             interrupted = true;
             break;
         };
@@ -261,13 +261,14 @@ pub async fn run_all(
 pub async fn run_one(
     cfg: &crate::config::RunConfig,
     interrupt: &watch::Receiver<bool>,
+    points: Option<orchestrate::steer::Points>,
 ) -> Result<Option<crest_report::Report>, CompareError> {
     let listener = orchestrate::bind(cfg).await.map_err(run_error)?;
     let mut rx = interrupt.clone();
     let stop = async move {
         let _ = rx.wait_for(|v| *v).await;
     };
-    let mut results = match orchestrate::run(cfg, listener, stop).await {
+    let mut results = match orchestrate::run_watched(cfg, listener, stop, points).await {
         Ok(r) => r,
         Err(RunError::Interrupted) => return Ok(None),
         Err(e) => return Err(run_error(e)),

@@ -257,9 +257,6 @@ pub struct RunConfig {
     pub admin: Option<SocketAddr>,
     /// `--admin-linger`: how long the admin API stays up after the run.
     pub admin_linger: Duration,
-    /// A board the run publishes to without an HTTP API (`crest search` watches its
-    /// climb windows through it); `--admin` takes precedence.
-    pub observer: Option<crate::admin::Admin>,
 }
 
 impl RunConfig {

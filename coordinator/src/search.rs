@@ -348,6 +348,42 @@ fn queue_grew(p50s: &[f64]) -> Option<(f64, f64)> {
     (end > 4.0 * first && end > 1_000.0).then_some((first, end))
 }
 
+/// Stops a window (`stop`) when the user interrupts, or when a finalized interval of
+/// it shows the server clearly past its capacity: latency p99 over `abort_p99_us`, or
+/// under half the asked rate achieved. A window nobody publishes points for (a bisect or
+/// confirm window runs whole) only forwards the interrupt.
+async fn watch_window(
+    mut user: watch::Receiver<bool>,
+    mut points: watch::Receiver<Option<crest_report::TimelinePoint>>,
+    stop: watch::Sender<bool>,
+    abort_p99_us: f64,
+) {
+    let mut watched = true;
+    loop {
+        tokio::select! {
+            r = user.wait_for(|v| *v) => {
+                if r.is_ok() {
+                    let _ = stop.send(true);
+                }
+                return;
+            }
+            r = points.changed(), if watched => {
+                if r.is_err() {
+                    watched = false;
+                    continue;
+                }
+                let past = points.borrow_and_update().as_ref().is_some_and(|p| {
+                    p.latency_us.p99 > abort_p99_us || p.achieved_rate < 0.5 * p.target_rate
+                });
+                if past {
+                    let _ = stop.send(true);
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Runs the search. `args` are the run's flags (its `--rate`, `--duration` and `--out`
 /// are set per window); `out` the search's folder.
 ///
@@ -442,32 +478,15 @@ pub async fn run(
         }
         // A climb window is watched: cut short once the server is clearly past it.
         let (stop_tx, stop_rx) = watch::channel(false);
-        let observer = (phase == "climb").then(crate::admin::Admin::detached);
-        cfg.observer.clone_from(&observer);
-        let watcher = tokio::spawn({
-            let mut user = interrupt.clone();
-            let stop_tx = stop_tx.clone();
-            async move {
-                let mut tick = tokio::time::interval(Duration::from_millis(100));
-                loop {
-                    tokio::select! {
-                        r = user.wait_for(|v| *v) => { if r.is_ok() { let _ = stop_tx.send(true); } return; }
-                        _ = tick.tick() => {
-                            let Some(o) = &observer else { continue };
-                            let b = o.board.lock().map(|b| b.last_interval.clone()).ok().flatten();
-                            if let Some(p) = b
-                                && (p.latency_us.p99 > ABORT_FACTOR * loosest
-                                    || p.achieved_rate < 0.5 * p.target_rate)
-                            {
-                                let _ = stop_tx.send(true);
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
-        });
-        let report = run_one(&cfg, &stop_rx).await;
+        let (points_tx, points) = watch::channel(None);
+        let watched = (phase == "climb").then_some(points_tx);
+        let watcher = tokio::spawn(watch_window(
+            interrupt.clone(),
+            points,
+            stop_tx,
+            ABORT_FACTOR * loosest,
+        ));
+        let report = run_one(&cfg, &stop_rx, watched).await;
         watcher.abort();
         let Some(report) = report? else {
             s.outcome = "interrupted".into();

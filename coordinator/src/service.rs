@@ -627,9 +627,9 @@ impl Control {
     async fn change(
         &self,
         token: &str,
-        action: crate::orchestrate::steer::Action,
+        action: crate::control::Action,
     ) -> Result<Response<pb::ChangeReply>, Status> {
-        use crate::orchestrate::steer::Refusal;
+        use crate::control::Refusal;
         if !self.0.token_ok(token) {
             return Err(Self::refused());
         }
@@ -656,11 +656,8 @@ impl pb::control_server::Control for Control {
     ) -> Result<Response<pb::ChangeReply>, Status> {
         let r = req.into_inner();
         let class = (!r.class.is_empty()).then_some(r.class);
-        self.change(
-            &r.token,
-            crate::orchestrate::steer::Action::Rate { rps: r.rps, class },
-        )
-        .await
+        self.change(&r.token, crate::control::Action::Rate { rps: r.rps, class })
+            .await
     }
 
     async fn pause(
@@ -668,8 +665,7 @@ impl pb::control_server::Control for Control {
         req: Request<pb::ControlRequest>,
     ) -> Result<Response<pb::ChangeReply>, Status> {
         let t = req.into_inner().token;
-        self.change(&t, crate::orchestrate::steer::Action::Pause)
-            .await
+        self.change(&t, crate::control::Action::Pause).await
     }
 
     async fn resume(
@@ -677,8 +673,7 @@ impl pb::control_server::Control for Control {
         req: Request<pb::ControlRequest>,
     ) -> Result<Response<pb::ChangeReply>, Status> {
         let t = req.into_inner().token;
-        self.change(&t, crate::orchestrate::steer::Action::Resume)
-            .await
+        self.change(&t, crate::control::Action::Resume).await
     }
 
     async fn stop(
@@ -686,8 +681,7 @@ impl pb::control_server::Control for Control {
         req: Request<pb::ControlRequest>,
     ) -> Result<Response<pb::ChangeReply>, Status> {
         let t = req.into_inner().token;
-        self.change(&t, crate::orchestrate::steer::Action::Stop)
-            .await
+        self.change(&t, crate::control::Action::Stop).await
     }
 
     async fn status(

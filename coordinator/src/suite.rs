@@ -426,7 +426,7 @@ pub async fn run(
         if let Some(d) = &cfg.out {
             crate::output::check_writable(d).map_err(CompareError::Usage)?;
         }
-        let Some(report) = run_one(&cfg, &interrupt).await? else {
+        let Some(report) = run_one(&cfg, &interrupt, None).await? else {
             break;
         };
         let o = Outcome::of(test.clone(), &report);

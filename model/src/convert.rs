@@ -8,7 +8,7 @@
 //! peer input can panic this process or make it allocate without bound.
 
 use crate::hist::{self, HistError, Sparse, SparseDecoder};
-use crate::plan::Pacer;
+use crate::plan::{ClassPlan, KeySpec, Load, Pacer, RunPlan, ShardClassPart, ShardPart};
 use crate::schedule::{Arrival, Change, Profile, ProfileError, Segment, Steer};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, NodeStats, Redirects, Samples};
@@ -226,17 +226,6 @@ impl TryFrom<&pb::RateProfile> for Profile {
 // ---------------------------------------------------------------------------------------
 // Key and value shapes.
 
-/// A keyspace as a plan carries it (the engine builds its sampler from this).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeySpec {
-    /// Number of keys.
-    pub count: u64,
-    /// Key name prefix.
-    pub prefix: String,
-    /// How keys are drawn.
-    pub dist: KeyDist,
-}
-
 impl From<&KeySpec> for pb::KeySpace {
     fn from(k: &KeySpec) -> Self {
         use pb::key_space::Dist;
@@ -351,46 +340,6 @@ impl TryFrom<&pb::ValueSizes> for ValueSizes {
 // ---------------------------------------------------------------------------------------
 // Plans.
 
-/// How a class's requests are paced.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Load {
-    /// Open loop: the cluster-wide rate over time.
-    Open(Profile),
-    /// Closed loop: every connection keeps `pipeline` requests in flight, until this long
-    /// after the start (None: until the shards' budgets are spent).
-    Closed {
-        /// When to stop sending.
-        until: Option<Duration>,
-    },
-}
-
-/// One class of a run as the plan carries it: typed, not yet built into a workload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClassPlan {
-    /// Name (results are reported under it).
-    pub name: String,
-    /// Open or closed loop.
-    pub load: Load,
-    /// Command names or templates, with weights.
-    pub mix: Vec<(String, u32)>,
-    /// Keyspace.
-    pub keys: KeySpec,
-    /// Value sizes.
-    pub values: ValueSizes,
-    /// Requests in flight per connection.
-    pub pipeline: u32,
-    /// `EX` seconds on SET and EXPIRE.
-    pub ttl: Option<u64>,
-    /// Keys or members per batched command.
-    pub batch: u32,
-    /// Members or fields per key.
-    pub members: u64,
-    /// Members numbered in order, unique cluster-wide.
-    pub members_sequential: bool,
-    /// LRANGE / ZRANGE / ZRANGEBYSCORE length.
-    pub range: u32,
-}
-
 impl From<&ClassPlan> for pb::ClassPlan {
     fn from(c: &ClassPlan) -> Self {
         let (profile, closed_loop, duration_ns) = match &c.load {
@@ -488,34 +437,6 @@ impl TryFrom<&pb::ClassPlan> for ClassPlan {
     }
 }
 
-/// One class's part on one shard.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardClassPart {
-    /// Connections the shard opens for the class.
-    pub connections: u32,
-    /// Closed loop: requests the shard sends (None: until the class's time is up).
-    pub budget: Option<u64>,
-    /// Closed loop with a budget: after this many measured requests (cumulative,
-    /// ascending, each at most the budget) the shard stops, drains, says so and waits for
-    /// the coordinator's release (`--checkpoint-every`). Empty: no checkpoints.
-    pub checkpoints: Vec<u64>,
-}
-
-/// One shard's part of a run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShardPart {
-    /// Index within the worker.
-    pub shard: u32,
-    /// Index within the cluster (phase offsets, interleaved sequences).
-    pub global_index: u32,
-    /// Fraction of each class's rate this shard carries, in [0, 1].
-    pub share: f64,
-    /// RNG seed.
-    pub seed: u64,
-    /// One entry per class of the plan.
-    pub classes: Vec<ShardClassPart>,
-}
-
 impl From<&ShardPart> for pb::ShardPlan {
     fn from(s: &ShardPart) -> Self {
         Self {
@@ -595,69 +516,6 @@ impl TryFrom<&pb::ShardPlan> for ShardPart {
             share: s.share,
             seed: s.seed,
             classes,
-        })
-    }
-}
-
-/// A whole run plan for one worker, typed and checked: what the coordinator builds and
-/// what the worker accepts. `C` is how a class is held: [`ClassPlan`] on the wire, the
-/// built workload once the worker has it (`crate::plan::Plan`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunPlan<C = ClassPlan> {
-    /// Run id.
-    pub run_id: String,
-    /// Target `host:port`.
-    pub target: String,
-    /// The classes.
-    pub classes: Vec<C>,
-    /// Arrival process.
-    pub arrival: Arrival,
-    /// How shards wait.
-    pub pacer: Pacer,
-    /// A request unanswered this long fails as `timeout`.
-    pub timeout: Duration,
-    /// After the schedule, wait this long for replies.
-    pub drain: Duration,
-    /// Unmeasured lead-in.
-    pub warmup: Duration,
-    /// Length of one reported interval.
-    pub interval: Duration,
-    /// Shards in the whole run.
-    pub total_shards: u32,
-    /// This worker's shards.
-    pub shards: Vec<ShardPart>,
-    /// Requests allowed to wait for a free connection, per shard and class.
-    pub backlog_limit: u64,
-    /// How every connection to the target begins (login, database).
-    pub session: Session,
-    /// TLS to the target; None: plaintext.
-    pub tls: Option<Tls>,
-    /// One node or a cluster.
-    pub cluster: ClusterMode,
-}
-
-impl<C> RunPlan<C> {
-    /// The same plan with each class turned into `D` by `f`; the first error stops it.
-    ///
-    /// # Errors
-    /// The first error `f` returns.
-    pub fn try_map_classes<D, E>(self, f: impl FnMut(&C) -> Result<D, E>) -> Result<RunPlan<D>, E> {
-        Ok(RunPlan {
-            classes: self.classes.iter().map(f).collect::<Result<_, E>>()?,
-            run_id: self.run_id,
-            target: self.target,
-            arrival: self.arrival,
-            pacer: self.pacer,
-            timeout: self.timeout,
-            drain: self.drain,
-            warmup: self.warmup,
-            interval: self.interval,
-            total_shards: self.total_shards,
-            shards: self.shards,
-            backlog_limit: self.backlog_limit,
-            session: self.session,
-            tls: self.tls,
-            cluster: self.cluster,
         })
     }
 }

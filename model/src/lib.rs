@@ -16,11 +16,13 @@
 //!   (`MOVED`, `ASK`).
 //! - [`rng`]: the seeded generator every random choice comes from.
 //! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
-//! - [`plan`]: a run plan as a worker runs it: the checked wire plan with workloads built.
+//! - [`plan`]: what a run plan is: classes, each shard's part, pacer, session.
+//! - [`built`]: a run plan as a worker runs it: the checked wire plan with workloads built.
 //! - [`clock`]: Unix time as the protocol carries it.
 //! - [`target`]: the target's address and the session every connection opens with (login,
 //!   database), parsed from `host:port` or a `redis://` URI; passwords as [`Secret`](target::Secret)s.
 
+pub mod built;
 pub mod clock;
 pub mod convert;
 pub mod hist;

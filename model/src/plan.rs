@@ -1,11 +1,10 @@
-//! A run plan as the worker uses it: the checked wire plan ([`RunPlan`]) with each class
-//! built into a [`Workload`].
+//! What a run plan is: the coordinator's plan for every worker ([`RunPlan`]: classes,
+//! shards' parts, the pacer, the session), checked when it crosses the wire
+//! ([`crate::convert`]) and built into workloads by the worker ([`crate::built`]).
 
-pub use crate::convert::{ClassPlan, KeySpec, Load, RunPlan, ShardClassPart, ShardPart, WireError};
-use crate::schedule::Profile;
-use crate::shapes::KeySpace;
-use crate::workload::{CmdDef, Workload, WorkloadError};
-use crest_proto::pb;
+use crate::schedule::{Arrival, Profile};
+use crate::shapes::{KeyDist, ValueSizes};
+use crate::target::{ClusterMode, Session, Tls};
 use std::time::Duration;
 
 /// How a shard waits for the next intended send time.
@@ -39,104 +38,144 @@ impl Pacer {
 /// it is a burst generator.
 pub const MAX_TOLERANCE_NS: u64 = 10_000_000;
 
-/// A plan the worker cannot run; sent back to the coordinator as `RunFailed` (bad plan).
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// A field out of range, or missing.
-    #[error("plan refused: {0}")]
-    Wire(#[from] WireError),
-    /// The workload is invalid.
-    #[error("class {0}: {1}")]
-    Workload(String, WorkloadError),
-    /// The plan names shards this worker does not have.
-    #[error("plan has {got} shard entries but this worker runs {have} shards")]
-    Shards {
-        /// Entries in the plan.
-        got: usize,
-        /// Shards this worker runs.
-        have: usize,
+/// A keyspace as a plan carries it (the engine builds its sampler from this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeySpec {
+    /// Number of keys.
+    pub count: u64,
+    /// Key name prefix.
+    pub prefix: String,
+    /// How keys are drawn.
+    pub dist: KeyDist,
+}
+
+/// How a class's requests are paced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Load {
+    /// Open loop: the cluster-wide rate over time.
+    Open(Profile),
+    /// Closed loop: every connection keeps `pipeline` requests in flight, until this long
+    /// after the start (None: until the shards' budgets are spent).
+    Closed {
+        /// When to stop sending.
+        until: Option<Duration>,
     },
 }
 
-/// One class, built.
-#[derive(Debug, Clone)]
-pub struct ClassSpec {
-    /// Name.
+/// One class of a run as the plan carries it: typed, not yet built into a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassPlan {
+    /// Name (results are reported under it).
     pub name: String,
-    /// Cluster-wide rate profile (open loop).
-    pub profile: Option<Profile>,
-    /// Closed loop: stop after this (None: only the budget).
-    pub closed_for: Option<Duration>,
-    /// What to send.
-    pub workload: Workload,
+    /// Open or closed loop.
+    pub load: Load,
+    /// Command names or templates, with weights.
+    pub mix: Vec<(String, u32)>,
+    /// Keyspace.
+    pub keys: KeySpec,
+    /// Value sizes.
+    pub values: ValueSizes,
     /// Requests in flight per connection.
     pub pipeline: u32,
+    /// `EX` seconds on SET and EXPIRE.
+    pub ttl: Option<u64>,
+    /// Keys or members per batched command.
+    pub batch: u32,
+    /// Members or fields per key.
+    pub members: u64,
+    /// Members numbered in order, unique cluster-wide.
+    pub members_sequential: bool,
+    /// LRANGE / ZRANGE / ZRANGEBYSCORE length.
+    pub range: u32,
 }
 
-/// A checked run plan with every class built: what a worker runs.
-pub type Plan = RunPlan<ClassSpec>;
+/// One class's part on one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardClassPart {
+    /// Connections the shard opens for the class.
+    pub connections: u32,
+    /// Closed loop: requests the shard sends (None: until the class's time is up).
+    pub budget: Option<u64>,
+    /// Closed loop with a budget: after this many measured requests (cumulative,
+    /// ascending, each at most the budget) the shard stops, drains, says so and waits for
+    /// the coordinator's release (`--checkpoint-every`). Empty: no checkpoints.
+    pub checkpoints: Vec<u64>,
+}
 
-impl ClassSpec {
-    /// Builds one checked class; `seed` seeds its workload.
+/// One shard's part of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardPart {
+    /// Index within the worker.
+    pub shard: u32,
+    /// Index within the cluster (phase offsets, interleaved sequences).
+    pub global_index: u32,
+    /// Fraction of each class's rate this shard carries, in [0, 1].
+    pub share: f64,
+    /// RNG seed.
+    pub seed: u64,
+    /// One entry per class of the plan.
+    pub classes: Vec<ShardClassPart>,
+}
+
+/// A whole run plan for one worker, typed and checked: what the coordinator builds and
+/// what the worker accepts. `C` is how a class is held: [`ClassPlan`] on the wire, the
+/// built workload once the worker has it (`crate::plan::Plan`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan<C = ClassPlan> {
+    /// Run id.
+    pub run_id: String,
+    /// Target `host:port`.
+    pub target: String,
+    /// The classes.
+    pub classes: Vec<C>,
+    /// Arrival process.
+    pub arrival: Arrival,
+    /// How shards wait.
+    pub pacer: Pacer,
+    /// A request unanswered this long fails as `timeout`.
+    pub timeout: Duration,
+    /// After the schedule, wait this long for replies.
+    pub drain: Duration,
+    /// Unmeasured lead-in.
+    pub warmup: Duration,
+    /// Length of one reported interval.
+    pub interval: Duration,
+    /// Shards in the whole run.
+    pub total_shards: u32,
+    /// This worker's shards.
+    pub shards: Vec<ShardPart>,
+    /// Requests allowed to wait for a free connection, per shard and class.
+    pub backlog_limit: u64,
+    /// How every connection to the target begins (login, database).
+    pub session: Session,
+    /// TLS to the target; None: plaintext.
+    pub tls: Option<Tls>,
+    /// One node or a cluster.
+    pub cluster: ClusterMode,
+}
+
+impl<C> RunPlan<C> {
+    /// The same plan with each class turned into `D` by `f`; the first error stops it.
     ///
     /// # Errors
-    /// [`PlanError::Workload`] naming the class when a command or shape does not build.
-    pub fn build(c: &ClassPlan, seed: u64) -> Result<Self, PlanError> {
-        let wl = |e| PlanError::Workload(c.name.clone(), e);
-        let commands = c
-            .mix
-            .iter()
-            .map(|(name, weight)| Ok((CmdDef::parse(name, c.batch, c.ttl, c.range)?, *weight)))
-            .collect::<Result<Vec<_>, WorkloadError>>()
-            .map_err(wl)?;
-        let keys = KeySpace::new(c.keys.count, &c.keys.prefix, c.keys.dist.clone())
-            .map_err(|e| wl(e.into()))?;
-        let workload = Workload::new(
-            commands,
-            keys,
-            c.values.clone(),
-            c.members,
-            c.members_sequential,
-            c.ttl,
-            seed,
-        )
-        .map_err(wl)?;
-        let (profile, closed_for) = match &c.load {
-            Load::Open(p) => (Some(p.clone()), None),
-            Load::Closed { until } => (None, *until),
-        };
-        Ok(Self {
-            name: c.name.clone(),
-            profile,
-            closed_for,
-            workload,
-            pipeline: c.pipeline,
+    /// The first error `f` returns.
+    pub fn try_map_classes<D, E>(self, f: impl FnMut(&C) -> Result<D, E>) -> Result<RunPlan<D>, E> {
+        Ok(RunPlan {
+            classes: self.classes.iter().map(f).collect::<Result<_, E>>()?,
+            run_id: self.run_id,
+            target: self.target,
+            arrival: self.arrival,
+            pacer: self.pacer,
+            timeout: self.timeout,
+            drain: self.drain,
+            warmup: self.warmup,
+            interval: self.interval,
+            total_shards: self.total_shards,
+            shards: self.shards,
+            backlog_limit: self.backlog_limit,
+            session: self.session,
+            tls: self.tls,
+            cluster: self.cluster,
         })
-    }
-}
-
-impl Plan {
-    /// Checks a plan received from the coordinator, for a worker with `have_shards` shards.
-    ///
-    /// # Errors
-    /// [`PlanError`] naming what is missing or invalid.
-    pub fn from_pb(p: &pb::RunPlan, have_shards: usize) -> Result<Self, PlanError> {
-        Self::new(RunPlan::try_from(p)?, have_shards)
-    }
-
-    /// Builds a checked plan's workloads, for a worker with `have_shards` shards.
-    ///
-    /// # Errors
-    /// [`PlanError`] when a class does not build or the plan names shards this worker lacks.
-    pub fn new(p: RunPlan, have_shards: usize) -> Result<Self, PlanError> {
-        if p.shards.len() > have_shards || p.shards.iter().any(|s| s.shard as usize >= have_shards)
-        {
-            return Err(PlanError::Shards {
-                got: p.shards.len(),
-                have: have_shards,
-            });
-        }
-        let seed = p.shards.first().map_or(0, |s| s.seed);
-        p.try_map_classes(|c| ClassSpec::build(c, seed))
     }
 }

@@ -380,7 +380,7 @@ pub struct TimelinePoint {
     /// pacer holds on a core of its own) in this interval, or empty when it did not:
     /// `busy` (the busiest shard was busy 90% of the interval or more), `connections` (1%
     /// or more of the requests waited for a free connection), `preempted` (the scheduler
-    /// took the shards' core from them for 0.5% of the interval or more, [`PREEMPTED_SHARE`]:
+    /// took the shards' core from them for 0.5% of the interval or more, [`PREEMPTED_SHARE`](crate::rules::PREEMPTED_SHARE):
     /// see `preemptions` and `core_wait_ms`; something else runs on it), `steal` (the
     /// hypervisor took the shards' virtual CPUs for 0.5% of the interval or more: see
     /// `steal_ms`), or `pacer` (none of these: the pacer itself came late, by its own work

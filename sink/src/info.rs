@@ -1,120 +1,21 @@
-//! `INFO`: the counters it reports and its text, in Redis's layout.
+//! `INFO`'s text, in Redis's layout, read from the shared state: the server, clients,
+//! memory, stats, commandstats and keyspace sections.
 //!
-//! Counting model: each connection counts into its own [`LocalStats`] and adds them to the
-//! shared [`Stats`] once per read batch, before that batch's replies are written. So a
-//! client never sees a reply whose call is not counted yet, and connections do not contend
-//! on one atomic per request.
+//! The counters it reports are kept in [`crate::stats`] (see there for when a call is
+//! counted); the command names `commandstats` lists come with them, so this module reads
+//! only [`crate::state`] and [`crate::store`], and the `INFO` command's handler sits above it.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cmd::{COUNT, TABLE};
-use crate::server::Sink;
+use crate::state::Sink;
+use crate::stats::Counts;
 use crate::store::Now;
 
 /// What `INFO server` says `redis_version` is: the Redis release whose semantics the sink
 /// follows. Clients parse it to pick features, so it stays a plain version; `crest_sink:1`
 /// is how a test tells the sink from Redis.
 pub(crate) const REDIS_VERSION: &str = "7.0.0";
-
-/// Shared per-command counters, as `INFO commandstats` reports them.
-#[derive(Default)]
-struct CommandStats {
-    /// Executed, successfully or not.
-    calls: AtomicU64,
-    /// Refused before running (wrong number of arguments).
-    rejected: AtomicU64,
-    /// Ran and replied with an error.
-    failed: AtomicU64,
-}
-
-/// Counters every connection adds to.
-pub(crate) struct Stats {
-    commands: [CommandStats; COUNT],
-    keyspace_hits: AtomicU64,
-    keyspace_misses: AtomicU64,
-}
-
-impl Stats {
-    /// All zero.
-    pub(crate) fn new() -> Self {
-        Stats {
-            commands: std::array::from_fn(|_| CommandStats::default()),
-            keyspace_hits: AtomicU64::new(0),
-            keyspace_misses: AtomicU64::new(0),
-        }
-    }
-
-    /// (calls, rejected, failed) of the command at `index` in the table.
-    #[cfg(test)]
-    pub(crate) fn of(&self, index: usize) -> (u64, u64, u64) {
-        let stats = &self.commands[index];
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        (
-            load(&stats.calls),
-            load(&stats.rejected),
-            load(&stats.failed),
-        )
-    }
-}
-
-/// A connection's counts not yet added to the shared [`Stats`].
-pub(crate) struct LocalStats {
-    /// Calls per command, by table index.
-    pub(crate) calls: [u64; COUNT],
-    /// Calls refused for their argument count.
-    pub(crate) rejected: [u64; COUNT],
-    /// Calls that replied with an error.
-    pub(crate) failed: [u64; COUNT],
-    keyspace_hits: u64,
-    keyspace_misses: u64,
-}
-
-impl Default for LocalStats {
-    fn default() -> Self {
-        LocalStats {
-            calls: [0; COUNT],
-            rejected: [0; COUNT],
-            failed: [0; COUNT],
-            keyspace_hits: 0,
-            keyspace_misses: 0,
-        }
-    }
-}
-
-impl LocalStats {
-    /// Counts one read lookup of a key, as Redis's `keyspace_hits`/`keyspace_misses` do.
-    pub(crate) fn lookup(&mut self, found: bool) {
-        if found {
-            self.keyspace_hits += 1;
-        } else {
-            self.keyspace_misses += 1;
-        }
-    }
-
-    /// Adds these counts to `shared` and zeroes them.
-    pub(crate) fn flush(&mut self, shared: &Stats) {
-        for (i, stats) in shared.commands.iter().enumerate() {
-            for (local, total) in [
-                (&mut self.calls[i], &stats.calls),
-                (&mut self.rejected[i], &stats.rejected),
-                (&mut self.failed[i], &stats.failed),
-            ] {
-                if *local != 0 {
-                    total.fetch_add(std::mem::take(local), Ordering::Relaxed);
-                }
-            }
-        }
-        for (local, total) in [
-            (&mut self.keyspace_hits, &shared.keyspace_hits),
-            (&mut self.keyspace_misses, &shared.keyspace_misses),
-        ] {
-            if *local != 0 {
-                total.fetch_add(std::mem::take(local), Ordering::Relaxed);
-            }
-        }
-    }
-}
 
 /// The text of `INFO sections...`: `# Section` headers, `field:value` lines, CRLF line ends,
 /// a blank line between sections. No section, `all`, `everything` or `default` means every
@@ -142,7 +43,7 @@ pub(crate) fn render(sink: &Sink, sections: &[Vec<u8>], now: &mut Now<'_>) -> St
     let mut text = String::new();
     // The keyspace section sweeps expired keys; doing it first makes memory and
     // expired_keys in the same reply agree with it.
-    let keyspace = wanted("keyspace").then(|| sweep(sink, now));
+    let keyspace = wanted("keyspace").then(|| sink.store.sweep(now));
     if wanted("server") {
         section(&mut text, "Server");
         let uptime = now.get().saturating_duration_since(sink.started).as_secs();
@@ -170,7 +71,7 @@ pub(crate) fn render(sink: &Sink, sections: &[Vec<u8>], now: &mut Now<'_>) -> St
     if wanted("stats") {
         section(&mut text, "Stats");
         let connections = load(&sink.total_connections);
-        let commands: u64 = sink.stats.commands.iter().map(|s| load(&s.calls)).sum();
+        let commands = sink.stats.total_calls();
         let expired: u64 = sink.store.all().map(|shard| shard.expired()).sum();
         let _ = write!(
             text,
@@ -178,25 +79,26 @@ pub(crate) fn render(sink: &Sink, sections: &[Vec<u8>], now: &mut Now<'_>) -> St
              total_commands_processed:{commands}\r\n\
              expired_keys:{expired}\r\n\
              keyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
-            load(&sink.stats.keyspace_hits),
-            load(&sink.stats.keyspace_misses),
+            sink.stats.keyspace_hits(),
+            sink.stats.keyspace_misses(),
         );
     }
     if wanted("commandstats") {
         section(&mut text, "Commandstats");
-        for (command, stats) in TABLE.iter().zip(&sink.stats.commands) {
-            let calls = load(&stats.calls);
-            let rejected = load(&stats.rejected);
-            let failed = load(&stats.failed);
+        for (name, counts) in sink.stats.commands() {
+            let Counts {
+                calls,
+                rejected,
+                failed,
+            } = counts;
             // Redis lists only commands that were called, rejected or failed.
             if calls + rejected + failed == 0 {
                 continue;
             }
             let _ = write!(
                 text,
-                "cmdstat_{}:calls={calls},usec=0,usec_per_call=0.00,\
+                "cmdstat_{name}:calls={calls},usec=0,usec_per_call=0.00,\
                  rejected_calls={rejected},failed_calls={failed}\r\n",
-                command.name,
             );
         }
     }
@@ -207,15 +109,6 @@ pub(crate) fn render(sink: &Sink, sections: &[Vec<u8>], now: &mut Now<'_>) -> St
         }
     }
     text
-}
-
-/// Removes expired keys everywhere; returns how many keys remain and how many of them
-/// have a deadline.
-pub(crate) fn sweep(sink: &Sink, now: &mut Now<'_>) -> (usize, usize) {
-    sink.store
-        .all()
-        .map(|mut shard| shard.sweep(now))
-        .fold((0, 0), |(k, e), (keys, expiring)| (k + keys, e + expiring))
 }
 
 /// Bytes as Redis's `used_memory_human` writes them: `512B`, `1.50K`, `3.00M`.

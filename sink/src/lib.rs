@@ -8,17 +8,30 @@
 //! sink's own counters exactly as they do against Redis.
 //!
 //! # Layout
-//! - [`serve`] (here): the one entry point.
+//! - [`serve`] (here): the one entry point; builds the state and runs `server`.
 //! - `server`: the accept loop with backoff; each connection's read, parse, dispatch and
-//!   write; shutdown.
+//!   write; shutdown. Only `serve` uses it.
+//! - `cmd`: the dispatch table (name, Redis arity, handler) and `execute`, over one file
+//!   of handlers per family: `string`, `hash`, `list`, `set`, `zset`, `stream`, `keys`
+//!   (DEL EXPIRE TTL TYPE...), `server` (PING HELLO INFO QUIT...). The family files never
+//!   import the table; what they share is below it:
+//!   - `cmd::ctx`: what a handler runs with (state, connection, time, reply buffer);
+//!   - `cmd::reply`: what it answers (reply type, canned replies, error texts, scores);
+//!   - `cmd::args`: how it reads its arguments (integers, floats, ranges, keywords).
+//! - `info`: the text of `INFO`'s sections, read from the state.
+//! - `state`: what commands run against, shared by `server` and `cmd` and below both:
+//!   the sink (keyspace, counters, clock, connection counts), a connection, and what a
+//!   command leaves it to do.
+//! - `stats`: the counters `INFO` reports; commands are known by table index, and their
+//!   names are given when the state is built (`cmd::NAMES`), so the counters need no table.
 //! - `store`: the keyspace, lock-striped maps of typed values (string, hash, list, set,
-//!   sorted set) with lazy expiry and an incremental memory estimate.
-//! - `cmd`: the one dispatch table (name, Redis arity, handler) and shared argument
-//!   parsing; one file per family: `string`, `hash`, `list`, `set`, `zset`, `keys`
-//!   (DEL EXPIRE TTL TYPE...), `server` (PING HELLO INFO QUIT...).
-//! - `info`: the counters `INFO` reports and its sections.
+//!   sorted set, stream) with lazy expiry and an incremental memory estimate.
 //! - `resp3`: what a connection that said `HELLO 3` gets instead of RESP2 replies (maps,
 //!   sets, doubles, `_` for a nil, a verbatim `INFO`), as Redis 7 sends them.
+//!
+//! Dependencies point one way, each module importing only ones to its left:
+//! `store`, `stats`, `resp3`, `cmd::reply` ← `state`, `cmd::args` ← `cmd::ctx`, `info` ←
+//! `cmd::{string, hash, ..., server}` ← `cmd` (table) ← `server` ← `serve`.
 //!
 //! Cost model: a command locks one of 64 `std::sync::Mutex`-guarded shards for one map
 //! operation, never across an await. Each connection answers every pipelined request it
@@ -40,6 +53,8 @@ mod cmd;
 mod info;
 mod resp3;
 mod server;
+mod state;
+mod stats;
 mod store;
 #[cfg(test)]
 mod test_support;
@@ -63,7 +78,7 @@ use tokio::net::TcpListener;
 /// An accept error that retrying cannot fix (e.g. the listener's socket is invalid). Open
 /// connections are closed before it is returned.
 pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-    let sink = server::Sink::new(Box::new(Instant::now));
+    let sink = state::Sink::new(Box::new(Instant::now), &cmd::NAMES);
     server::run(listener, shutdown, Arc::new(sink)).await
 }
 

@@ -1,16 +1,17 @@
 //! The network side: the accept loop with backoff, and each connection's
-//! read → parse → dispatch → write cycle.
+//! read → parse → dispatch → write cycle. The top of the crate under [`crate::serve`], its
+//! only user: it drives [`crate::cmd::execute`] on the state in [`crate::state`].
 //!
 //! Each connection parses every pipelined request it has read, appends all replies to one
 //! buffer and writes it once. Its counters are added to the shared ones after the batch is
-//! run and before its replies are written (see [`crate::info`]).
+//! run and before its replies are written (see [`crate::stats`]).
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crest_resp::{Frame, parse_request};
@@ -19,8 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use crate::cmd;
-use crate::info::{LocalStats, Stats};
-use crate::store::{Clock, Store};
+use crate::state::{Conn, Flow, Sink};
 
 /// Bytes a connection asks the kernel for per read, and its buffers' starting size.
 const READ_CHUNK: usize = 64 * 1024;
@@ -35,70 +35,6 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Repeated accept warnings are logged at most this often.
 const WARN_INTERVAL: Duration = Duration::from_secs(10);
-
-/// The sink's state, shared by all its connections. Commands run against it without
-/// sockets, so tests can drive them directly.
-pub(crate) struct Sink {
-    /// The keyspace.
-    pub(crate) store: Store,
-    /// What `INFO` reports.
-    pub(crate) stats: Stats,
-    /// The last `CLIENT ID` handed out.
-    pub(crate) next_client_id: AtomicU64,
-    /// Connections open now.
-    pub(crate) connected_clients: AtomicU64,
-    /// Connections accepted ever.
-    pub(crate) total_connections: AtomicU64,
-    /// When this sink started, by its clock.
-    pub(crate) started: Instant,
-    /// The clock deadlines are measured on.
-    pub(crate) clock: Clock,
-}
-
-impl Sink {
-    /// An empty sink reading time from `clock`.
-    pub(crate) fn new(clock: Clock) -> Self {
-        Sink {
-            store: Store::new(),
-            stats: Stats::new(),
-            next_client_id: AtomicU64::new(0),
-            connected_clients: AtomicU64::new(0),
-            total_connections: AtomicU64::new(0),
-            started: clock(),
-            clock,
-        }
-    }
-}
-
-/// Per-connection state.
-pub(crate) struct Conn {
-    /// What `CLIENT ID` returns; unique within one `serve`.
-    pub(crate) id: u64,
-    /// Counts not yet added to [`Sink::stats`].
-    pub(crate) stats: LocalStats,
-    /// The client said `HELLO 3`: replies are RESP3.
-    pub(crate) resp3: bool,
-}
-
-impl Conn {
-    /// A connection with id `id` and nothing counted.
-    pub(crate) fn new(id: u64) -> Self {
-        Conn {
-            id,
-            stats: LocalStats::default(),
-            resp3: false,
-        }
-    }
-}
-
-/// What the connection does after a command.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Flow {
-    /// Go on reading.
-    Continue,
-    /// Write the replies so far, then close (`QUIT`).
-    Close,
-}
 
 /// What woke the accept loop.
 enum Event {
@@ -184,7 +120,8 @@ async fn connection(mut stream: TcpStream, sink: Arc<Sink>) {
     // fails the connection still works, just slower.
     let _ = stream.set_nodelay(true);
     let _connected = ConnectedClient::new(&sink);
-    let mut conn = Conn::new(sink.next_client_id.fetch_add(1, Ordering::Relaxed) + 1);
+    let id = sink.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut conn = Conn::new(id, &sink.stats);
     if let Err(error) = serve_connection(&mut stream, &sink, &mut conn).await {
         tracing::debug!(%error, client_id = conn.id, "sink: connection ended with an error");
     }

@@ -704,6 +704,14 @@ impl Store {
     pub(crate) fn all(&self) -> impl Iterator<Item = MutexGuard<'_, Shard>> {
         self.shards.iter().map(lock)
     }
+
+    /// Removes expired keys everywhere ([`Shard::sweep`] on each shard in turn); returns
+    /// how many keys remain and how many of them have a deadline.
+    pub(crate) fn sweep(&self, now: &mut Now<'_>) -> (usize, usize) {
+        self.all()
+            .map(|mut shard| shard.sweep(now))
+            .fold((0, 0), |(k, e), (keys, expiring)| (k + keys, e + expiring))
+    }
 }
 
 /// Locks a shard. Every update leaves a shard consistent before anything that could panic

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::cmd;
-use crate::server::{Conn, Sink};
+use crate::state::{Conn, Sink};
 
 /// How long a test waits for a reply.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,12 +58,9 @@ impl Harness {
     pub(crate) fn new() -> Harness {
         let clock = Arc::new(Mutex::new(Instant::now()));
         let read = Arc::clone(&clock);
-        let sink = Sink::new(Box::new(move || *read.lock().expect("clock")));
-        Harness {
-            sink,
-            conn: Conn::new(7),
-            clock,
-        }
+        let sink = Sink::new(Box::new(move || *read.lock().expect("clock")), &cmd::NAMES);
+        let conn = Conn::new(7, &sink.stats);
+        Harness { sink, conn, clock }
     }
 
     /// Moves the clock forward.

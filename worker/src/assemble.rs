@@ -9,7 +9,7 @@
 use crate::shard::{Load, ShardClass, ShardConfig, ShardEvent};
 use crate::target_tls::Client;
 use core_affinity::CoreId;
-use crest_model::plan::Plan;
+use crest_model::built::Plan;
 use crest_model::schedule::Schedule;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -128,7 +128,8 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crest_model::plan::{ClassSpec, Pacer, ShardClassPart, ShardPart};
+    use crest_model::built::ClassSpec;
+    use crest_model::plan::{Pacer, ShardClassPart, ShardPart};
     use crest_model::rng::Rng;
     use crest_model::schedule::{Arrival, Profile};
     use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};

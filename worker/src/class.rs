@@ -32,7 +32,7 @@
 
 use crate::conn::{Conn, ConnId, NO_KEY, Pending, Reply};
 use crate::route::{NO_SLOT, Routes};
-use crate::shard::Load;
+use crate::spec::Load;
 use crest_model::hist::{self, Hist};
 use crest_model::rng::Rng;
 use crest_model::schedule::{Profile, Schedule, Steer};
@@ -42,18 +42,6 @@ use crest_model::workload::{Cursor, Mixer, Wire, Workload};
 use crest_resp::ReplyKind;
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// A class's index within the run (and within each shard's results).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClassId(pub u32);
-
-impl ClassId {
-    /// Position in the shard's class list.
-    #[inline]
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
 
 /// Most requests one class schedules in one loop turn.
 pub const MAX_PER_TURN: usize = 4096;
@@ -946,6 +934,7 @@ impl ClassState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::ClassId;
     use crest_model::schedule::{Arrival, Profile};
     use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};
     use crest_model::workload::CmdDef;

@@ -35,7 +35,7 @@
 //! connection. An attribute is part of the reply after it (the scanner skips it). A nil
 //! reply, and each nil element of an array reply, is a miss ([`Reply::misses`]).
 
-use crate::class::ClassId;
+use crate::spec::ClassId;
 use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
 use crate::sys::stamp;

@@ -48,6 +48,7 @@ pub mod cpus;
 pub mod probe;
 pub mod route;
 pub mod shard;
+mod spec;
 pub mod steer;
 mod sys;
 pub mod target_tls;

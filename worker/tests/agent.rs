@@ -3,7 +3,8 @@
 //! with `RunFailed { kind: BAD_PLAN }` naming the field, and stays up (it answers a ping).
 
 use crest_engine::agent::{self, AgentConfig};
-use crest_model::convert::{self, ClassPlan, FailureKind, KeySpec, Load, RunPlan, ShardClassPart};
+use crest_model::convert::{self, FailureKind};
+use crest_model::plan::{ClassPlan, KeySpec, Load, RunPlan, ShardClassPart};
 use crest_model::plan::{Pacer, ShardPart};
 use crest_model::schedule::{Arrival, Profile};
 use crest_model::shapes::{KeyDist, ValueSizes};

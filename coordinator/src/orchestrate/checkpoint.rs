@@ -6,7 +6,7 @@
 //! exactly k × N requests' work, nothing in flight, when it is read — the sorted-set
 //! study's "memory every 1,000,000 members", not an estimate between two samples.
 
-use super::Member;
+use super::member::Member;
 use crate::server_stats::sampler::ask_within;
 use crest_engine::probe::Control;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};

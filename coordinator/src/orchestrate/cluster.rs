@@ -1,7 +1,7 @@
 //! The cluster for one run: in-process workers, waiting for the expected registrations,
 //! and each worker's clock offset.
 
-use super::{Member, PINGS, RunError, interrupted};
+use super::member::{Member, PINGS, RunError, interrupted};
 use crate::service::HubEvent;
 use crest_engine::agent;
 use crest_model::clock::unix_ns;

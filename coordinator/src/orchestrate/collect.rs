@@ -2,10 +2,11 @@
 //! interval once every live worker is past it), lost workers out, live progress, and an
 //! abort to everyone when the user interrupts or a worker fails.
 
-use super::steer::{Control, LEAD, Refusal, Request};
-use super::{GRACE, Member, RunError, SILENCE, interrupted};
+use super::member::{GRACE, Member, RunError, SILENCE, interrupted};
+use super::steer::{Control, LEAD};
 use crate::admin::{Binned, ClassRate, Counters, WorkerView};
 use crate::config::RunConfig;
+use crate::control::{Refusal, Request};
 use crate::merge::RunBooks;
 use crate::progress::{Progress, Sample};
 use crate::service::HubEvent;
@@ -287,6 +288,15 @@ pub(super) fn publish(
     start: Instant,
     duration: Duration,
 ) {
+    if let (Some(tx), Some(p)) = (&c.points, books.timeline.last()) {
+        tx.send_if_modified(|now| {
+            let new = now.as_ref() != Some(p);
+            if new {
+                *now = Some(p.clone());
+            }
+            new
+        });
+    }
     let Some(admin) = &c.admin else { return };
     let elapsed = start.elapsed();
     let now_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);

@@ -26,14 +26,18 @@
 mod checkpoint;
 mod cluster;
 mod collect;
+mod member;
 mod phase;
 pub mod steer;
+
+use member::{Member, interrupted};
+pub use member::{RunError, SILENCE};
 
 use crate::config::{RunConfig, Workers};
 use crate::merge::{self, ByCommand, RunBooks, WorkerBooks};
 use crate::output::Live;
 use crate::server_stats::{Sampler, ServerStats};
-use crate::service::{self, Hub, HubEvent, WorkerInfo, WorkerLink};
+use crate::service::{self, Hub, HubEvent, WorkerInfo};
 use crest_model::convert::limits;
 use crest_model::plan::ClassPlan;
 use crest_model::target::Verify;
@@ -45,33 +49,12 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-/// A worker that sends nothing for this long during a run is lost.
-pub const SILENCE: Duration = Duration::from_secs(3);
-/// Extra wait for finals after the schedule and the drain.
-const GRACE: Duration = Duration::from_secs(5);
-/// Clock pings per worker; the lowest-RTT answer sets the offset.
-const PINGS: u64 = 5;
 /// How long a phase with no time bound (count-bounded closed loop, prefill) may run.
 const UNBOUNDED_PHASE: Duration = Duration::from_secs(3600);
 /// Local workers register over loopback; they get this long.
 const LOCAL_WAIT: Duration = Duration::from_secs(10);
 /// How long the gRPC server gets to close its streams after a run.
 const SERVER_STOP: Duration = Duration::from_secs(2);
-
-/// Why a run did not produce results.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The user can fix it: bad setting, unreachable target, missing workers (exit 2).
-    #[error("{0}")]
-    Usage(String),
-    /// Something else went wrong (exit 1).
-    #[error("{0}")]
-    Failed(String),
-    /// Interrupted by the user before the measured phase began (exit 130); an interrupt
-    /// during it returns the results so far instead.
-    #[error("interrupted; workers told to stop")]
-    Interrupted,
-}
 
 /// Everything a run measured, before it becomes a report.
 #[derive(Debug)]
@@ -159,22 +142,6 @@ impl WorkerResult {
     }
 }
 
-struct Member {
-    link: WorkerLink,
-    offset_ns: i64,
-    rtt_ns: u64,
-    lost: Option<String>,
-    last_seen: Instant,
-    done: bool,
-    finished_at: Option<Instant>,
-}
-
-impl Member {
-    fn lost(&self) -> bool {
-        self.lost.is_some()
-    }
-}
-
 /// Binds the address workers dial: loopback port 0 for in-process workers (nobody else
 /// needs to reach it), `--listen` otherwise.
 ///
@@ -200,6 +167,20 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<RunResults, RunError> {
+    run_watched(cfg, listener, shutdown, None).await
+}
+
+/// [`run`], publishing each finalized timeline row of the measured phase on `points` as
+/// it is laid out (an in-process watcher's view of the run).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_watched(
+    cfg: &RunConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    points: Option<steer::Points>,
+) -> Result<RunResults, RunError> {
     let (ev_tx, mut events) = mpsc::channel(crate::service::EVENTS);
     let hub = Hub::new(ev_tx, cfg.token.clone());
     let addr = listener
@@ -212,15 +193,9 @@ pub async fn run(
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     // The run's board and control requests: the gRPC Control service always, the HTTP
-    // API with --admin; `crest search`'s watcher brings its own board and asks nothing.
-    let admin = match &cfg.observer {
-        Some(o) => (o.clone(), None),
-        None => {
-            let loopback = cfg.admin.is_none_or(|a| a.ip().is_loopback());
-            let (a, rx) = crate::admin::Admin::new(&cfg.token, loopback);
-            (a, Some(rx))
-        }
-    };
+    // API with --admin.
+    let loopback = cfg.admin.is_none_or(|a| a.ip().is_loopback());
+    let admin = crate::admin::Admin::new(&cfg.token, loopback);
     if let Some(at) = cfg.admin {
         let mut rx = stop_rx.clone();
         let bound = crate::admin::serve(admin.0.clone(), at, async move {
@@ -237,11 +212,12 @@ pub async fn run(
     let server = {
         let mut rx = stop_rx.clone();
         let tls = served_tls(cfg).cloned();
-        let control = admin.1.is_some().then(|| admin.0.clone());
+        let control = Some(admin.0.clone());
         tokio::spawn(service::serve(hub, listener, tls, control, async move {
             let _ = rx.wait_for(|s| *s).await;
         }))
     };
+    let admin = (admin.0, Some(admin.1), points);
     let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx, admin).await;
     interrupt_task.abort();
     let _ = stop_tx.send(true);
@@ -258,22 +234,17 @@ fn served_tls(cfg: &RunConfig) -> Option<&crest_engine::control_tls::ServerTls> 
     }
 }
 
-/// Resolves when `interrupt` flips to true (or its sender is gone, which never happens
-/// before the run ends).
-async fn interrupted(interrupt: &watch::Receiver<bool>) {
-    let mut rx = interrupt.clone();
-    if rx.wait_for(|v| *v).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 async fn run_inner(
     cfg: &RunConfig,
     addr: SocketAddr,
     events: &mut mpsc::Receiver<HubEvent>,
     stop: watch::Receiver<bool>,
     interrupt: &watch::Receiver<bool>,
-    (admin, requests): (crate::admin::Admin, Option<mpsc::Receiver<steer::Request>>),
+    (admin, requests, points): (
+        crate::admin::Admin,
+        Option<mpsc::Receiver<crate::control::Request>>,
+        Option<steer::Points>,
+    ),
 ) -> Result<RunResults, RunError> {
     // The built-in target, when no --target is given.
     let builtin_port = match &cfg.target {
@@ -614,6 +585,7 @@ async fn run_inner(
             total_shards,
         ),
         stopped_by: None,
+        points,
     };
     let ended = collect::collect(
         cfg,

@@ -4,7 +4,7 @@
 //! Plans are built as `crest_model` domain types and turned into wire messages by
 //! `crest_model::convert`, the same module the worker reads them back with.
 
-use super::{Member, RunError};
+use super::member::{Member, RunError};
 use crate::config::{ClassConfig, RunConfig};
 use crate::split;
 use crest_model::clock::unix_ns;

@@ -9,66 +9,14 @@
 //! sleeps at most 20 ms) and every worker switches at the same instant, to within the
 //! clock offsets' error.
 
+use crate::control::{Action, Refusal, Request};
 use crest_model::convert::limits;
 use crest_model::schedule::{Change, Profile, Steer};
 use crest_report::{ChangeRow, Switched};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// How far ahead of now a change is placed, before the slowest worker's round trip.
 pub const LEAD: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// What a user asks of a running phase.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// A new rate, requests per second: the open-loop classes' total (split in
-    /// proportion to their rates at the instant), or one class's.
-    Rate {
-        /// The rate.
-        rps: f64,
-        /// One class by name (None: all open-loop classes together).
-        class: Option<String>,
-    },
-    /// Every open-loop class at 0 until [`Action::Resume`].
-    Pause,
-    /// What each class did before the pause.
-    Resume,
-    /// End the run now; the report covers what ran.
-    Stop,
-}
-
-impl Action {
-    /// The action's name in the report and the API.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Action::Rate { .. } => "rate",
-            Action::Pause => "pause",
-            Action::Resume => "resume",
-            Action::Stop => "stop",
-        }
-    }
-}
-
-/// Why a request cannot be carried out, with the HTTP status that says so.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Refusal {
-    /// The request itself is wrong (400).
-    #[error("{0}")]
-    Bad(String),
-    /// Not now: no run, a warm-up, a pause, a closed loop (409).
-    #[error("{0}")]
-    Conflict(String),
-}
-
-/// One request and where its answer goes.
-#[derive(Debug)]
-pub struct Request {
-    /// What is asked.
-    pub action: Action,
-    /// Who asked: `admin`, `grpc`, `search`.
-    pub by: &'static str,
-    /// The change as carried out, or why not.
-    pub reply: oneshot::Sender<Result<ChangeRow, Refusal>>,
-}
 
 /// Runtime control of the measured phase: where requests come from, and the state.
 #[derive(Debug)]
@@ -83,7 +31,14 @@ pub struct Control {
     pub steering: Steering,
     /// Who stopped the run, when a stop request did.
     pub stopped_by: Option<&'static str>,
+    /// Each finalized timeline row, as it is laid out, for an in-process watcher (`crest
+    /// search` cuts a climb window short through it).
+    pub points: Option<Points>,
 }
+
+/// The sending side of a run's live timeline: the latest finalized row (None before the
+/// first). A `watch`: a watcher that falls behind sees the latest row, never a queue.
+pub type Points = tokio::sync::watch::Sender<Option<crest_report::TimelinePoint>>;
 
 /// The coordinator's side of runtime changes in one phase.
 #[derive(Debug)]

@@ -16,14 +16,14 @@
 //!   (`CREST_NO_SERVER_STATS`, profile `server_stats = false`) turns it off: no connection,
 //!   no `INFO`.
 //! - **When.** One sample after the prefill and before the measured phase's plans go out
-//!   ([`series::Mark::BeforeLoad`]: the server has seen no measured request yet), one at
-//!   every boundary `measured start + k·interval` ([`series::Mark::Boundary`]; `k = 0`
-//!   only with a warm-up), one after the last worker's finals ([`series::Mark::Final`]: the
+//!   ([`series::Mark::BeforeLoad`](crest_report::server::series::Mark::BeforeLoad): the server has seen no measured request yet), one at
+//!   every boundary `measured start + k·interval` ([`series::Mark::Boundary`](crest_report::server::series::Mark::Boundary); `k = 0`
+//!   only with a warm-up), one after the last worker's finals ([`series::Mark::Final`](crest_report::server::series::Mark::Final): the
 //!   drain is over). A reply that comes after the next boundary skips it (the row is
 //!   `sampled: false`, the totals span it anyway). One `INFO server clients memory stats
 //!   cpu commandstats errorstats keyspace` per sample (28.7 µs of server time on redis
 //!   7.0, research E9); `INFO everything` on servers that take one section only.
-//! - **What.** Counters become deltas between consecutive samples ([`series::row`]):
+//! - **What.** Counters become deltas between consecutive samples ([`series::row`](crest_report::server::series::row)):
 //!   calls, rejected and failed calls and usec per command, server CPU
 //!   (`used_cpu_user + used_cpu_sys`) and CPU µs per op, network bytes, evicted and
 //!   expired keys, keyspace hits and misses, errorstats. Gauges are read at each row's
@@ -37,7 +37,7 @@
 //!   and the workers' probe `ECHO`) is counted by the server but is not load: excluded by
 //!   name from `ops`. The sampler's `CONFIG GET io-threads` and first `INFO` come before
 //!   the baseline, in no delta.
-//! - **Truth check** ([`series::report`]): per command the report counts, the server's
+//! - **Truth check** ([`series::report`](crest_report::server::series::report)): per command the report counts, the server's
 //!   Σ Δ(calls + rejected_calls) from the baseline to the final sample must lie within
 //!   [answered, sent]: every answered request ran on the server, a written one that got no
 //!   reply (in flight at the end, timed out, cut by a disconnect) may or may not have, an
@@ -54,14 +54,14 @@
 //!   No truth check (null, said why, no problem) when the final sample is missing (the
 //!   server stopped answering), the server restarted (`run_id` changed) or a counter
 //!   went down (`CONFIG RESETSTAT`): the client's figures stand.
-//! - **Cost.** A sample keeps only what it reads, as numbers ([`info::Snap`]: about 1 kB
+//! - **Cost.** A sample keeps only what it reads, as numbers ([`info::Snap`](crest_report::server::info::Snap): about 1 kB
 //!   with the command, error and database lines), plus the interval's row in the report.
 //!
 //! # Layout
-//! - [`info`]: one `INFO` reply parsed.
-//! - [`series`]: samples → per-interval rows, totals, the truth check; the report's
-//!   `server` section.
-//! - [`sampler`]: the connection and the clock.
+//! - [`sampler`]: the connection and the clock (this crate).
+//! - [`crest_report::server::info`]: one `INFO` reply parsed; [`crest_report::server::series`]:
+//!   samples → per-interval rows, totals, the truth check; the report's `server` section
+//!   (the report library: a saved report is judged and shown without a connection).
 
 pub mod sampler;
 

@@ -1,7 +1,7 @@
 //! `crest compare`: two or more targets under the same plan, runs as the replicates.
 //!
 //! # Design
-//! - [`runs`]: the live mode. The same configuration and seed for every run, one target
+//! - the live mode (the coordinator's `crest::compare`). The same configuration and seed for every run, one target
 //!   swapped in; the runs interleaved in rounds A B, B A, A B … (ABBA: a drift in the
 //!   machine or the servers falls on both arms alike), `--runs` per target; optionally a
 //!   `FLUSHALL` (and the run's prefill) before each run. Each run is a whole `crest run`

@@ -4,7 +4,8 @@ use std::mem::take;
 
 use crest_resp::{encode_array_header, encode_bulk, encode_integer};
 
-use super::{Ctx, EMPTY_ARRAY, NIL, Reply, WRONGTYPE, ZERO, count, wrong_arity};
+use super::ctx::Ctx;
+use super::reply::{EMPTY_ARRAY, NIL, Reply, WRONGTYPE, ZERO, count, wrong_arity};
 use crate::store::{Hash, Value};
 
 /// `HSET key field value [field value ...]`: how many fields are new.

@@ -4,7 +4,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crest_resp::encode_integer;
 
-use super::{Ctx, Error, ONE, Reply, ZERO, int_arg, is};
+use super::args::{int_arg, is};
+use super::ctx::Ctx;
+use super::reply::{Error, ONE, Reply, ZERO};
 
 /// `DEL key...` and `UNLINK key...`: how many live keys were removed.
 pub(super) fn del(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {

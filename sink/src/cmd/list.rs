@@ -4,9 +4,10 @@ use std::mem::take;
 
 use crest_resp::{encode_array_header, encode_bulk, encode_integer};
 
-use super::{
-    Ctx, EMPTY_ARRAY, NIL, NIL_ARRAY, NOT_POSITIVE, Reply, WRONGTYPE, ZERO, count, int_arg,
-    rank_range, wrong_arity,
+use super::args::{int_arg, rank_range};
+use super::ctx::Ctx;
+use super::reply::{
+    EMPTY_ARRAY, NIL, NIL_ARRAY, NOT_POSITIVE, Reply, WRONGTYPE, ZERO, count, wrong_arity,
 };
 use crate::store::{List, Value};
 
@@ -156,7 +157,7 @@ mod tests {
         assert_eq!(h.run(&["LLEN", "nope"]), Frame::Integer(0));
         assert_eq!(
             h.run(&["LRANGE", "l", "x", "1"]),
-            err(super::super::NOT_AN_INTEGER)
+            err(super::super::reply::NOT_AN_INTEGER)
         );
     }
 
@@ -183,7 +184,7 @@ mod tests {
         assert_eq!(h.run(&["LPOP", "l", "-1"]), err(NOT_POSITIVE));
         assert_eq!(
             h.run(&["LPOP", "l", "x"]),
-            err(super::super::NOT_AN_INTEGER)
+            err(super::super::reply::NOT_AN_INTEGER)
         );
         assert_eq!(
             h.run(&["LPOP", "l", "1", "2"]),

@@ -5,7 +5,9 @@
 
 use crest_resp::{Frame, encode_array_header, encode_bulk, encode_integer, parse_integer};
 
-use super::{Ctx, NIL, OK, Reply, SYNTAX_ERROR, count, int_arg, is};
+use super::args::{int_arg, is};
+use super::ctx::Ctx;
+use super::reply::{NIL, OK, Reply, SYNTAX_ERROR, count, wrong_arity};
 use crate::info;
 
 const NOPROTO: &str = "NOPROTO sorry, this protocol version is not supported";
@@ -18,7 +20,7 @@ pub(super) fn ping(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
         [_] => ctx.out.extend_from_slice(b"+PONG\r\n"),
         [_, message] => encode_bulk(ctx.out, message),
         // Redis's table says "at least one"; PING itself refuses more than two.
-        _ => return Err(super::wrong_arity("ping").into()),
+        _ => return Err(wrong_arity("ping").into()),
     }
     Ok(())
 }
@@ -98,7 +100,7 @@ pub(super) fn command(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
 
 /// `DBSIZE`: live keys. Sweeps expired ones first, so the count is exact.
 pub(super) fn dbsize(ctx: &mut Ctx<'_>, _args: &mut [Vec<u8>]) -> Reply {
-    let (keys, _) = info::sweep(ctx.sink, &mut ctx.now);
+    let (keys, _) = ctx.sink.store.sweep(&mut ctx.now);
     encode_integer(ctx.out, count(keys));
     Ok(())
 }
@@ -138,7 +140,7 @@ pub(super) fn quit(ctx: &mut Ctx<'_>, _args: &mut [Vec<u8>]) -> Reply {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::cmd::NOT_AN_INTEGER;
+    use crate::cmd::reply::NOT_AN_INTEGER;
     use crate::test_support::{Harness, bulk, err, simple};
 
     #[test]

@@ -4,7 +4,9 @@ use std::mem::take;
 
 use crest_resp::{encode_array_header, encode_bulk, encode_integer};
 
-use super::{Ctx, EMPTY_ARRAY, ONE, Reply, WRONGTYPE, ZERO, count};
+use super::args::int_arg;
+use super::ctx::Ctx;
+use super::reply::{EMPTY_ARRAY, NIL, ONE, Reply, SYNTAX_ERROR, WRONGTYPE, ZERO, count};
 use crate::store::{Set, Value};
 
 /// `SADD key member...`: how many members are new.
@@ -48,10 +50,10 @@ pub(super) fn srem(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
 /// many as an array; the key goes with its last member.
 pub(super) fn spop(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     let wanted = match args.get(2) {
-        _ if args.len() > 3 => return Err(super::SYNTAX_ERROR.into()),
+        _ if args.len() > 3 => return Err(SYNTAX_ERROR.into()),
         None => None,
         Some(n) => Some(
-            usize::try_from(super::int_arg(n)?)
+            usize::try_from(int_arg(n)?)
                 .map_err(|_| "ERR value is out of range, must be positive")?,
         ),
     };
@@ -65,7 +67,7 @@ pub(super) fn spop(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
         match wanted {
             None => match set.pop() {
                 Some(m) => encode_bulk(out, &m),
-                None => out.extend_from_slice(super::NIL),
+                None => out.extend_from_slice(NIL),
             },
             Some(n) => {
                 let n = n.min(set.len());
@@ -83,11 +85,8 @@ pub(super) fn spop(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     match popped {
         Some(r) => Ok(r?),
         None => {
-            ctx.out.extend_from_slice(if wanted.is_some() {
-                EMPTY_ARRAY
-            } else {
-                super::NIL
-            });
+            ctx.out
+                .extend_from_slice(if wanted.is_some() { EMPTY_ARRAY } else { NIL });
             Ok(())
         }
     }

@@ -5,7 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crest_resp::{encode_bulk, encode_integer};
 
-use super::{Ctx, Reply, WRONGTYPE, ZERO, count, is};
+use super::args::is;
+use super::ctx::Ctx;
+use super::reply::{NIL, Reply, WRONGTYPE, ZERO, count};
 use crate::store::{Stream, Value};
 
 const BAD_ID: &str = "ERR Invalid stream ID specified as stream command argument";
@@ -49,7 +51,7 @@ pub(super) fn xadd(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     let exists = shard.read(&key, &mut ctx.now, |_| ()).is_some();
     if nomkstream && !exists {
         drop(shard);
-        ctx.out.extend_from_slice(super::NIL);
+        ctx.out.extend_from_slice(NIL);
         return Ok(());
     }
     let id = shard.upsert(

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crest_resp::{encode_array_header, encode_bulk, encode_integer};
 
-use super::{Ctx, NIL, NOT_AN_INTEGER, OK, Reply, SYNTAX_ERROR, WRONGTYPE, int_arg, is, parse_int};
+use super::args::{int_arg, is, parse_int};
+use super::ctx::Ctx;
+use super::reply::{NIL, NOT_AN_INTEGER, OK, Reply, SYNTAX_ERROR, WRONGTYPE, wrong_arity};
 use crate::store::{Entry, Now, Value};
 
 const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
@@ -43,7 +45,7 @@ pub(super) fn mget(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
 /// across keys: each pair takes its own shard's lock.
 pub(super) fn mset(ctx: &mut Ctx<'_>, args: &mut [Vec<u8>]) -> Reply {
     if args.len().is_multiple_of(2) {
-        return Err(super::wrong_arity("mset").into());
+        return Err(wrong_arity("mset").into());
     }
     for pair in args[1..].chunks_exact_mut(2) {
         let value = take(&mut pair[1]);

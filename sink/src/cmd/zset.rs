@@ -8,9 +8,10 @@ use std::mem::take;
 
 use crest_resp::{encode_array_header, encode_bulk, encode_integer};
 
-use super::{
-    Ctx, EMPTY_ARRAY, Error, NIL, NOT_A_FLOAT, Reply, SYNTAX_ERROR, WRONGTYPE, ZERO, count,
-    encode_float, int_arg, is, parse_float, rank_range,
+use super::args::{int_arg, is, parse_float, rank_range};
+use super::ctx::Ctx;
+use super::reply::{
+    EMPTY_ARRAY, Error, NIL, NOT_A_FLOAT, Reply, SYNTAX_ERROR, WRONGTYPE, ZERO, count, encode_float,
 };
 use crate::store::{Score, ScoreBound, Value, ZSet};
 
@@ -566,7 +567,7 @@ mod tests {
         );
         assert_eq!(
             h.run(&["ZRANGE", "z", "a", "1"]),
-            err(super::super::NOT_AN_INTEGER)
+            err(super::super::reply::NOT_AN_INTEGER)
         );
         assert_eq!(
             h.run(&["ZRANGE", "z", "0", "1", "SIDEWAYS"]),

@@ -1,0 +1,57 @@
+//! The workers of a run as the orchestrator tracks them, the run's errors, the timing
+//! rules every phase shares (when a silent worker is lost, how long finals may take), and
+//! the interrupt: the vocabulary below the phases ([`super::cluster`], [`super::phase`],
+//! [`super::collect`], [`super::checkpoint`]) and the sequence in [`super`].
+
+use crate::service::WorkerLink;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// A worker that sends nothing for this long during a run is lost.
+pub const SILENCE: Duration = Duration::from_secs(3);
+/// Extra wait for finals after the schedule and the drain.
+pub const GRACE: Duration = Duration::from_secs(5);
+/// Clock pings per worker; the lowest-RTT answer sets the offset.
+pub const PINGS: u64 = 5;
+
+/// Why a run did not produce results.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The user can fix it: bad setting, unreachable target, missing workers (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Something else went wrong (exit 1).
+    #[error("{0}")]
+    Failed(String),
+    /// Interrupted by the user before the measured phase began (exit 130); an interrupt
+    /// during it returns the results so far instead.
+    #[error("interrupted; workers told to stop")]
+    Interrupted,
+}
+
+/// A worker taking part in a run, as the orchestrator tracks it.
+pub struct Member {
+    pub link: WorkerLink,
+    pub offset_ns: i64,
+    pub rtt_ns: u64,
+    pub lost: Option<String>,
+    pub last_seen: Instant,
+    pub done: bool,
+    pub finished_at: Option<Instant>,
+}
+
+impl Member {
+    /// Whether it was lost.
+    pub fn lost(&self) -> bool {
+        self.lost.is_some()
+    }
+}
+
+/// Resolves when `interrupt` flips to true (or its sender is gone, which never happens
+/// before the run ends).
+pub async fn interrupted(interrupt: &watch::Receiver<bool>) {
+    let mut rx = interrupt.clone();
+    if rx.wait_for(|v| *v).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
