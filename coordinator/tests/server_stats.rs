@@ -3,6 +3,7 @@
 //! the report's own counts and the server's `INFO commandstats` read here independently.
 
 use crate::support::*;
+use crest_report::fmt::grouped;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -171,19 +172,6 @@ fn sampled_run_matches(kind: Kind) {
     }
     let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
     assert!(html.contains("Server CPU per op") && html.contains("Server memory"));
-}
-
-/// `181818` as `181,818`.
-fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[test]

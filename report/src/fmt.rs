@@ -37,3 +37,8 @@ pub fn grouped(n: u64) -> String {
     }
     out
 }
+
+/// Rounded to two decimals, as the report keeps rates and times.
+pub(crate) fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}

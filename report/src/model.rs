@@ -7,7 +7,7 @@
 //! a report of a newer version, and one with a key missing, in one line; keys it does not
 //! know (a newer minor addition) are ignored. `docs/report.md` describes every key.
 
-use crate::fmt::human_us;
+use crate::fmt::{human_us, round2};
 use crate::server::ServerReport;
 use crest_model::hist::Hist;
 use crest_model::stats::{CmdStats, ENGINE_KINDS, ErrorCounts};
@@ -301,10 +301,6 @@ impl Summary {
             schedule_lag_us: Percentiles::of(&s.schedule_lag),
         }
     }
-}
-
-pub(crate) fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 /// Totals add the end-of-run accounting to a [`Summary`].
@@ -856,9 +852,19 @@ impl Report {
     /// other than this build's [`SCHEMA_VERSION`] (newer: written by a newer Crest), or a
     /// key missing or of the wrong kind. Keys this build does not know are ignored.
     pub fn from_json(text: &str) -> Result<Report, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
-        let Some(version) = v.get("schema_version").and_then(serde_json::Value::as_u64) else {
+        /// The one key read before the rest: which layout the text is in.
+        #[derive(Deserialize)]
+        struct Layout {
+            schema_version: Option<u64>,
+        }
+        let layout: Layout = serde_json::from_str(text).map_err(|e| {
+            if e.is_data() {
+                format!("not a Crest report.json ({e})")
+            } else {
+                format!("not JSON ({e})")
+            }
+        })?;
+        let Some(version) = layout.schema_version else {
             return Err("no schema_version: not a Crest report.json".into());
         };
         if version > u64::from(SCHEMA_VERSION) {
@@ -871,7 +877,7 @@ impl Report {
                 "schema_version {version} is older than this crest reads ({SCHEMA_VERSION}): read it with the crest that wrote it"
             ));
         }
-        serde_json::from_value(v).map_err(|e| format!("not a schema {SCHEMA_VERSION} report: {e}"))
+        serde_json::from_str(text).map_err(|e| format!("not a schema {SCHEMA_VERSION} report: {e}"))
     }
 
     /// The exit code for a run that produced this report: 0 when complete, 130 when it was

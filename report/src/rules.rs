@@ -3,7 +3,8 @@
 //! Applied once, as the coordinator lays out each timeline row; the report keeps the
 //! verdicts, so a saved report is rendered without them.
 
-use crate::model::{Bound, OffPace, ShortPercentiles, TimelinePoint, error_map, round2, us};
+use crate::fmt::round2;
+use crate::model::{Bound, OffPace, ShortPercentiles, TimelinePoint, error_map, us};
 use crest_model::stats::CmdStats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

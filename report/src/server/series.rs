@@ -6,7 +6,7 @@
 //! negative or wrapped number; the truth check then says the counts cannot be compared.
 
 use super::info::{CmdCounters, Snap};
-use crate::fmt::grouped;
+use crate::fmt::{grouped, round2};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -280,10 +280,6 @@ pub fn row(a: &Sample, b: &Sample, index: Option<u32>, t_s: f64) -> ServerRow {
         keys_by_db: ib.dbs.iter().map(|(d, k)| (d.clone(), k.keys)).collect(),
         counter_reset: reset,
     }
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 /// A row with no samples at one end.
