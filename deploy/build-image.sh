@@ -11,24 +11,26 @@
 # is pulled: the image starts FROM scratch. Prints the image size at the end.
 #
 # Environment: IMAGE (default crest), CARGO_TARGET_DIR (default target/static),
-# SKIP_CARGO=1 to reuse binaries already built there.
+# SKIP_CARGO=1 to reuse binaries already built there, CREST_BIN_DIR=DIR to take static
+# `crest` and `crest-worker` already built elsewhere (scripts/test.sh passes its own static
+# test build, so CI compiles the workspace once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 IMAGE="${IMAGE:-crest}"
 TRIPLE=x86_64-unknown-linux-gnu
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/static}"
-BIN_DIR="$CARGO_TARGET_DIR/$TRIPLE/release"
+BIN_DIR="${CREST_BIN_DIR:-$CARGO_TARGET_DIR/$TRIPLE/release}"
 CTX="$CARGO_TARGET_DIR/image"
 
-if [[ "${SKIP_CARGO:-0}" != 1 ]]; then
+if [[ "${SKIP_CARGO:-0}" != 1 && -z "${CREST_BIN_DIR:-}" ]]; then
     echo "build-image: compiling static binaries into $BIN_DIR" >&2
     # --target keeps RUSTFLAGS away from build scripts and proc macros (they stay dynamic).
     RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
         cargo build --release --locked --target "$TRIPLE" -p crest -p crest-engine --bins
 fi
 for b in crest crest-worker; do
-    [[ -x "$BIN_DIR/$b" ]] || { echo "build-image: $BIN_DIR/$b is missing; run without SKIP_CARGO=1" >&2; exit 1; }
+    [[ -x "$BIN_DIR/$b" ]] || { echo "build-image: $BIN_DIR/$b is missing; run without SKIP_CARGO=1 or CREST_BIN_DIR" >&2; exit 1; }
     # A binary that needs a dynamic loader would not start in an empty root file system.
     if ! file -b "$BIN_DIR/$b" 2>/dev/null | grep -q 'static'; then
         if command -v file >/dev/null; then

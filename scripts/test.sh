@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-test-deps.sh
+# One build for everything: the tests run static binaries (glibc, +crt-static; --target
+# keeps the flag away from build scripts and proc macros), and the container test puts the
+# same binaries in its image instead of compiling a release build of its own.
+export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
+export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
+export CREST_BIN_DIR="$PWD/target/$CARGO_BUILD_TARGET/debug"
 cargo build --workspace --bins --tests
 skipped=()
 # The multi-host tests (network namespaces) and the full-disk test (a tmpfs) need root;

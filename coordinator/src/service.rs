@@ -80,6 +80,24 @@ pub struct WorkerLink {
 }
 
 impl WorkerLink {
+    /// A worker named `w{i}` (id `id-{i}`, one shard) and the receiving end of what the
+    /// coordinator sends it: for the orchestrator's unit tests.
+    #[cfg(test)]
+    pub fn fake(i: usize) -> (Self, mpsc::Receiver<pb::CoordinatorMessage>) {
+        let (tx, rx) = mpsc::channel(64);
+        let info = WorkerInfo {
+            id: format!("id-{i}"),
+            name: format!("w{i}"),
+            host: "test".into(),
+            shards: 1,
+            cpus: vec![0],
+            version: String::new(),
+            peer: None,
+            local: None,
+        };
+        (WorkerLink { info, tx }, rx)
+    }
+
     /// Sends a message; false when the worker's stream is gone.
     pub async fn send(&self, m: Out) -> bool {
         self.tx

@@ -55,7 +55,10 @@ fn run_without_target_uses_the_builtin_target() {
 }
 
 /// `--pacer sleep:500us`: the plan carries the tolerance to the worker, the report names
-/// it, the count is exact, and the lag shows the batching (p50 a good part of it).
+/// it and its lag bound, and the count is exact. How much the batching adds to the lag is
+/// a timing a busy core changes: the engine's unit test
+/// `a_pacing_tolerance_batches_sends_and_the_lag_says_so` checks it, with four requests
+/// per batch, not this test (CI once read a 87 µs median here).
 #[test]
 fn a_pacing_tolerance_reaches_the_shards_and_the_report() {
     let dir = TempDir::new("pacer-tolerance");
@@ -72,8 +75,7 @@ fn a_pacing_tolerance_reaches_the_shards_and_the_report() {
     assert_eq!(report["settings"]["pacer"], "sleep:500us");
     assert_eq!(u(&report["totals"], "scheduled"), 4000);
     assert_eq!(u(&report["totals"], "completed"), 4000);
-    let lag = f(&report["totals"]["schedule_lag_us"], "p50");
-    assert!(lag >= 100.0, "lag p50 {lag} µs: no batching");
+    assert_eq!(f(&report["settings"], "lag_bound_us"), 600.0);
 }
 
 /// At `--interval 10ms` the once-a-second progress line reads a second's worth of rows:

@@ -36,8 +36,10 @@ fn two_workers_against(kind: Kind) {
         assert_eq!(w["lost"], false, "{w}");
         assert!(u(w, "completed") > 0);
         assert!(f(w, "rtt_us") > 0.0);
-        // Workers on this host share the coordinator's clock: the estimate must say so.
-        assert!(f(w, "clock_offset_us").abs() < 2_000.0, "clock offset {w}");
+        // Workers on this host share the coordinator's clock: the estimate must say so,
+        // within its own error (half the round trip a busy core can stretch) plus 2 ms.
+        let bound = 2_000.0 + f(w, "rtt_us") / 2.0;
+        assert!(f(w, "clock_offset_us").abs() < bound, "clock offset {w}");
     }
     // The merged latency histogram is exactly the sum of the per-worker histograms.
     let mut sum = crest_model::hist::new_hist();

@@ -110,9 +110,6 @@ fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
     );
     // Only the requests on the wire when the server froze (one per connection: 50) can
     // have a service time anywhere near the freeze; every later one was written after it.
-    // p99 under 50 ms, not a few ms: a VM stall of 10-20 ms while 50 are on the wire
-    // reaches p99 (CI: 12.2 ms once), but service time measured from the intended send
-    // would put p99 past 300 ms.
     let service = histogram(&t["histograms"]["service_time"]);
     let stalled = if service.max() >= 100_000_000 {
         service.count_between(100_000_000, service.max())
@@ -123,7 +120,9 @@ fn a_server_freeze_shows_in_latency_but_not_in_service_time() {
         stalled <= 50,
         "{stalled} requests had a service time ≥ 100 ms; only the 50 on the wire during the freeze can"
     );
-    assert!(service_p99 < 50_000.0, "service time p99 {service_p99} µs");
+    // Service time measured from the intended send would put p99 past the 300 ms above;
+    // the bound leaves a busy VM room for stalls of its own.
+    assert!(service_p99 < 250_000.0, "service time p99 {service_p99} µs");
     // The requests that came due during the freeze were written only after it: the
     // generator's own lag shows the stall (so it is not mistaken for pacer trouble, they
     // are counted as backlogged).

@@ -1,11 +1,14 @@
 //! The cluster for one run: in-process workers, waiting for the expected registrations,
-//! and each worker's clock offset.
+//! each worker's clock offset, and whether the fleet can carry the plan
+//! ([`gather`] → [`Fleet`]).
 
 use super::member::{Member, PINGS, RunError, interrupted};
+use crate::config::{RunConfig, Workers};
 use crate::service::HubEvent;
 use crest_engine::agent;
 use crest_model::clock::unix_ns;
 use crest_model::convert;
+use crest_model::convert::limits;
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,9 +18,149 @@ use tokio::sync::{mpsc, watch};
 /// How long one round of clock pings waits for every answer.
 const PING_WAIT: Duration = Duration::from_millis(500);
 
+/// Local workers register over loopback; they get this long.
+const LOCAL_WAIT: Duration = Duration::from_secs(10);
+
+/// The workers of a run, registered and with their clock offsets.
+pub(super) struct Fleet {
+    /// Every worker, in registration order (the books' worker index).
+    pub members: Vec<Member>,
+    /// Shards across the fleet.
+    pub shards: u32,
+}
+
+/// Starts the in-process workers (or tells the user how remote ones dial `addr`), waits
+/// for the expected registrations, measures each worker's clock offset, and checks that
+/// the fleet can carry every class.
+///
+/// # Errors
+/// [`RunError::Usage`] when workers are missing or too few for the plan;
+/// [`RunError::Interrupted`] when the user interrupts the wait.
+pub(super) async fn gather(
+    cfg: &RunConfig,
+    addr: SocketAddr,
+    events: &mut mpsc::Receiver<HubEvent>,
+    stop: &watch::Receiver<bool>,
+    interrupt: &watch::Receiver<bool>,
+) -> Result<Fleet, RunError> {
+    let dial = dial_line(cfg, addr);
+    let (expected, wait) = match &cfg.workers {
+        Workers::Local {
+            count,
+            cpus,
+            threads,
+        } => {
+            let (cpus, token) = (cpus.as_deref(), &cfg.token);
+            start_local_workers(*count, cpus, *threads, addr, token, stop.clone())?;
+            (*count as usize, LOCAL_WAIT)
+        }
+        Workers::Remote {
+            count,
+            wait_timeout,
+            ..
+        } => {
+            let tls = if cfg.control_tls.is_some() {
+                " (TLS)"
+            } else {
+                ""
+            };
+            eprintln!("crest: listening on {addr}{tls}; waiting for {count} worker(s): {dial}");
+            if cfg.control_tls.is_none() && !addr.ip().is_loopback() {
+                warn_plaintext(cfg, addr);
+            }
+            (*count as usize, *wait_timeout)
+        }
+    };
+    let mut members = wait_for_workers(events, expected, wait, &dial, interrupt, cfg.quiet).await?;
+    measure_offsets(events, &mut members).await?;
+    let shards = members.iter().map(|m| m.link.info.shards).sum();
+    let fleet = Fleet { members, shards };
+    fleet.check(cfg)?;
+    Ok(fleet)
+}
+
+/// The command a remote worker runs to join, for the waiting line and the error when
+/// workers are missing.
+fn dial_line(cfg: &RunConfig, addr: SocketAddr) -> String {
+    let port = addr.port();
+    match (&cfg.workers, &cfg.control_tls) {
+        (Workers::Remote { .. }, Some(t)) => format!(
+            "crest-worker --coordinator https://<this host>:{port} --control-ca <CA of --control-cert>{}",
+            if t.mutual {
+                " --control-client-cert <cert> --control-client-key <key>"
+            } else {
+                ""
+            }
+        ),
+        _ => format!("crest-worker --coordinator http://<this host>:{port}"),
+    }
+}
+
+/// A plaintext control plane off loopback: says what crosses the network in the clear.
+fn warn_plaintext(cfg: &RunConfig, addr: SocketAddr) {
+    let secret =
+        cfg.session.login.is_some() || cfg.tls.as_ref().is_some_and(|t| t.client.is_some());
+    let what = match (cfg.token.is_empty(), secret) {
+        (_, true) => {
+            ", so the target's password or client key crosses the network in the clear to every worker"
+        }
+        (true, false) => " and, with no --token, open to any worker that dials it",
+        (false, false) => ", so the token crosses the network in the clear",
+    };
+    eprintln!(
+        "crest: warning: the control plane on {addr} is plaintext{what}: serve TLS with --control-cert/--control-key"
+    );
+}
+
+impl Fleet {
+    /// Whether the fleet's shards can carry every class: connections per shard within a
+    /// shard's limit and at least one per shard, a peak rate per shard within what a shard
+    /// schedules.
+    ///
+    /// # Errors
+    /// [`RunError::Usage`] naming the class, the flag and what would fit.
+    pub(super) fn check(&self, cfg: &RunConfig) -> Result<(), RunError> {
+        let total_shards = self.shards;
+        let shards = f64::from(total_shards.max(1));
+        for c in &cfg.classes {
+            let per_shard = u64::from(c.connections).div_ceil(u64::from(total_shards.max(1)));
+            if per_shard > u64::from(limits::MAX_CONNECTIONS_PER_SHARD) {
+                return Err(RunError::Usage(format!(
+                    "--connections {} (class {}): {per_shard} per shard over the {total_shards} shards the workers run; a shard opens at most {}: add workers or threads, or use fewer connections",
+                    c.connections,
+                    c.name,
+                    limits::MAX_CONNECTIONS_PER_SHARD
+                )));
+            }
+            let peak = c.profile.as_ref().map_or(0.0, |p| {
+                p.segments()
+                    .iter()
+                    .map(|s| s.from_rps.max(s.to_rps))
+                    .fold(0.0, f64::max)
+            });
+            let per_shard_rate = peak / shards;
+            if per_shard_rate > limits::MAX_RATE_PER_SHARD {
+                let need = (peak / limits::MAX_RATE_PER_SHARD).ceil();
+                return Err(RunError::Usage(format!(
+                    "--rate (class {}): a peak of {peak:.0} requests/s is {per_shard_rate:.0} per shard over the {total_shards} shards the workers run; a shard schedules at most {:.0}/s: use at least {need:.0} shards (more workers or threads) or a lower rate",
+                    c.name,
+                    limits::MAX_RATE_PER_SHARD
+                )));
+            }
+            if u64::from(c.connections) < u64::from(total_shards) {
+                return Err(RunError::Usage(format!(
+                    "--connections {} (class {}): fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",
+                    c.connections, c.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Starts `count` in-process workers that dial `addr` over loopback, the same path remote
 /// workers take. Cores are dealt out round-robin so local workers do not share a core.
-pub(super) fn start_local_workers(
+fn start_local_workers(
     count: u32,
     cpus: Option<&str>,
     threads: Option<usize>,
@@ -65,7 +208,7 @@ pub(super) fn start_local_workers(
     Ok(())
 }
 
-pub(super) async fn wait_for_workers(
+async fn wait_for_workers(
     events: &mut mpsc::Receiver<HubEvent>,
     expected: usize,
     wait: Duration,
@@ -93,15 +236,7 @@ pub(super) async fn wait_for_workers(
                         members.len() + 1
                     );
                 }
-                members.push(Member {
-                    link,
-                    offset_ns: 0,
-                    rtt_ns: 0,
-                    lost: None,
-                    last_seen: Instant::now(),
-                    done: false,
-                    finished_at: None,
-                });
+                members.push(Member::new(link));
             }
             Some(HubEvent::Refused { name, reason }) => {
                 eprintln!("crest: refused worker {name}: {reason}");
@@ -135,7 +270,7 @@ pub(super) async fn wait_for_workers(
 
 /// Estimates each worker's clock offset from a few pings, keeping the lowest-RTT sample
 /// (the one least disturbed by queueing): offset = t2 − (t1 + t3) / 2.
-pub(super) async fn measure_offsets(
+async fn measure_offsets(
     events: &mut mpsc::Receiver<HubEvent>,
     members: &mut [Member],
 ) -> Result<(), RunError> {

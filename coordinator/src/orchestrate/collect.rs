@@ -39,128 +39,235 @@ pub(super) fn phase_last(cfg: &RunConfig, duration: Duration) -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-/// Collects one phase that started at `start` and is scheduled for `duration` into `books`,
-/// until every worker has sent its finals or is lost, or the user interrupts.
-///
-/// # Errors
-/// [`RunError::Usage`] when a worker cannot reach the target; [`RunError::Failed`] when a
-/// worker fails otherwise.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn collect(
-    cfg: &RunConfig,
-    events: &mut mpsc::Receiver<HubEvent>,
-    members: &mut [Member],
-    books: &mut RunBooks,
-    run_id: &str,
+/// One phase's collection: the state the loop in [`Collector::run`] keeps, and one method
+/// per thing that can happen ([`Collector::on_message`], [`Collector::on_tick`],
+/// [`Collector::on_request`], [`Collector::on_interrupt`]), so each can be driven alone
+/// (the unit tests below drive them with paused time).
+pub(super) struct Collector<'a> {
+    cfg: &'a RunConfig,
+    run_id: &'a str,
+    /// The phase's start on the coordinator's clock (the measured start for the run).
     start: Instant,
+    /// The phase's scheduled length.
     duration: Duration,
-    interrupt: &watch::Receiver<bool>,
-    mut checkpoints: Option<&mut super::checkpoint::Checkpoints>,
-    mut control: Option<&mut Control>,
-) -> Result<Ended, RunError> {
-    let deadline = start + duration + cfg.drain + GRACE;
-    let mut progress = Progress::new();
-    let mut tick = tokio::time::interval_at(
-        tokio::time::Instant::from_std(start + PROGRESS_FIRST),
-        PROGRESS_EVERY,
-    );
-    let mut published = usize::MAX;
-    // Workers by id: a fleet's messages are matched in O(1), not by comparing ids with
-    // every member (1,000 workers made that a tenth of the coordinator's CPU).
-    let by_id: HashMap<String, usize> = members
-        .iter()
-        .enumerate()
-        .map(|(w, m)| (m.link.info.id.clone(), w))
-        .collect();
-    // Messages received since the books last advanced: advancing looks at every worker, so
-    // while more messages wait it runs once per ADVANCE_EVERY of them, not once each (and
-    // at once when the pending messages pass their cap, which stays a bound).
-    let mut unadvanced = 0usize;
-    let result = loop {
-        if unadvanced >= ADVANCE_EVERY || unadvanced == 0 || events.is_empty() || books.over_cap() {
-            unadvanced = 0;
-            advance(members, books, run_id).await;
+    /// The schedule end + drain + grace: a worker without finals by then is lost.
+    deadline: Instant,
+    members: &'a mut [Member],
+    books: &'a mut RunBooks,
+    /// Workers by id: a fleet's messages are matched in O(1), not by comparing ids with
+    /// every member (1,000 workers made that a tenth of the coordinator's CPU).
+    by_id: HashMap<String, usize>,
+    progress: Progress,
+    /// Messages received since the books last advanced: advancing looks at every worker,
+    /// so while more messages wait it runs once per [`ADVANCE_EVERY`] of them, not once
+    /// each (and at once when the pending messages pass their cap, which stays a bound).
+    unadvanced: usize,
+    /// Timeline rows published to the control board so far.
+    published: usize,
+    checkpoints: Option<&'a mut super::checkpoint::Checkpoints>,
+    control: Option<&'a mut Control>,
+}
+
+impl<'a> Collector<'a> {
+    /// A collection of one phase that started at `start` and is scheduled for `duration`
+    /// into `books`.
+    pub(super) fn new(
+        cfg: &'a RunConfig,
+        run_id: &'a str,
+        (start, duration): (Instant, Duration),
+        members: &'a mut [Member],
+        books: &'a mut RunBooks,
+    ) -> Self {
+        let by_id = members
+            .iter()
+            .enumerate()
+            .map(|(w, m)| (m.link.info.id.clone(), w))
+            .collect();
+        Collector {
+            cfg,
+            run_id,
+            start,
+            duration,
+            deadline: start + duration + cfg.drain + GRACE,
+            members,
+            books,
+            by_id,
+            progress: Progress::new(),
+            unadvanced: 0,
+            published: usize::MAX,
+            checkpoints: None,
+            control: None,
         }
-        if let Some(c) = control.as_deref_mut()
-            && books.timeline.len() != published
+    }
+
+    /// Checkpoints to take as the workers reach them.
+    pub(super) fn checkpoints(mut self, c: Option<&'a mut super::checkpoint::Checkpoints>) -> Self {
+        self.checkpoints = c;
+        self
+    }
+
+    /// Runtime control: requests carried out, the board and the live timeline published.
+    pub(super) fn control(mut self, c: &'a mut Control) -> Self {
+        self.control = Some(c);
+        self
+    }
+
+    /// Collects until every worker has sent its finals or is lost, or the user interrupts.
+    ///
+    /// # Errors
+    /// [`RunError::Usage`] when a worker cannot reach the target; [`RunError::Failed`]
+    /// when a worker fails otherwise.
+    pub(super) async fn run(
+        mut self,
+        events: &mut mpsc::Receiver<HubEvent>,
+        interrupt: &watch::Receiver<bool>,
+    ) -> Result<Ended, RunError> {
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::from_std(self.start + PROGRESS_FIRST),
+            PROGRESS_EVERY,
+        );
+        let result = loop {
+            if let Some(ended) = self.settle(events.is_empty()).await {
+                break Ok(ended);
+            }
+            let step = tokio::select! {
+                ev = events.recv() => match ev {
+                    Some(ev) => self.on_message(ev).await,
+                    None => Err(RunError::Failed("event channel closed".into())),
+                },
+                _ = tick.tick() => {
+                    // Messages still queued mean the books are behind, not the workers
+                    // silent: judge silence only with the queue drained.
+                    self.on_tick(Instant::now(), !events.is_empty()).await;
+                    Ok(())
+                }
+                req = next_request(&mut self.control) => {
+                    if let Some(req) = req {
+                        self.on_request(req).await;
+                    }
+                    Ok(())
+                }
+                () = interrupted(interrupt) => {
+                    self.on_interrupt().await;
+                    break Ok(Ended::Interrupted);
+                }
+            };
+            if let Err(e) = step {
+                break Err(e);
+            }
+        };
+        self.progress.finish();
+        result
+    }
+
+    /// Brings the books, the board and the checkpoints up to date; `Some` when the phase
+    /// is over (every worker done or lost, nothing left to read). `idle`: no message waits.
+    async fn settle(&mut self, idle: bool) -> Option<Ended> {
+        if self.unadvanced >= ADVANCE_EVERY || self.unadvanced == 0 || idle || self.books.over_cap()
         {
-            published = books.timeline.len();
-            publish(c, members, books, run_id, start, duration);
+            self.unadvanced = 0;
+            advance(self.members, self.books, self.run_id).await;
         }
-        if let Some(c) = checkpoints.as_deref_mut() {
-            c.advance(members, run_id).await;
+        if self.books.timeline.len() != self.published && self.control.is_some() {
+            self.published = self.books.timeline.len();
+            self.publish();
         }
-        if unadvanced == 0 && members.iter().all(|m| m.done || m.lost()) {
-            break Ok(Ended::Done);
+        if let Some(c) = self.checkpoints.as_deref_mut() {
+            c.advance(self.members, self.run_id).await;
         }
-        let ev = tokio::select! {
-            ev = events.recv() => ev,
-            _ = tick.tick() => {
-                let now = Instant::now();
-                // Messages still queued mean the books are behind, not the workers silent
-                // (finalizing many workers' intervals can take a while): judge silence
-                // only with the queue drained.
-                let behind = !events.is_empty();
-                for m in members.iter_mut().filter(|m| !m.done && !m.lost() && !behind) {
-                    if now.duration_since(m.last_seen) > SILENCE {
-                        lose(m, run_id, format!("no message for {} s", SILENCE.as_secs())).await;
-                    }
+        (self.unadvanced == 0 && self.members.iter().all(|m| m.done || m.lost()))
+            .then_some(Ended::Done)
+    }
+
+    /// Publishes the run as the books have it (no control: nothing to publish to).
+    fn publish(&self) {
+        if let Some(c) = self.control.as_deref() {
+            publish(
+                c,
+                self.members,
+                self.books,
+                self.run_id,
+                self.start,
+                self.duration,
+            );
+        }
+    }
+
+    /// Once a second: silent workers and workers past the deadline are lost, and the
+    /// progress line shows the rows finalized since the last one. `behind`: messages
+    /// still wait to be read, so silence is not judged.
+    pub(super) async fn on_tick(&mut self, now: Instant, behind: bool) {
+        let run_id = self.run_id;
+        if !behind {
+            for m in self.members.iter_mut().filter(|m| !m.done && !m.lost()) {
+                if now.saturating_duration_since(m.last_seen) > SILENCE {
+                    lose(m, run_id, format!("no message for {} s", SILENCE.as_secs())).await;
                 }
-                if now > deadline {
-                    for m in members.iter_mut().filter(|m| !m.done && !m.lost()) {
-                        lose(m, run_id, "no final results by the schedule end + drain + grace".into()).await;
-                    }
-                }
-                if let Some(s) = progress_sample(cfg, members, books, start, duration)
-                    && !cfg.quiet
-                {
-                    progress.show(&s);
-                }
-                continue;
             }
-            req = next_request(&mut control) => {
-                let (Some(req), Some(c)) = (req, control.as_deref_mut()) else { continue };
-                steer(c, req, members, books, run_id, start).await;
-                publish(c, members, books, run_id, start, duration);
-                continue;
+        }
+        if now > self.deadline {
+            for m in self.members.iter_mut().filter(|m| !m.done && !m.lost()) {
+                let why = "no final results by the schedule end + drain + grace";
+                lose(m, run_id, why.into()).await;
             }
-            () = interrupted(interrupt) => {
-                for m in members.iter() {
-                    m.link.send(Out::Abort(pb::Abort { run_id: run_id.into(), reason: "coordinator interrupted".into() })).await;
-                }
-                progress.finish();
-                break Ok(Ended::Interrupted);
-            }
+        }
+        if let Some(s) = progress_sample(
+            self.cfg,
+            self.members,
+            self.books,
+            self.start,
+            self.duration,
+        ) && !self.cfg.quiet
+        {
+            self.progress.show(&s);
+        }
+    }
+
+    /// A control request: carried out, and the board published with its row.
+    pub(super) async fn on_request(&mut self, req: Request) {
+        let Some(c) = self.control.as_deref_mut() else {
+            return;
         };
-        let Some(ev) = ev else {
-            break Err(RunError::Failed("event channel closed".into()));
-        };
+        steer(c, req, self.members, self.books, self.run_id, self.start).await;
+        self.publish();
+    }
+
+    /// The user interrupted: every worker is told to stop.
+    pub(super) async fn on_interrupt(&mut self) {
+        let reason = "coordinator interrupted";
+        abort_all(self.members, self.run_id, reason).await;
+        self.progress.finish();
+    }
+
+    /// One event from the hub. `Err` ends the phase: a worker failed.
+    pub(super) async fn on_message(&mut self, ev: HubEvent) -> Result<(), RunError> {
+        let run_id = self.run_id;
         match ev {
             HubEvent::Message(id, msg) => {
-                let Some(&w) = by_id.get(&id) else {
-                    continue;
+                let Some(&w) = self.by_id.get(&id) else {
+                    return Ok(());
                 };
-                unadvanced += 1;
-                let m = &mut members[w];
+                self.unadvanced += 1;
+                let m = &mut self.members[w];
                 m.last_seen = Instant::now();
                 match msg {
                     In::Interval(iv) if iv.run_id == run_id => {
-                        if let Err(e) = books.receive(w, iv) {
+                        if let Err(e) = self.books.receive(w, iv) {
                             lose(m, run_id, format!("sent an unreadable interval: {e}")).await;
                         }
                     }
                     In::Steered(s) if s.run_id == run_id => {
-                        if let Some(c) = control.as_deref_mut() {
+                        if let Some(c) = self.control.as_deref_mut() {
                             let name = m.link.info.name.clone();
                             c.steering.followed(s.seq, &name, s.first_ns, s.last_ns);
                         }
                     }
                     In::Checkpoint(c) if c.run_id == run_id => {
-                        if let Some(cp) = checkpoints.as_deref_mut() {
+                        if let Some(cp) = self.checkpoints.as_deref_mut() {
                             cp.reached(w, c.index);
                         }
                     }
-                    In::Finished(f) if f.run_id == run_id => match books.finish(w, &f) {
+                    In::Finished(f) if f.run_id == run_id => match self.books.finish(w, &f) {
                         Ok(()) => {
                             m.done = true;
                             m.finished_at = Some(Instant::now());
@@ -169,32 +276,15 @@ pub(super) async fn collect(
                     },
                     In::Failed(f) if f.run_id == run_id || f.run_id.is_empty() => {
                         let name = m.link.info.name.clone();
-                        for m in members.iter() {
-                            m.link
-                                .send(Out::Abort(pb::Abort {
-                                    run_id: run_id.into(),
-                                    reason: format!("worker {name} failed"),
-                                }))
-                                .await;
-                        }
-                        progress.finish();
-                        let msg = format!("worker {name}: {}", f.reason);
-                        break Err(match convert::failure_kind(&f) {
-                            FailureKind::TargetUnreachable => RunError::Usage(format!(
-                                "--target: {msg}; check the address and that the server is up"
-                            )),
-                            FailureKind::TargetRefused => {
-                                RunError::Usage(format!("--target: {msg}"))
-                            }
-                            k if k.is_usage() => RunError::Usage(msg),
-                            _ => RunError::Failed(msg),
-                        });
+                        abort_all(self.members, run_id, &format!("worker {name} failed")).await;
+                        self.progress.finish();
+                        return Err(failure(&name, &f));
                     }
                     _ => {}
                 }
             }
             HubEvent::Left(id, reason) => {
-                if let Some(m) = by_id.get(&id).and_then(|&w| members.get_mut(w))
+                if let Some(m) = self.by_id.get(&id).and_then(|&w| self.members.get_mut(w))
                     && !m.done
                     && !m.lost()
                 {
@@ -208,9 +298,33 @@ pub(super) async fn collect(
                 eprintln!("crest: refused worker {name}: {reason}")
             }
         }
-    };
-    progress.finish();
-    result
+        Ok(())
+    }
+}
+
+/// Tells every member to abort the run.
+async fn abort_all(members: &[Member], run_id: &str, reason: &str) {
+    for m in members {
+        let abort = pb::Abort {
+            run_id: run_id.into(),
+            reason: reason.into(),
+        };
+        m.link.send(Out::Abort(abort)).await;
+    }
+}
+
+/// The run's error for a worker's failure: the user's to fix when the target cannot be
+/// reached or refused the worker, or the failure's kind says so.
+fn failure(name: &str, f: &pb::RunFailed) -> RunError {
+    let msg = format!("worker {name}: {}", f.reason);
+    match convert::failure_kind(f) {
+        FailureKind::TargetUnreachable => RunError::Usage(format!(
+            "--target: {msg}; check the address and that the server is up"
+        )),
+        FailureKind::TargetRefused => RunError::Usage(format!("--target: {msg}")),
+        k if k.is_usage() => RunError::Usage(msg),
+        _ => RunError::Failed(msg),
+    }
 }
 
 /// The next control request, or never (no control, or nobody left to ask).
@@ -402,4 +516,199 @@ fn progress_sample(
         alive: members.iter().filter(|m| !m.lost()).count(),
         workers: members.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{RunArgs, to_config};
+    use crate::config::RateArg;
+    use crate::service::WorkerLink;
+    use crest_model::convert::FailureKind;
+
+    fn cfg() -> RunConfig {
+        let mut c = to_config(RunArgs {
+            target: Some("127.0.0.1:1".into()),
+            rate: Some(RateArg::Rps(100.0)),
+            duration: Some(Duration::from_secs(2)),
+            ..Default::default()
+        })
+        .unwrap();
+        c.quiet = true;
+        c
+    }
+
+    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
+
+    fn fleet(n: usize) -> (Vec<Member>, Vec<Inbox>) {
+        (0..n)
+            .map(|i| {
+                let (link, rx) = WorkerLink::fake(i);
+                (Member::new(link), rx)
+            })
+            .unzip()
+    }
+
+    /// The abort reasons a worker was sent.
+    fn aborts(rx: &mut Inbox) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Some(Out::Abort(a)) = m.msg {
+                out.push(a.reason);
+            }
+        }
+        out
+    }
+
+    fn new_books(cfg: &RunConfig, workers: usize) -> RunBooks {
+        RunBooks::new(cfg, workers, phase_last(cfg, cfg.duration), Some(3), None)
+    }
+
+    fn message(i: usize, m: In) -> HubEvent {
+        HubEvent::Message(format!("id-{i}"), m)
+    }
+
+    fn finished() -> In {
+        In::Finished(pb::Finished {
+            run_id: "r".into(),
+            ..Default::default()
+        })
+    }
+
+    /// A worker silent past [`SILENCE`] is lost and told why; one that spoke recently is
+    /// not; and none is judged while messages still wait to be read.
+    #[tokio::test]
+    async fn a_silent_worker_is_lost_but_not_while_messages_wait() {
+        let cfg = cfg();
+        let (mut members, mut inboxes) = fleet(2);
+        let mut books = new_books(&cfg, 2);
+        let now = Instant::now();
+        members[0].last_seen = now - SILENCE - Duration::from_millis(1);
+        let mut c = Collector::new(&cfg, "r", (now, cfg.duration), &mut members, &mut books);
+        c.on_tick(now, true).await;
+        assert!(c.members.iter().all(|m| !m.lost()), "judged while behind");
+        c.on_tick(now, false).await;
+        assert_eq!(c.members[0].lost.as_deref(), Some("no message for 3 s"));
+        assert!(!c.members[1].lost());
+        assert_eq!(aborts(&mut inboxes[0]), vec!["no message for 3 s"]);
+        assert!(aborts(&mut inboxes[1]).is_empty());
+    }
+
+    /// Past the schedule end + drain + grace, a worker without finals is lost even if it
+    /// keeps talking; a done worker is not.
+    #[tokio::test]
+    async fn no_finals_by_the_deadline_is_lost_a_done_worker_is_not() {
+        let cfg = cfg();
+        let (mut members, mut inboxes) = fleet(2);
+        let mut books = new_books(&cfg, 2);
+        let start = Instant::now();
+        members[1].done = true;
+        let mut c = Collector::new(&cfg, "r", (start, cfg.duration), &mut members, &mut books);
+        let late = start + cfg.duration + cfg.drain + GRACE + Duration::from_millis(1);
+        c.members[0].last_seen = late;
+        c.on_tick(late, false).await;
+        let why = "no final results by the schedule end + drain + grace";
+        assert_eq!(c.members[0].lost.as_deref(), Some(why));
+        assert!(!c.members[1].lost());
+        assert_eq!(aborts(&mut inboxes[0]), vec![why]);
+        assert!(aborts(&mut inboxes[1]).is_empty());
+    }
+
+    /// A worker's failure ends the phase: every worker is told to stop, and a target the
+    /// workers cannot reach is the user's to fix (exit 2), an internal failure is not.
+    #[tokio::test]
+    async fn a_failed_worker_aborts_everyone_and_names_the_target() {
+        let cfg = cfg();
+        for (kind, usage) in [
+            (FailureKind::TargetUnreachable, true),
+            (FailureKind::Internal, false),
+        ] {
+            let (mut members, mut inboxes) = fleet(2);
+            let mut books = new_books(&cfg, 2);
+            let now = (Instant::now(), cfg.duration);
+            let mut c = Collector::new(&cfg, "r", now, &mut members, &mut books);
+            let mut failed = pb::RunFailed {
+                run_id: "r".into(),
+                reason: "connection refused".into(),
+                ..Default::default()
+            };
+            failed.kind = pb::FailureKind::from(kind) as i32;
+            let err = c
+                .on_message(message(1, In::Failed(failed)))
+                .await
+                .unwrap_err();
+            match (err, usage) {
+                (RunError::Usage(m), true) => {
+                    assert!(
+                        m.starts_with("--target: worker w1: connection refused"),
+                        "{m}"
+                    )
+                }
+                (RunError::Failed(m), false) => assert_eq!(m, "worker w1: connection refused"),
+                (e, _) => panic!("{kind:?}: {e:?}"),
+            }
+            for inbox in &mut inboxes {
+                assert_eq!(aborts(inbox), vec!["worker w1 failed"]);
+            }
+        }
+    }
+
+    /// Messages of another run, or from a worker not in the run, change nothing; a
+    /// worker's stream ending loses it with the hub's reason.
+    #[tokio::test]
+    async fn strangers_and_other_runs_are_ignored_a_left_worker_is_lost() {
+        let cfg = cfg();
+        let (mut members, _inboxes) = fleet(2);
+        let mut books = new_books(&cfg, 2);
+        let now = (Instant::now(), cfg.duration);
+        let mut c = Collector::new(&cfg, "r", now, &mut members, &mut books);
+        let other = In::Finished(pb::Finished {
+            run_id: "another".into(),
+            ..Default::default()
+        });
+        c.on_message(message(0, other)).await.unwrap();
+        c.on_message(message(7, finished())).await.unwrap();
+        assert!(c.members.iter().all(|m| !m.done && !m.lost()));
+        c.on_message(HubEvent::Left("id-1".into(), "stream reset".into()))
+            .await
+            .unwrap();
+        assert_eq!(c.members[1].lost.as_deref(), Some("stream reset"));
+        c.on_message(message(0, finished())).await.unwrap();
+        assert!(c.members[0].done && c.members[0].finished_at.is_some());
+    }
+
+    /// The whole loop: every worker's finals end the phase as done; an interrupt ends it
+    /// as interrupted with every worker told to stop. Paused time: the ticks cost nothing.
+    #[tokio::test(start_paused = true)]
+    async fn the_phase_ends_when_every_worker_is_done_or_when_interrupted() {
+        let cfg = cfg();
+        let (mut members, _inboxes) = fleet(2);
+        let mut books = new_books(&cfg, 2);
+        let (tx, mut events) = mpsc::channel(8);
+        let (_int_tx, int_rx) = watch::channel(false);
+        for w in 0..2 {
+            tx.send(message(w, finished())).await.unwrap();
+        }
+        let now = (Instant::now(), cfg.duration);
+        let ended = Collector::new(&cfg, "r", now, &mut members, &mut books)
+            .run(&mut events, &int_rx)
+            .await
+            .unwrap();
+        assert_eq!(ended, Ended::Done);
+        assert!(members.iter().all(|m| m.done));
+
+        let (mut members, mut inboxes) = fleet(2);
+        let mut books = new_books(&cfg, 2);
+        let (int_tx, int_rx) = watch::channel(false);
+        int_tx.send(true).unwrap();
+        let now = (Instant::now(), cfg.duration);
+        let ended = Collector::new(&cfg, "r", now, &mut members, &mut books)
+            .run(&mut events, &int_rx)
+            .await
+            .unwrap();
+        assert_eq!(ended, Ended::Interrupted);
+        for inbox in &mut inboxes {
+            assert_eq!(aborts(inbox), vec!["coordinator interrupted"]);
+        }
+    }
 }

@@ -11,6 +11,8 @@ use tokio::sync::watch;
 pub const SILENCE: Duration = Duration::from_secs(3);
 /// Extra wait for finals after the schedule and the drain.
 pub const GRACE: Duration = Duration::from_secs(5);
+/// How long a phase with no time bound (count-bounded closed loop, prefill) may run.
+pub const UNBOUNDED_PHASE: Duration = Duration::from_secs(3600);
 /// Clock pings per worker; the lowest-RTT answer sets the offset.
 pub const PINGS: u64 = 5;
 
@@ -41,6 +43,19 @@ pub struct Member {
 }
 
 impl Member {
+    /// A worker that just registered: no offset yet, seen now.
+    pub fn new(link: WorkerLink) -> Self {
+        Member {
+            link,
+            offset_ns: 0,
+            rtt_ns: 0,
+            lost: None,
+            last_seen: Instant::now(),
+            done: false,
+            finished_at: None,
+        }
+    }
+
     /// Whether it was lost.
     pub fn lost(&self) -> bool {
         self.lost.is_some()

@@ -1,0 +1,153 @@
+//! The run's target as the coordinator sees it: the user's `--target`, or the built-in
+//! target started for the run when none is given; the address each worker dials, and the
+//! coordinator's own connections to it (server stats, checkpoints, compare's and suite's
+//! requests).
+
+use super::member::{Member, RunError};
+use crate::config::{RunConfig, Workers};
+use crest_model::target::Verify;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Where the load goes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Target {
+    /// The built-in target's port, when the run started one (no `--target`).
+    pub builtin_port: Option<u16>,
+    /// The coordinator's listening address (the built-in target listens on its host).
+    listen: SocketAddr,
+}
+
+impl Target {
+    /// The run's target: `--target`, or a built-in target started on loopback (in-process
+    /// workers) or on the `--listen` address (remote workers), which runs until `stop`.
+    /// Warns once when the target's TLS is not verified in full.
+    ///
+    /// # Errors
+    /// [`RunError::Failed`] when the built-in target cannot listen.
+    pub(super) async fn start(
+        cfg: &RunConfig,
+        listen: SocketAddr,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<Self, RunError> {
+        warn_tls(cfg);
+        if cfg.target.is_some() {
+            return Ok(Target {
+                builtin_port: None,
+                listen,
+            });
+        }
+        let ip = match cfg.workers {
+            Workers::Local { .. } => [127, 0, 0, 1].into(),
+            Workers::Remote { .. } => cfg.listen.ip(),
+        };
+        let failed =
+            |e: std::io::Error| RunError::Failed(format!("cannot start the built-in target: {e}"));
+        let l = tokio::net::TcpListener::bind(SocketAddr::new(ip, 0))
+            .await
+            .map_err(failed)?;
+        let port = l.local_addr().map_err(failed)?.port();
+        let mut rx = stop.clone();
+        tokio::spawn(crest_sink::serve(l, async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }));
+        if !cfg.quiet {
+            eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
+        }
+        Ok(Target {
+            builtin_port: Some(port),
+            listen,
+        })
+    }
+
+    /// Whether the run goes to the built-in target.
+    pub(super) fn builtin(&self) -> bool {
+        self.builtin_port.is_some()
+    }
+
+    /// The address `m` dials: the target, or the built-in target at the address by which
+    /// that worker reached the coordinator.
+    pub(super) fn for_member(&self, cfg: &RunConfig, m: &Member) -> String {
+        match (&cfg.target, self.builtin_port) {
+            (Some(t), _) => t.clone(),
+            (None, Some(port)) => {
+                let ip = m
+                    .link
+                    .info
+                    .local
+                    .map_or_else(|| self.listen.ip(), |a| a.ip());
+                SocketAddr::new(ip, port).to_string()
+            }
+            // The built-in target is started exactly when no target is given.
+            (None, None) => SocketAddr::new(self.listen.ip(), 0).to_string(),
+        }
+    }
+}
+
+/// Says once, before any load, what an unverified target certificate means.
+fn warn_tls(cfg: &RunConfig) {
+    match cfg.tls.as_ref().map(|t| t.verify) {
+        Some(Verify::None) => eprintln!(
+            "crest: warning: --tls-skip-verify: any certificate is accepted, so the connections are encrypted but nobody vouches for the server (a machine in the middle could read and change the traffic); give --cacert instead"
+        ),
+        Some(Verify::SkipHostname) => eprintln!(
+            "crest: warning: --tls-skip-hostname: the certificate's chain is checked but not its name, so any server with a certificate from the same CA passes"
+        ),
+        _ => {}
+    }
+}
+
+/// A connection to the run's target (or the built-in target on `builtin_port`) set up as
+/// every shard connection is (TLS, login, database, protocol), named `name` in `CLIENT
+/// LIST`, within 5 s: for the coordinator's own requests (checkpoints, `crest compare`'s
+/// FLUSHALL, `crest suite`'s version check). Returns it with the target's name.
+///
+/// # Errors
+/// Why the target cannot be reached, in one line.
+pub async fn control_to(
+    cfg: &RunConfig,
+    builtin_port: Option<u16>,
+    name: &str,
+) -> Result<(crest_engine::probe::Control, String), String> {
+    let (addr, shown) = sampler_target(cfg, builtin_port).await?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    let conn = tokio::time::timeout(
+        Duration::from_secs(5),
+        crest_engine::probe::control(addr, &shown, &cfg.session, tls.as_ref(), name),
+    )
+    .await
+    .map_err(|_| format!("no connection to {shown} within 5s"))??;
+    Ok((conn, shown))
+}
+
+/// The address the coordinator dials for its own requests, and its name for messages:
+/// the target, or the built-in target on loopback.
+pub(super) async fn sampler_target(
+    cfg: &RunConfig,
+    builtin_port: Option<u16>,
+) -> Result<(SocketAddr, String), String> {
+    match (&cfg.target, builtin_port) {
+        (Some(t), _) => {
+            let addr = tokio::net::lookup_host(t.as_str())
+                .await
+                .map_err(|e| format!("cannot resolve target {t}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("target {t} resolves to no address"))?;
+            Ok((addr, t.clone()))
+        }
+        (None, Some(port)) => {
+            let ip = match cfg.workers {
+                Workers::Remote { .. } if !cfg.listen.ip().is_unspecified() => cfg.listen.ip(),
+                _ => [127, 0, 0, 1].into(),
+            };
+            let addr = SocketAddr::new(ip, port);
+            Ok((addr, addr.to_string()))
+        }
+        (None, None) => Err("no target".into()),
+    }
+}
