@@ -6,7 +6,7 @@
 use super::checkpoint::{self, Checkpoints};
 use super::cluster::Fleet;
 use super::collect::{self, Collector, Ended};
-use super::member::{RunError, UNBOUNDED_PHASE};
+use super::member::{RunError, UNBOUNDED_PHASE, interval_ns, measured_ns};
 use super::phase;
 use super::steer;
 use super::target::{self, Target};
@@ -188,9 +188,9 @@ fn books(
         }
         None => None,
     };
-    let iv_ns = super::interval_ns(cfg);
+    let iv_ns = interval_ns(cfg);
     let rows_last = (!cfg.duration.is_zero())
-        .then(|| merge::last_row(super::measured_ns(cfg, Duration::ZERO, false), iv_ns));
+        .then(|| merge::last_row(measured_ns(cfg, Duration::ZERO, false), iv_ns));
     let last = collect::phase_last(cfg, budget);
     Ok(RunBooks::new(
         cfg,

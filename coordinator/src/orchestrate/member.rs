@@ -3,6 +3,7 @@
 //! the interrupt: the vocabulary below the phases ([`super::cluster`], [`super::phase`],
 //! [`super::collect`], [`super::checkpoint`]) and the sequence in [`super`].
 
+use crate::config::RunConfig;
 use crate::service::WorkerLink;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -69,4 +70,22 @@ pub async fn interrupted(interrupt: &watch::Receiver<bool>) {
     if rx.wait_for(|v| *v).await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// The measured span, ns: the schedule's length, or for a count-bounded closed loop or
+/// an interrupted run the time from the measured start to `elapsed`.
+pub fn measured_ns(cfg: &RunConfig, elapsed: Duration, interrupted: bool) -> u64 {
+    let d = if interrupted || cfg.duration.is_zero() {
+        elapsed
+    } else {
+        cfg.duration
+    };
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The configured interval, ns (at least 1).
+pub fn interval_ns(cfg: &RunConfig) -> u64 {
+    u64::try_from(cfg.interval.as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }

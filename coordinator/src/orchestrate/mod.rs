@@ -1,7 +1,7 @@
 //! The run lifecycle, from a checked [`RunConfig`] to [`RunResults`]:
 //! (start local workers / built-in target) → wait for workers → clock offsets →
 //! plan and split → common start instant → collect intervals with live progress (merged
-//! into [`RunBooks`] as they come, `timeline.csv` and `latency.hlog` written as the run
+//! into [`crate::merge::RunBooks`] as they come, `timeline.csv` and `latency.hlog` written as the run
 //! goes) → finals, lost workers. Turning results into a report is
 //! [`crate::build::build()`]'s job. An interrupt during the measured phase still returns
 //! results ([`RunResults::interrupted`]): what was collected until then.
@@ -19,7 +19,7 @@
 //! The phases, in the order [`run`] takes them:
 //! - `target`: the user's target or the built-in one; the coordinator's own connections.
 //! - `cluster`: local workers, waiting for registrations, clock offsets, whether the fleet
-//!   can carry the plan ([`cluster::gather`] → a `Fleet`).
+//!   can carry the plan (`cluster::gather` → a `Fleet`).
 //! - `prefill`: every key of the prefill classes written once, outside the results.
 //! - `measure`: the server's baseline, the plans and the common start, the collection.
 //! - `results`: the span settled, the books closed, [`RunResults`].
@@ -44,107 +44,19 @@ pub mod steer;
 mod target;
 
 pub use member::{RunError, SILENCE};
+pub use results::{RunResults, WorkerResult};
 pub use target::control_to;
 
 use crate::config::{RunConfig, Workers};
-use crate::merge::{ByCommand, WorkerBooks};
-use crate::server_stats::ServerStats;
-use crate::service::{self, Hub, HubEvent, WorkerInfo};
-use crest_report::TimelinePoint;
+use crate::service::{self, Hub, HubEvent};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 /// How long the gRPC server gets to close its streams after a run.
 const SERVER_STOP: Duration = Duration::from_secs(2);
-
-/// Everything a run measured, before it becomes a report.
-#[derive(Debug)]
-pub struct RunResults {
-    /// Run id (also the workers' run id).
-    pub run_id: String,
-    /// Wall-clock instant of the measured start (after the warm-up).
-    pub started_at: SystemTime,
-    /// From the measured start to the last worker's final message.
-    pub elapsed: Duration,
-    /// The run went to the built-in target (no `--target`).
-    pub builtin_target: bool,
-    /// Stopped by the shutdown future (Ctrl-C, SIGTERM) during the measured phase: the
-    /// results are what was collected until then, `elapsed` the time up to the interrupt.
-    pub interrupted: bool,
-    /// Every worker that took part, lost ones included.
-    pub workers: Vec<WorkerResult>,
-    /// Run totals per (class, command).
-    pub totals: ByCommand,
-    /// One row per interval of the measured span.
-    pub timeline: Vec<TimelinePoint>,
-    /// Interval messages that came after their timeline row was written.
-    pub late_intervals: u64,
-    /// Errors writing `timeline.csv` / `latency.hlog` during the run, each naming its file.
-    pub live_errors: Vec<String>,
-    /// Every server error kind of the run, with the server's first message for it.
-    pub error_messages: Vec<(String, String)>,
-    /// The target's `INFO` samples (or why there are none).
-    pub server: ServerStats,
-    /// `--checkpoint-every`: the server read at each checkpoint.
-    pub checkpoints: Vec<crest_report::CheckpointRow>,
-    /// Commands the coordinator itself sent the target during the measured span (the
-    /// checkpoints' `INFO memory` and probe), lower case → calls: not the load's.
-    pub coordinator_calls: std::collections::BTreeMap<String, u64>,
-    /// Runtime changes of rate (the admin API's), in order.
-    pub changes: Vec<crest_report::ChangeRow>,
-    /// Who stopped the run early, when a stop request did (the admin API, gRPC).
-    pub stopped_by: Option<&'static str>,
-    /// The measured span a stop request cut the run to, ns.
-    pub stopped_ns: Option<u64>,
-    /// Each class's profile on the measured clock as runtime changes left it (None:
-    /// closed loop): what the run asked for.
-    pub profiles: Vec<Option<crest_model::schedule::Profile>>,
-}
-
-impl RunResults {
-    /// The measured span, ns: the schedule's length, or for a count-bounded closed loop or
-    /// an interrupted run the time from the measured start to its end.
-    pub fn measured_ns(&self, cfg: &RunConfig) -> u64 {
-        match self.stopped_ns {
-            Some(s) if !self.interrupted => s.max(1),
-            _ => measured_ns(cfg, self.elapsed, self.interrupted),
-        }
-    }
-}
-
-fn measured_ns(cfg: &RunConfig, elapsed: Duration, interrupted: bool) -> u64 {
-    let d = if interrupted || cfg.duration.is_zero() {
-        elapsed
-    } else {
-        cfg.duration
-    };
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
-}
-
-/// One worker's part of the results.
-#[derive(Debug)]
-pub struct WorkerResult {
-    /// Who.
-    pub info: WorkerInfo,
-    /// Its clock minus ours, ns.
-    pub offset_ns: i64,
-    /// Lowest round trip of the clock pings, ns.
-    pub rtt_ns: u64,
-    /// Why it was lost, if it was.
-    pub lost_reason: Option<String>,
-    /// What it reported.
-    pub books: WorkerBooks,
-}
-
-impl WorkerResult {
-    /// Whether the worker was lost during the run.
-    pub fn lost(&self) -> bool {
-        self.lost_reason.is_some()
-    }
-}
 
 /// Binds the address workers dial: loopback port 0 for in-process workers (nobody else
 /// needs to reach it), `--listen` otherwise.
@@ -266,11 +178,4 @@ async fn run_inner(
         }
     }
     Ok(results)
-}
-
-/// The configured interval, ns (at least 1).
-fn interval_ns(cfg: &RunConfig) -> u64 {
-    u64::try_from(cfg.interval.as_nanos())
-        .unwrap_or(u64::MAX)
-        .max(1)
 }

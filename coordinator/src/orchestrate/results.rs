@@ -5,11 +5,91 @@
 use super::cluster::Fleet;
 use super::collect::{self, Ended};
 use super::measure::Measured;
+use super::member::{interval_ns, measured_ns};
 use super::target::Target;
-use super::{RunResults, WorkerResult};
 use crate::config::RunConfig;
-use crate::merge;
-use std::time::Duration;
+use crate::merge::{self, ByCommand, WorkerBooks};
+use crate::server_stats::ServerStats;
+use crate::service::WorkerInfo;
+use crest_report::TimelinePoint;
+use std::time::{Duration, SystemTime};
+
+/// Everything a run measured, before it becomes a report.
+#[derive(Debug)]
+pub struct RunResults {
+    /// Run id (also the workers' run id).
+    pub run_id: String,
+    /// Wall-clock instant of the measured start (after the warm-up).
+    pub started_at: SystemTime,
+    /// From the measured start to the last worker's final message.
+    pub elapsed: Duration,
+    /// The run went to the built-in target (no `--target`).
+    pub builtin_target: bool,
+    /// Stopped by the shutdown future (Ctrl-C, SIGTERM) during the measured phase: the
+    /// results are what was collected until then, `elapsed` the time up to the interrupt.
+    pub interrupted: bool,
+    /// Every worker that took part, lost ones included.
+    pub workers: Vec<WorkerResult>,
+    /// Run totals per (class, command).
+    pub totals: ByCommand,
+    /// One row per interval of the measured span.
+    pub timeline: Vec<TimelinePoint>,
+    /// Interval messages that came after their timeline row was written.
+    pub late_intervals: u64,
+    /// Errors writing `timeline.csv` / `latency.hlog` during the run, each naming its file.
+    pub live_errors: Vec<String>,
+    /// Every server error kind of the run, with the server's first message for it.
+    pub error_messages: Vec<(String, String)>,
+    /// The target's `INFO` samples (or why there are none).
+    pub server: ServerStats,
+    /// `--checkpoint-every`: the server read at each checkpoint.
+    pub checkpoints: Vec<crest_report::CheckpointRow>,
+    /// Commands the coordinator itself sent the target during the measured span (the
+    /// checkpoints' `INFO memory` and probe), lower case → calls: not the load's.
+    pub coordinator_calls: std::collections::BTreeMap<String, u64>,
+    /// Runtime changes of rate (the admin API's), in order.
+    pub changes: Vec<crest_report::ChangeRow>,
+    /// Who stopped the run early, when a stop request did (the admin API, gRPC).
+    pub stopped_by: Option<&'static str>,
+    /// The measured span a stop request cut the run to, ns.
+    pub stopped_ns: Option<u64>,
+    /// Each class's profile on the measured clock as runtime changes left it (None:
+    /// closed loop): what the run asked for.
+    pub profiles: Vec<Option<crest_model::schedule::Profile>>,
+}
+
+impl RunResults {
+    /// The measured span, ns: the schedule's length, or for a count-bounded closed loop or
+    /// an interrupted run the time from the measured start to its end.
+    pub fn measured_ns(&self, cfg: &RunConfig) -> u64 {
+        match self.stopped_ns {
+            Some(s) if !self.interrupted => s.max(1),
+            _ => measured_ns(cfg, self.elapsed, self.interrupted),
+        }
+    }
+}
+
+/// One worker's part of the results.
+#[derive(Debug)]
+pub struct WorkerResult {
+    /// Who.
+    pub info: WorkerInfo,
+    /// Its clock minus ours, ns.
+    pub offset_ns: i64,
+    /// Lowest round trip of the clock pings, ns.
+    pub rtt_ns: u64,
+    /// Why it was lost, if it was.
+    pub lost_reason: Option<String>,
+    /// What it reported.
+    pub books: WorkerBooks,
+}
+
+impl WorkerResult {
+    /// Whether the worker was lost during the run.
+    pub fn lost(&self) -> bool {
+        self.lost_reason.is_some()
+    }
+}
 
 /// Closes the books of the measured phase and gathers the run's results.
 pub(super) fn assemble(cfg: &RunConfig, target: &Target, fleet: Fleet, m: Measured) -> RunResults {
@@ -32,7 +112,7 @@ pub(super) fn assemble(cfg: &RunConfig, target: &Target, fleet: Fleet, m: Measur
     };
     let stopped_ns = control.steering.stopped_at;
     let rows_span = rows_span(cfg, elapsed, interrupted, stopped_ns);
-    for bad in books.close(merge::last_row(rows_span, super::interval_ns(cfg))) {
+    for bad in books.close(merge::last_row(rows_span, interval_ns(cfg))) {
         // Unreadable at the very end: the worker is lost, what it sent before counts.
         if let Some(m) = members.get_mut(bad.worker) {
             m.lost
@@ -82,10 +162,10 @@ pub(super) fn assemble(cfg: &RunConfig, target: &Target, fleet: Fleet, m: Measur
 fn rows_span(cfg: &RunConfig, elapsed: Duration, interrupted: bool, stopped: Option<u64>) -> u64 {
     let span = match stopped {
         Some(s) if !interrupted => s.max(1),
-        _ => super::measured_ns(cfg, elapsed, interrupted),
+        _ => measured_ns(cfg, elapsed, interrupted),
     };
     if interrupted {
-        let iv = super::interval_ns(cfg);
+        let iv = interval_ns(cfg);
         span - span % iv
     } else {
         span
