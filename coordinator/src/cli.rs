@@ -49,15 +49,29 @@ pub fn parse_pacer(s: &str) -> Result<Pacer, String> {
     }
 }
 
-/// `crest run` flags.
-// The field docs are clap's help text, written for a terminal: `[[class]]` and
-// `zipf[:EXPONENT]` are syntax there, not intra-doc links.
-#[allow(rustdoc::broken_intra_doc_links)]
+/// `crest run` flags, in four groups (each a heading of `--help`).
 #[derive(Debug, Clone, clap::Args, Default)]
 pub struct RunArgs {
-    /// Profile file (TOML: global settings and [[class]] tables); flags override it.
-    #[arg(long, env = "CREST_PROFILE")]
-    pub profile: Option<PathBuf>,
+    /// Where the load goes.
+    #[command(flatten, next_help_heading = "Target")]
+    pub target: TargetArgs,
+    /// Who sends it.
+    #[command(flatten, next_help_heading = "Workers")]
+    pub fleet: FleetArgs,
+    /// How it is timed and recorded.
+    #[command(flatten, next_help_heading = "Pacing and recording")]
+    pub pace: PaceArgs,
+    /// What it is.
+    #[command(flatten, next_help_heading = "Load")]
+    pub load: LoadArgs,
+}
+
+/// Where the load goes and how every connection is set up: the target, its login, TLS,
+/// protocol and cluster mode (flattened into `crest run`, `compare`, `search`, `suite`).
+// Field docs are clap's help text (terminal syntax, not intra-doc links).
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, clap::Args, Default)]
+pub struct TargetArgs {
     /// Server to load: host:port or redis://[user[:password]@]host[:port][/db] (default: a
     /// built-in in-memory target on loopback).
     #[arg(long, env = "CREST_TARGET", hide_env_values = true)]
@@ -102,10 +116,6 @@ pub struct RunArgs {
     /// Protocol every connection speaks: 2 (RESP2) or 3 (RESP3, set up with HELLO 3).
     #[arg(long, env = "CREST_RESP", value_parser = parse_resp)]
     pub resp: Option<Resp>,
-    /// Client-side caching: every connection sends CLIENT TRACKING on, so the server
-    /// pushes an invalidation when a key it read changes (needs --resp 3).
-    #[arg(long, env = "CREST_TRACKING")]
-    pub tracking: bool,
     /// The target is a Redis Cluster (any node as the seed): every request goes to its
     /// key's slot owner, following MOVED and ASK. Default: a cluster when the seed says it
     /// is one.
@@ -114,11 +124,92 @@ pub struct RunArgs {
     /// Load the target as one node even if it is a cluster node (redirects count as errors).
     #[arg(long)]
     pub no_cluster: bool,
+}
+
+/// Who sends the load: in-process or remote workers, and the control plane they dial.
+// Field docs are clap's help text (terminal syntax, not intra-doc links).
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, clap::Args, Default)]
+pub struct FleetArgs {
+    /// Wait for this many remote workers (crest-worker --coordinator ...) instead of local ones.
+    #[arg(long, env = "CREST_WORKERS")]
+    pub workers: Option<u32>,
+    /// Address workers dial (remote mode).
+    #[arg(long, env = "CREST_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// How long to wait for remote workers.
+    #[arg(long, env = "CREST_WAIT_TIMEOUT", value_parser = config::parse_duration, allow_hyphen_values = true)]
+    pub wait_timeout: Option<Duration>,
+    /// In-process workers when --workers is not given.
+    #[arg(long)]
+    pub local_workers: Option<u32>,
+    /// Cores for local workers' shards, e.g. 0-3 (default: all this process may use).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// At most this many local shards.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Shared secret every worker must present.
+    #[command(flatten)]
+    pub token: crest_engine::control_tls::Token,
+    /// TLS for the workers' control plane.
+    #[command(flatten)]
+    pub serve: crest_engine::control_tls::ServerFiles,
+}
+
+/// How requests are timed and recorded: the rate, the pacer, the interval, time-outs,
+/// the seed, the report folder, server stats. `crest suite` takes these too.
+// Field docs are clap's help text (terminal syntax, not intra-doc links).
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, clap::Args, Default)]
+pub struct PaceArgs {
     /// Requests per second across the whole cluster, or `max` for closed loop.
-    #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true, conflicts_with = "stages")]
+    #[arg(long, env = "CREST_RATE", value_parser = config::parse_rate, allow_negative_numbers = true)]
     pub rate: Option<RateArg>,
+    /// Arrival process.
+    #[arg(long, value_enum)]
+    pub arrival: Option<ArrivalArg>,
+    /// Pacer: sleep (precise, cheap), spin (lowest lag, one core per shard), or
+    /// sleep:TOLERANCE (one wake-up serves every request due within it, e.g. sleep:200us).
+    #[arg(long, value_parser = parse_pacer)]
+    pub pacer: Option<Pacer>,
+    /// Timeline resolution: length of one reported interval, 10ms to 60s.
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
+    pub interval: Option<Duration>,
+    /// A request unanswered this long fails as `timeout`.
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
+    pub timeout: Option<Duration>,
+    /// After the schedule ends, wait at most this long for replies.
+    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
+    pub drain: Option<Duration>,
+    /// Seed for keys and Poisson gaps (default: random; the report records it).
+    #[arg(long, value_parser = config::parse_seed, allow_negative_numbers = true)]
+    pub seed: Option<u64>,
+    /// Folder for report.json and timeline.csv.
+    #[arg(long, env = "CREST_OUT")]
+    pub out: Option<PathBuf>,
+    /// Do not sample the target's INFO at every interval (server metrics and the check of
+    /// the server's command counts against the report's are then left out).
+    #[arg(long, env = "CREST_NO_SERVER_STATS")]
+    pub no_server_stats: bool,
+}
+
+/// What the load is: profile, stages, duration, command mix, keys, values, connections,
+/// pipeline, warm-up, checkpoints and the admin API. `crest suite` sets these per test and
+/// refuses them.
+// Field docs are clap's help text (terminal syntax, not intra-doc links).
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, clap::Args, Default)]
+pub struct LoadArgs {
+    /// Profile file (TOML: global settings and [[class]] tables); flags override it.
+    #[arg(long, env = "CREST_PROFILE")]
+    pub profile: Option<PathBuf>,
+    /// Client-side caching: every connection sends CLIENT TRACKING on, so the server
+    /// pushes an invalidation when a key it read changes (needs --resp 3).
+    #[arg(long, env = "CREST_TRACKING")]
+    pub tracking: bool,
     /// Rate stages, k6-style: "30s:0->50000, 60s:50000, 10s:50000->150000".
-    #[arg(long, env = "CREST_STAGES")]
+    #[arg(long, env = "CREST_STAGES", conflicts_with = "rate")]
     pub stages: Option<String>,
     /// How long to send, e.g. 10s, 2m (a profile file's length when it has one).
     #[arg(long, env = "CREST_DURATION", value_parser = config::parse_duration, allow_hyphen_values = true)]
@@ -168,69 +259,12 @@ pub struct RunArgs {
     /// Write every key of the keyspace once before the run (excluded from results).
     #[arg(long)]
     pub prefill: bool,
-    /// Timeline resolution: length of one reported interval, 10ms to 60s.
-    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
-    pub interval: Option<Duration>,
     /// Run this long first, excluded from results, e.g. 10s.
     #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub warmup: Option<Duration>,
-    /// Arrival process.
-    #[arg(long, value_enum)]
-    pub arrival: Option<ArrivalArg>,
-    /// Pacer: sleep (precise, cheap), spin (lowest lag, one core per shard), or
-    /// sleep:TOLERANCE (one wake-up serves every request due within it, e.g. sleep:200us).
-    #[arg(long, value_parser = parse_pacer)]
-    pub pacer: Option<Pacer>,
-    /// A request unanswered this long fails as `timeout`.
-    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
-    pub timeout: Option<Duration>,
-    /// After the schedule ends, wait at most this long for replies.
-    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
-    pub drain: Option<Duration>,
-    /// Seed for keys and Poisson gaps (default: random; the report records it).
-    #[arg(long, value_parser = config::parse_seed, allow_negative_numbers = true)]
-    pub seed: Option<u64>,
-    /// Folder for report.json and timeline.csv.
-    #[arg(long, env = "CREST_OUT")]
-    pub out: Option<PathBuf>,
-    /// Wait for this many remote workers (crest-worker --coordinator ...) instead of local ones.
-    #[arg(long, env = "CREST_WORKERS")]
-    pub workers: Option<u32>,
-    /// Address workers dial (remote mode).
-    #[arg(long, env = "CREST_LISTEN")]
-    pub listen: Option<SocketAddr>,
-    /// How long to wait for remote workers.
-    #[arg(long, env = "CREST_WAIT_TIMEOUT", value_parser = config::parse_duration, allow_hyphen_values = true)]
-    pub wait_timeout: Option<Duration>,
-    /// In-process workers when --workers is not given.
-    #[arg(long)]
-    pub local_workers: Option<u32>,
-    /// Cores for local workers' shards, e.g. 0-3 (default: all this process may use).
-    #[arg(long)]
-    pub cpus: Option<String>,
-    /// At most this many local shards.
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Shared secret every worker must present.
-    #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
-    pub token: String,
-    /// Serve the workers' control plane over TLS with this certificate (PEM chain); workers
-    /// then dial https:// with --control-ca.
-    #[arg(long, env = "CREST_CONTROL_CERT")]
-    pub control_cert: Option<PathBuf>,
-    /// Private key (PEM) of --control-cert.
-    #[arg(long, env = "CREST_CONTROL_KEY")]
-    pub control_key: Option<PathBuf>,
-    /// Mutual TLS: workers must present a certificate (--control-client-cert) signed by this CA.
-    #[arg(long, env = "CREST_CONTROL_CLIENT_CA")]
-    pub control_client_ca: Option<PathBuf>,
     /// Requests per shard and class allowed to wait for a free connection.
     #[arg(long)]
     pub backlog_limit: Option<u64>,
-    /// Do not sample the target's INFO at every interval (server metrics and the check of
-    /// the server's command counts against the report's are then left out).
-    #[arg(long, env = "CREST_NO_SERVER_STATS")]
-    pub no_server_stats: bool,
     /// Serve the admin HTTP API here (off by default): GET /metrics (Prometheus), GET
     /// /status, PUT /rate, POST /pause, /resume, /stop. Off loopback it needs --token.
     #[arg(long, env = "CREST_ADMIN")]
@@ -343,7 +377,7 @@ struct ClassLayer {
 impl ClassLayer {
     /// The layer the command line gives.
     fn from_flags(a: &RunArgs) -> Result<Self, ConfigError> {
-        let mix = if let Some(c) = &a.command {
+        let mix = if let Some(c) = &a.load.command {
             if c.trim().is_empty() {
                 return Err(err(
                     "--command",
@@ -352,34 +386,36 @@ impl ClassLayer {
                 ));
             }
             Some(vec![(c.clone(), 1)])
-        } else if let Some(m) = &a.mix {
+        } else if let Some(m) = &a.load.mix {
             Some(parse_mix(m)?)
         } else {
-            a.ratio.map(ratio_mix)
+            a.load.ratio.map(ratio_mix)
         };
         Ok(Self {
-            requests: a.requests,
+            requests: a.load.requests,
             mix,
-            keys: a.keys,
-            key_prefix: a.key_prefix.clone(),
+            keys: a.load.keys,
+            key_prefix: a.load.key_prefix.clone(),
             key_dist: a
+                .load
                 .key_dist
                 .as_deref()
                 .map(|d| profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e)))
                 .transpose()?,
             values: a
+                .load
                 .value_size
                 .as_deref()
                 .map(|v| profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e)))
                 .transpose()?,
-            connections: a.connections,
-            pipeline: a.pipeline,
-            ttl: a.ttl.map(|t| t.as_secs().max(1)),
-            batch: a.batch,
+            connections: a.load.connections,
+            pipeline: a.load.pipeline,
+            ttl: a.load.ttl.map(|t| t.as_secs().max(1)),
+            batch: a.load.batch,
             members: None,
             members_sequential: None,
             range: None,
-            prefill: a.prefill.then_some(true),
+            prefill: a.load.prefill.then_some(true),
         })
     }
 
@@ -546,27 +582,28 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let (file, text) = read_profile(&a)?;
     let file_dur = file_duration(&file.duration, "duration")?;
     let warmup = a
+        .load
         .warmup
         .or(file_duration(&file.warmup, "warmup")?)
         .unwrap_or(defaults::WARMUP);
-    let mut duration = a.duration.or(file_dur);
-    if a.stages.is_some() && a.duration.is_some() {
+    let mut duration = a.load.duration.or(file_dur);
+    if a.load.stages.is_some() && a.load.duration.is_some() {
         return Err(err(
             "--duration",
-            format!("{:?}", a.duration.unwrap_or_default()),
+            format!("{:?}", a.load.duration.unwrap_or_default()),
             "--stages sets the length; give one or the other",
         ));
     }
     // Flags only is a file with one empty class: one path builds every class, flag layer
     // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
     // classes with one class of the flags (its globals still apply).
-    let from_flags = file.classes.is_empty() || a.rate.is_some() || a.stages.is_some();
+    let from_flags = file.classes.is_empty() || a.pace.rate.is_some() || a.load.stages.is_some();
     let mut classes = build_classes(&a, &file, &text, from_flags, &mut duration)?;
     scale(&a, &mut classes, &mut duration)?;
-    if a.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
+    if a.load.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
         return Err(err(
             "--requests",
-            a.requests.unwrap_or_default(),
+            a.load.requests.unwrap_or_default(),
             "bounds closed-loop runs only; add --rate max (or use --duration)",
         ));
     }
@@ -588,7 +625,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     for c in &classes {
         check_class(c, from_flags).map_err(|mut e| {
             // The flags' mix came from --command when it was given: name that flag.
-            if let (true, "--mix", Some(cmd)) = (from_flags, e.flag, &a.command) {
+            if let (true, "--mix", Some(cmd)) = (from_flags, e.flag, &a.load.command) {
                 e.flag = "--command";
                 e.value = cmd.clone();
             }
@@ -627,7 +664,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let (target, session, uri_tls) = target_session(&a, &file)?;
     let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
     let workers = workers(&a)?;
-    let cluster = match (a.cluster, a.no_cluster, file.cluster) {
+    let cluster = match (a.target.cluster, a.target.no_cluster, file.cluster) {
         (true, _, _) | (false, false, Some(true)) => ClusterMode::On,
         (_, true, _) | (false, false, Some(false)) => ClusterMode::Off,
         (false, false, None) => ClusterMode::Auto,
@@ -639,17 +676,18 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "the built-in target is one node; give --target host:port of a cluster node",
         ));
     }
-    let arrival = match (a.arrival, file.arrival.as_deref()) {
+    let arrival = match (a.pace.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
         (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
         (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
     };
-    let pacer = match (a.pacer, file.pacer.as_deref()) {
+    let pacer = match (a.pace.pacer, file.pacer.as_deref()) {
         (Some(p), _) => p,
         (None, None) => Pacer::Sleep,
         (None, Some(o)) => parse_pacer(o).map_err(|e| err("pacer", o, e))?,
     };
     let timeout = a
+        .pace
         .timeout
         .or(file_duration(&file.timeout, "timeout")?)
         .unwrap_or(defaults::TIMEOUT);
@@ -666,7 +704,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     )?;
     let warmup = bounded("--warmup", warmup, Duration::ZERO, limits::MAX_WARMUP)?;
     let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
-    let interval = a.interval.unwrap_or(defaults::INTERVAL);
+    let interval = a.pace.interval.unwrap_or(defaults::INTERVAL);
     if interval < Duration::from_millis(10) || interval > Duration::from_secs(60) {
         return Err(err(
             "--interval",
@@ -685,7 +723,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             ),
         ));
     }
-    let cfg_token_empty = a.token.is_empty();
+    let cfg_token_empty = a.fleet.token.secret.is_empty();
     let cfg = RunConfig {
         target,
         session,
@@ -700,32 +738,33 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         timeout,
         drain: bounded(
             "--drain",
-            a.drain
+            a.pace
+                .drain
                 .or(file_duration(&file.drain, "drain")?)
                 .unwrap_or(defaults::DRAIN),
             Duration::ZERO,
             limits::MAX_DRAIN,
         )?,
         seed: a
+            .pace
             .seed
             .or(file.seed)
             .unwrap_or_else(|| crest_model::clock::unix_ns().unsigned_abs()),
-        out: a.out,
+        out: a.pace.out,
         listen: a
+            .fleet
             .listen
             .unwrap_or_else(|| SocketAddr::from(defaults::LISTEN)),
         workers,
-        token: a.token,
-        control_tls: crest_engine::control_tls::ServerFiles {
-            cert: a.control_cert,
-            key: a.control_key,
-            client_ca: a.control_client_ca,
-        }
-        .load()
-        .map_err(|e| err(e.flag, e.path.display(), e.why))?,
-        server_stats: !a.no_server_stats && file.server_stats.unwrap_or(true),
+        token: a.fleet.token.secret,
+        control_tls: a
+            .fleet
+            .serve
+            .load()
+            .map_err(|e| err(e.flag, e.path.display(), e.why))?,
+        server_stats: !a.pace.no_server_stats && file.server_stats.unwrap_or(true),
         quiet: false,
-        admin: match a.admin {
+        admin: match a.load.admin {
             Some(addr) if !addr.ip().is_loopback() && cfg_token_empty => {
                 return Err(err(
                     "--admin",
@@ -737,17 +776,18 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         },
         admin_linger: bounded(
             "--admin-linger",
-            a.admin_linger.unwrap_or(Duration::ZERO),
+            a.load.admin_linger.unwrap_or(Duration::ZERO),
             Duration::ZERO,
             Duration::from_secs(3600),
         )?,
-        checkpoint_every: a.checkpoint_every.or(file.checkpoint_every),
+        checkpoint_every: a.load.checkpoint_every.or(file.checkpoint_every),
         probe: a
+            .load
             .probe
             .clone()
             .or(file.probe.clone())
             .map(|p| p.split_whitespace().map(str::to_string).collect()),
-        backlog_limit: match a.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
+        backlog_limit: match a.load.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
             n @ 1..=limits::MAX_BACKLOG => n,
             n => {
                 return Err(err(
@@ -831,7 +871,7 @@ fn target_session(
     a: &RunArgs,
     file: &FileToml,
 ) -> Result<(Option<String>, Session, bool), ConfigError> {
-    let raw = a.target.as_ref().or(file.target.as_ref());
+    let raw = a.target.target.as_ref().or(file.target.as_ref());
     let spec = raw
         .map(|t| target::parse_target(t).map_err(|e| err("--target", target::redacted(t), e)))
         .transpose()?;
@@ -840,8 +880,9 @@ fn target_session(
         None => (None, None, None),
     };
     // A URI given as a flag is of the flag layer: its parts win over the file's.
-    let from_flag = |part: bool| a.target.is_some() && part;
+    let from_flag = |part: bool| a.target.target.is_some() && part;
     let user = a
+        .target
         .user
         .clone()
         .or_else(|| file.user.clone().filter(|_| !from_flag(uri_user.is_some())));
@@ -855,18 +896,21 @@ fn target_session(
         ));
     }
     let user = user.or(uri_user);
-    let password_file = match (&a.password_file, &file.password_file) {
+    let password_file = match (&a.target.password_file, &file.password_file) {
         (Some(p), _) => Some(p.clone()),
         // A path in the profile file is relative to the file's folder.
-        (None, Some(p)) if a.password.is_none() && !from_flag(uri_password.is_some()) => Some(
-            a.profile
-                .as_ref()
-                .and_then(|f| f.parent())
-                .map_or_else(|| p.clone(), |dir| dir.join(p)),
-        ),
+        (None, Some(p)) if a.target.password.is_none() && !from_flag(uri_password.is_some()) => {
+            Some(
+                a.load
+                    .profile
+                    .as_ref()
+                    .and_then(|f| f.parent())
+                    .map_or_else(|| p.clone(), |dir| dir.join(p)),
+            )
+        }
         (None, _) => None,
     };
-    let password = match (&a.password, &password_file, uri_password) {
+    let password = match (&a.target.password, &password_file, uri_password) {
         (Some(_), Some(f), _) => {
             return Err(err(
                 "--password-file",
@@ -908,7 +952,10 @@ fn target_session(
             ));
         }
     }
-    let db = a.db.or(file.db.filter(|_| !from_flag(uri_db.is_some())));
+    let db = a
+        .target
+        .db
+        .or(file.db.filter(|_| !from_flag(uri_db.is_some())));
     if let (Some(d), Some(ud)) = (db, uri_db)
         && d != ud
     {
@@ -944,12 +991,12 @@ fn target_session(
         }),
         (None, None) => None,
     };
-    let resp = match (a.resp, file.resp) {
+    let resp = match (a.target.resp, file.resp) {
         (Some(r), _) => r,
         (None, Some(v)) => Resp::of(v).ok_or_else(|| err("resp", v, RESP_VALUES))?,
         (None, None) => Resp::Resp2,
     };
-    let tracking = a.tracking || file.tracking.unwrap_or(false);
+    let tracking = a.load.tracking || file.tracking.unwrap_or(false);
     if tracking && resp != Resp::Resp3 {
         return Err(err(
             "--tracking",
@@ -965,7 +1012,7 @@ fn target_session(
     };
     if spec.is_none() && (session.login.is_some() || session.db != 0) {
         let (flag, value) = match &session.login {
-            Some(l) if a.user.is_some() || file.user.is_some() => ("--user", l.user.clone()),
+            Some(l) if a.target.user.is_some() || file.user.is_some() => ("--user", l.user.clone()),
             Some(_) => ("--password", "***".to_string()),
             None => ("--db", db.to_string()),
         };
@@ -990,27 +1037,31 @@ fn target_tls(
     uri_tls: bool,
 ) -> Result<Option<Tls>, ConfigError> {
     let near_profile = |p: &PathBuf| {
-        a.profile
+        a.load
+            .profile
             .as_ref()
             .and_then(|f| f.parent())
             .map_or_else(|| p.clone(), |dir| dir.join(p))
     };
     let files = crest_engine::target_tls::TlsFiles {
         ca: a
+            .target
             .cacert
             .clone()
             .or_else(|| file.cacert.as_ref().map(near_profile)),
         cert: a
+            .target
             .cert
             .clone()
             .or_else(|| file.cert.as_ref().map(near_profile)),
         key: a
+            .target
             .key
             .clone()
             .or_else(|| file.key.as_ref().map(near_profile)),
     };
-    let sni = a.sni.clone().or_else(|| file.sni.clone());
-    let on = a.tls || uri_tls || file.tls == Some(true);
+    let sni = a.target.sni.clone().or_else(|| file.sni.clone());
+    let on = a.target.tls || uri_tls || file.tls == Some(true);
     if !on {
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
         let on = |b: bool| b.then(|| "on".to_string());
@@ -1019,8 +1070,8 @@ fn target_tls(
             ("--cert", path(&files.cert)),
             ("--key", path(&files.key)),
             ("--sni", sni.clone()),
-            ("--tls-skip-verify", on(a.tls_skip_verify)),
-            ("--tls-skip-hostname", on(a.tls_skip_hostname)),
+            ("--tls-skip-verify", on(a.target.tls_skip_verify)),
+            ("--tls-skip-hostname", on(a.target.tls_skip_hostname)),
         ];
         if let Some((flag, Some(value))) = given.into_iter().find(|(_, v)| v.is_some()) {
             return Err(err(
@@ -1038,9 +1089,9 @@ fn target_tls(
             "the built-in target speaks plaintext only; give --target host:port of a TLS server",
         ));
     };
-    let verify = if a.tls_skip_verify {
+    let verify = if a.target.tls_skip_verify {
         Verify::None
-    } else if a.tls_skip_hostname {
+    } else if a.target.tls_skip_hostname {
         Verify::SkipHostname
     } else {
         Verify::Full
@@ -1073,7 +1124,7 @@ fn read_password(path: &std::path::Path) -> Result<Secret, ConfigError> {
 
 /// The profile file named by `--profile` (parsed) and its text (for line numbers).
 fn read_profile(a: &RunArgs) -> Result<(FileToml, String), ConfigError> {
-    Ok(match &a.profile {
+    Ok(match &a.load.profile {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| err("--profile", p.display(), format!("cannot read: {e}")))?;
@@ -1097,7 +1148,7 @@ fn build_classes(
     let flags = ClassLayer::from_flags(a)?;
     let mut classes = Vec::new();
     if from_flags {
-        let segments: Option<Vec<Segment>> = match (a.rate, &a.stages) {
+        let segments: Option<Vec<Segment>> = match (a.pace.rate, &a.load.stages) {
             (Some(RateArg::Max), _) => None,
             (_, Some(s)) => Some(profile::parse_stages(s).map_err(|e| err("--stages", s, e))?),
             (rate, None) => {
@@ -1116,19 +1167,19 @@ fn build_classes(
                 }])
             }
         };
-        if segments.is_none() && duration.is_none() && a.requests.is_none() {
+        if segments.is_none() && duration.is_none() && a.load.requests.is_none() {
             *duration = Some(defaults::DURATION);
         }
         let profile = segments
             .map(|s| {
-                Profile::new(s).map_err(|e| match a.rate {
+                Profile::new(s).map_err(|e| match a.pace.rate {
                     Some(RateArg::Rps(r)) => err("--rate", r, e),
                     _ => err("--rate", defaults::RATE_RPS, e),
                 })
             })
             .transpose()?;
         classes.push(flags.resolve("default".into(), profile, &|e| {
-            err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
+            err("--key-dist", a.load.key_dist.clone().unwrap_or_default(), e)
         })?);
     } else {
         for (i, sc) in file.classes.iter().enumerate() {
@@ -1151,8 +1202,8 @@ fn build_classes(
                 .transpose()?;
             let layer = flags.clone().over(ClassLayer::from_file(c).map_err(at)?);
             classes.push(layer.resolve(name.clone(), profile, &|e| {
-                if a.key_dist.is_some() {
-                    err("--key-dist", a.key_dist.clone().unwrap_or_default(), e)
+                if a.load.key_dist.is_some() {
+                    err("--key-dist", a.load.key_dist.clone().unwrap_or_default(), e)
                 } else {
                     at(e)
                 }
@@ -1169,8 +1220,8 @@ fn scale(
     duration: &mut Option<Duration>,
 ) -> Result<(), ConfigError> {
     for (flag, v) in [
-        ("--rate-scale", a.rate_scale),
-        ("--time-scale", a.time_scale),
+        ("--rate-scale", a.load.rate_scale),
+        ("--time-scale", a.load.time_scale),
     ] {
         if let Some(x) = v
             && !(x.is_finite() && x > 0.0)
@@ -1178,8 +1229,11 @@ fn scale(
             return Err(err(flag, x, "must be a number > 0"));
         }
     }
-    if a.rate_scale.is_some() || a.time_scale.is_some() {
-        let (r, t) = (a.rate_scale.unwrap_or(1.0), a.time_scale.unwrap_or(1.0));
+    if a.load.rate_scale.is_some() || a.load.time_scale.is_some() {
+        let (r, t) = (
+            a.load.rate_scale.unwrap_or(1.0),
+            a.load.time_scale.unwrap_or(1.0),
+        );
         for c in classes.iter_mut() {
             if let Some(p) = &c.profile {
                 let longest = limits::MAX_RUN.as_nanos() as f64;
@@ -1208,7 +1262,7 @@ fn scale(
             }
         }
         if let Some(d) = duration.as_mut()
-            && a.duration.is_none()
+            && a.load.duration.is_none()
         {
             *d = Duration::try_from_secs_f64(d.as_secs_f64() * t).map_err(|_| {
                 err(
@@ -1224,21 +1278,21 @@ fn scale(
 
 /// Where the workers come from: `--workers N` remote ones, or in-process ones.
 fn workers(a: &RunArgs) -> Result<Workers, ConfigError> {
-    Ok(match a.workers {
+    Ok(match a.fleet.workers {
         Some(0) => return Err(err("--workers", 0, "need at least 1 worker")),
         Some(n) => Workers::Remote {
             count: n,
-            wait_timeout: a.wait_timeout.unwrap_or(defaults::WAIT_TIMEOUT),
+            wait_timeout: a.fleet.wait_timeout.unwrap_or(defaults::WAIT_TIMEOUT),
         },
         None => {
-            let count = a.local_workers.unwrap_or(defaults::LOCAL_WORKERS);
+            let count = a.fleet.local_workers.unwrap_or(defaults::LOCAL_WORKERS);
             if count == 0 {
                 return Err(err("--local-workers", 0, "need at least 1 worker"));
             }
             Workers::Local {
                 count,
-                cpus: a.cpus.clone(),
-                threads: a.threads,
+                cpus: a.fleet.cpus.clone(),
+                threads: a.fleet.threads,
             }
         }
     })
@@ -1250,7 +1304,10 @@ mod tests {
 
     fn load(path: &str) -> Result<RunConfig, ConfigError> {
         to_config(RunArgs {
-            profile: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)),
+            load: LoadArgs {
+                profile: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)),
+                ..Default::default()
+            },
             ..Default::default()
         })
     }
@@ -1279,7 +1336,10 @@ mod tests {
             std::env::temp_dir().join(format!("crest-cli-{tag}-{}.toml", std::process::id()));
         std::fs::write(&path, body).unwrap();
         let mut a = RunArgs {
-            profile: Some(path.clone()),
+            load: LoadArgs {
+                profile: Some(path.clone()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         edit(&mut a);
@@ -1302,9 +1362,9 @@ mod tests {
         assert_eq!(c.mix, ratio_mix(defaults::RATIO));
         assert_eq!(file.timeout, defaults::TIMEOUT);
         let flags = with_file(body, "flags", |a| {
-            a.ttl = Some(Duration::from_secs(5));
-            a.connections = Some(9);
-            a.batch = Some(4);
+            a.load.ttl = Some(Duration::from_secs(5));
+            a.load.connections = Some(9);
+            a.load.batch = Some(4);
         });
         let c = &flags.classes[0];
         assert_eq!(
@@ -1322,7 +1382,7 @@ mod tests {
         let off = "server_stats = false\nduration = \"1s\"\n[[class]]\nrate = 10\n";
         assert!(!with_file(off, "stats-off", |_| {}).server_stats);
         let yes = "server_stats = true\nduration = \"1s\"\n[[class]]\nrate = 10\n";
-        assert!(!with_file(yes, "stats-flag", |a| a.no_server_stats = true).server_stats);
+        assert!(!with_file(yes, "stats-flag", |a| a.pace.no_server_stats = true).server_stats);
     }
 
     /// The profile file's `resp` and `tracking`, and the flags over them; the built-in
@@ -1340,7 +1400,7 @@ mod tests {
             "resp = 3\nduration = \"1s\"\n[[class]]\nrate = 10\n",
             "resp-flag",
             |a| {
-                a.resp = Some(Resp::Resp2);
+                a.target.resp = Some(Resp::Resp2);
             },
         );
         assert_eq!(cfg.session.resp, Resp::Resp2);
@@ -1348,7 +1408,10 @@ mod tests {
             std::env::temp_dir().join(format!("crest-cli-resp4-{}.toml", std::process::id()));
         std::fs::write(&path, "resp = 4\nduration = \"1s\"\n[[class]]\nrate = 10\n").unwrap();
         let e = to_config(RunArgs {
-            profile: Some(path.clone()),
+            load: LoadArgs {
+                profile: Some(path.clone()),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .unwrap_err()
@@ -1382,9 +1445,9 @@ mod tests {
         assert_eq!(cfg.session.db, 2);
         // A flag wins over the file; a URI's parts fill in what no flag gives.
         let cfg = with_file(&body, "login-flags", |a| {
-            a.target = Some("redis://:pw@cache:7000/2".into());
-            a.user = Some("alice".into());
-            a.password_file = None;
+            a.target.target = Some("redis://:pw@cache:7000/2".into());
+            a.target.user = Some("alice".into());
+            a.target.password_file = None;
         });
         std::fs::remove_file(&pw).unwrap();
         assert_eq!(cfg.target.as_deref(), Some("cache:7000"));
@@ -1414,11 +1477,14 @@ mod tests {
     #[test]
     fn flags_override_the_file() {
         let cfg = to_config(RunArgs {
-            profile: Some(
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/zset-growth.toml"),
-            ),
-            requests: Some(40),
-            batch: Some(1000),
+            load: LoadArgs {
+                profile: Some(
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/zset-growth.toml"),
+                ),
+                requests: Some(40),
+                batch: Some(1000),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .unwrap();

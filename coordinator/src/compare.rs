@@ -135,13 +135,13 @@ pub async fn run_all(
             plan.runs
         )));
     }
-    if args.cluster && plan.between != Between::None {
+    if args.target.cluster && plan.between != Between::None {
         return Err(CompareError::Usage(format!(
             "--between {}: FLUSHALL reaches one node of a cluster only; give --between none with --cluster",
             plan.between.name()
         )));
     }
-    let out = args.out.clone();
+    let out = args.pace.out.clone();
     if let Some(dir) = &out {
         output::check_writable(dir).map_err(CompareError::Usage)?;
     }
@@ -149,20 +149,20 @@ pub async fn run_all(
     // configuration checked before the first request.
     let mut base = args;
     if plan.between == Between::Prefill {
-        base.prefill = true;
+        base.load.prefill = true;
     }
     let mut configs = Vec::new();
     for (label, addr) in &plan.targets {
         let mut a = base.clone();
-        a.target = Some(addr.clone());
-        a.out = None;
+        a.target.target = Some(addr.clone());
+        a.pace.out = None;
         let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
-        if base.seed.is_none() {
-            base.seed = Some(cfg.seed);
+        if base.pace.seed.is_none() {
+            base.pace.seed = Some(cfg.seed);
         }
         configs.push(cfg);
     }
-    let seed = base.seed.unwrap_or(0);
+    let seed = base.pace.seed.unwrap_or(0);
     let sequence = order(plan.targets.len(), plan.runs);
     let mut arms: Vec<Arm> = plan
         .targets
@@ -184,12 +184,12 @@ pub async fn run_all(
         }
         let (label, addr) = &plan.targets[k];
         let mut a = base.clone();
-        a.target = Some(addr.clone());
-        a.seed = Some(seed);
+        a.target.target = Some(addr.clone());
+        a.pace.seed = Some(seed);
         let dir = out
             .as_ref()
             .map(|d| d.join("runs").join(format!("{:02}-{label}", i + 1)));
-        a.out.clone_from(&dir);
+        a.pace.out.clone_from(&dir);
         let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
         if let Some(d) = &dir {
             output::check_writable(d).map_err(CompareError::Failed)?;

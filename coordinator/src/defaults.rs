@@ -68,6 +68,10 @@ pub const SHOWN: &[(&str, &str)] = &[
 /// Adds `[default: …]` from [`SHOWN`] to the help of each of `cmd`'s flags that has one.
 pub fn annotate(mut cmd: clap::Command) -> clap::Command {
     for (id, shown) in SHOWN {
+        // A command that flattens only some of `crest run`'s groups (suite) lacks the rest.
+        if !cmd.get_arguments().any(|a| a.get_id() == *id) {
+            continue;
+        }
         cmd = cmd.mut_arg(*id, |a| {
             let help = a.get_help().map(ToString::to_string).unwrap_or_default();
             a.help(format!("{help} [default: {shown}]"))

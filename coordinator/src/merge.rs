@@ -936,9 +936,18 @@ mod tests {
 
     fn cfg(rate: f64, secs: u64) -> RunConfig {
         to_config(RunArgs {
-            target: Some("127.0.0.1:1".into()),
-            rate: Some(RateArg::Rps(rate)),
-            duration: Some(Duration::from_secs(secs)),
+            target: crate::cli::TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: crate::cli::PaceArgs {
+                rate: Some(RateArg::Rps(rate)),
+                ..Default::default()
+            },
+            load: crate::cli::LoadArgs {
+                duration: Some(Duration::from_secs(secs)),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .unwrap()

@@ -408,14 +408,14 @@ pub async fn run(
     }
     let mut base = args;
     if plan.between == Between::Prefill {
-        base.prefill = true;
+        base.load.prefill = true;
     }
-    base.warmup = Some(plan.warmup);
+    base.load.warmup = Some(plan.warmup);
     // Checked once before any load, at the highest rate it may ask for.
     let mut probe_args = base.clone();
-    probe_args.rate = Some(crate::config::RateArg::Rps(plan.max));
-    probe_args.duration = Some(plan.window);
-    probe_args.out = None;
+    probe_args.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
+    probe_args.load.duration = Some(plan.window);
+    probe_args.pace.out = None;
     let cfg = to_config(probe_args).map_err(|e| CompareError::Usage(e.to_string()))?;
     let seed = cfg.seed;
     let target = cfg.target.clone().unwrap_or_else(|| "builtin".into());
@@ -438,19 +438,19 @@ pub async fn run(
     let loosest = plan.slos.iter().map(|s| s.limit_us).fold(0.0, f64::max);
     let window = |rate: f64, phase: &'static str, s: &mut Search| {
         let mut a = base.clone();
-        a.rate = Some(crate::config::RateArg::Rps(rate));
-        a.seed = Some(seed);
+        a.pace.rate = Some(crate::config::RateArg::Rps(rate));
+        a.pace.seed = Some(seed);
         let n = s.probes.len() + 1;
         let dir = out
             .as_ref()
             .map(|d| d.join("probes").join(format!("{n:02}-{rate:.0}")));
-        a.out.clone_from(&dir);
+        a.pace.out.clone_from(&dir);
         let len = if phase == "climb" {
             plan.probe_window
         } else {
             plan.window
         };
-        a.duration = Some(len);
+        a.load.duration = Some(len);
         (a, dir, n, len)
     };
     let mut lo: Option<f64> = None;

@@ -402,22 +402,29 @@ pub async fn run(
             break;
         }
         let mut a = base.clone();
-        a.command = Some(test.command.clone());
-        a.connections = Some(plan.clients);
-        a.pipeline = Some(plan.pipeline);
-        a.keys = Some(plan.random.unwrap_or(1));
-        a.threads = Some(a.threads.unwrap_or(cores).min(plan.clients as usize).max(1));
+        a.load.command = Some(test.command.clone());
+        a.load.connections = Some(plan.clients);
+        a.load.pipeline = Some(plan.pipeline);
+        a.load.keys = Some(plan.random.unwrap_or(1));
+        a.fleet.threads = Some(
+            a.fleet
+                .threads
+                .unwrap_or(cores)
+                .min(plan.clients as usize)
+                .max(1),
+        );
         match plan.rate {
             None => {
-                a.rate = Some(RateArg::Max);
-                a.requests = Some(plan.requests);
+                a.pace.rate = Some(RateArg::Max);
+                a.load.requests = Some(plan.requests);
             }
             Some(r) => {
-                a.rate = Some(RateArg::Rps(r));
-                a.duration = Some(std::time::Duration::from_secs_f64(plan.requests as f64 / r));
+                a.pace.rate = Some(RateArg::Rps(r));
+                a.load.duration =
+                    Some(std::time::Duration::from_secs_f64(plan.requests as f64 / r));
             }
         }
-        a.out = out
+        a.pace.out = out
             .as_ref()
             .map(|d| d.join(format!("{:02}-{}", i + 1, test.name)));
         let mut cfg = crate::cli::to_config(a)

@@ -5,7 +5,7 @@
 
 use crate::support::commandstats;
 use crest::build;
-use crest::cli::{RunArgs, to_config};
+use crest::cli::{FleetArgs, LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
 use crest::config::RateArg;
 use crest::orchestrate;
 use std::time::{Duration, Instant};
@@ -20,14 +20,25 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn args(target: String, rate: f64, secs: u64) -> RunArgs {
     RunArgs {
-        target: Some(target),
-        rate: Some(RateArg::Rps(rate)),
-        duration: Some(Duration::from_secs(secs)),
-        threads: Some(1),
-        connections: Some(4),
-        seed: Some(7),
-        drain: Some(Duration::from_millis(500)),
-        ..Default::default()
+        target: TargetArgs {
+            target: Some(target),
+            ..Default::default()
+        },
+        fleet: FleetArgs {
+            threads: Some(1),
+            ..Default::default()
+        },
+        pace: PaceArgs {
+            rate: Some(RateArg::Rps(rate)),
+            seed: Some(7),
+            drain: Some(Duration::from_millis(500)),
+            ..Default::default()
+        },
+        load: LoadArgs {
+            duration: Some(Duration::from_secs(secs)),
+            connections: Some(4),
+            ..Default::default()
+        },
     }
 }
 

@@ -121,14 +121,36 @@ pub(crate) fn read_roots(
     Ok((pem, roots))
 }
 
-/// Where the coordinator's control-plane TLS material lives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where the control plane's server-side TLS material lives: `--control-cert`,
+/// `--control-key` and `--control-client-ca`, declared once for whoever workers dial
+/// (`crest run`, `crest relay`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct ServerFiles {
-    /// `--control-cert`: the coordinator's certificate chain.
+    /// Serve the workers' control plane over TLS with this certificate (PEM chain); workers
+    /// then dial https:// with --control-ca.
+    #[arg(
+        id = "control_cert",
+        long = "control-cert",
+        value_name = "CERT",
+        env = "CREST_CONTROL_CERT"
+    )]
     pub cert: Option<PathBuf>,
-    /// `--control-key`: its private key.
+    /// Private key (PEM) of --control-cert.
+    #[arg(
+        id = "control_key",
+        long = "control-key",
+        value_name = "KEY",
+        env = "CREST_CONTROL_KEY"
+    )]
     pub key: Option<PathBuf>,
-    /// `--control-client-ca`: when given, workers must present a certificate it signed.
+    /// Mutual TLS: workers must present a certificate (--control-client-cert) signed by
+    /// this CA.
+    #[arg(
+        id = "control_client_ca",
+        long = "control-client-ca",
+        value_name = "CA",
+        env = "CREST_CONTROL_CLIENT_CA"
+    )]
     pub client_ca: Option<PathBuf>,
 }
 
@@ -237,6 +259,21 @@ pub(crate) fn pair_error(e: &rustls::Error, cert_flag: &str, cert: &Path) -> Str
             cert.display()
         ),
     }
+}
+
+/// `--token`: the shared secret a worker presents and a coordinator or relay checks
+/// (empty: none). One declaration for `crest run`, `crest relay` and `crest-worker`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct Token {
+    /// Shared secret: a worker presents it, and a coordinator or relay refuses any worker
+    /// without it.
+    #[arg(
+        long = "token",
+        env = "CREST_TOKEN",
+        default_value = "",
+        hide_env_values = true
+    )]
+    pub secret: String,
 }
 
 /// Where a worker's (or a relay's, upstream) control-plane TLS material lives: the same

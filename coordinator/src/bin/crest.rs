@@ -73,16 +73,9 @@ struct RelayArgs {
     /// Upstream: TLS to the coordinator, as a worker dials it.
     #[command(flatten)]
     upstream: crest_engine::control_tls::ClientFiles,
-    /// Downstream: serve the workers over TLS with this certificate (PEM chain); they then
-    /// dial https:// with --control-ca.
-    #[arg(long, env = "CREST_CONTROL_CERT")]
-    control_cert: Option<PathBuf>,
-    /// Downstream: the private key (PEM) of --control-cert.
-    #[arg(long, env = "CREST_CONTROL_KEY")]
-    control_key: Option<PathBuf>,
-    /// Downstream, mutual TLS: workers must present a certificate signed by this CA.
-    #[arg(long, env = "CREST_CONTROL_CLIENT_CA")]
-    control_client_ca: Option<PathBuf>,
+    /// Downstream: TLS to its workers, as `crest run` serves it.
+    #[command(flatten)]
+    downstream: crest_engine::control_tls::ServerFiles,
     /// Workers to wait for before registering with the coordinator (1 to 10000).
     #[arg(long, env = "CREST_RELAY_WORKERS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     workers: u32,
@@ -90,8 +83,8 @@ struct RelayArgs {
     #[arg(long, env = "CREST_NAME")]
     name: Option<String>,
     /// Shared secret: what its workers must give, and what it gives the coordinator.
-    #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
-    token: String,
+    #[command(flatten)]
+    token: crest_engine::control_tls::Token,
     /// Allow --token over plaintext http:// to a non-loopback coordinator (the token
     /// crosses the network in the clear).
     #[arg(long, env = "CREST_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
@@ -157,8 +150,10 @@ struct SearchArgs {
     run: RunArgs,
 }
 
-/// `crest suite` flags: valkey-benchmark's own, then `crest run`'s connection flags
-/// (target, login, TLS, workers) and `--rate` for the open-loop mode.
+/// `crest suite` flags: valkey-benchmark's own, then `crest run`'s target, workers and
+/// pacing groups (`--rate` for the open-loop mode). Its load group (`--duration`,
+/// `--command`, `--connections`…) the suite sets per test: clap does not know those flags
+/// here, and [`suite_load_flag`] says so in the suite's words.
 #[derive(Debug, clap::Args)]
 struct SuiteArgs {
     /// Tests, comma-separated, valkey-benchmark's names (ping, set, get, incr, lpush,
@@ -193,50 +188,49 @@ struct SuiteArgs {
     /// version (valkey, or redis 7.2+: valkey-8.1).
     #[arg(long, value_enum)]
     suite: Option<crest::suite::Suite>,
-    #[command(flatten)]
-    run: RunArgs,
+    #[command(flatten, next_help_heading = "Target")]
+    target: crest::cli::TargetArgs,
+    #[command(flatten, next_help_heading = "Workers")]
+    fleet: crest::cli::FleetArgs,
+    #[command(flatten, next_help_heading = "Pacing and recording")]
+    pace: crest::cli::PaceArgs,
 }
 
-/// `crest run` flags a suite accepts: where and how to connect, the workers, the open
-/// loop's rate, the report folder; the suite sets the rest.
-const SUITE_RUN_FLAGS: &[&str] = &[
-    "target",
-    "user",
-    "password",
-    "password_file",
-    "db",
-    "tls",
-    "cacert",
-    "cert",
-    "key",
-    "sni",
-    "tls_skip_verify",
-    "tls_skip_hostname",
-    "resp",
-    "no_cluster",
-    "rate",
-    "out",
-    "workers",
-    "listen",
-    "wait_timeout",
-    "local_workers",
-    "cpus",
-    "threads",
-    "token",
-    "control_cert",
-    "control_key",
-    "control_client_ca",
-    "control_ca",
-    "seed",
-    "pacer",
-    "timeout",
-    "drain",
-    "interval",
-    "no_server_stats",
-    "arrival",
-    // Refused by the suite itself, with its reason.
-    "cluster",
-];
+impl SuiteArgs {
+    /// The `crest run` flags the suite was given, as one set (no load flags: each test
+    /// sets its own).
+    fn run_args(&self) -> RunArgs {
+        RunArgs {
+            target: self.target.clone(),
+            fleet: self.fleet.clone(),
+            pace: self.pace.clone(),
+            load: crest::cli::LoadArgs::default(),
+        }
+    }
+}
+
+/// A `crest run` load flag given to `crest suite` (clap refuses it as unknown there): the
+/// suite's one line for it, naming the valkey-benchmark flags to use instead.
+fn suite_load_flag(e: &clap::Error) -> Option<String> {
+    use clap::Args as _;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(given)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let name = given.trim_start_matches('-').split('=').next()?.to_string();
+    let load = crest::cli::LoadArgs::augment_args(clap::Command::new("load"));
+    let known = load
+        .get_arguments()
+        .any(|a| a.get_long() == Some(name.as_str()));
+    known.then(|| {
+        format!(
+            "--{name}: crest suite sets it for each test; give valkey-benchmark's -n -c -P -d -r -t instead"
+        )
+    })
+}
 
 /// `2%`, `2` (percent) or `0.5%` as a fraction.
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -287,32 +281,19 @@ fn main() -> ExitCode {
             })
             .collect();
     }
-    let mut suite_refused = Vec::new();
-    if let Ok(m) = &matches
-        && let Some(c) = m.subcommand_matches("suite")
-    {
-        suite_refused = c
-            .ids()
-            .map(|id| id.as_str().to_string())
-            .filter(|id| {
-                !id.starts_with(|ch: char| ch.is_ascii_uppercase())
-                    && id.len() > 1
-                    && !matches!(id.as_str(), "csv" | "suite" | "pipe")
-                    && !SUITE_RUN_FLAGS.contains(&id.as_str())
-                    && c.value_source(id) == Some(ValueSource::CommandLine)
-            })
-            .collect();
-    }
-    if let Some(f) = suite_refused.first() {
-        return usage(format!(
-            "--{}: crest suite sets it for each test; give valkey-benchmark's -n -c -P -d -r -t instead",
-            f.replace('_', "-")
-        ));
-    }
+    // The subcommand is the first word that is not an option.
+    let in_suite = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .as_deref()
+        == Some("suite");
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(c) => c,
         // Help and version go to stdout as clap writes them; every error is one line.
         Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) if in_suite => {
+            return usage(suite_load_flag(&e).unwrap_or_else(|| crest::cli::clap_line(&e)));
+        }
         Err(e) => return usage(crest::cli::clap_line(&e)),
     };
     tracing_subscriber::fmt()
@@ -489,18 +470,11 @@ async fn signals() {
 
 /// `crest relay`: until Ctrl-C or SIGTERM.
 async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
-    use crest_engine::control_tls::ServerFiles;
     let tls = match args.upstream.load_given() {
         Ok(t) => t,
         Err(e) => return Ok(usage(e)),
     };
-    let serve_tls = match (ServerFiles {
-        cert: args.control_cert.clone(),
-        key: args.control_key.clone(),
-        client_ca: args.control_client_ca.clone(),
-    })
-    .load()
-    {
+    let serve_tls = match args.downstream.load() {
         Ok(t) => t,
         Err(e) => return Ok(usage(e)),
     };
@@ -510,7 +484,7 @@ async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
     }
     match crest_engine::control_tls::plaintext_rule(
         &args.coordinator,
-        !args.token.is_empty(),
+        !args.token.secret.is_empty(),
         args.insecure,
     ) {
         Ok(None) => {}
@@ -534,7 +508,7 @@ async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
         tls,
         serve_tls,
         workers: args.workers as usize,
-        token: args.token,
+        token: args.token.secret,
         name: args.name.unwrap_or_else(|| format!("relay-{host}")),
         host,
     };
@@ -565,7 +539,7 @@ async fn compare_cmd(
     targets: Vec<String>,
     run_flags: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
-    let out = args.run.out.clone();
+    let out = args.run.pace.out.clone();
     let comparison = if args.reports.is_empty() {
         let plan = match compare::parse_targets(&targets) {
             Ok(t) => compare::Plan {
@@ -647,10 +621,10 @@ async fn search_cmd(args: SearchArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Ok(usage(e)),
     };
     for (given, flag) in [
-        (args.run.rate.is_some(), "--rate"),
-        (args.run.duration.is_some(), "--duration"),
-        (args.run.stages.is_some(), "--stages"),
-        (args.run.requests.is_some(), "--requests"),
+        (args.run.pace.rate.is_some(), "--rate"),
+        (args.run.load.duration.is_some(), "--duration"),
+        (args.run.load.stages.is_some(), "--stages"),
+        (args.run.load.requests.is_some(), "--requests"),
     ] {
         if given {
             return Ok(usage(format!(
@@ -683,11 +657,11 @@ async fn search_cmd(args: SearchArgs) -> anyhow::Result<ExitCode> {
         error_budget: args.error_budget,
         probe_window: args.probe_window,
         window: args.window,
-        warmup: args.run.warmup.unwrap_or(Duration::from_secs(1)),
+        warmup: args.run.load.warmup.unwrap_or(Duration::from_secs(1)),
         between: args.between,
         lag_limit_us: args.lag_limit.as_secs_f64() * 1e6,
     };
-    let out = args.run.out.clone();
+    let out = args.run.pace.out.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         first_signal().await;
@@ -725,9 +699,9 @@ async fn search_cmd(args: SearchArgs) -> anyhow::Result<ExitCode> {
 async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
     use crest::suite::Suite;
     let mut probe = args.clone();
-    probe.rate = Some(crest::config::RateArg::Max);
-    probe.requests = Some(1);
-    probe.out = None;
+    probe.pace.rate = Some(crest::config::RateArg::Max);
+    probe.load.requests = Some(1);
+    probe.pace.out = None;
     let cfg = to_config(probe).map_err(|e| e.to_string())?;
     if cfg.target.is_none() {
         return Ok(Suite::Redis70);
@@ -756,7 +730,7 @@ async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
 /// `crest suite`.
 async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     use crest::suite;
-    if args.run.cluster {
+    if args.target.cluster {
         return Ok(usage(
             "--cluster: the suite's keys are valkey-benchmark's literal names, which live on one node; give one node as --target",
         ));
@@ -769,7 +743,7 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     }
     let which = match args.suite {
         Some(s) => s,
-        None => match detect_suite(&args.run).await {
+        None => match detect_suite(&args.run_args()).await {
             Ok(s) => s,
             Err(e) => return Ok(usage(e)),
         },
@@ -779,7 +753,7 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
         Ok(t) => t,
         Err(e) => return Ok(usage(e)),
     };
-    let rate = match args.run.rate {
+    let rate = match args.pace.rate {
         Some(crest::config::RateArg::Rps(r)) => Some(r),
         _ => None,
     };
@@ -791,7 +765,7 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
         random: args.r,
         rate,
     };
-    let out = args.run.out.clone();
+    let out = args.pace.out.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         first_signal().await;
@@ -802,21 +776,21 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     }
     let (quiet, csv) = (args.q, args.csv);
     let shown = plan.clone();
-    let mut base = args.run;
-    base.out = None;
+    let mut base = args.run_args();
+    base.pace.out = None;
     // Without --target every test would start its own built-in target, empty: one for
     // the whole suite keeps what each test leaves for the next (as a server does).
-    if base.target.is_none() && base.workers.is_some() {
+    if base.target.target.is_none() && base.fleet.workers.is_some() {
         return Ok(usage(
             "--workers: remote workers cannot reach a suite's built-in target on this machine's loopback; give --target",
         ));
     }
-    if base.target.is_none() {
+    if base.target.target.is_none() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = l.local_addr()?;
         tokio::spawn(crest_sink::serve(l, std::future::pending::<()>()));
         eprintln!("crest: no --target given: the suite runs against the built-in target on {addr}");
-        base.target = Some(addr.to_string());
+        base.target.target = Some(addr.to_string());
     }
     let outcomes = match suite::run(base, &plan, out.clone(), rx, |o| {
         let text = if csv {
@@ -868,4 +842,36 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of every subcommand (unique ids, conflicts naming real flags,
+    /// groups flattened once): a mistake here would panic the first user who asks.
+    #[test]
+    fn every_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// A load flag given to the suite gets the suite's line; other unknown flags do not.
+    #[test]
+    fn the_suite_names_the_load_flags_it_sets_itself() {
+        let refuse = |args: &[&str]| {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            suite_load_flag(&e)
+        };
+        let line = refuse(&["crest", "suite", "--duration", "5s"]).unwrap();
+        assert!(
+            line.starts_with("--duration: crest suite sets it for each test"),
+            "{line}"
+        );
+        assert!(
+            refuse(&["crest", "suite", "--connections=3"])
+                .unwrap()
+                .starts_with("--connections:")
+        );
+        assert_eq!(refuse(&["crest", "suite", "--nonsense"]), None);
+    }
 }

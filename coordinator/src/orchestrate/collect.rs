@@ -528,9 +528,18 @@ mod tests {
 
     fn cfg() -> RunConfig {
         let mut c = to_config(RunArgs {
-            target: Some("127.0.0.1:1".into()),
-            rate: Some(RateArg::Rps(100.0)),
-            duration: Some(Duration::from_secs(2)),
+            target: crate::cli::TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: crate::cli::PaceArgs {
+                rate: Some(RateArg::Rps(100.0)),
+                ..Default::default()
+            },
+            load: crate::cli::LoadArgs {
+                duration: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .unwrap();

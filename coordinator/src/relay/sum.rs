@@ -323,9 +323,18 @@ mod tests {
 
     fn books(workers: usize, intervals: u32) -> RunBooks {
         let c = to_config(RunArgs {
-            target: Some("127.0.0.1:1".into()),
-            rate: Some(RateArg::Rps(10.0)),
-            duration: Some(Duration::from_secs(u64::from(intervals))),
+            target: crate::cli::TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: crate::cli::PaceArgs {
+                rate: Some(RateArg::Rps(10.0)),
+                ..Default::default()
+            },
+            load: crate::cli::LoadArgs {
+                duration: Some(Duration::from_secs(u64::from(intervals))),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .unwrap();

@@ -35,8 +35,8 @@ struct Args {
     #[arg(long, env = "CREST_NAME")]
     name: Option<String>,
     /// Shared secret the coordinator requires.
-    #[arg(long, env = "CREST_TOKEN", default_value = "", hide_env_values = true)]
-    token: String,
+    #[command(flatten)]
+    token: control_tls::Token,
 }
 
 fn main() -> ExitCode {
@@ -73,7 +73,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    match control_tls::plaintext_rule(&args.coordinator, !args.token.is_empty(), args.insecure) {
+    match control_tls::plaintext_rule(
+        &args.coordinator,
+        !args.token.secret.is_empty(),
+        args.insecure,
+    ) {
         Ok(None) => {}
         Ok(Some(warning)) => tracing::warn!("{warning}"),
         Err(line) => {
@@ -88,7 +92,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         coordinator: args.coordinator,
         name: args.name.unwrap_or_else(|| host.clone()),
         host,
-        token: args.token,
+        token: args.token.secret,
         cores,
         once: false,
         tls,
@@ -117,5 +121,17 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own checks of the command line (unique ids, flattened groups).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
     }
 }
