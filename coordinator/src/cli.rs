@@ -326,11 +326,6 @@ pub fn clap_line(e: &clap::Error) -> String {
     }
 }
 
-/// Most timeline rows one run may have (`--duration` / `--interval`): a row is ~0.3 KB in
-/// memory and in report.json, so this keeps both to a few hundred MB (11 days at 1 s,
-/// 2.7 hours at 10 ms).
-pub const MAX_ROWS: u64 = 1_000_000;
-
 /// `--resp`: 2 or 3.
 fn parse_resp(s: &str) -> Result<Resp, String> {
     s.trim()
@@ -705,24 +700,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let warmup = bounded("--warmup", warmup, Duration::ZERO, limits::MAX_WARMUP)?;
     let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
     let interval = a.pace.interval.unwrap_or(defaults::INTERVAL);
-    if interval < Duration::from_millis(10) || interval > Duration::from_secs(60) {
-        return Err(err(
-            "--interval",
-            format!("{interval:?}"),
-            "must be 10ms to 60s",
-        ));
-    }
-    let rows = duration.as_nanos() / interval.as_nanos().max(1);
-    if rows > MAX_ROWS as u128 {
-        return Err(err(
-            "--interval",
-            humantime::format_duration(interval),
-            format!(
-                "a {} run would have {rows} timeline rows, at most {MAX_ROWS} (every row is kept for the report); give a longer --interval",
-                humantime::format_duration(duration)
-            ),
-        ));
-    }
+    config::check_span(duration, interval)?;
     let cfg_token_empty = a.fleet.token.secret.is_empty();
     let cfg = RunConfig {
         target,

@@ -162,7 +162,7 @@ pub async fn run_all(
         }
         configs.push(cfg);
     }
-    let seed = base.pace.seed.unwrap_or(0);
+    let seed = configs.first().map_or(0, |c| c.seed);
     let sequence = order(plan.targets.len(), plan.runs);
     let mut arms: Vec<Arm> = plan
         .targets
@@ -183,14 +183,12 @@ pub async fn run_all(
             break;
         }
         let (label, addr) = &plan.targets[k];
-        let mut a = base.clone();
-        a.target.target = Some(addr.clone());
-        a.pace.seed = Some(seed);
         let dir = out
             .as_ref()
             .map(|d| d.join("runs").join(format!("{:02}-{label}", i + 1)));
-        a.pace.out.clone_from(&dir);
-        let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
+        // Each target's configuration was made and checked once, above.
+        let mut cfg = configs[k].clone();
+        cfg.out.clone_from(&dir);
         if let Some(d) = &dir {
             output::check_writable(d).map_err(CompareError::Failed)?;
         }

@@ -5,7 +5,7 @@
 
 use crest_model::convert::limits;
 use crest_model::plan::Pacer;
-use crest_model::schedule::{Arrival, Profile};
+use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::{KeyDist, ValueSizes};
 use crest_model::workload::CmdDef;
 use std::collections::BTreeMap;
@@ -275,6 +275,103 @@ impl RunConfig {
     }
 }
 
+/// Most timeline rows one run may have (`--duration` / `--interval`): a row is ~0.3 KB in
+/// memory and in report.json, so this keeps both to a few hundred MB (11 days at 1 s,
+/// 2.7 hours at 10 ms).
+pub const MAX_ROWS: u64 = 1_000_000;
+
+/// A run's measured length and interval within bounds: at most [`limits::MAX_RUN`], an
+/// interval of 10 ms to 60 s, and at most [`MAX_ROWS`] timeline rows.
+///
+/// # Errors
+/// The flag at fault (`--duration` or `--interval`) and what would be right.
+pub fn check_span(duration: Duration, interval: Duration) -> Result<(), ConfigError> {
+    if duration > limits::MAX_RUN {
+        return Err(ConfigError::new(
+            "--duration",
+            format!("{duration:?}"),
+            format!(
+                "must be at most {}",
+                humantime::format_duration(limits::MAX_RUN)
+            ),
+        ));
+    }
+    if interval < Duration::from_millis(10) || interval > Duration::from_secs(60) {
+        return Err(ConfigError::new(
+            "--interval",
+            format!("{interval:?}"),
+            "must be 10ms to 60s",
+        ));
+    }
+    let rows = duration.as_nanos() / interval.as_nanos().max(1);
+    if rows > u128::from(MAX_ROWS) {
+        return Err(ConfigError::new(
+            "--interval",
+            humantime::format_duration(interval),
+            format!(
+                "a {} run would have {rows} timeline rows, at most {MAX_ROWS} (every row is kept for the report); give a longer --interval",
+                humantime::format_duration(duration)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl RunConfig {
+    /// This plan with its one class sent at a constant `rate` for `len` (a `crest search`
+    /// window): every other setting as the flags made it. The drivers edit a checked
+    /// configuration this way instead of the flags.
+    ///
+    /// # Errors
+    /// When the plan has more than one class, or the rate or length is out of bounds.
+    pub fn at_fixed_rate(&self, rate: f64, len: Duration) -> Result<Self, ConfigError> {
+        let mut cfg = self.one_class("--rate", rate)?;
+        let segment = Segment {
+            duration_ns: u64::try_from(len.as_nanos()).unwrap_or(u64::MAX),
+            from_rps: rate,
+            to_rps: rate,
+        };
+        let profile =
+            Profile::new(vec![segment]).map_err(|e| ConfigError::new("--rate", rate, e))?;
+        cfg.classes[0].profile = Some(profile);
+        cfg.classes[0].requests = None;
+        cfg.duration = len;
+        check_span(cfg.duration, cfg.interval)?;
+        Ok(cfg)
+    }
+
+    /// This plan with its one class a closed loop of `requests` in all (a `crest suite`
+    /// test as valkey-benchmark measures it).
+    ///
+    /// # Errors
+    /// When the plan has more than one class, or `requests` is 0.
+    pub fn closed_loop_of(&self, requests: u64) -> Result<Self, ConfigError> {
+        if requests == 0 {
+            return Err(ConfigError::new("--requests", 0, "must be at least 1"));
+        }
+        let mut cfg = self.one_class("--requests", requests)?;
+        cfg.classes[0].profile = None;
+        cfg.classes[0].requests = Some(requests);
+        cfg.duration = Duration::ZERO;
+        Ok(cfg)
+    }
+
+    /// A copy, refused unless the plan has exactly one class (what `flag` drives).
+    fn one_class(&self, flag: &'static str, value: impl ToString) -> Result<Self, ConfigError> {
+        if self.classes.len() != 1 {
+            return Err(ConfigError::new(
+                flag,
+                value,
+                format!(
+                    "drives one class, and this plan has {}; give the class's settings as flags",
+                    self.classes.len()
+                ),
+            ));
+        }
+        Ok(self.clone())
+    }
+}
+
 /// Checks a class's settings that the parsers cannot check alone.
 ///
 /// # Errors
@@ -422,6 +519,68 @@ pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
+
+    fn flags(rate: RateArg) -> RunConfig {
+        to_config(RunArgs {
+            target: TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: PaceArgs {
+                rate: Some(rate),
+                seed: Some(9),
+                ..Default::default()
+            },
+            load: LoadArgs {
+                duration: Some(Duration::from_secs(3)),
+                connections: Some(7),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// A driver's edit changes the schedule and nothing else the flags set; a plan of
+    /// several classes, a nonsense rate or a run past the row cap are refused.
+    #[test]
+    fn drivers_edit_the_schedule_of_a_checked_plan() {
+        let base = flags(RateArg::Rps(100.0));
+        let w = base
+            .at_fixed_rate(2_500.0, Duration::from_millis(1_500))
+            .unwrap();
+        assert_eq!(w.duration, Duration::from_millis(1_500));
+        let p = w.classes[0].profile.as_ref().unwrap();
+        assert_eq!(p.duration_ns(), 1_500_000_000);
+        assert!((p.expected(0, 1_500_000_000) - 3_750.0).abs() < 1e-6);
+        assert_eq!((w.seed, w.classes[0].connections), (9, 7));
+        assert_eq!(w.classes[0].mix, base.classes[0].mix);
+        assert!(
+            base.at_fixed_rate(f64::NAN, Duration::from_secs(1))
+                .is_err()
+        );
+        let e = base
+            .at_fixed_rate(1.0, Duration::from_secs(400 * 24 * 3600))
+            .unwrap_err();
+        assert_eq!(e.flag, "--duration");
+
+        let closed = base.closed_loop_of(1_000).unwrap();
+        assert!(closed.closed_loop());
+        assert_eq!(
+            (closed.classes[0].requests, closed.duration),
+            (Some(1_000), Duration::ZERO)
+        );
+        assert_eq!(closed.closed_loop_of(0).unwrap_err().flag, "--requests");
+        // And back: a closed loop made open again has its rate and no budget.
+        let open = closed.at_fixed_rate(10.0, Duration::from_secs(1)).unwrap();
+        assert_eq!(open.classes[0].requests, None);
+
+        let mut two = base.clone();
+        two.classes.push(two.classes[0].clone());
+        let e = two.at_fixed_rate(10.0, Duration::from_secs(1)).unwrap_err();
+        assert!(e.why.contains("this plan has 2"), "{e}");
+    }
 
     #[test]
     fn parsers_accept_the_usual_spellings() {

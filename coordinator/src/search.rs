@@ -406,18 +406,27 @@ pub async fn run(
     if let Some(dir) = &out {
         output::check_writable(dir).map_err(CompareError::Usage)?;
     }
+    for (flag, given) in [
+        ("--rate-scale", args.load.rate_scale.is_some()),
+        ("--time-scale", args.load.time_scale.is_some()),
+    ] {
+        if given {
+            return Err(CompareError::Usage(format!(
+                "{flag}: crest search sets each window's rate and length itself; leave it out"
+            )));
+        }
+    }
     let mut base = args;
     if plan.between == Between::Prefill {
         base.load.prefill = true;
     }
     base.load.warmup = Some(plan.warmup);
-    // Checked once before any load, at the highest rate it may ask for.
-    let mut probe_args = base.clone();
-    probe_args.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
-    probe_args.load.duration = Some(plan.window);
-    probe_args.pace.out = None;
-    let cfg = to_config(probe_args).map_err(|e| CompareError::Usage(e.to_string()))?;
-    let seed = cfg.seed;
+    // Checked once before any load, at the highest rate it may ask for; each window is
+    // this configuration at its own rate and length (the seed drawn here for all).
+    base.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
+    base.load.duration = Some(plan.window);
+    base.pace.out = None;
+    let cfg = to_config(base).map_err(|e| CompareError::Usage(e.to_string()))?;
     let target = cfg.target.clone().unwrap_or_else(|| "builtin".into());
     let mut s = Search {
         target,
@@ -437,21 +446,19 @@ pub async fn run(
     };
     let loosest = plan.slos.iter().map(|s| s.limit_us).fold(0.0, f64::max);
     let window = |rate: f64, phase: &'static str, s: &mut Search| {
-        let mut a = base.clone();
-        a.pace.rate = Some(crate::config::RateArg::Rps(rate));
-        a.pace.seed = Some(seed);
         let n = s.probes.len() + 1;
         let dir = out
             .as_ref()
             .map(|d| d.join("probes").join(format!("{n:02}-{rate:.0}")));
-        a.pace.out.clone_from(&dir);
         let len = if phase == "climb" {
             plan.probe_window
         } else {
             plan.window
         };
-        a.load.duration = Some(len);
-        (a, dir, n, len)
+        let mut window = cfg.at_fixed_rate(rate, len)?;
+        window.out.clone_from(&dir);
+        window.quiet = true;
+        Ok::<_, crate::config::ConfigError>((window, dir, n, len))
     };
     let mut lo: Option<f64> = None;
     let mut hi: Option<f64> = None;
@@ -467,9 +474,8 @@ pub async fn run(
             s.outcome = format!("stopped after {MAX_WINDOWS} windows");
             break;
         }
-        let (a, dir, n, _) = window(rate, phase, &mut s);
-        let mut cfg = to_config(a).map_err(|e| CompareError::Usage(e.to_string()))?;
-        cfg.quiet = true;
+        let (cfg, dir, n, _) =
+            window(rate, phase, &mut s).map_err(|e| CompareError::Usage(e.to_string()))?;
         if let Some(d) = &dir {
             output::check_writable(d).map_err(CompareError::Failed)?;
         }

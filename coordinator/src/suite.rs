@@ -395,41 +395,22 @@ pub async fn run(
             "-c 0: give at least one client (connection)".into(),
         ));
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let base = base_config(base, plan)?;
     let mut outcomes = Vec::new();
     for (i, test) in plan.tests.iter().enumerate() {
         if *interrupt.borrow() {
             break;
         }
-        let mut a = base.clone();
-        a.load.command = Some(test.command.clone());
-        a.load.connections = Some(plan.clients);
-        a.load.pipeline = Some(plan.pipeline);
-        a.load.keys = Some(plan.random.unwrap_or(1));
-        a.fleet.threads = Some(
-            a.fleet
-                .threads
-                .unwrap_or(cores)
-                .min(plan.clients as usize)
-                .max(1),
-        );
-        match plan.rate {
-            None => {
-                a.pace.rate = Some(RateArg::Max);
-                a.load.requests = Some(plan.requests);
-            }
-            Some(r) => {
-                a.pace.rate = Some(RateArg::Rps(r));
-                a.load.duration =
-                    Some(std::time::Duration::from_secs_f64(plan.requests as f64 / r));
-            }
-        }
-        a.pace.out = out
+        let mut cfg = base.clone();
+        let class = &mut cfg.classes[0];
+        class.mix = vec![(test.command.clone(), 1)];
+        crate::config::check_class(class, true).map_err(|mut e| {
+            e.flag = "--command";
+            CompareError::Usage(format!("{}: {e}", test.title))
+        })?;
+        cfg.out = out
             .as_ref()
             .map(|d| d.join(format!("{:02}-{}", i + 1, test.name)));
-        let mut cfg = crate::cli::to_config(a)
-            .map_err(|e| CompareError::Usage(format!("{}: {e}", test.title)))?;
-        cfg.quiet = true;
         if let Some(d) = &cfg.out {
             crate::output::check_writable(d).map_err(CompareError::Usage)?;
         }
@@ -444,6 +425,45 @@ pub async fn run(
         }
     }
     Ok(outcomes)
+}
+
+/// The configuration every test shares, made and checked once from the user's flags:
+/// the clients, pipeline and keyspace, one shard per client at most, and the closed loop
+/// of `-n` requests (or the open loop at `--rate` for as long as `-n` takes). Each test
+/// then sets only its command.
+fn base_config(mut base: RunArgs, plan: &Plan) -> Result<crate::config::RunConfig, CompareError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let first = plan.tests.first();
+    base.load.command = first.map(|t| t.command.clone());
+    base.load.connections = Some(plan.clients);
+    base.load.pipeline = Some(plan.pipeline);
+    base.load.keys = Some(plan.random.unwrap_or(1));
+    let threads = base.fleet.threads.unwrap_or(cores);
+    base.fleet.threads = Some(threads.min(plan.clients as usize).max(1));
+    match plan.rate {
+        None => {
+            base.pace.rate = Some(RateArg::Max);
+            base.load.requests = Some(plan.requests);
+        }
+        Some(r) => {
+            base.pace.rate = Some(RateArg::Rps(r));
+            let secs = plan.requests as f64 / r;
+            let len = std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+                CompareError::Usage(format!(
+                    "--rate {r}: {} requests at that rate take too long; give a higher rate or a smaller -n",
+                    plan.requests
+                ))
+            })?;
+            base.load.duration = Some(len);
+        }
+    }
+    base.pace.out = None;
+    // Said as the first test's, as it would be by the first test to run.
+    let title = first.map_or("", |t| t.title.as_str());
+    let mut cfg =
+        crate::cli::to_config(base).map_err(|e| CompareError::Usage(format!("{title}: {e}")))?;
+    cfg.quiet = true;
+    Ok(cfg)
 }
 
 #[cfg(test)]

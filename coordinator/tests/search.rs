@@ -196,6 +196,10 @@ fn bad_search_input_is_one_line_naming_the_flag() {
         "--rate: crest search sets each window's rate and length",
     );
     crest_fails(
+        &["search", "--slo", "p99<=1ms", "--rate-scale", "0.5"],
+        "--rate-scale: crest search sets each window's rate and length itself",
+    );
+    crest_fails(
         &["search", "--slo", "p99<=1ms", "--min", "0"],
         "--min 0 --max 1000000: give 0 < min ≤ max",
     );
