@@ -14,9 +14,10 @@
 //!    target's `INFO` sampled at every interval boundary), [`output`] (the report's files
 //!    in `--out`), [`merge`] (the books: each interval merged once every worker sent it,
 //!    totals, per-worker books, timeline rows), [`progress`] (the live line),
-//!    [`orchestrate`] (the lifecycle behind `run(config, listener, shutdown)`: wait,
-//!    clock offsets, plan, prefill, warm-up, measured phase with runtime steering and
-//!    checkpoints, lost workers; each finalized row published on a `watch`), [`build`]
+//!    [`orchestrate`] (the lifecycle behind `run(config, listener, shutdown)` as phases:
+//!    target, fleet (wait, clock offsets), prefill, measured phase (warm-up, collection
+//!    with runtime steering, checkpoints and lost workers; each finalized row published on
+//!    a `watch`), results), [`build`]
 //!    (results → [`crest_report::Report`]).
 //! 3. **Drivers** — commands built on whole runs: [`compare`] (targets under one plan
 //!    and seed, runs interleaved; the shared runner `run_one`), [`search`] (the knee:
