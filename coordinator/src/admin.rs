@@ -386,86 +386,8 @@ struct Exported(Board);
 impl prometheus_client::collector::Collector for Exported {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let b = &self.0;
-        type Labels = Vec<(&'static str, String)>;
-        let counter = |enc: &mut DescriptorEncoder<'_>,
-                       name: &str,
-                       help: &str,
-                       rows: &[(Labels, u64)]|
-         -> Result<(), std::fmt::Error> {
-            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (labels, v) in rows {
-                ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
-            }
-            Ok(())
-        };
-        let cmd = |c: &Counters| vec![("class", c.class.clone()), ("command", c.command.clone())];
-        for (name, help, get) in [
-            (
-                "crest_requests_scheduled",
-                "Requests the open-loop schedule (or the closed loop) created, every worker.",
-                (|c: &Counters| c.scheduled) as fn(&Counters) -> u64,
-            ),
-            (
-                "crest_requests_sent",
-                "Requests written to the target.",
-                |c| c.sent,
-            ),
-            (
-                "crest_requests_completed",
-                "Requests answered with a non-error reply.",
-                |c| c.completed,
-            ),
-        ] {
-            let rows: Vec<_> = b.counters.iter().map(|c| (cmd(c), get(c))).collect();
-            counter(&mut enc, name, help, &rows)?;
-        }
-        let errors: Vec<_> = b
-            .counters
-            .iter()
-            .flat_map(|c| {
-                c.errors.iter().map(move |(k, n)| {
-                    let mut l = cmd(c);
-                    l.push(("kind", k.clone()));
-                    (l, *n)
-                })
-            })
-            .collect();
-        counter(
-            &mut enc,
-            "crest_request_errors",
-            "Failed requests by kind (server error words, timeout, disconnected, ...).",
-            &errors,
-        )?;
-        {
-            let mut m = enc.encode_descriptor(
-                "crest_latency_seconds",
-                "Latency from the intended send time, every worker merged (exact HDR histograms binned at scrape time).",
-                None,
-                MetricType::Histogram,
-            )?;
-            for h in &b.latency {
-                let mut bounds: Vec<(f64, u64)> = BUCKETS_S
-                    .iter()
-                    .copied()
-                    .zip(h.buckets.iter().copied())
-                    .collect();
-                bounds.push((f64::MAX, h.buckets.last().copied().unwrap_or(0)));
-                let labels = vec![("class", h.class.clone())];
-                m.encode_family(&labels)?
-                    .encode_histogram::<()>(h.sum_s, h.count, &bounds, None)?;
-            }
-        }
-        let gauge = |enc: &mut DescriptorEncoder<'_>,
-                     name: &str,
-                     help: &str,
-                     rows: &[(Labels, f64)]|
-         -> Result<(), std::fmt::Error> {
-            let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for (labels, v) in rows {
-                ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
-            }
-            Ok(())
-        };
+        requests(b, &mut enc)?;
+        latency(b, &mut enc)?;
         let rates: Vec<_> = b
             .rates
             .iter()
@@ -478,48 +400,7 @@ impl prometheus_client::collector::Collector for Exported {
             &rates,
         )?;
         if let Some(p) = &b.last_interval {
-            let q = |q: &str, v: f64| (vec![("quantile", q.to_string())], v / 1e6);
-            gauge(
-                &mut enc,
-                "crest_interval_latency_seconds",
-                "The last finished interval's exact latency quantiles, every worker merged.",
-                &[
-                    q("0.5", p.latency_us.p50),
-                    q("0.99", p.latency_us.p99),
-                    q("0.999", p.latency_us.p999),
-                ],
-            )?;
-            let one = |v: f64| [(Labels::new(), v)];
-            gauge(
-                &mut enc,
-                "crest_interval_achieved_rate",
-                "The last finished interval's non-error replies per second.",
-                &one(p.achieved_rate),
-            )?;
-            gauge(
-                &mut enc,
-                "crest_interval_schedule_lag_p99_seconds",
-                "The last finished interval's schedule lag p99.",
-                &one(p.schedule_lag_p99_us / 1e6),
-            )?;
-            gauge(
-                &mut enc,
-                "crest_interval_generator_bound",
-                "1 when the generator, not the server, limited the last finished interval.",
-                &one(if p.generator_bound { 1.0 } else { 0.0 }),
-            )?;
-            gauge(
-                &mut enc,
-                "crest_interval_off_pace",
-                "1 when the last finished interval's schedule lag p99 passed the pacer's bound (the report's off_pace says why).",
-                &one(if p.off_pace.is_some() { 1.0 } else { 0.0 }),
-            )?;
-            gauge(
-                &mut enc,
-                "crest_interval_shard_preemptions",
-                "Times the scheduler gave a shard's core to another thread in the last finished interval, every shard summed.",
-                &one(p.preemptions as f64),
-            )?;
+            last_interval(p, &mut enc)?;
         }
         let alive = b.workers.iter().filter(|w| w.lost.is_none()).count();
         gauge(
@@ -536,6 +417,151 @@ impl prometheus_client::collector::Collector for Exported {
         )?;
         Ok(())
     }
+}
+
+/// A metric's labels.
+type Labels = Vec<(&'static str, String)>;
+
+/// One counter family, a value per label set.
+fn counter(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in rows {
+        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// One gauge family, a value per label set.
+fn gauge(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, f64)],
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in rows {
+        ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// The request counters per class and command: scheduled, sent, completed, errors by kind.
+fn requests(b: &Board, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+    let cmd = |c: &Counters| vec![("class", c.class.clone()), ("command", c.command.clone())];
+    for (name, help, get) in [
+        (
+            "crest_requests_scheduled",
+            "Requests the open-loop schedule (or the closed loop) created, every worker.",
+            (|c: &Counters| c.scheduled) as fn(&Counters) -> u64,
+        ),
+        (
+            "crest_requests_sent",
+            "Requests written to the target.",
+            |c| c.sent,
+        ),
+        (
+            "crest_requests_completed",
+            "Requests answered with a non-error reply.",
+            |c| c.completed,
+        ),
+    ] {
+        let rows: Vec<_> = b.counters.iter().map(|c| (cmd(c), get(c))).collect();
+        counter(enc, name, help, &rows)?;
+    }
+    let errors: Vec<_> = b
+        .counters
+        .iter()
+        .flat_map(|c| {
+            c.errors.iter().map(move |(k, n)| {
+                let mut l = cmd(c);
+                l.push(("kind", k.clone()));
+                (l, *n)
+            })
+        })
+        .collect();
+    counter(
+        enc,
+        "crest_request_errors",
+        "Failed requests by kind (server error words, timeout, disconnected, ...).",
+        &errors,
+    )
+}
+
+/// Each class's latency histogram, binned at scrape time.
+fn latency(b: &Board, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(
+        "crest_latency_seconds",
+        "Latency from the intended send time, every worker merged (exact HDR histograms binned at scrape time).",
+        None,
+        MetricType::Histogram,
+    )?;
+    for h in &b.latency {
+        let mut bounds: Vec<(f64, u64)> = BUCKETS_S
+            .iter()
+            .copied()
+            .zip(h.buckets.iter().copied())
+            .collect();
+        bounds.push((f64::MAX, h.buckets.last().copied().unwrap_or(0)));
+        let labels = vec![("class", h.class.clone())];
+        m.encode_family(&labels)?
+            .encode_histogram::<()>(h.sum_s, h.count, &bounds, None)?;
+    }
+    Ok(())
+}
+
+/// The last finished interval's gauges: latency quantiles, rate, lag, the verdicts.
+fn last_interval(
+    p: &crest_report::TimelinePoint,
+    enc: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    let q = |q: &str, v: f64| (vec![("quantile", q.to_string())], v / 1e6);
+    gauge(
+        enc,
+        "crest_interval_latency_seconds",
+        "The last finished interval's exact latency quantiles, every worker merged.",
+        &[
+            q("0.5", p.latency_us.p50),
+            q("0.99", p.latency_us.p99),
+            q("0.999", p.latency_us.p999),
+        ],
+    )?;
+    let one = |v: f64| [(Labels::new(), v)];
+    let flag = |on: bool| if on { 1.0 } else { 0.0 };
+    for (name, help, v) in [
+        (
+            "crest_interval_achieved_rate",
+            "The last finished interval's non-error replies per second.",
+            p.achieved_rate,
+        ),
+        (
+            "crest_interval_schedule_lag_p99_seconds",
+            "The last finished interval's schedule lag p99.",
+            p.schedule_lag_p99_us / 1e6,
+        ),
+        (
+            "crest_interval_generator_bound",
+            "1 when the generator, not the server, limited the last finished interval.",
+            flag(p.generator_bound),
+        ),
+        (
+            "crest_interval_off_pace",
+            "1 when the last finished interval's schedule lag p99 passed the pacer's bound (the report's off_pace says why).",
+            flag(p.off_pace.is_some()),
+        ),
+        (
+            "crest_interval_shard_preemptions",
+            "Times the scheduler gave a shard's core to another thread in the last finished interval, every shard summed.",
+            p.preemptions as f64,
+        ),
+    ] {
+        gauge(enc, name, help, &one(v))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

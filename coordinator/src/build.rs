@@ -41,10 +41,123 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         Target::Rate((0..cfg.classes.len()).filter_map(asked).sum::<f64>() / duration_s)
     };
     let all = &results.totals;
+    let (workers, mut problems, in_flight, unsent) = worker_rows(&results);
+    // Taken, not copied: the one part of the results that grows with the run's length.
+    let timeline = std::mem::take(&mut results.timeline);
+    let classes: BTreeMap<String, ClassReport> = cfg
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let by = merge::of_class(all, &c.name);
+            let t = class_target(i);
+            let sum = merge::sum(by.values());
+            let pushes = merge::class_pushes(members.iter().map(|m| &m.books), &c.name);
+            (
+                c.name.clone(),
+                ClassReport {
+                    summary: Summary::of(&sum, t, duration_s),
+                    commands: commands(&by, &c.weights(), t, duration_s),
+                    resp: cfg.session.resp.version(),
+                    pushes: pushes.0,
+                    invalidations: pushes.1,
+                    histograms: Histograms::of(&sum),
+                },
+            )
+        })
+        .collect();
+    let total = merge::all_commands(all);
+    let nodes = merge::nodes(members.iter().map(|m| &m.books));
+    let cluster = cfg.cluster == crest_model::target::ClusterMode::On
+        || nodes.len() > 1
+        || nodes
+            .iter()
+            .any(|n| n.slots != u32::from(crest_model::slot::SLOTS));
+    let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
+    let server = server_report(cfg, &results, &timeline, &commands, cluster);
+    let (server, server_problem) = match server {
+        Some((r, p)) => (Some(r), p),
+        None => (None, None),
+    };
+    let server_agrees = server.as_ref().and_then(|s| s.agrees);
+    let server_stats = match (&results.server, &server) {
+        (ServerStats::Sampled(_), None) => {
+            "unavailable: no sample before and after the load".into()
+        }
+        (s, _) => s.word(),
+    };
+    problems.extend(server_problem);
+    let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
+    let complete = !results.interrupted && !members.iter().any(|m| m.lost()) && problems.is_empty();
+    Report {
+        schema_version: SCHEMA_VERSION,
+        complete,
+        interrupted: results.interrupted,
+        run_id: results.run_id.clone(),
+        crest_version: env!("CARGO_PKG_VERSION").into(),
+        target: if results.builtin_target {
+            "builtin".into()
+        } else {
+            cfg.target.clone().unwrap_or_default()
+        },
+        auth: cfg.session.login.is_some(),
+        user: cfg.session.login.as_ref().map(|l| l.user.clone()),
+        db: cfg.session.db,
+        tls: tls_report(cfg, &results),
+        resp: cfg.session.resp.version(),
+        tracking: cfg.session.tracking,
+        cluster,
+        nodes: crest_report::NodeReport::all(&nodes, total.completed),
+        started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
+        duration_s,
+        arrival: match cfg.arrival {
+            Arrival::Uniform => "uniform",
+            Arrival::Poisson => "poisson",
+        }
+        .into(),
+        settings: Settings {
+            classes: class_settings(cfg, &class_target),
+            pacer: pacer_word(cfg.pacer),
+            lag_bound_us: cfg.pacer.lag_bound_ns() as f64 / 1e3,
+            timeout_s: cfg.timeout.as_secs_f64(),
+            drain_s: cfg.drain.as_secs_f64(),
+            warmup_s: cfg.warmup.as_secs_f64(),
+            interval_s: cfg.interval.as_secs_f64(),
+            seed: cfg.seed.to_string(),
+            backlog_limit: cfg.backlog_limit,
+        },
+        workers,
+        totals: Totals {
+            summary: Summary::of(&total, target, duration_s),
+            in_flight,
+            unsent,
+            generator_cpu_s: (timeline.iter().map(|p| p.generator_cpu_s).sum::<f64>() * 1e3)
+                .round()
+                / 1e3,
+            busiest_shard: timeline.iter().map(|p| p.busiest_shard).fold(0.0, f64::max),
+            histograms: Histograms::of(&total),
+        },
+        commands,
+        classes,
+        checks: checks(&timeline, problems, results.late_intervals, server_agrees),
+        server_stats,
+        server,
+        checkpoints: results.checkpoints.clone(),
+        changes: results.changes.clone(),
+        stopped_by: results.stopped_by.map(String::from),
+        timeline,
+        connection_errors: error_map(&conn_errors),
+        error_messages: results.error_messages.iter().cloned().collect(),
+    }
+}
+
+/// Each worker's row, the books' self-check problems, and the requests left in flight and
+/// never sent across the fleet.
+fn worker_rows(results: &RunResults) -> (Vec<WorkerReport>, Vec<String>, u64, u64) {
     let mut problems = Vec::new();
     let mut workers = Vec::new();
     let (mut in_flight, mut unsent) = (0, 0);
-    for m in members {
+    for m in &results.workers {
         let missing = match (&m.lost_reason, results.interrupted) {
             (Some(r), _) => r.as_str(),
             (None, true) => "the run was interrupted",
@@ -78,216 +191,136 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
             histograms: all.map(Histograms::of),
         });
     }
-    // Taken, not copied: the one part of the results that grows with the run's length.
-    let timeline = std::mem::take(&mut results.timeline);
-    let classes: BTreeMap<String, ClassReport> = cfg
-        .classes
+    (workers, problems, in_flight, unsent)
+}
+
+/// The server's side of the report from its `INFO` samples, beside the books' counts
+/// (None: no samples, or not enough of them).
+fn server_report(
+    cfg: &RunConfig,
+    results: &RunResults,
+    timeline: &[crest_report::TimelinePoint],
+    commands: &BTreeMap<String, Summary>,
+    cluster: bool,
+) -> Option<(series::ServerReport, Option<String>)> {
+    let ServerStats::Sampled(samples) = &results.server else {
+        return None;
+    };
+    let first_rate = timeline.first().map_or(0.0, |p| {
+        p.achieved_rate
+            .max(p.scheduled as f64 / cfg.interval.as_secs_f64().max(1e-9))
+    });
+    let sent = commands
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let by = merge::of_class(all, &c.name);
-            let t = class_target(i);
-            let sum = merge::sum(by.values());
-            let pushes = merge::class_pushes(members.iter().map(|m| &m.books), &c.name);
-            (
-                c.name.clone(),
-                ClassReport {
-                    summary: Summary::of(&sum, t, duration_s),
-                    commands: commands(&by, &c.weights(), t, duration_s),
-                    resp: cfg.session.resp.version(),
-                    pushes: pushes.0,
-                    invalidations: pushes.1,
-                    histograms: Histograms::of(&sum),
-                },
-            )
+        .map(|(name, s)| {
+            let sent = series::Sent {
+                sent: s.sent,
+                answered: s.answered(),
+            };
+            (name.clone(), sent)
         })
         .collect();
-    let total = merge::all_commands(all);
-    let nodes = merge::nodes(members.iter().map(|m| &m.books));
-    let cluster = cfg.cluster == crest_model::target::ClusterMode::On
-        || nodes.len() > 1
-        || nodes
+    let books = series::Books {
+        commands: &sent,
+        rows: timeline.len(),
+        interval_s: cfg.interval.as_secs_f64(),
+        warmup: !cfg.warmup.is_zero(),
+        in_flight_max: cfg
+            .classes
             .iter()
-            .any(|n| n.slots != u32::from(crest_model::slot::SLOTS));
-    let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
-    let server = match &results.server {
-        ServerStats::Sampled(series) => {
-            let first_rate = timeline.first().map_or(0.0, |p| {
-                p.achieved_rate
-                    .max(p.scheduled as f64 / cfg.interval.as_secs_f64().max(1e-9))
-            });
-            let sent = commands
-                .iter()
-                .map(|(name, s)| {
-                    let sent = series::Sent {
-                        sent: s.sent,
-                        answered: s.answered(),
-                    };
-                    (name.clone(), sent)
-                })
-                .collect();
-            let books = series::Books {
-                commands: &sent,
-                rows: timeline.len(),
-                interval_s: cfg.interval.as_secs_f64(),
-                warmup: !cfg.warmup.is_zero(),
-                in_flight_max: cfg
-                    .classes
-                    .iter()
-                    .map(|c| u64::from(c.connections) * u64::from(c.pipeline))
-                    .sum(),
-                first_rate,
-                cluster,
-                coordinator_calls: &results.coordinator_calls,
-            };
-            series::report(series, &books)
-        }
-        _ => None,
-    };
-    let (server, server_problem) = match server {
-        Some((r, p)) => (Some(r), p),
-        None => (None, None),
-    };
-    let server_agrees = server.as_ref().and_then(|s| s.agrees);
-    let server_stats = match (&results.server, &server) {
-        (ServerStats::Sampled(_), None) => {
-            "unavailable: no sample before and after the load".into()
-        }
-        (s, _) => s.word(),
-    };
-    problems.extend(server_problem);
-    let conn_errors = merge::connection_errors(members.iter().map(|m| &m.books));
-    let complete = !results.interrupted && !members.iter().any(|m| m.lost()) && problems.is_empty();
-    Report {
-        schema_version: SCHEMA_VERSION,
-        complete,
-        interrupted: results.interrupted,
-        run_id: results.run_id.clone(),
-        crest_version: env!("CARGO_PKG_VERSION").into(),
-        target: if results.builtin_target {
-            "builtin".into()
-        } else {
-            cfg.target.clone().unwrap_or_default()
-        },
-        auth: cfg.session.login.is_some(),
-        user: cfg.session.login.as_ref().map(|l| l.user.clone()),
-        db: cfg.session.db,
-        tls: cfg.tls.as_ref().map(|t| {
-            let h = merge::handshakes(members.iter().map(|m| &m.books)).unwrap_or_default();
-            TlsReport {
-                verify: t.verify.word().into(),
-                server_name: t.server_name.clone(),
-                ca: if t.ca_pem.is_some() { "file" } else { "system" }.into(),
-                client_certificate: t.client.is_some(),
-                version: h.version,
-                cipher: h.cipher,
-                handshakes_full: h.full,
-                handshakes_resumed: h.resumed,
-            }
-        }),
-        resp: cfg.session.resp.version(),
-        tracking: cfg.session.tracking,
+            .map(|c| u64::from(c.connections) * u64::from(c.pipeline))
+            .sum(),
+        first_rate,
         cluster,
-        nodes: crest_report::NodeReport::all(&nodes, total.completed),
-        started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
-        duration_s,
-        arrival: match cfg.arrival {
-            Arrival::Uniform => "uniform",
-            Arrival::Poisson => "poisson",
+        coordinator_calls: &results.coordinator_calls,
+    };
+    series::report(samples, &books)
+}
+
+/// The TLS the run spoke to its target, with the handshakes its workers made.
+fn tls_report(cfg: &RunConfig, results: &RunResults) -> Option<TlsReport> {
+    cfg.tls.as_ref().map(|t| {
+        let books = results.workers.iter().map(|m| &m.books);
+        let h = merge::handshakes(books).unwrap_or_default();
+        TlsReport {
+            verify: t.verify.word().into(),
+            server_name: t.server_name.clone(),
+            ca: if t.ca_pem.is_some() { "file" } else { "system" }.into(),
+            client_certificate: t.client.is_some(),
+            version: h.version,
+            cipher: h.cipher,
+            handshakes_full: h.full,
+            handshakes_resumed: h.resumed,
         }
-        .into(),
-        settings: Settings {
-            classes: cfg
-                .classes
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ClassSettings {
-                    name: c.name.clone(),
-                    rate: class_target(i),
-                    profile: c
-                        .profile
-                        .as_ref()
-                        .map(|p| {
-                            p.segments()
-                                .iter()
-                                .map(|s| ProfileSegment {
-                                    duration_s: s.duration_ns as f64 / 1e9,
-                                    from_rps: s.from_rps,
-                                    to_rps: s.to_rps,
-                                })
-                                .collect()
+    })
+}
+
+/// Each class's settings as the report echoes them; `rate` is what the class asked for.
+fn class_settings(cfg: &RunConfig, rate: &dyn Fn(usize) -> Target) -> Vec<ClassSettings> {
+    cfg.classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ClassSettings {
+            name: c.name.clone(),
+            rate: rate(i),
+            profile: c
+                .profile
+                .as_ref()
+                .map(|p| {
+                    p.segments()
+                        .iter()
+                        .map(|s| ProfileSegment {
+                            duration_s: s.duration_ns as f64 / 1e9,
+                            from_rps: s.from_rps,
+                            to_rps: s.to_rps,
                         })
-                        .unwrap_or_default(),
-                    requests: c.requests,
-                    mix: c.mix.iter().cloned().collect(),
-                    keys: c.keys,
-                    key_prefix: c.key_prefix.clone(),
-                    key_distribution: c.key_dist.to_string(),
-                    value_sizes: c.values.to_string(),
-                    connections: c.connections,
-                    pipeline: c.pipeline,
-                    ttl_s: c.ttl,
-                    batch: c.batch,
-                    prefill: c.prefill,
+                        .collect()
                 })
-                .collect(),
-            pacer: match cfg.pacer {
-                Pacer::Sleep => "sleep".to_string(),
-                Pacer::Spin => "spin".to_string(),
-                Pacer::SleepWithin(t) => format!(
-                    "sleep:{}",
-                    humantime::format_duration(std::time::Duration::from_nanos(t))
-                ),
-            },
-            lag_bound_us: cfg.pacer.lag_bound_ns() as f64 / 1e3,
-            timeout_s: cfg.timeout.as_secs_f64(),
-            drain_s: cfg.drain.as_secs_f64(),
-            warmup_s: cfg.warmup.as_secs_f64(),
-            interval_s: cfg.interval.as_secs_f64(),
-            seed: cfg.seed.to_string(),
-            backlog_limit: cfg.backlog_limit,
-        },
-        workers,
-        totals: Totals {
-            summary: Summary::of(&total, target, duration_s),
-            in_flight,
-            unsent,
-            generator_cpu_s: (timeline.iter().map(|p| p.generator_cpu_s).sum::<f64>() * 1e3)
-                .round()
-                / 1e3,
-            busiest_shard: timeline.iter().map(|p| p.busiest_shard).fold(0.0, f64::max),
-            histograms: Histograms::of(&total),
-        },
-        commands,
-        classes,
-        checks: Checks {
-            intervals_match_totals: problems.is_empty(),
-            problems,
-            generator_bound_intervals: timeline
-                .iter()
-                .filter(|p| p.generator_bound)
-                .map(|p| p.t_s)
-                .collect(),
-            connection_bound_intervals: timeline
-                .iter()
-                .filter(|p| p.bound == "connections")
-                .map(|p| p.t_s)
-                .collect(),
-            off_pace_intervals: timeline
-                .iter()
-                .filter(|p| p.off_pace.is_some())
-                .map(|p| p.t_s)
-                .collect(),
-            late_intervals: results.late_intervals,
-            server_agrees,
-        },
-        server_stats,
-        server,
-        checkpoints: results.checkpoints.clone(),
-        changes: results.changes.clone(),
-        stopped_by: results.stopped_by.map(String::from),
-        timeline,
-        connection_errors: error_map(&conn_errors),
-        error_messages: results.error_messages.iter().cloned().collect(),
+                .unwrap_or_default(),
+            requests: c.requests,
+            mix: c.mix.iter().cloned().collect(),
+            keys: c.keys,
+            key_prefix: c.key_prefix.clone(),
+            key_distribution: c.key_dist.to_string(),
+            value_sizes: c.values.to_string(),
+            connections: c.connections,
+            pipeline: c.pipeline,
+            ttl_s: c.ttl,
+            batch: c.batch,
+            prefill: c.prefill,
+        })
+        .collect()
+}
+
+/// The pacer as `--pacer` spells it.
+fn pacer_word(p: Pacer) -> String {
+    match p {
+        Pacer::Sleep => "sleep".to_string(),
+        Pacer::Spin => "spin".to_string(),
+        Pacer::SleepWithin(t) => format!(
+            "sleep:{}",
+            humantime::format_duration(std::time::Duration::from_nanos(t))
+        ),
+    }
+}
+
+/// The report's self-checks: the books' problems and the intervals each rule flagged.
+fn checks(
+    timeline: &[crest_report::TimelinePoint],
+    problems: Vec<String>,
+    late_intervals: u64,
+    server_agrees: Option<bool>,
+) -> Checks {
+    let flagged = |f: &dyn Fn(&crest_report::TimelinePoint) -> bool| {
+        timeline.iter().filter(|p| f(p)).map(|p| p.t_s).collect()
+    };
+    Checks {
+        intervals_match_totals: problems.is_empty(),
+        problems,
+        generator_bound_intervals: flagged(&|p| p.generator_bound),
+        connection_bound_intervals: flagged(&|p| p.bound == "connections"),
+        off_pace_intervals: flagged(&|p| p.off_pace.is_some()),
+        late_intervals,
+        server_agrees,
     }
 }

@@ -575,87 +575,12 @@ fn parse_mix(m: &str) -> Result<Vec<(String, u32)>, ConfigError> {
 /// [`ConfigError`] naming the flag or file key, the value and what would be right.
 pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let (file, text) = read_profile(&a)?;
-    let file_dur = file_duration(&file.duration, "duration")?;
     let warmup = a
         .load
         .warmup
         .or(file_duration(&file.warmup, "warmup")?)
         .unwrap_or(defaults::WARMUP);
-    let mut duration = a.load.duration.or(file_dur);
-    if a.load.stages.is_some() && a.load.duration.is_some() {
-        return Err(err(
-            "--duration",
-            format!("{:?}", a.load.duration.unwrap_or_default()),
-            "--stages sets the length; give one or the other",
-        ));
-    }
-    // Flags only is a file with one empty class: one path builds every class, flag layer
-    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
-    // classes with one class of the flags (its globals still apply).
-    let from_flags = file.classes.is_empty() || a.pace.rate.is_some() || a.load.stages.is_some();
-    let mut classes = build_classes(&a, &file, &text, from_flags, &mut duration)?;
-    scale(&a, &mut classes, &mut duration)?;
-    if a.load.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
-        return Err(err(
-            "--requests",
-            a.load.requests.unwrap_or_default(),
-            "bounds closed-loop runs only; add --rate max (or use --duration)",
-        ));
-    }
-    let segments: usize = classes
-        .iter()
-        .filter_map(|c| c.profile.as_ref().map(|p| p.segments().len()))
-        .sum();
-    if segments > limits::MAX_SEGMENTS {
-        return Err(err(
-            "profile",
-            format!("{} classes", classes.len()),
-            format!(
-                "the classes' rate profiles make {segments} segments together; at most {} (use fewer or longer segments, or repeat less)",
-                limits::MAX_SEGMENTS
-            ),
-        ));
-    }
-    let mut names = std::collections::HashSet::new();
-    for c in &classes {
-        check_class(c, from_flags).map_err(|mut e| {
-            // The flags' mix came from --command when it was given: name that flag.
-            if let (true, "--mix", Some(cmd)) = (from_flags, e.flag, &a.load.command) {
-                e.flag = "--command";
-                e.value = cmd.clone();
-            }
-            e
-        })?;
-        if !names.insert(c.name.clone()) {
-            return Err(err(
-                "class",
-                &c.name,
-                "two classes have this name; names must be unique",
-            ));
-        }
-    }
-    // The measured length: given, or the longest profile.
-    let longest = classes
-        .iter()
-        .filter_map(|c| {
-            c.profile
-                .as_ref()
-                .map(|p| Duration::from_nanos(p.duration_ns()))
-        })
-        .max();
-    // The measured length: given, or the longest profile — never shorter than a profile, so
-    // no second the workers run falls outside the timeline.
-    let duration = match (duration, longest) {
-        (Some(d), Some(l)) => d.max(l),
-        (d, l) => d.or(l).unwrap_or(Duration::ZERO),
-    };
-    if duration.is_zero()
-        && classes
-            .iter()
-            .any(|c| c.profile.is_none() && c.requests.is_none())
-    {
-        return Err(err("--duration", "0s", "must be > 0, e.g. 10s"));
-    }
+    let (classes, duration) = classes_and_length(&a, &file, &text)?;
     let (target, session, uri_tls) = target_session(&a, &file)?;
     let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
     let workers = workers(&a)?;
@@ -671,32 +596,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             "the built-in target is one node; give --target host:port of a cluster node",
         ));
     }
-    let arrival = match (a.pace.arrival, file.arrival.as_deref()) {
-        (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
-        (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
-        (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
-    };
-    let pacer = match (a.pace.pacer, file.pacer.as_deref()) {
-        (Some(p), _) => p,
-        (None, None) => Pacer::Sleep,
-        (None, Some(o)) => parse_pacer(o).map_err(|e| err("pacer", o, e))?,
-    };
-    let timeout = a
-        .pace
-        .timeout
-        .or(file_duration(&file.timeout, "timeout")?)
-        .unwrap_or(defaults::TIMEOUT);
-    if timeout.is_zero() {
-        return Err(err("--timeout", "0s", "must be > 0, e.g. 5s"));
-    }
-    // The same bounds a worker checks the plan against (crest_model::convert::limits), so
-    // a setting is refused here, by its flag, not by a worker after the run has started.
-    let timeout = bounded(
-        "--timeout",
-        timeout,
-        limits::MIN_TIMEOUT,
-        limits::MAX_TIMEOUT,
-    )?;
+    let (arrival, pacer, timeout) = pacing(&a, &file)?;
     let warmup = bounded("--warmup", warmup, Duration::ZERO, limits::MAX_WARMUP)?;
     let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
     let interval = a.pace.interval.unwrap_or(defaults::INTERVAL);
@@ -778,6 +678,125 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     };
     check_checkpoints(&cfg)?;
     Ok(cfg)
+}
+
+/// The arrival process, the pacer and the request timeout: flag over file over default,
+/// within the bounds a worker checks.
+fn pacing(a: &RunArgs, file: &FileToml) -> Result<(Arrival, Pacer, Duration), ConfigError> {
+    let arrival = match (a.pace.arrival, file.arrival.as_deref()) {
+        (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
+        (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
+        (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
+    };
+    let pacer = match (a.pace.pacer, file.pacer.as_deref()) {
+        (Some(p), _) => p,
+        (None, None) => Pacer::Sleep,
+        (None, Some(o)) => parse_pacer(o).map_err(|e| err("pacer", o, e))?,
+    };
+    let timeout = a
+        .pace
+        .timeout
+        .or(file_duration(&file.timeout, "timeout")?)
+        .unwrap_or(defaults::TIMEOUT);
+    if timeout.is_zero() {
+        return Err(err("--timeout", "0s", "must be > 0, e.g. 5s"));
+    }
+    // The same bounds a worker checks the plan against (crest_model::convert::limits), so
+    // a setting is refused here, by its flag, not by a worker after the run has started.
+    let timeout = bounded(
+        "--timeout",
+        timeout,
+        limits::MIN_TIMEOUT,
+        limits::MAX_TIMEOUT,
+    )?;
+    Ok((arrival, pacer, timeout))
+}
+
+/// Every class of the run (checked, names unique) and the measured length: given, or the
+/// longest profile, never shorter than a profile (so no second the workers run falls
+/// outside the timeline).
+fn classes_and_length(
+    a: &RunArgs,
+    file: &FileToml,
+    text: &str,
+) -> Result<(Vec<ClassConfig>, Duration), ConfigError> {
+    let file_dur = file_duration(&file.duration, "duration")?;
+    let mut duration = a.load.duration.or(file_dur);
+    if a.load.stages.is_some() && a.load.duration.is_some() {
+        return Err(err(
+            "--duration",
+            format!("{:?}", a.load.duration.unwrap_or_default()),
+            "--stages sets the length; give one or the other",
+        ));
+    }
+    // Flags only is a file with one empty class: one path builds every class, flag layer
+    // over file layer over the defaults table. `--rate` or `--stages` replaces the file's
+    // classes with one class of the flags (its globals still apply).
+    let from_flags = file.classes.is_empty() || a.pace.rate.is_some() || a.load.stages.is_some();
+    let mut classes = build_classes(a, file, text, from_flags, &mut duration)?;
+    scale(a, &mut classes, &mut duration)?;
+    if a.load.requests.is_some() && classes.iter().all(|c| c.profile.is_some()) {
+        return Err(err(
+            "--requests",
+            a.load.requests.unwrap_or_default(),
+            "bounds closed-loop runs only; add --rate max (or use --duration)",
+        ));
+    }
+    let segments: usize = classes
+        .iter()
+        .filter_map(|c| c.profile.as_ref().map(|p| p.segments().len()))
+        .sum();
+    if segments > limits::MAX_SEGMENTS {
+        return Err(err(
+            "profile",
+            format!("{} classes", classes.len()),
+            format!(
+                "the classes' rate profiles make {segments} segments together; at most {} (use fewer or longer segments, or repeat less)",
+                limits::MAX_SEGMENTS
+            ),
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    for c in &classes {
+        check_class(c, from_flags).map_err(|mut e| {
+            // The flags' mix came from --command when it was given: name that flag.
+            if let (true, "--mix", Some(cmd)) = (from_flags, e.flag, &a.load.command) {
+                e.flag = "--command";
+                e.value = cmd.clone();
+            }
+            e
+        })?;
+        if !names.insert(c.name.clone()) {
+            return Err(err(
+                "class",
+                &c.name,
+                "two classes have this name; names must be unique",
+            ));
+        }
+    }
+    // The measured length: given, or the longest profile.
+    let longest = classes
+        .iter()
+        .filter_map(|c| {
+            c.profile
+                .as_ref()
+                .map(|p| Duration::from_nanos(p.duration_ns()))
+        })
+        .max();
+    // The measured length: given, or the longest profile — never shorter than a profile, so
+    // no second the workers run falls outside the timeline.
+    let duration = match (duration, longest) {
+        (Some(d), Some(l)) => d.max(l),
+        (d, l) => d.or(l).unwrap_or(Duration::ZERO),
+    };
+    if duration.is_zero()
+        && classes
+            .iter()
+            .any(|c| c.profile.is_none() && c.requests.is_none())
+    {
+        return Err(err("--duration", "0s", "must be > 0, e.g. 10s"));
+    }
+    Ok((classes, duration))
 }
 
 /// `--checkpoint-every` needs one closed-loop class bounded by `--requests` (the pause is
@@ -874,62 +893,8 @@ fn target_session(
         ));
     }
     let user = user.or(uri_user);
-    let password_file = match (&a.target.password_file, &file.password_file) {
-        (Some(p), _) => Some(p.clone()),
-        // A path in the profile file is relative to the file's folder.
-        (None, Some(p)) if a.target.password.is_none() && !from_flag(uri_password.is_some()) => {
-            Some(
-                a.load
-                    .profile
-                    .as_ref()
-                    .and_then(|f| f.parent())
-                    .map_or_else(|| p.clone(), |dir| dir.join(p)),
-            )
-        }
-        (None, _) => None,
-    };
-    let password = match (&a.target.password, &password_file, uri_password) {
-        (Some(_), Some(f), _) => {
-            return Err(err(
-                "--password-file",
-                f.display(),
-                "and --password (or CREST_PASSWORD) are both given; give the password one way",
-            ));
-        }
-        (Some(_), None, Some(_)) => {
-            return Err(err(
-                "--password",
-                "***",
-                "the --target URI holds a password too; give the password one way",
-            ));
-        }
-        (None, Some(f), Some(_)) => {
-            return Err(err(
-                "--password-file",
-                f.display(),
-                "the --target URI holds a password too; give the password one way",
-            ));
-        }
-        (Some(p), None, None) => Some(Secret::new(p.clone())),
-        (None, Some(f), None) => Some(read_password(f)?),
-        (None, None, uri) => uri,
-    };
-    if let Some(p) = &password {
-        if p.expose().is_empty() {
-            return Err(err(
-                "--password",
-                "",
-                "is empty; give the server's password",
-            ));
-        }
-        if p.expose().len() > limits::MAX_NAME {
-            return Err(err(
-                "--password",
-                "***",
-                format!("is longer than {} bytes", limits::MAX_NAME),
-            ));
-        }
-    }
+    let uri_pw_from_flag = from_flag(uri_password.is_some());
+    let password = password(a, file, uri_password, uri_pw_from_flag)?;
     let db = a
         .target
         .db
@@ -1002,6 +967,72 @@ fn target_session(
     }
     let tls = spec.as_ref().is_some_and(|s| s.tls);
     Ok((spec.map(|s| s.addr), session, tls))
+}
+
+/// The password, given one way only: `--password` (or CREST_PASSWORD), `--password-file`
+/// (a profile's path is relative to the profile's folder), or the `--target` URI;
+/// `uri_pw_from_flag`: the URI holding a password is the flag's.
+fn password(
+    a: &RunArgs,
+    file: &FileToml,
+    uri_password: Option<Secret>,
+    uri_pw_from_flag: bool,
+) -> Result<Option<Secret>, ConfigError> {
+    let password_file = match (&a.target.password_file, &file.password_file) {
+        (Some(p), _) => Some(p.clone()),
+        // A path in the profile file is relative to the file's folder.
+        (None, Some(p)) if a.target.password.is_none() && !uri_pw_from_flag => Some(
+            a.load
+                .profile
+                .as_ref()
+                .and_then(|f| f.parent())
+                .map_or_else(|| p.clone(), |dir| dir.join(p)),
+        ),
+        (None, _) => None,
+    };
+    let password = match (&a.target.password, &password_file, uri_password) {
+        (Some(_), Some(f), _) => {
+            return Err(err(
+                "--password-file",
+                f.display(),
+                "and --password (or CREST_PASSWORD) are both given; give the password one way",
+            ));
+        }
+        (Some(_), None, Some(_)) => {
+            return Err(err(
+                "--password",
+                "***",
+                "the --target URI holds a password too; give the password one way",
+            ));
+        }
+        (None, Some(f), Some(_)) => {
+            return Err(err(
+                "--password-file",
+                f.display(),
+                "the --target URI holds a password too; give the password one way",
+            ));
+        }
+        (Some(p), None, None) => Some(Secret::new(p.clone())),
+        (None, Some(f), None) => Some(read_password(f)?),
+        (None, None, uri) => uri,
+    };
+    if let Some(p) = &password {
+        if p.expose().is_empty() {
+            return Err(err(
+                "--password",
+                "",
+                "is empty; give the server's password",
+            ));
+        }
+        if p.expose().len() > limits::MAX_NAME {
+            return Err(err(
+                "--password",
+                "***",
+                format!("is longer than {} bytes", limits::MAX_NAME),
+            ));
+        }
+    }
+    Ok(password)
 }
 
 /// TLS to the target, from `--tls` (or a `rediss://` target), `--cacert`, `--cert`,

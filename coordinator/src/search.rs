@@ -460,11 +460,7 @@ pub async fn run(
         window.quiet = true;
         Ok::<_, crate::config::ConfigError>((window, dir, n, len))
     };
-    let mut lo: Option<f64> = None;
-    let mut hi: Option<f64> = None;
-    let mut rate = plan.min;
-    let mut phase = "climb";
-    let mut confirms = 0;
+    let mut b = Bracket::new(plan.min);
     loop {
         if *interrupt.borrow() {
             s.outcome = "interrupted".into();
@@ -474,6 +470,7 @@ pub async fn run(
             s.outcome = format!("stopped after {MAX_WINDOWS} windows");
             break;
         }
+        let (rate, phase) = (b.rate, b.phase);
         let (cfg, dir, n, _) =
             window(rate, phase, &mut s).map_err(|e| CompareError::Usage(e.to_string()))?;
         if let Some(d) = &dir {
@@ -503,114 +500,94 @@ pub async fn run(
             break;
         }
         s.shards = report.workers.iter().map(|w| w.shards).sum();
-        let (verdict, reason) = judge(&report, rate, plan);
-        // Failed on latency alone: it ran to its end and kept up with the offered rate.
-        let soft = !report.interrupted
-            && (report.totals.summary.completed as f64) >= 0.99 * rate * report.duration_s;
-        let t = &report.totals.summary;
-        let probe = Probe {
-            n,
-            phase,
-            offered: rate,
-            achieved: t.achieved_rate,
-            p50_us: t.latency_us.p50,
-            p99_us: t.latency_us.p99,
-            p999_us: t.latency_us.p999,
-            lag_p99_us: t.schedule_lag_us.p99,
-            errors: t.errors,
-            busiest_shard: report.totals.busiest_shard,
-            verdict,
-            reason,
-            window_s: report.duration_s,
-            report: dir.map(|d| d.display().to_string()),
-        };
+        let (probe, soft) = probe_of(&report, plan, (n, phase, rate), dir);
         eprintln!("crest search: {}", probe_line(&probe));
+        let verdict = probe.verdict;
         s.probes.push(probe);
-        match verdict {
-            Verdict::Invalid => {
+        match b.next(verdict, soft, plan) {
+            Next::Window => {}
+            Next::Done => break,
+            Next::ClientsLimit => {
                 s.clients_limit = true;
-                let busiest = report.totals.busiest_shard.max(0.05);
-                let need = ((f64::from(s.shards) * busiest / 0.7).ceil() as u32)
-                    .max(s.shards * 2)
-                    .max(s.shards + 1);
+                s.outcome = clients_limit(&s, &report, rate, b.lo);
+                break;
+            }
+            Next::Stop(why) => {
+                s.outcome = why;
+                break;
+            }
+            Next::BelowMin => {
                 s.outcome = format!(
-                    "the clients are the limit, not the server: at {rate:.0}/s the generator could not keep its schedule ({}); run about {need} shards (now {}: more workers or --threads) and search again{}",
-                    s.probes.last().map_or("", |p| p.reason.as_str()),
-                    s.shards,
-                    lo.map_or(String::new(), |l| format!("; the server held {l:.0}/s"))
+                    "--min {:.0}/s already fails ({}): the knee is below it; search lower",
+                    plan.min,
+                    s.probes.last().map_or("", |p| p.reason.as_str())
                 );
                 break;
             }
-            Verdict::Pass if phase == "confirm" => {
-                lo = Some(rate);
-                s.confirmed = true;
-                break;
-            }
-            Verdict::Fail if phase == "confirm" => {
-                // The winner did not hold twice: a step down, confirmed in turn.
-                hi = Some(rate);
-                lo = None;
-                confirms += 1;
-                if confirms >= 3 {
-                    s.outcome = format!(
-                        "the winner failed its confirmation {confirms} times, down to {rate:.0}/s: the server's capacity moves more than the tolerance between windows; give a longer --window or a wider --tolerance"
-                    );
-                    break;
-                }
-                rate *= 1.0 - plan.tolerance;
-                continue;
-            }
-            Verdict::Pass => {
-                lo = Some(rate);
-                if phase == "climb" || phase == "recheck" {
-                    phase = "climb";
-                    if rate >= plan.max {
-                        phase = "confirm";
-                    } else {
-                        rate = (rate * 2.0).min(plan.max);
-                    }
-                    continue;
-                }
-            }
-            Verdict::Fail if phase == "climb" && soft && lo.is_some() => {
-                // A short window's soft failure: a full window at the same rate decides.
-                phase = "recheck";
-                continue;
-            }
-            Verdict::Fail => {
-                hi = Some(rate);
-                if lo.is_none() {
-                    s.outcome = format!(
-                        "--min {:.0}/s already fails ({}): the knee is below it; search lower",
-                        plan.min,
-                        s.probes.last().map_or("", |p| p.reason.as_str())
-                    );
-                    break;
-                }
-                phase = "bisect";
-            }
-        }
-        // Bisect between the last pass and the first fail, or confirm the winner.
-        match (lo, hi) {
-            (Some(l), Some(h)) if (h - l) / l > plan.tolerance && phase != "confirm" => {
-                phase = "bisect";
-                rate = (l + h) / 2.0;
-            }
-            (Some(l), _) => {
-                phase = "confirm";
-                rate = l;
-            }
-            _ => break,
         }
     }
+    finish(&mut s, &b);
+    s.elapsed_s = t0.elapsed().as_secs_f64();
+    Ok(s)
+}
+
+/// A window's probe row from its report, and whether a failure was soft: on latency alone,
+/// run to its end while keeping up with the offered rate.
+fn probe_of(
+    report: &Report,
+    plan: &Plan,
+    (n, phase, rate): (usize, &'static str, f64),
+    dir: Option<PathBuf>,
+) -> (Probe, bool) {
+    let (verdict, reason) = judge(report, rate, plan);
+    let soft = !report.interrupted
+        && (report.totals.summary.completed as f64) >= 0.99 * rate * report.duration_s;
+    let t = &report.totals.summary;
+    let probe = Probe {
+        n,
+        phase,
+        offered: rate,
+        achieved: t.achieved_rate,
+        p50_us: t.latency_us.p50,
+        p99_us: t.latency_us.p99,
+        p999_us: t.latency_us.p999,
+        lag_p99_us: t.schedule_lag_us.p99,
+        errors: t.errors,
+        busiest_shard: report.totals.busiest_shard,
+        verdict,
+        reason,
+        window_s: report.duration_s,
+        report: dir.map(|d| d.display().to_string()),
+    };
+    (probe, soft)
+}
+
+/// The outcome when the generator, not the server, could not keep a window's schedule:
+/// how many shards would, and what the server held so far.
+fn clients_limit(s: &Search, report: &Report, rate: f64, held: Option<f64>) -> String {
+    let busiest = report.totals.busiest_shard.max(0.05);
+    let need = ((f64::from(s.shards) * busiest / 0.7).ceil() as u32)
+        .max(s.shards * 2)
+        .max(s.shards + 1);
+    format!(
+        "the clients are the limit, not the server: at {rate:.0}/s the generator could not keep its schedule ({}); run about {need} shards (now {}: more workers or --threads) and search again{}",
+        s.probes.last().map_or("", |p| p.reason.as_str()),
+        s.shards,
+        held.map_or(String::new(), |l| format!("; the server held {l:.0}/s"))
+    )
+}
+
+/// The knee and the outcome's line once the windows are over.
+fn finish(s: &mut Search, b: &Bracket) {
+    s.confirmed = b.confirmed;
     s.knee_rps = if s.clients_limit && !s.confirmed {
         None
     } else {
-        lo.filter(|_| s.confirmed)
+        b.lo.filter(|_| b.confirmed)
     };
-    s.first_fail_rps = hi;
+    s.first_fail_rps = b.hi;
     if s.outcome.is_empty() {
-        s.outcome = match (s.knee_rps, hi) {
+        s.outcome = match (s.knee_rps, b.hi) {
             (Some(k), Some(h)) => format!(
                 "knee {k:.0}/s: the highest rate that held every objective (confirmed); {h:.0}/s did not"
             ),
@@ -620,8 +597,120 @@ pub async fn run(
             _ => "no knee found".into(),
         };
     }
-    s.elapsed_s = t0.elapsed().as_secs_f64();
-    Ok(s)
+}
+
+/// What the search does after a window.
+#[derive(Debug, Clone, PartialEq)]
+enum Next {
+    /// Another window, at [`Bracket::rate`] in [`Bracket::phase`].
+    Window,
+    /// The winner is confirmed, or nothing is left to try.
+    Done,
+    /// The generator could not keep its schedule: the search says so and stops.
+    ClientsLimit,
+    /// The search stops with this outcome.
+    Stop(String),
+    /// `--min` already failed: the knee is below the range searched.
+    BelowMin,
+}
+
+/// The search's state between windows, and its rules as a pure function of each verdict
+/// ([`Bracket::next`]): climb by doubling from `--min` until a window fails, bisect
+/// between the last pass and the first failure down to the tolerance, then confirm the
+/// winner with a full window; a failed confirmation steps down by the tolerance, three
+/// times at most. A short climb window that fails softly is run again at full length.
+#[derive(Debug, Clone)]
+struct Bracket {
+    /// The highest rate that held.
+    lo: Option<f64>,
+    /// The lowest rate that did not.
+    hi: Option<f64>,
+    /// The next window's rate.
+    rate: f64,
+    /// The next window's phase: climb, recheck, bisect or confirm.
+    phase: &'static str,
+    /// Confirmations failed so far.
+    confirms: u32,
+    /// The winner held its confirmation.
+    confirmed: bool,
+}
+
+impl Bracket {
+    fn new(min: f64) -> Self {
+        Bracket {
+            lo: None,
+            hi: None,
+            rate: min,
+            phase: "climb",
+            confirms: 0,
+            confirmed: false,
+        }
+    }
+
+    /// The step after a window at [`Bracket::rate`] judged `verdict`.
+    fn next(&mut self, verdict: Verdict, soft: bool, plan: &Plan) -> Next {
+        let rate = self.rate;
+        match verdict {
+            Verdict::Invalid => return Next::ClientsLimit,
+            Verdict::Pass if self.phase == "confirm" => {
+                self.lo = Some(rate);
+                self.confirmed = true;
+                return Next::Done;
+            }
+            Verdict::Fail if self.phase == "confirm" => {
+                // The winner did not hold twice: a step down, confirmed in turn.
+                self.hi = Some(rate);
+                self.lo = None;
+                self.confirms += 1;
+                if self.confirms >= 3 {
+                    return Next::Stop(format!(
+                        "the winner failed its confirmation {} times, down to {rate:.0}/s: the server's capacity moves more than the tolerance between windows; give a longer --window or a wider --tolerance",
+                        self.confirms
+                    ));
+                }
+                self.rate = rate * (1.0 - plan.tolerance);
+                return Next::Window;
+            }
+            Verdict::Pass => {
+                self.lo = Some(rate);
+                if self.phase == "climb" || self.phase == "recheck" {
+                    if rate >= plan.max {
+                        self.phase = "confirm";
+                    } else {
+                        self.phase = "climb";
+                        self.rate = (rate * 2.0).min(plan.max);
+                    }
+                    return Next::Window;
+                }
+            }
+            Verdict::Fail if self.phase == "climb" && soft && self.lo.is_some() => {
+                // A short window's soft failure: a full window at the same rate decides.
+                self.phase = "recheck";
+                return Next::Window;
+            }
+            Verdict::Fail => {
+                self.hi = Some(rate);
+                if self.lo.is_none() {
+                    return Next::BelowMin;
+                }
+                self.phase = "bisect";
+            }
+        }
+        // Bisect between the last pass and the first fail, or confirm the winner.
+        match (self.lo, self.hi) {
+            (Some(l), Some(h)) if (h - l) / l > plan.tolerance && self.phase != "confirm" => {
+                self.phase = "bisect";
+                self.rate = (l + h) / 2.0;
+                Next::Window
+            }
+            (Some(l), _) => {
+                self.phase = "confirm";
+                self.rate = l;
+                Next::Window
+            }
+            _ => Next::Done,
+        }
+    }
 }
 
 fn probe_line(p: &Probe) -> String {
@@ -764,6 +853,109 @@ pub fn write(s: &Search, dir: &Path) -> Result<PathBuf, String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn bracket_plan(min: f64, max: f64) -> Plan {
+        Plan {
+            slos: Vec::new(),
+            min,
+            max,
+            tolerance: 0.05,
+            error_budget: 0.001,
+            probe_window: Duration::from_secs(2),
+            window: Duration::from_secs(5),
+            warmup: Duration::from_secs(1),
+            between: Between::None,
+            lag_limit_us: 1_000.0,
+        }
+    }
+
+    /// Drives the search's rules against a server that holds exactly `capacity` (every
+    /// window at or below it passes, every one above fails) and returns the windows it
+    /// asked for, with the end.
+    fn drive(plan: &Plan, capacity: f64) -> (Vec<(&'static str, f64)>, Next, Bracket) {
+        let mut b = Bracket::new(plan.min);
+        let mut windows = Vec::new();
+        loop {
+            windows.push((b.phase, b.rate));
+            let v = if b.rate <= capacity {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            };
+            match b.next(v, false, plan) {
+                Next::Window if windows.len() < 60 => {}
+                end => return (windows, end, b),
+            }
+        }
+    }
+
+    /// Climb by doubling, bisect to the tolerance, confirm: the knee lands within the
+    /// tolerance below the capacity, confirmed, with the first failure above it.
+    #[test]
+    fn the_bracket_climbs_bisects_and_confirms_below_the_capacity() {
+        let plan = bracket_plan(1_000.0, 1_000_000.0);
+        let (windows, end, b) = drive(&plan, 37_000.0);
+        assert_eq!(end, Next::Done);
+        let climb: Vec<f64> = windows[..7].iter().map(|w| w.1).collect();
+        assert_eq!(
+            climb,
+            [
+                1_000.0, 2_000.0, 4_000.0, 8_000.0, 16_000.0, 32_000.0, 64_000.0
+            ]
+        );
+        assert!(windows[..7].iter().all(|w| w.0 == "climb"));
+        assert_eq!(windows.last().unwrap().0, "confirm");
+        let (knee, fail) = (b.lo.unwrap(), b.hi.unwrap());
+        assert!(b.confirmed);
+        assert!(knee <= 37_000.0 && fail > 37_000.0, "{knee} {fail}");
+        assert!((fail - knee) / knee <= plan.tolerance, "{knee} {fail}");
+    }
+
+    /// A server that holds --max is confirmed at --max; one that fails --min stops at
+    /// once; a generator that cannot keep its schedule stops the search as such.
+    #[test]
+    fn the_bracket_ends_at_max_below_min_and_on_a_generator_limit() {
+        let plan = bracket_plan(1_000.0, 5_000.0);
+        let (windows, end, b) = drive(&plan, 1e9);
+        assert_eq!(end, Next::Done);
+        assert_eq!(windows.last().unwrap(), &("confirm", 5_000.0));
+        assert_eq!((b.lo, b.hi, b.confirmed), (Some(5_000.0), None, true));
+        let (windows, end, _) = drive(&plan, 10.0);
+        assert_eq!((windows.len(), end), (1, Next::BelowMin));
+        let mut b = Bracket::new(1_000.0);
+        assert_eq!(b.next(Verdict::Invalid, false, &plan), Next::ClientsLimit);
+    }
+
+    /// A soft failure of a short climb window is run again at full length before it
+    /// counts; a winner that fails its confirmation steps down by the tolerance, and
+    /// three failed confirmations stop the search.
+    #[test]
+    fn soft_failures_are_rechecked_and_failed_confirmations_step_down() {
+        let plan = bracket_plan(1_000.0, 1_000_000.0);
+        let mut b = Bracket::new(1_000.0);
+        assert_eq!(b.next(Verdict::Pass, false, &plan), Next::Window);
+        assert_eq!((b.phase, b.rate), ("climb", 2_000.0));
+        assert_eq!(b.next(Verdict::Fail, true, &plan), Next::Window);
+        assert_eq!((b.phase, b.rate), ("recheck", 2_000.0));
+        assert_eq!(b.next(Verdict::Pass, false, &plan), Next::Window);
+        assert_eq!((b.phase, b.rate), ("climb", 4_000.0));
+
+        let mut b = Bracket::new(1_000.0);
+        b.phase = "confirm";
+        b.lo = Some(10_000.0);
+        b.rate = 10_000.0;
+        for i in 1..=2 {
+            assert_eq!(b.next(Verdict::Fail, false, &plan), Next::Window);
+            assert_eq!(b.phase, "confirm");
+            let want = 10_000.0 * 0.95f64.powi(i);
+            assert!((b.rate - want).abs() < 1e-6, "{} {want}", b.rate);
+        }
+        let end = b.next(Verdict::Fail, false, &plan);
+        assert!(
+            matches!(&end, Next::Stop(m) if m.contains("3 times")),
+            "{end:?}"
+        );
+    }
 
     #[test]
     fn a_queue_grows_when_the_end_stays_high_not_for_one_stall() {

@@ -61,6 +61,21 @@ impl Report {
     /// The terminal summary: one row per command and a total row.
     pub fn table(&self) -> String {
         let mut out = String::new();
+        self.title_line(&mut out);
+        self.summary_rows(&mut out);
+        self.totals_lines(&mut out);
+        if self.cluster {
+            self.nodes_table(&mut out);
+        }
+        self.run_lines(&mut out);
+        self.notes(&mut out);
+        self.changes_lines(&mut out);
+        self.end_line(&mut out);
+        out
+    }
+
+    /// The first line: the run, its target, length, arrivals, workers and shards.
+    fn title_line(&self, out: &mut String) {
         let lost = self.workers.iter().filter(|w| w.lost).count();
         let shards: u32 = self.workers.iter().map(|w| w.shards).sum();
         let _ = writeln!(
@@ -79,6 +94,10 @@ impl Report {
                 String::new()
             }
         );
+    }
+
+    /// The column headings and one row per command (and class), then the total.
+    fn summary_rows(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "{:<16} {:>10} {:>21} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
@@ -94,21 +113,14 @@ impl Report {
             "errors",
             "misses"
         );
-        let row = |out: &mut String, name: &str, s: &Summary| {
-            let [p50, p90, p99, p999, p9999, max] = s.latency_us.cells();
-            let _ = writeln!(
-                out,
-                "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8} {:>8}",
-                name,
-                s.completed,
-                format!("{:.0}/{}", s.achieved_rate, s.target_rate.show()),
-                s.errors,
-                s.misses
-            );
-        };
         for (label, s) in self.rows() {
-            row(&mut out, &label, s);
+            summary_row(out, &label, s);
         }
+    }
+
+    /// Under the rows: the timing and counts footer, errors by kind, push frames, and the
+    /// line for a server that stopped answering.
+    fn totals_lines(&self, out: &mut String) {
         let t = &self.totals.summary;
         let (timing, counts) = self.footer();
         let _ = writeln!(
@@ -138,9 +150,11 @@ impl Report {
         if let Some(line) = self.stopped_answering() {
             let _ = writeln!(out, "{line}");
         }
-        if self.cluster {
-            self.nodes_table(&mut out);
-        }
+    }
+
+    /// Connection errors, lost workers, the generator's and the server's lines, the
+    /// checkpoints and the server's agreement.
+    fn run_lines(&self, out: &mut String) {
         if !self.connection_errors.is_empty() {
             let _ = writeln!(
                 out,
@@ -172,6 +186,11 @@ impl Report {
                 agreement_words(&s.agreement, &s.other_commands)
             );
         }
+    }
+
+    /// The notes, warnings and checks: connection-bound, off-pace and generator-bound
+    /// intervals, late interval messages, and each problem the checks found.
+    fn notes(&self, out: &mut String) {
         if let Some(spans) = self.connection_bound_spans() {
             let _ = writeln!(
                 out,
@@ -198,6 +217,11 @@ impl Report {
         for p in &self.checks.problems {
             let _ = writeln!(out, "check: {p}");
         }
+    }
+
+    /// One line per runtime change: who asked, when, the rate before and after, and when
+    /// each worker switched.
+    fn changes_lines(&self, out: &mut String) {
         for c in &self.changes {
             let _ = writeln!(
                 out,
@@ -215,6 +239,10 @@ impl Report {
                     .collect::<String>()
             );
         }
+    }
+
+    /// How the run ended, when not on schedule: interrupted, or stopped through an API.
+    fn end_line(&self, out: &mut String) {
         if self.interrupted {
             let _ = writeln!(
                 out,
@@ -228,7 +256,6 @@ impl Report {
                 self.duration_s
             );
         }
-        out
     }
 
     /// The cluster's nodes, one row each: slots and requests side by side (a hot node
@@ -275,4 +302,18 @@ impl Report {
             );
         }
     }
+}
+
+/// One row of the summary table: a command, class or the total.
+fn summary_row(out: &mut String, name: &str, s: &Summary) {
+    let [p50, p90, p99, p999, p9999, max] = s.latency_us.cells();
+    let _ = writeln!(
+        out,
+        "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8} {:>8}",
+        name,
+        s.completed,
+        format!("{:.0}/{}", s.achieved_rate, s.target_rate.show()),
+        s.errors,
+        s.misses
+    );
 }

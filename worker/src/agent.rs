@@ -391,34 +391,84 @@ async fn next_event(run: &mut Option<ActiveRun>) -> ShardEvent {
     }
 }
 
+/// Turns a StartRun into the active run: checks the plan, probes the target, discovers the
+/// cluster topology, checks the open-file limit and the start instant, then spawns the
+/// shards.
 async fn start_run(
     cfg: &AgentConfig,
     s: pb::StartRun,
     run: &mut Option<ActiveRun>,
 ) -> Result<(), pb::RunFailed> {
     let pb_plan = s.plan.unwrap_or_default();
-    let run_id = pb_plan.run_id.clone();
-    let fail_as = |kind, reason: String| convert::run_failed(&run_id, kind, reason);
-    let fail = |reason: String| fail_as(FailureKind::TargetUnreachable, reason);
-    if let Some(r) = run.as_ref() {
-        return Err(fail_as(
+    let refuse = Refuse(&pb_plan.run_id);
+    let mut plan = check_plan(cfg, &pb_plan, run.as_ref(), refuse)?;
+    let probed = probe_target(&plan, refuse).await?;
+    let topology = discover_topology(&mut plan, &probed, s.start_at_unix_ns, refuse).await?;
+    check_open_files(&plan, topology.as_ref(), refuse)?;
+    let start = start_instant(s.start_at_unix_ns, refuse)?;
+    *run = Some(spawn_run(cfg, &plan, probed, topology, start, refuse)?);
+    Ok(())
+}
+
+/// Words why the run with this id cannot start, as the `RunFailed` the coordinator gets.
+#[derive(Clone, Copy)]
+struct Refuse<'a>(&'a str);
+
+impl Refuse<'_> {
+    /// A refusal of `kind`.
+    fn with(self, kind: FailureKind, reason: String) -> pb::RunFailed {
+        convert::run_failed(self.0, kind, reason)
+    }
+
+    /// A refusal because the target cannot be reached.
+    fn unreachable(self, reason: String) -> pb::RunFailed {
+        self.with(FailureKind::TargetUnreachable, reason)
+    }
+}
+
+/// Checks the plan: refused while another run is active, or when it does not pass
+/// [`Plan::from_pb`] for this worker's shards.
+fn check_plan(
+    cfg: &AgentConfig,
+    pb_plan: &pb::RunPlan,
+    active: Option<&ActiveRun>,
+    refuse: Refuse<'_>,
+) -> Result<Plan, pb::RunFailed> {
+    if let Some(r) = active {
+        return Err(refuse.with(
             FailureKind::Busy,
             format!("worker {} is busy with run {}", cfg.name, r.run_id),
         ));
     }
-    let mut plan = Plan::from_pb(&pb_plan, cfg.cores.len())
-        .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
+    Plan::from_pb(pb_plan, cfg.cores.len())
+        .map_err(|e| refuse.with(FailureKind::BadPlan, e.to_string()))
+}
+
+/// The target as the probe found it.
+struct Probed {
+    /// The first address its name resolves to.
+    addr: SocketAddr,
+    /// The TLS client its connections use (None: plaintext).
+    tls: Option<Client>,
+    /// The seed is a cluster node (asked only when the plan leaves cluster mode open).
+    seed_is_cluster: bool,
+}
+
+/// Probes the target: resolves its name, sets up its TLS client and checks that it answers.
+async fn probe_target(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::RunFailed> {
     let target = tokio::net::lookup_host(plan.target.as_str())
         .await
-        .map_err(|e| fail(format!("cannot resolve target {}: {e}", plan.target)))?
+        .map_err(|e| refuse.unreachable(format!("cannot resolve target {}: {e}", plan.target)))?
         .next()
-        .ok_or_else(|| fail(format!("target {} resolves to no address", plan.target)))?;
+        .ok_or_else(|| {
+            refuse.unreachable(format!("target {} resolves to no address", plan.target))
+        })?;
     let tls = plan
         .tls
         .as_ref()
         .map(Client::new)
         .transpose()
-        .map_err(|e| fail_as(FailureKind::BadPlan, e))?;
+        .map_err(|e| refuse.with(FailureKind::BadPlan, e))?;
     // The probe asks whether the seed is a cluster node when the plan leaves it open.
     let ask_cluster = plan.cluster == ClusterMode::Auto;
     let seed_is_cluster = crate::probe::probe(
@@ -430,37 +480,63 @@ async fn start_run(
     )
     .await
     .map_err(|e| match e {
-        crate::probe::Refusal::Unreachable { .. } => fail(e.to_string()),
+        crate::probe::Refusal::Unreachable { .. } => refuse.unreachable(e.to_string()),
         crate::probe::Refusal::Refused { .. } | crate::probe::Refusal::Tls(_) => {
-            fail_as(FailureKind::TargetRefused, e.to_string())
+            refuse.with(FailureKind::TargetRefused, e.to_string())
         }
     })?;
-    // Reading the slot table must not eat the start lead (the session loop waits for this
-    // function, and a slow seed must not trip the coordinator's silence check): it gets
+    Ok(Probed {
+        addr: target,
+        tls,
+        seed_is_cluster,
+    })
+}
+
+/// Discovers the cluster topology: the seed's slot table when the plan asks for a cluster
+/// (or leaves it open and the seed is a cluster node), with every class's workload readied
+/// for it. None: one node.
+async fn discover_topology(
+    plan: &mut Plan,
+    probed: &Probed,
+    start_at_unix_ns: i64,
+    refuse: Refuse<'_>,
+) -> Result<Option<Arc<route::Shared>>, pb::RunFailed> {
+    // Reading the slot table must not eat the start lead (the session loop waits for
+    // `start_run`, and a slow seed must not trip the coordinator's silence check): it gets
     // what is left of the lead but 250 ms, at most SLOTS_TIMEOUT. A cluster node answers
     // CLUSTER SLOTS in well under a millisecond.
     let lead = Duration::from_nanos(
-        u64::try_from(s.start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
+        u64::try_from(start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
     );
     let limit = lead
         .saturating_sub(Duration::from_millis(250))
         .clamp(Duration::from_millis(100), crate::probe::SLOTS_TIMEOUT);
     let topology = match plan.cluster {
         ClusterMode::Off => None,
-        ClusterMode::Auto if !seed_is_cluster => None,
-        mode => discover(&plan, target, tls.as_ref(), mode, limit)
+        ClusterMode::Auto if !probed.seed_is_cluster => None,
+        mode => discover(plan, probed.addr, probed.tls.as_ref(), mode, limit)
             .await
-            .map_err(|e| fail_as(FailureKind::TargetRefused, e))?,
+            .map_err(|e| refuse.with(FailureKind::TargetRefused, e))?,
     };
     if topology.is_some() {
         for c in &mut plan.classes {
             c.workload
                 .for_cluster()
-                .map_err(|e| fail_as(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
+                .map_err(|e| refuse.with(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
         }
     }
+    Ok(topology)
+}
+
+/// Checks the open-file limit: one file per connection (in a cluster, every shard connects
+/// to every primary) must fit under it, raised as far as the hard limit allows.
+fn check_open_files(
+    plan: &Plan,
+    topology: Option<&Arc<route::Shared>>,
+    refuse: Refuse<'_>,
+) -> Result<(), pb::RunFailed> {
     // Every shard connects to every primary (a node that owns slots).
-    let owners = topology.as_ref().map_or(1, |t| {
+    let owners = topology.map_or(1, |t| {
         let (_, r) = t.current();
         r.nodes.iter().filter(|n| n.2).count().max(1) as u64
     });
@@ -478,7 +554,7 @@ async fn start_run(
     let need = conns + open + 64;
     match crate::sys::rlimit::ensure_nofile(need) {
         Ok(lim) if lim.soft < need => {
-            return Err(fail_as(
+            return Err(refuse.with(
                 FailureKind::WorkerLimit,
                 format!(
                     "{conns} connections need {need} open files, but the limit is {} (hard limit {}); raise it (ulimit -n {need}, or docker run --ulimit nofile={need}) or use fewer --connections",
@@ -489,13 +565,18 @@ async fn start_run(
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot read the open-file limit"),
     }
+    Ok(())
+}
+
+/// Checks the start instant and turns it into a local one.
+fn start_instant(start_at_unix_ns: i64, refuse: Refuse<'_>) -> Result<Instant, pb::RunFailed> {
     // The start instant is the peer's number: saturate instead of overflowing, and refuse
     // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
     let wait = Duration::from_nanos(
-        u64::try_from(s.start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
+        u64::try_from(start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
     );
     if wait > MAX_START_LEAD {
-        return Err(fail_as(
+        return Err(refuse.with(
             FailureKind::BadPlan,
             format!(
                 "start instant is {wait:?} away; a coordinator starts runs within {MAX_START_LEAD:?}"
@@ -503,21 +584,24 @@ async fn start_run(
         ));
     }
     let now = Instant::now();
-    let start = now.checked_add(wait).unwrap_or(now);
+    Ok(now.checked_add(wait).unwrap_or(now))
+}
+
+/// Spawns the run: wires the shards (and, in a cluster, the slot table's refresher), starts
+/// them, and returns the run that collects their results.
+fn spawn_run(
+    cfg: &AgentConfig,
+    plan: &Plan,
+    probed: Probed,
+    topology: Option<Arc<route::Shared>>,
+    start: Instant,
+    refuse: Refuse<'_>,
+) -> Result<ActiveRun, pb::RunFailed> {
+    let Probed {
+        addr: target, tls, ..
+    } = probed;
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    let classes: Vec<ClassNames> = plan
-        .classes
-        .iter()
-        .map(|c| ClassNames {
-            name: c.name.clone(),
-            commands: c.workload.names(),
-            profile: c.profile.clone(),
-            original: c.profile.clone(),
-        })
-        .collect();
-    let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
-    let warmup_ns = plan.warmup.as_nanos() as u64;
     if let Some(shared) = &topology {
         tokio::spawn(route::refresh(
             shared.clone(),
@@ -539,8 +623,31 @@ async fn start_run(
         tls: tls.clone(),
         worker: cfg.name.clone(),
     };
-    let configs = assemble::shard_configs(&plan, &wiring)
-        .map_err(|e| fail_as(FailureKind::BadPlan, e.to_string()))?;
+    let configs = assemble::shard_configs(plan, &wiring).map_err(|e| {
+        // The slot-table refresher started above stops with the run that never was.
+        stop.store(true, Ordering::Release);
+        refuse.with(FailureKind::BadPlan, e.to_string())
+    })?;
+    spawn_shards(configs, &stop, refuse)?;
+    tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
+    Ok(ActiveRun::new(
+        cfg,
+        plan,
+        tls.is_some(),
+        stop,
+        released,
+        steering,
+        erx,
+    ))
+}
+
+/// Spawns the shards, one named thread each; if one cannot start, those already started
+/// are stopped.
+fn spawn_shards(
+    configs: Vec<shard::ShardConfig>,
+    stop: &AtomicBool,
+    refuse: Refuse<'_>,
+) -> Result<(), pb::RunFailed> {
     for sc in configs {
         let spawned = std::thread::Builder::new()
             .name(format!("crest-shard-{}", sc.index))
@@ -548,48 +655,12 @@ async fn start_run(
         if let Err(e) = spawned {
             // Shards already started must not run a plan nobody will collect.
             stop.store(true, Ordering::Relaxed);
-            return Err(fail_as(
+            return Err(refuse.with(
                 FailureKind::Internal,
                 format!("cannot start shard thread: {e}"),
             ));
         }
     }
-    tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
-    *run = Some(ActiveRun {
-        run_id: plan.run_id.clone(),
-        target: plan.target.clone(),
-        classes,
-        warmup_ns,
-        interval_ns: plan.interval.as_nanos() as u64,
-        share: shares,
-        stop,
-        released,
-        steering,
-        steered: BTreeMap::new(),
-        reached: BTreeMap::new(),
-        done_shards: BTreeSet::new(),
-        rx: erx,
-        shards: plan.shards.len(),
-        pending: BTreeMap::new(),
-        finished: 0,
-        totals: Vec::new(),
-        in_flight: 0,
-        unsent: 0,
-        intervals_sent: 0,
-        conn_errors: Vec::new(),
-        handshakes: Default::default(),
-        tls: tls.is_some(),
-        kinds: Kinds::default(),
-        new_messages: Vec::new(),
-        nodes: Vec::new(),
-        steal: crate::sys::sched::StealMeter::new(
-            cfg.cores
-                .iter()
-                .take(plan.shards.len())
-                .map(|c| c.id)
-                .collect(),
-        ),
-    });
     Ok(())
 }
 
@@ -773,6 +844,66 @@ impl Drop for ActiveRun {
 }
 
 impl ActiveRun {
+    /// A run of `plan` whose shards were just started: they report on `rx`, nothing has
+    /// come in yet.
+    fn new(
+        cfg: &AgentConfig,
+        plan: &Plan,
+        tls: bool,
+        stop: Arc<AtomicBool>,
+        released: Arc<AtomicU32>,
+        steering: Arc<Steering>,
+        rx: mpsc::UnboundedReceiver<ShardEvent>,
+    ) -> Self {
+        let classes: Vec<ClassNames> = plan
+            .classes
+            .iter()
+            .map(|c| ClassNames {
+                name: c.name.clone(),
+                commands: c.workload.names(),
+                profile: c.profile.clone(),
+                original: c.profile.clone(),
+            })
+            .collect();
+        let shares: f64 = plan.shards.iter().map(|p| p.share).sum();
+        let warmup_ns = plan.warmup.as_nanos() as u64;
+        ActiveRun {
+            run_id: plan.run_id.clone(),
+            target: plan.target.clone(),
+            classes,
+            warmup_ns,
+            interval_ns: plan.interval.as_nanos() as u64,
+            share: shares,
+            stop,
+            released,
+            steering,
+            steered: BTreeMap::new(),
+            reached: BTreeMap::new(),
+            done_shards: BTreeSet::new(),
+            rx,
+            shards: plan.shards.len(),
+            pending: BTreeMap::new(),
+            finished: 0,
+            totals: Vec::new(),
+            in_flight: 0,
+            unsent: 0,
+            intervals_sent: 0,
+            conn_errors: Vec::new(),
+            handshakes: Default::default(),
+            tls,
+            kinds: Kinds::default(),
+            new_messages: Vec::new(),
+            nodes: Vec::new(),
+            steal: crate::sys::sched::StealMeter::new(
+                cfg.cores
+                    .iter()
+                    .take(plan.shards.len())
+                    .map(|c| c.id)
+                    .collect(),
+            ),
+        }
+    }
+
     /// A runtime change from the coordinator: to the shards, and into the profiles the
     /// intervals' target rates come from.
     fn steer(&mut self, change: Change) {
@@ -809,7 +940,6 @@ impl ActiveRun {
         out
     }
 
-    /// Folds one shard event in; returns messages to send and whether the run is over.
     /// Checkpoints every shard still running has reached, in order, as messages (each
     /// once).
     fn checkpoints_reached(&mut self) -> Vec<Out> {
@@ -828,71 +958,26 @@ impl ActiveRun {
         out
     }
 
+    /// Folds one shard event in; returns messages to send and whether the run is over.
     fn on_event(&mut self, ev: ShardEvent) -> (Vec<Out>, bool) {
-        let mut out = Vec::new();
         match ev {
             ShardEvent::Connected {
                 up, want, error, ..
-            } => {
-                if up == 0 && want > 0 {
-                    let reason = format!(
-                        "cannot connect to target {}: {}",
-                        self.target,
-                        error.unwrap_or_else(|| "no connection came up".into())
-                    );
-                    out.push(Out::Failed(convert::run_failed(
-                        &self.run_id,
-                        FailureKind::TargetUnreachable,
-                        reason,
-                    )));
-                    return (out, true);
-                }
-            }
+            } => self.on_connected(up, want, error),
             ShardEvent::Steered { shard, seq, at_ns } => {
-                let e = self
-                    .steered
-                    .entry(seq)
-                    .or_insert_with(|| (BTreeSet::new(), u64::MAX, 0));
-                e.0.insert(shard);
-                e.1 = e.1.min(at_ns);
-                e.2 = e.2.max(at_ns);
-                out.extend(self.changes_followed());
+                (self.on_steered(shard, seq, at_ns), false)
             }
-            ShardEvent::Checkpoint { shard, index } => {
-                self.reached.entry(index).or_default().insert(shard);
-                out.extend(self.checkpoints_reached());
-            }
+            ShardEvent::Checkpoint { shard, index } => (self.on_checkpoint(shard, index), false),
             ShardEvent::Interval {
                 index,
-                mut stats,
+                stats,
                 messages,
                 load,
                 ..
-            } => {
-                // Kinds with their messages first, so a new kind is admitted with its text.
-                for (kind, message) in &messages {
-                    self.kinds.fold(kind, Some(message));
-                }
-                fold_stats(&mut stats, &mut self.kinds);
-                self.new_messages.extend(self.kinds.take_new());
-                let e = self
-                    .pending
-                    .entry(index)
-                    .or_insert_with(|| (0, Vec::new(), Load::default()));
-                e.0 += 1;
-                add_classes(&mut e.1, &stats);
-                e.2.add(&load);
-                while let Some(entry) = self.pending.first_entry() {
-                    if entry.get().0 < self.shards {
-                        break;
-                    }
-                    let (index, (_, stats, load)) = entry.remove_entry();
-                    out.push(self.interval_msg(index, stats, load));
-                }
-            }
+            } => (self.on_interval(index, stats, &messages, &load), false),
             ShardEvent::Finished {
                 shard,
-                mut totals,
+                totals,
                 in_flight,
                 unsent,
                 connection_errors,
@@ -900,62 +985,163 @@ impl ActiveRun {
                 nodes,
                 ..
             } => {
-                self.handshakes.add(&handshakes);
-                for n in &nodes {
-                    match self.nodes.iter_mut().find(|m| m.addr == n.addr) {
-                        Some(m) => m.add(n),
-                        None => self.nodes.push(n.clone()),
-                    }
-                }
-                fold_stats(&mut totals, &mut self.kinds);
-                add_classes(&mut self.totals, &totals);
-                self.in_flight += in_flight;
-                self.unsent += unsent;
-                for (k, n) in &connection_errors {
-                    add_error(&mut self.conn_errors, k, *n);
-                }
-                self.finished += 1;
-                // A finished shard waits at no checkpoint: the others may be complete.
-                self.done_shards.insert(shard);
-                out.extend(self.checkpoints_reached());
-                out.extend(self.changes_followed());
-                if self.finished == self.shards {
-                    // A shard that stalled past a whole second skipped that index: send
-                    // what is left, in order.
-                    while let Some((index, (_, stats, load))) = self.pending.pop_first() {
-                        out.push(self.interval_msg(index, stats, load));
-                    }
-                    out.push(Out::Finished(pb::Finished {
-                        run_id: self.run_id.clone(),
-                        totals: self.encode(&self.totals),
-                        in_flight: self.in_flight,
-                        unsent: self.unsent,
-                        intervals: self.intervals_sent,
-                        connection_errors: convert::errors_to_pb(&self.conn_errors),
-                        error_messages: convert::messages_to_pb(&self.kinds.all()),
-                        tls: self.tls.then(|| pb::TlsStats {
-                            full: self.handshakes.full,
-                            resumed: self.handshakes.resumed,
-                            version: self.handshakes.version.clone(),
-                            cipher: self.handshakes.cipher.clone(),
-                        }),
-                        classes: self
-                            .classes
-                            .iter()
-                            .zip(&self.totals)
-                            .map(|(c, s)| pb::ClassCounts {
-                                class: c.name.clone(),
-                                pushes: s.pushes,
-                                invalidations: s.invalidations,
-                            })
-                            .collect(),
-                        nodes: convert::nodes_to_pb(&self.nodes),
-                    }));
-                    return (out, true);
-                }
+                self.add_shard_results(
+                    totals,
+                    in_flight,
+                    unsent,
+                    &connection_errors,
+                    &handshakes,
+                    &nodes,
+                );
+                self.on_finished(shard)
             }
         }
+    }
+
+    /// A shard's first connects: when it wanted connections and none came up, the run
+    /// fails (and is over).
+    fn on_connected(&self, up: u32, want: u32, error: Option<String>) -> (Vec<Out>, bool) {
+        if up == 0 && want > 0 {
+            let reason = format!(
+                "cannot connect to target {}: {}",
+                self.target,
+                error.unwrap_or_else(|| "no connection came up".into())
+            );
+            let failed = convert::run_failed(&self.run_id, FailureKind::TargetUnreachable, reason);
+            return (vec![Out::Failed(failed)], true);
+        }
+        (Vec::new(), false)
+    }
+
+    /// A shard follows change `seq` from `at_ns`; returns the changes every shard still
+    /// running now follows, as messages.
+    fn on_steered(&mut self, shard: u32, seq: u32, at_ns: u64) -> Vec<Out> {
+        let e = self
+            .steered
+            .entry(seq)
+            .or_insert_with(|| (BTreeSet::new(), u64::MAX, 0));
+        e.0.insert(shard);
+        e.1 = e.1.min(at_ns);
+        e.2 = e.2.max(at_ns);
+        self.changes_followed()
+    }
+
+    /// A shard reached checkpoint `index`; returns the checkpoints every shard still
+    /// running has now reached, as messages.
+    fn on_checkpoint(&mut self, shard: u32, index: u32) -> Vec<Out> {
+        self.reached.entry(index).or_default().insert(shard);
+        self.checkpoints_reached()
+    }
+
+    /// One shard's results for interval `index`, added to that interval's sum; returns the
+    /// intervals every shard has now reported, in order, as messages.
+    fn on_interval(
+        &mut self,
+        index: u32,
+        mut stats: Vec<Stats>,
+        messages: &[(String, String)],
+        load: &shard::ShardLoad,
+    ) -> Vec<Out> {
+        // Kinds with their messages first, so a new kind is admitted with its text.
+        for (kind, message) in messages {
+            self.kinds.fold(kind, Some(message));
+        }
+        fold_stats(&mut stats, &mut self.kinds);
+        self.new_messages.extend(self.kinds.take_new());
+        let e = self
+            .pending
+            .entry(index)
+            .or_insert_with(|| (0, Vec::new(), Load::default()));
+        e.0 += 1;
+        add_classes(&mut e.1, &stats);
+        e.2.add(load);
+        let mut out = Vec::new();
+        while let Some(entry) = self.pending.first_entry() {
+            if entry.get().0 < self.shards {
+                break;
+            }
+            let (index, (_, stats, load)) = entry.remove_entry();
+            out.push(self.interval_msg(index, stats, load));
+        }
+        out
+    }
+
+    /// Adds a finished shard's results to the run's: its totals, what it left in flight or
+    /// unsent, its connection errors, TLS handshakes and per-node shares.
+    fn add_shard_results(
+        &mut self,
+        mut totals: Vec<Stats>,
+        in_flight: u64,
+        unsent: u64,
+        connection_errors: &ErrorCounts,
+        handshakes: &Handshakes,
+        nodes: &[NodeStats],
+    ) {
+        self.handshakes.add(handshakes);
+        for n in nodes {
+            match self.nodes.iter_mut().find(|m| m.addr == n.addr) {
+                Some(m) => m.add(n),
+                None => self.nodes.push(n.clone()),
+            }
+        }
+        fold_stats(&mut totals, &mut self.kinds);
+        add_classes(&mut self.totals, &totals);
+        self.in_flight += in_flight;
+        self.unsent += unsent;
+        for (k, n) in connection_errors {
+            add_error(&mut self.conn_errors, k, *n);
+        }
+    }
+
+    /// A shard finished; returns the checkpoints and changes that completes, and once every
+    /// shard has finished, the intervals left and the run's totals (the run is then over).
+    fn on_finished(&mut self, shard: u32) -> (Vec<Out>, bool) {
+        let mut out = Vec::new();
+        self.finished += 1;
+        // A finished shard waits at no checkpoint: the others may be complete.
+        self.done_shards.insert(shard);
+        out.extend(self.checkpoints_reached());
+        out.extend(self.changes_followed());
+        if self.finished == self.shards {
+            // A shard that stalled past a whole second skipped that index: send
+            // what is left, in order.
+            while let Some((index, (_, stats, load))) = self.pending.pop_first() {
+                out.push(self.interval_msg(index, stats, load));
+            }
+            out.push(self.finished_msg());
+            return (out, true);
+        }
         (out, false)
+    }
+
+    /// The run's end as a message: its totals and counts over every shard.
+    fn finished_msg(&self) -> Out {
+        Out::Finished(pb::Finished {
+            run_id: self.run_id.clone(),
+            totals: self.encode(&self.totals),
+            in_flight: self.in_flight,
+            unsent: self.unsent,
+            intervals: self.intervals_sent,
+            connection_errors: convert::errors_to_pb(&self.conn_errors),
+            error_messages: convert::messages_to_pb(&self.kinds.all()),
+            tls: self.tls.then(|| pb::TlsStats {
+                full: self.handshakes.full,
+                resumed: self.handshakes.resumed,
+                version: self.handshakes.version.clone(),
+                cipher: self.handshakes.cipher.clone(),
+            }),
+            classes: self
+                .classes
+                .iter()
+                .zip(&self.totals)
+                .map(|(c, s)| pb::ClassCounts {
+                    class: c.name.clone(),
+                    pushes: s.pushes,
+                    invalidations: s.invalidations,
+                })
+                .collect(),
+            nodes: convert::nodes_to_pb(&self.nodes),
+        })
     }
 
     fn encode(&self, stats: &[Stats]) -> Vec<pb::CommandStats> {

@@ -309,148 +309,14 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
     let others = arms.get(1..).unwrap_or_default();
     for (base, b) in others.iter().map(|b| (&arms[0], b)) {
         coverage.push(stats::critical(base.runs.len(), b.runs.len(), ALPHA).map(|c| c.1));
-        // "A and B <what> (x vs y)<then>" when both are known and differ.
-        let differ = |what: &str, then: &str, x: &Option<String>, y: &Option<String>| match (x, y) {
-            (Some(x), Some(y)) if x != y => Some(format!(
-                "{} and {} {what} ({x} vs {y}){then}",
-                base.label, b.label
-            )),
-            _ => None,
-        };
-        warnings.extend(differ(
-            "use different allocators",
-            ": their memory figures do not compare",
-            &base.allocator,
-            &b.allocator,
-        ));
-        warnings.extend(differ(
-            "run different servers",
-            "",
-            &base.version,
-            &b.version,
-        ));
-        let (n, m) = (base.runs.len(), b.runs.len());
-        if stats::critical(n, m, ALPHA).is_none() {
-            warnings.push(format!(
-                "{}+{} runs of {} and {}: too few for a confidence interval (at least 4 each); differences are shown without one",
-                n, m, base.label, b.label
-            ));
-        }
-        let keys: Vec<(String, Metric)> = {
-            let mut k: Vec<_> = base
-                .runs
-                .iter()
-                .flat_map(|r| r.values.keys().cloned())
-                .collect();
-            k.sort_by(|x, y| scope_order(&x.0).cmp(&scope_order(&y.0)).then(x.cmp(y)));
-            k.dedup();
-            k
-        };
-        // Every metric compared, with its p-value: each scope's metrics are one family,
-        // and Holm's step-down over it decides which may be called at all (an A/A
-        // comparison of five quantiles would otherwise call one about one time in ten).
-        let mut compared = Vec::new();
-        for (scope, metric) in keys {
-            let get = |arm: &Arm| -> Option<Vec<f64>> {
-                arm.runs
-                    .iter()
-                    .map(|r| r.values.get(&(scope.clone(), metric)).copied())
-                    .collect()
-            };
-            let (Some(va), Some(vb)) = (get(base), get(b)) else {
-                continue;
-            };
-            let Some(shift) = stats::shift(&va, &vb, ALPHA) else {
-                continue;
-            };
-            let p = stats::p_value(&va, &vb).unwrap_or(1.0);
-            compared.push((scope, metric, va, vb, shift, p));
-        }
-        // Keys are sorted by scope, so each family is one run of `compared`: per metric,
-        // whether Holm lets it be called and how many metrics its family has.
-        let mut holm: Vec<(bool, usize)> = Vec::with_capacity(compared.len());
-        for family in compared.chunk_by(|x, y| x.0 == y.0) {
-            let ps: Vec<f64> = family.iter().map(|c| c.5).collect();
-            holm.extend(
-                stats::holm(&ps, ALPHA)
-                    .into_iter()
-                    .map(|pass| (pass, ps.len())),
-            );
-        }
-        for ((scope, metric, va, vb, shift, p), (callable, family)) in
-            compared.into_iter().zip(holm)
-        {
-            let rel = stats::ratio(&va, &vb, ALPHA);
-            let (cv_a, cv_b) = (stats::cv(&va), stats::cv(&vb));
-            let v = match &rel {
-                Some(r) => stats::verdict(r, cv_a, cv_b, min_effect, callable),
-                None => Verdict::Inconclusive,
-            };
-            // The interval alone would have called it: say why it is not.
-            let held_back = !callable
-                && rel.is_some_and(|r| stats::verdict(&r, cv_a, cv_b, min_effect, true) != v);
-            // A run-level verdict on a metric where bigger is better reads the other way
-            // for latency-like metrics: "higher" is B slower, said by the words.
-            let few = metric.quantile().is_some_and(|q| {
-                let need = (100.0 / (1.0 - q)).ceil() as u64;
-                base.runs
-                    .iter()
-                    .chain(&b.runs)
-                    .any(|r| r.samples.get(&scope).copied().unwrap_or(0) < need)
-            });
-            let noisy = stats::unstable(cv_a, cv_b);
-            let mut words = metric.words(v, &b.label, n, m);
-            if noisy && matches!(v, Verdict::Higher | Verdict::Lower) {
-                words.push_str(" (UNSTABLE)");
-            }
-            if few {
-                words.push_str(" (few tail samples)");
-            }
-            if held_back {
-                words.push_str(&format!(
-                    " (not called: p = {p:.3} too large among {family} metrics, Holm)"
-                ));
-            }
-            rows.push(Row {
-                scope,
-                metric,
-                unit: metric.unit(),
-                better: if metric.higher_is_better() {
-                    "higher"
-                } else {
-                    "lower"
-                },
-                a: base.label.clone(),
-                b: b.label.clone(),
-                median_a: stats::median(&va).unwrap_or(0.0),
-                median_b: stats::median(&vb).unwrap_or(0.0),
-                cv_a,
-                cv_b,
-                delta: rel.map(|r| r.estimate),
-                ci: rel.and_then(|r| r.ci).map(|(l, h)| [l, h]),
-                shift: shift.estimate,
-                shift_ci: shift.ci.map(|(l, h)| [l, h]),
-                p_value: p,
-                callable,
-                few_samples: few,
-                unstable: noisy,
-                verdict: verdict_key(v),
-                words,
-                values_a: va,
-                values_b: vb,
-            });
+        warnings.extend(pair_warnings(base, b));
+        let compared = compared(base, b);
+        let holm = holm_by_scope(&compared);
+        for (c, callable) in compared.into_iter().zip(holm) {
+            rows.push(row(base, b, c, callable, min_effect));
         }
     }
-    for arm in &arms {
-        for r in &arm.runs {
-            if !r.complete {
-                warnings.push(format!(
-                    "{} run {}: its report is not complete (errors, a lost worker or a failed check): read it before trusting the comparison",
-                    arm.label, r.source
-                ));
-            }
-        }
-    }
+    warnings.extend(incomplete_runs(&arms));
     Comparison {
         schema_version: 1,
         mode,
@@ -465,6 +331,190 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
         rows,
         warnings,
     }
+}
+
+/// What to keep in mind comparing `b` with `base`: different allocators or servers, and
+/// too few runs for an interval.
+fn pair_warnings(base: &Arm, b: &Arm) -> Vec<String> {
+    let mut warnings = Vec::new();
+    // "A and B <what> (x vs y)<then>" when both are known and differ.
+    let differ = |what: &str, then: &str, x: &Option<String>, y: &Option<String>| match (x, y) {
+        (Some(x), Some(y)) if x != y => Some(format!(
+            "{} and {} {what} ({x} vs {y}){then}",
+            base.label, b.label
+        )),
+        _ => None,
+    };
+    warnings.extend(differ(
+        "use different allocators",
+        ": their memory figures do not compare",
+        &base.allocator,
+        &b.allocator,
+    ));
+    warnings.extend(differ(
+        "run different servers",
+        "",
+        &base.version,
+        &b.version,
+    ));
+    let (n, m) = (base.runs.len(), b.runs.len());
+    if stats::critical(n, m, ALPHA).is_none() {
+        warnings.push(format!(
+            "{}+{} runs of {} and {}: too few for a confidence interval (at least 4 each); differences are shown without one",
+            n, m, base.label, b.label
+        ));
+    }
+    warnings
+}
+
+/// One metric of one scope compared: (scope, metric, A's values, B's values, the
+/// absolute shift, the p-value).
+type Compared = (String, Metric, Vec<f64>, Vec<f64>, stats::Shift, f64);
+
+/// Every (scope, metric) the baseline's runs have, classes first (see [`scope_order`]).
+fn metric_keys(base: &Arm) -> Vec<(String, Metric)> {
+    let mut k: Vec<_> = base
+        .runs
+        .iter()
+        .flat_map(|r| r.values.keys().cloned())
+        .collect();
+    k.sort_by(|x, y| scope_order(&x.0).cmp(&scope_order(&y.0)).then(x.cmp(y)));
+    k.dedup();
+    k
+}
+
+/// Every metric both arms have in every run, with its shift and its p-value.
+fn compared(base: &Arm, b: &Arm) -> Vec<Compared> {
+    // Every metric compared, with its p-value: each scope's metrics are one family,
+    // and Holm's step-down over it decides which may be called at all (an A/A
+    // comparison of five quantiles would otherwise call one about one time in ten).
+    let mut compared = Vec::new();
+    for (scope, metric) in metric_keys(base) {
+        let get = |arm: &Arm| -> Option<Vec<f64>> {
+            arm.runs
+                .iter()
+                .map(|r| r.values.get(&(scope.clone(), metric)).copied())
+                .collect()
+        };
+        let (Some(va), Some(vb)) = (get(base), get(b)) else {
+            continue;
+        };
+        let Some(shift) = stats::shift(&va, &vb, ALPHA) else {
+            continue;
+        };
+        let p = stats::p_value(&va, &vb).unwrap_or(1.0);
+        compared.push((scope, metric, va, vb, shift, p));
+    }
+    compared
+}
+
+/// Per compared metric, whether Holm's step-down over its scope's family lets it be
+/// called, and how many metrics that family has.
+fn holm_by_scope(compared: &[Compared]) -> Vec<(bool, usize)> {
+    // Keys are sorted by scope, so each family is one run of `compared`.
+    let mut holm: Vec<(bool, usize)> = Vec::with_capacity(compared.len());
+    for family in compared.chunk_by(|x, y| x.0 == y.0) {
+        let ps: Vec<f64> = family.iter().map(|c| c.5).collect();
+        holm.extend(
+            stats::holm(&ps, ALPHA)
+                .into_iter()
+                .map(|pass| (pass, ps.len())),
+        );
+    }
+    holm
+}
+
+/// True when a run of either arm has fewer latency samples in `scope` than the quantile
+/// of `metric` needs (100 / (1 − q)).
+fn few_samples(base: &Arm, b: &Arm, scope: &str, metric: Metric) -> bool {
+    metric.quantile().is_some_and(|q| {
+        let need = (100.0 / (1.0 - q)).ceil() as u64;
+        base.runs
+            .iter()
+            .chain(&b.runs)
+            .any(|r| r.samples.get(scope).copied().unwrap_or(0) < need)
+    })
+}
+
+/// One compared metric as a row: its medians, CVs, shifts with their intervals, its
+/// verdict and the verdict's words. `(callable, family)` is Holm's say on it.
+fn row(
+    base: &Arm,
+    b: &Arm,
+    (scope, metric, va, vb, shift, p): Compared,
+    (callable, family): (bool, usize),
+    min_effect: f64,
+) -> Row {
+    let (n, m) = (base.runs.len(), b.runs.len());
+    let rel = stats::ratio(&va, &vb, ALPHA);
+    let (cv_a, cv_b) = (stats::cv(&va), stats::cv(&vb));
+    let v = match &rel {
+        Some(r) => stats::verdict(r, cv_a, cv_b, min_effect, callable),
+        None => Verdict::Inconclusive,
+    };
+    // The interval alone would have called it: say why it is not.
+    let held_back =
+        !callable && rel.is_some_and(|r| stats::verdict(&r, cv_a, cv_b, min_effect, true) != v);
+    // A run-level verdict on a metric where bigger is better reads the other way
+    // for latency-like metrics: "higher" is B slower, said by the words.
+    let few = few_samples(base, b, &scope, metric);
+    let noisy = stats::unstable(cv_a, cv_b);
+    let mut words = metric.words(v, &b.label, n, m);
+    if noisy && matches!(v, Verdict::Higher | Verdict::Lower) {
+        words.push_str(" (UNSTABLE)");
+    }
+    if few {
+        words.push_str(" (few tail samples)");
+    }
+    if held_back {
+        words.push_str(&format!(
+            " (not called: p = {p:.3} too large among {family} metrics, Holm)"
+        ));
+    }
+    Row {
+        scope,
+        metric,
+        unit: metric.unit(),
+        better: if metric.higher_is_better() {
+            "higher"
+        } else {
+            "lower"
+        },
+        a: base.label.clone(),
+        b: b.label.clone(),
+        median_a: stats::median(&va).unwrap_or(0.0),
+        median_b: stats::median(&vb).unwrap_or(0.0),
+        cv_a,
+        cv_b,
+        delta: rel.map(|r| r.estimate),
+        ci: rel.and_then(|r| r.ci).map(|(l, h)| [l, h]),
+        shift: shift.estimate,
+        shift_ci: shift.ci.map(|(l, h)| [l, h]),
+        p_value: p,
+        callable,
+        few_samples: few,
+        unstable: noisy,
+        verdict: verdict_key(v),
+        words,
+        values_a: va,
+        values_b: vb,
+    }
+}
+
+/// A warning for each run whose report is not complete.
+fn incomplete_runs(arms: &[Arm]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for arm in arms {
+        for r in &arm.runs {
+            if !r.complete {
+                warnings.push(format!(
+                    "{} run {}: its report is not complete (errors, a lost worker or a failed check): read it before trusting the comparison",
+                    arm.label, r.source
+                ));
+            }
+        }
+    }
+    warnings
 }
 
 /// Classes first (by name), then `all`, then `server`.

@@ -49,22 +49,7 @@ pub fn chart_xy(
 ) -> String {
     let (x_label, x_unit) = x_axis;
     let mut out = String::new();
-    let x_max = xs.last().copied().unwrap_or(1.0).max(1e-9);
-    let tf = |v: f64| if log { v.max(1.0).log10() } else { v };
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.2.iter().copied())
-        .map(tf)
-        .collect();
-    let y_max = ys
-        .iter()
-        .copied()
-        .fold(0.0f64, f64::max)
-        .max(if log { 1.0 } else { 1e-9 })
-        * 1.05;
-    let y_min = 0.0;
-    let px = |x: f64| PAD + (W - 2.0 * PAD) * x / x_max;
-    let py = |y: f64| H - PAD / 2.0 - (H - PAD) * (tf(y) - y_min) / (y_max - y_min).max(1e-9);
+    let plot = Plot::new(xs, series, unit, log, x_unit);
     let _ = write!(
         out,
         "<h2>{}</h2><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\">",
@@ -77,12 +62,83 @@ pub fn chart_xy(
         W - 2.0 * PAD,
         H - PAD
     );
+    y_ticks(&mut out, &plot);
+    axis_labels(&mut out, &plot, x_label);
+    for (k, s) in series.iter().enumerate() {
+        curve(&mut out, &plot, xs, k, s);
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A line chart's scales (x from 0 to `x_max`; y from `y_min` to `y_max`, in log10 of
+/// the values when `log`) and the units its labels show.
+struct Plot<'a> {
+    x_max: f64,
+    y_min: f64,
+    y_max: f64,
+    log: bool,
+    unit: &'a str,
+    x_unit: &'a str,
+}
+
+impl<'a> Plot<'a> {
+    /// The scales that hold `xs` and every series' values, with 5% headroom above.
+    fn new(
+        xs: &[f64],
+        series: &[(&str, &str, Vec<f64>)],
+        unit: &'a str,
+        log: bool,
+        x_unit: &'a str,
+    ) -> Self {
+        let x_max = xs.last().copied().unwrap_or(1.0).max(1e-9);
+        let tf = |v: f64| if log { v.max(1.0).log10() } else { v };
+        let ys: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.2.iter().copied())
+            .map(tf)
+            .collect();
+        let y_max = ys
+            .iter()
+            .copied()
+            .fold(0.0f64, f64::max)
+            .max(if log { 1.0 } else { 1e-9 })
+            * 1.05;
+        Plot {
+            x_max,
+            y_min: 0.0,
+            y_max,
+            log,
+            unit,
+            x_unit,
+        }
+    }
+
+    /// A value as the y scale holds it: its log10 (of at least 1) on a log scale.
+    fn tf(&self, v: f64) -> f64 {
+        if self.log { v.max(1.0).log10() } else { v }
+    }
+
+    /// The x pixel of `x`.
+    fn px(&self, x: f64) -> f64 {
+        PAD + (W - 2.0 * PAD) * x / self.x_max
+    }
+
+    /// The y pixel of the value `y`.
+    fn py(&self, y: f64) -> f64 {
+        H - PAD / 2.0 - (H - PAD) * (self.tf(y) - self.y_min) / (self.y_max - self.y_min).max(1e-9)
+    }
+}
+
+/// The y axis' five tick labels, from the bottom to the top of the scale.
+fn y_ticks(out: &mut String, plot: &Plot<'_>) {
+    let (y_min, y_max) = (plot.y_min, plot.y_max);
     for i in 0..=4 {
         let frac = f64::from(i) / 4.0;
         let yv = y_min + (y_max - y_min) * frac;
-        let label = if log { 10f64.powf(yv) } else { yv };
+        let label = if plot.log { 10f64.powf(yv) } else { yv };
         let y = H - PAD / 2.0 - (H - PAD) * frac;
-        let text = if unit == "µs" {
+        let text = if plot.unit == "µs" {
             human_us(label)
         } else if y_max < 10.0 {
             format!("{label:.2}")
@@ -96,6 +152,11 @@ pub fn chart_xy(
             esc(&text)
         );
     }
+}
+
+/// The x axis' end value and label, and the y axis' label (its unit in words).
+fn axis_labels(out: &mut String, plot: &Plot<'_>, x_label: &str) {
+    let (x_max, x_unit) = (plot.x_max, plot.x_unit);
     let _ = write!(
         out,
         "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{x_max:.1} {x_unit}</text>",
@@ -110,78 +171,104 @@ pub fn chart_xy(
         esc(x_label),
         H / 2.0,
         H / 2.0,
-        match (unit, log) {
+        match (plot.unit, plot.log) {
             ("/s", _) => "per second",
             ("%", _) => "percent",
             ("µs", true) => "µs (log scale)",
             (u, _) => u,
         }
     );
-    // Hover values on every point up to this many per series (a run of thousands of
-    // intervals keeps its page small: its lines only).
-    const HOVER_MAX: usize = 600;
-    for (k, (name, colour, vals)) in series.iter().enumerate() {
-        let drawn = xs
-            .iter()
-            .zip(vals)
-            .filter(|(_, y)| !(log && **y <= 0.0))
-            .count();
+}
+
+/// Hover values on every point up to this many per series (a run of thousands of
+/// intervals keeps its page small: its lines only).
+const HOVER_MAX: usize = 600;
+
+/// Series `k` as a `<g class="series">`: its lines, its points (to hover on, or the lone
+/// ones alone past [`HOVER_MAX`]) and its legend.
+fn curve(
+    out: &mut String,
+    plot: &Plot<'_>,
+    xs: &[f64],
+    k: usize,
+    (name, colour, vals): &(&str, &str, Vec<f64>),
+) {
+    let log = plot.log;
+    let drawn = xs
+        .iter()
+        .zip(vals)
+        .filter(|(_, y)| !(log && **y <= 0.0))
+        .count();
+    let _ = write!(
+        out,
+        "<g class=\"series\" data-series=\"{}\" data-points=\"{drawn}\">",
+        esc(name)
+    );
+    let runs = line_runs(plot, xs, vals);
+    for run in runs.iter().filter(|r| r.len() > 1) {
         let _ = write!(
             out,
-            "<g class=\"series\" data-series=\"{}\" data-points=\"{drawn}\">",
-            esc(name)
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            run.join(" ")
         );
-        // On a log scale an empty interval (no samples) breaks the line instead of diving to 0.
-        let mut runs: Vec<Vec<String>> = vec![Vec::new()];
-        for (x, y) in xs.iter().zip(vals) {
-            if log && *y <= 0.0 {
-                runs.push(Vec::new());
-            } else if let Some(run) = runs.last_mut() {
-                run.push(format!("{:.1},{:.1}", px(*x), py(*y)));
-            }
-        }
-        for run in runs.iter().filter(|r| r.len() > 1) {
-            let _ = write!(
-                out,
-                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>",
-                run.join(" ")
-            );
-        }
-        let hover = drawn <= HOVER_MAX;
-        for (x, y) in xs.iter().zip(vals) {
-            if log && *y <= 0.0 {
-                continue;
-            }
-            // Lone points (a line of one) are always drawn; the rest only to hover on.
-            let (cx, cy) = (px(*x), py(*y));
-            if hover {
-                let shown = if unit == "µs" {
-                    human_us(*y)
-                } else {
-                    format!("{y:.2} {unit}")
-                };
+    }
+    if drawn <= HOVER_MAX {
+        hover_points(out, plot, xs, name, colour, vals);
+    } else {
+        // Lone points (a line of one) are always drawn; the rest only to hover on.
+        for run in runs.iter().filter(|r| r.len() == 1) {
+            if let Some((cx, cy)) = run[0].split_once(',') {
                 let _ = write!(
                     out,
-                    "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"2\" fill=\"{colour}\"><title>{} at {x:.2} {x_unit}: {}</title></circle>",
-                    esc(name),
-                    esc(&shown)
+                    "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
                 );
             }
         }
-        if !hover {
-            for run in runs.iter().filter(|r| r.len() == 1) {
-                if let Some((cx, cy)) = run[0].split_once(',') {
-                    let _ = write!(
-                        out,
-                        "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{colour}\"/>"
-                    );
-                }
-            }
-        }
-        legend_end(&mut out, k, name, colour);
     }
-    out.push_str("</svg>");
-    out
+    legend_end(out, k, name, colour);
+}
+
+/// The series' points as runs of `x,y` pixels: on a log scale an empty interval (no
+/// samples) breaks the line instead of diving to 0.
+fn line_runs(plot: &Plot<'_>, xs: &[f64], vals: &[f64]) -> Vec<Vec<String>> {
+    let mut runs: Vec<Vec<String>> = vec![Vec::new()];
+    for (x, y) in xs.iter().zip(vals) {
+        if plot.log && *y <= 0.0 {
+            runs.push(Vec::new());
+        } else if let Some(run) = runs.last_mut() {
+            run.push(format!("{:.1},{:.1}", plot.px(*x), plot.py(*y)));
+        }
+    }
+    runs
+}
+
+/// A circle on every drawn point with its value as a hover title.
+fn hover_points(
+    out: &mut String,
+    plot: &Plot<'_>,
+    xs: &[f64],
+    name: &str,
+    colour: &str,
+    vals: &[f64],
+) {
+    let (unit, x_unit) = (plot.unit, plot.x_unit);
+    for (x, y) in xs.iter().zip(vals) {
+        if plot.log && *y <= 0.0 {
+            continue;
+        }
+        let (cx, cy) = (plot.px(*x), plot.py(*y));
+        let shown = if unit == "µs" {
+            human_us(*y)
+        } else {
+            format!("{y:.2} {unit}")
+        };
+        let _ = write!(
+            out,
+            "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"2\" fill=\"{colour}\"><title>{} at {x:.2} {x_unit}: {}</title></circle>",
+            esc(name),
+            esc(&shown)
+        );
+    }
 }
 
 /// Series `k`'s name above the plot, in its colour, closing its `<g class="series">`.

@@ -8,6 +8,7 @@
 use super::{chart, decode_b64, esc, percentile_chart, percentile_summary_chart};
 use crate::fmt::human_us;
 use crate::model::{Report, Summary};
+use crate::server::{ServerReport, ServerRow};
 use std::fmt::Write as _;
 
 fn row(out: &mut String, name: &str, s: &Summary) {
@@ -30,6 +31,29 @@ pub fn render(r: &Report) -> String {
     let mut out = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>Crest report</title><style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}.warn{color:#a40}</style></head><body>",
     );
+    header(&mut out, r);
+    summary_section(&mut out, r);
+    errors_section(&mut out, r);
+    let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
+    timeline_charts(&mut out, r, &xs);
+    class_charts(&mut out, r);
+    generator_chart(&mut out, r, &xs);
+    if r.cluster {
+        cluster_section(&mut out, r);
+    }
+    if let Some(s) = &r.server {
+        server_charts(&mut out, r, s);
+    }
+    checkpoints_section(&mut out, r);
+    changes_section(&mut out, r);
+    workers_section(&mut out, r);
+    checks_section(&mut out, r);
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// The page's title line: the run, its target, length, arrivals and workers.
+fn header(out: &mut String, r: &Report) {
     let _ = write!(
         out,
         "<h1>Crest run {}</h1><p>target <b>{}</b>{}, {:.1} s measured from {}, {} arrivals, {} worker(s)</p>",
@@ -41,9 +65,14 @@ pub fn render(r: &Report) -> String {
         esc(&r.arrival),
         r.workers.len()
     );
+}
+
+/// The summary table (a row per command or class, then the total), its footer, and the
+/// line for a server that stopped answering.
+fn summary_section(out: &mut String, r: &Report) {
     out.push_str("<h2>Summary</h2><p>Latency is measured from each request's intended send time.</p><table><tr><th>class / command</th><th>completed</th><th>achieved / target per s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>errors</th></tr>");
     for (label, s) in r.rows() {
-        row(&mut out, &label, s);
+        row(out, &label, s);
     }
     out.push_str("</table>");
     let (timing, counts) = r.footer();
@@ -51,6 +80,11 @@ pub fn render(r: &Report) -> String {
     if let Some(line) = r.stopped_answering() {
         let _ = write!(out, "<p class=\"warn\">{}</p>", esc(&line));
     }
+}
+
+/// The errors by kind with the server's first message of each, and the connection
+/// errors.
+fn errors_section(out: &mut String, r: &Report) {
     if !r.totals.summary.errors_by_kind.is_empty() {
         out.push_str("<h2>Errors</h2><table><tr><th>kind</th><th>requests</th><th>the server's first message of this kind</th></tr>");
         for (k, n) in &r.totals.summary.errors_by_kind {
@@ -70,10 +104,13 @@ pub fn render(r: &Report) -> String {
             esc(&crate::words::counts_line(&r.connection_errors))
         );
     }
-    let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
+}
+
+/// Rate (target and achieved) and latency per interval over the timeline `xs`.
+fn timeline_charts(out: &mut String, r: &Report, xs: &[f64]) {
     out.push_str(&chart(
         "Rate per second",
-        &xs,
+        xs,
         &[
             (
                 "target",
@@ -91,7 +128,7 @@ pub fn render(r: &Report) -> String {
     ));
     out.push_str(&chart(
         "Latency per interval (log scale)",
-        &xs,
+        xs,
         &[
             (
                 "p50",
@@ -117,6 +154,11 @@ pub fn render(r: &Report) -> String {
         "µs",
         true,
     ));
+}
+
+/// Per class: its commands' percentiles side by side (several commands), and its latency
+/// distribution beside service time and schedule lag (when its histograms decode).
+fn class_charts(out: &mut String, r: &Report) {
     const COLOURS: [&str; 6] = ["#06c", "#c30", "#393", "#a0a", "#e80", "#555"];
     for (name, c) in &r.classes {
         if c.commands.len() > 1 {
@@ -148,9 +190,13 @@ pub fn render(r: &Report) -> String {
             ],
         ));
     }
+}
+
+/// The busiest shard's busy share per interval over the timeline `xs`.
+fn generator_chart(out: &mut String, r: &Report, xs: &[f64]) {
     out.push_str(&chart(
         "Generator: busiest shard's busy share per interval (90%+: the generator is the bottleneck)",
-        &xs,
+        xs,
         &[(
             "busiest shard",
             "#6a3",
@@ -159,164 +205,202 @@ pub fn render(r: &Report) -> String {
         "%",
         false,
     ));
-    if r.cluster {
-        let red = r.totals.summary.redirects;
+}
+
+/// The cluster's redirects and its nodes' table (slots beside requests, latency, errors).
+fn cluster_section(out: &mut String, r: &Report) {
+    let red = r.totals.summary.redirects;
+    let _ = write!(
+        out,
+        "<h2>Cluster nodes</h2><p>Redirects followed: MOVED {}, ASK {}; retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}. A node whose share of requests is above its share of slots is hot.</p><table><tr><th>node</th><th>slots</th><th>share of slots</th><th>completed</th><th>share of requests</th><th>p50</th><th>p99</th><th>p99.9</th><th>errors</th><th>MOVED</th><th>ASK</th><th>connections</th></tr>",
+        red.moved, red.asked, red.retried
+    );
+    for n in &r.nodes {
         let _ = write!(
             out,
-            "<h2>Cluster nodes</h2><p>Redirects followed: MOVED {}, ASK {}; retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}. A node whose share of requests is above its share of slots is hot.</p><table><tr><th>node</th><th>slots</th><th>share of slots</th><th>completed</th><th>share of requests</th><th>p50</th><th>p99</th><th>p99.9</th><th>errors</th><th>MOVED</th><th>ASK</th><th>connections</th></tr>",
-            red.moved, red.asked, red.retried
+            "<tr><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&n.addr),
+            n.slots,
+            n.slot_share * 100.0,
+            n.completed,
+            n.request_share * 100.0,
+            human_us(n.latency_us.p50),
+            human_us(n.latency_us.p99),
+            human_us(n.latency_us.p999),
+            n.errors,
+            n.moved,
+            n.asked,
+            n.connections
         );
-        for n in &r.nodes {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&n.addr),
-                n.slots,
-                n.slot_share * 100.0,
-                n.completed,
-                n.request_share * 100.0,
-                human_us(n.latency_us.p50),
-                human_us(n.latency_us.p99),
-                human_us(n.latency_us.p999),
-                n.errors,
-                n.moved,
-                n.asked,
-                n.connections
-            );
-        }
-        out.push_str("</table>");
     }
-    if let Some(s) = &r.server {
-        // The server's rows carry the timeline's indexes; a row without samples is a gap.
-        let pick = |f: &dyn Fn(&crate::server::ServerRow) -> Option<f64>| -> (Vec<f64>, Vec<f64>) {
-            s.intervals
-                .iter()
-                .filter(|row| row.sampled)
-                .filter_map(|row| Some((row.t_s, f(row)?)))
-                .unzip()
-        };
-        // Per command (the five busiest over the run), per second of each interval.
-        let mut busiest: Vec<(&String, u64)> = s
-            .total
-            .commands
-            .iter()
-            .filter(|(n, _)| !crate::server::series::is_setup(n) && n.as_str() != "info")
-            .map(|(n, d)| (n, d.calls + d.rejected_calls))
-            .collect();
-        busiest.sort_by_key(|b| std::cmp::Reverse(b.1));
-        busiest.truncate(5);
-        let per_command: Vec<(String, Vec<f64>)> = busiest
-            .iter()
-            .map(|(n, _)| {
-                // ops_per_sec / ops is the row's per-second factor (1 / its interval).
-                let (_, v) = pick(&|row| {
-                    let calls = row
-                        .commands
-                        .get(*n)
-                        .map_or(0.0, |d| (d.calls + d.rejected_calls) as f64);
-                    Some(match (row.ops, row.ops_per_sec) {
-                        (Some(o), Some(r)) if o > 0 => calls * r / o as f64,
-                        _ => 0.0,
-                    })
-                });
-                ((*n).clone(), v)
-            })
-            .collect();
-        let (sx, ops) = pick(&|row| row.ops_per_sec);
-        let client: Vec<f64> = sx
-            .iter()
-            .map(|t| {
-                r.timeline
-                    .iter()
-                    .find(|p| (p.t_s - t).abs() < 1e-9)
-                    .map_or(0.0, |p| p.achieved_rate)
-            })
-            .collect();
+    out.push_str("</table>");
+}
+
+/// `f` of each sampled server row, with the row's time: the server's rows carry the
+/// timeline's indexes; a row without samples is a gap.
+fn sampled(s: &ServerReport, f: &dyn Fn(&ServerRow) -> Option<f64>) -> (Vec<f64>, Vec<f64>) {
+    s.intervals
+        .iter()
+        .filter(|row| row.sampled)
+        .filter_map(|row| Some((row.t_s, f(row)?)))
+        .unzip()
+}
+
+/// The server's figures on the timeline's axis: commands per second, CPU per op and
+/// memory.
+fn server_charts(out: &mut String, r: &Report, s: &ServerReport) {
+    server_ops_chart(out, r, s);
+    let (cx, cpu) = sampled(s, &|row| row.cpu_us_per_op);
+    if !cpu.is_empty() {
         out.push_str(&chart(
-            &format!(
-                "Server: commands per second ({}, INFO commandstats; the sampler's INFO and connection setup excluded), in all and by command, beside the client's completions",
-                s.identity.version
-            ),
-            &sx,
-            &{
-                let mut v = vec![("server ops/s", "#a0a", ops), ("client completed/s", "#06c", client)];
-                for ((n, vals), colour) in per_command.iter().zip(["#393", "#e80", "#c30", "#555", "#6a3"]) {
-                    v.push((n.as_str(), colour, vals.clone()));
-                }
-                v
-            },
-            "/s",
-            false,
-        ));
-        let (cx, cpu) = pick(&|row| row.cpu_us_per_op);
-        if !cpu.is_empty() {
-            out.push_str(&chart(
-                "Server CPU per op (used_cpu_user + used_cpu_sys per command), µs",
-                &cx,
-                &[("CPU µs/op", "#c60", cpu)],
-                "µs",
-                false,
-            ));
-        }
-        let mib = |b: Option<u64>| b.map(|b| b as f64 / 1024.0 / 1024.0);
-        let (mx, used) = pick(&|row| mib(row.used_memory));
-        let (_, rss) = pick(&|row| mib(row.used_memory.and(row.used_memory_rss)));
-        let mut mem = vec![("used_memory", "#393", used)];
-        if rss.len() == mx.len() && !rss.is_empty() {
-            mem.push(("used_memory_rss", "#999", rss));
-        }
-        out.push_str(&chart(
-            "Server memory at each interval's end, MB",
-            &mx,
-            &mem,
-            "MB",
+            "Server CPU per op (used_cpu_user + used_cpu_sys per command), µs",
+            &cx,
+            &[("CPU µs/op", "#c60", cpu)],
+            "µs",
             false,
         ));
     }
-    if !r.checkpoints.is_empty() {
-        out.push_str("<h2>Checkpoints</h2><p>The load paused at each checkpoint, its replies came in, then the server's INFO memory (and the probe) was read.</p><table><tr><th>#</th><th>requests</th><th>at, s</th><th>req/s since the last</th><th>used_memory</th><th>used_memory_rss</th><th>used_memory_dataset</th><th>fragmentation</th><th>probe</th></tr>");
-        for c in &r.checkpoints {
-            let b = |v: Option<u64>| v.map_or(String::new(), crate::fmt::human_bytes);
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                c.index + 1,
-                c.requests,
-                c.at_s,
-                c.rate,
-                b(c.used_memory),
-                b(c.used_memory_rss),
-                b(c.used_memory_dataset),
-                c.mem_fragmentation_ratio
-                    .map_or(String::new(), |f| format!("{f:.2}")),
-                esc(c.probe.as_deref().unwrap_or(""))
-            );
-        }
-        out.push_str("</table>");
-    }
-    if !r.changes.is_empty() {
-        out.push_str("<h2>Runtime changes</h2><p>Each took effect at one instant on every worker (the admin API, gRPC); the timeline's target follows them.</p><table class=\"changes\"><tr><th>#</th><th>action</th><th>by</th><th>asked, s</th><th>at, s</th><th>from /s</th><th>to /s</th><th>workers switched at, s</th></tr>");
-        for c in &r.changes {
-            let switched: Vec<String> = c
-                .workers
+    server_memory_chart(out, s);
+}
+
+/// The five busiest commands over the run (setup and the sampler's `INFO` left out), each
+/// with its calls per second of every sampled interval.
+fn busiest_commands(s: &ServerReport) -> Vec<(String, Vec<f64>)> {
+    let mut busiest: Vec<(&String, u64)> = s
+        .total
+        .commands
+        .iter()
+        .filter(|(n, _)| !crate::server::series::is_setup(n) && n.as_str() != "info")
+        .map(|(n, d)| (n, d.calls + d.rejected_calls))
+        .collect();
+    busiest.sort_by_key(|b| std::cmp::Reverse(b.1));
+    busiest.truncate(5);
+    busiest
+        .iter()
+        .map(|(n, _)| {
+            // ops_per_sec / ops is the row's per-second factor (1 / its interval).
+            let (_, v) = sampled(s, &|row| {
+                let calls = row
+                    .commands
+                    .get(*n)
+                    .map_or(0.0, |d| (d.calls + d.rejected_calls) as f64);
+                Some(match (row.ops, row.ops_per_sec) {
+                    (Some(o), Some(r)) if o > 0 => calls * r / o as f64,
+                    _ => 0.0,
+                })
+            });
+            ((*n).clone(), v)
+        })
+        .collect()
+}
+
+/// The server's commands per second, in all and by command (the five busiest), beside the
+/// client's completions.
+fn server_ops_chart(out: &mut String, r: &Report, s: &ServerReport) {
+    let per_command = busiest_commands(s);
+    let (sx, ops) = sampled(s, &|row| row.ops_per_sec);
+    let client: Vec<f64> = sx
+        .iter()
+        .map(|t| {
+            r.timeline
                 .iter()
-                .map(|w| format!("{} {:.6}", w.worker, w.first_s))
-                .collect();
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.0}</td><td>{:.0}</td><td>{}</td></tr>",
-                c.seq,
-                c.action,
-                c.by,
-                c.asked_s,
-                c.at_s,
-                c.from_rps,
-                c.to_rps,
-                esc(&switched.join(", "))
-            );
-        }
-        out.push_str("</table>");
+                .find(|p| (p.t_s - t).abs() < 1e-9)
+                .map_or(0.0, |p| p.achieved_rate)
+        })
+        .collect();
+    out.push_str(&chart(
+        &format!(
+            "Server: commands per second ({}, INFO commandstats; the sampler's INFO and connection setup excluded), in all and by command, beside the client's completions",
+            s.identity.version
+        ),
+        &sx,
+        &{
+            let mut v = vec![("server ops/s", "#a0a", ops), ("client completed/s", "#06c", client)];
+            for ((n, vals), colour) in per_command.iter().zip(["#393", "#e80", "#c30", "#555", "#6a3"]) {
+                v.push((n.as_str(), colour, vals.clone()));
+            }
+            v
+        },
+        "/s",
+        false,
+    ));
+}
+
+/// The server's `used_memory` (and `used_memory_rss` when every row has it) at each
+/// interval's end.
+fn server_memory_chart(out: &mut String, s: &ServerReport) {
+    let mib = |b: Option<u64>| b.map(|b| b as f64 / 1024.0 / 1024.0);
+    let (mx, used) = sampled(s, &|row| mib(row.used_memory));
+    let (_, rss) = sampled(s, &|row| mib(row.used_memory.and(row.used_memory_rss)));
+    let mut mem = vec![("used_memory", "#393", used)];
+    if rss.len() == mx.len() && !rss.is_empty() {
+        mem.push(("used_memory_rss", "#999", rss));
     }
+    out.push_str(&chart(
+        "Server memory at each interval's end, MB",
+        &mx,
+        &mem,
+        "MB",
+        false,
+    ));
+}
+
+/// The checkpoints' table (nothing without checkpoints).
+fn checkpoints_section(out: &mut String, r: &Report) {
+    if r.checkpoints.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Checkpoints</h2><p>The load paused at each checkpoint, its replies came in, then the server's INFO memory (and the probe) was read.</p><table><tr><th>#</th><th>requests</th><th>at, s</th><th>req/s since the last</th><th>used_memory</th><th>used_memory_rss</th><th>used_memory_dataset</th><th>fragmentation</th><th>probe</th></tr>");
+    for c in &r.checkpoints {
+        let b = |v: Option<u64>| v.map_or(String::new(), crate::fmt::human_bytes);
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            c.index + 1,
+            c.requests,
+            c.at_s,
+            c.rate,
+            b(c.used_memory),
+            b(c.used_memory_rss),
+            b(c.used_memory_dataset),
+            c.mem_fragmentation_ratio
+                .map_or(String::new(), |f| format!("{f:.2}")),
+            esc(c.probe.as_deref().unwrap_or(""))
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// The runtime changes' table (nothing without changes).
+fn changes_section(out: &mut String, r: &Report) {
+    if r.changes.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Runtime changes</h2><p>Each took effect at one instant on every worker (the admin API, gRPC); the timeline's target follows them.</p><table class=\"changes\"><tr><th>#</th><th>action</th><th>by</th><th>asked, s</th><th>at, s</th><th>from /s</th><th>to /s</th><th>workers switched at, s</th></tr>");
+    for c in &r.changes {
+        let switched: Vec<String> = c
+            .workers
+            .iter()
+            .map(|w| format!("{} {:.6}", w.worker, w.first_s))
+            .collect();
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.0}</td><td>{:.0}</td><td>{}</td></tr>",
+            c.seq,
+            c.action,
+            c.by,
+            c.asked_s,
+            c.at_s,
+            c.from_rps,
+            c.to_rps,
+            esc(&switched.join(", "))
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// The workers' table: each one's shards, counts, latency, clock offset and state.
+fn workers_section(out: &mut String, r: &Report) {
     out.push_str("<h2>Workers</h2><table><tr><th>name</th><th>host</th><th>shards</th><th>completed</th><th>errors</th><th>p50</th><th>p99</th><th>lag p99</th><th>clock offset</th><th>state</th></tr>");
     for w in &r.workers {
         let _ = write!(
@@ -338,7 +422,13 @@ pub fn render(r: &Report) -> String {
             }
         );
     }
-    out.push_str("</table><h2>Checks</h2>");
+    out.push_str("</table>");
+}
+
+/// The checks: an interrupted run, late intervals, problems and generator-bound
+/// intervals, then the notes on the generator, the server and the pace.
+fn checks_section(out: &mut String, r: &Report) {
+    out.push_str("<h2>Checks</h2>");
     if r.interrupted {
         let _ = write!(
             out,
@@ -366,6 +456,12 @@ pub fn render(r: &Report) -> String {
             esc(&r.generator_bound_spans())
         );
     }
+    notes(out, r);
+}
+
+/// The notes under the checks: the generator's and the server's lines, the server's
+/// agreement, connection-bound and off-pace intervals.
+fn notes(out: &mut String, r: &Report) {
     if let Some(line) = r.generator_line() {
         let _ = write!(out, "<p>Generator: {}.</p>", esc(&line));
     }
@@ -392,9 +488,8 @@ pub fn render(r: &Report) -> String {
     if let Some(line) = r.off_pace_line() {
         let _ = write!(out, "<p class=\"warn\">{}.</p>", esc(&capitalized(&line)));
     }
-    out.push_str("</body></html>\n");
-    out
 }
+
 /// `line` with its first letter upper-case (a summary line as a sentence).
 fn capitalized(line: &str) -> String {
     let mut c = line.chars();

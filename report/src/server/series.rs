@@ -8,7 +8,7 @@
 use super::info::{CmdCounters, Snap};
 use crate::fmt::{grouped, round2};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Commands a connection's setup sends (`HELLO`, `AUTH`, `SELECT`, `CLIENT SETNAME`,
 /// `CLIENT TRACKING`) and the workers' probe (`ECHO`): real calls, but not load. Matched on
@@ -419,7 +419,7 @@ pub struct Books<'a> {
 /// Builds the `server` section from the samples; the second value is the truth check's
 /// problem line when the server disagrees, for the report's `checks`.
 pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Option<String>)> {
-    let find = |m: Mark| series.samples.iter().find(|s| s.mark == m);
+    let find = |m: Mark| sample_at(series, m);
     let before = find(Mark::BeforeLoad);
     let start = find(Mark::Boundary(0));
     let baseline = if books.warmup {
@@ -431,37 +431,7 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
     let last = final_.or_else(|| series.samples.last())?;
     let identity = ServerIdentity::of(&last.info, series.io_threads);
     let rows = u32::try_from(books.rows).unwrap_or(u32::MAX);
-    let mut intervals = Vec::with_capacity(books.rows);
-    for k in 0..rows {
-        let t_s = round2(f64::from(k) * books.interval_s);
-        let a = if k == 0 {
-            Some(baseline)
-        } else {
-            find(Mark::Boundary(k))
-        };
-        // The last row of a run that ended before its boundary (a count-bound closed
-        // loop, whose last interval is partial) ends at the final sample instead.
-        let b = find(Mark::Boundary(k + 1)).or_else(|| {
-            let later = series
-                .samples
-                .iter()
-                .any(|s| matches!(s.mark, Mark::Boundary(j) if j > k));
-            (k + 1 == rows && !later).then_some(final_).flatten()
-        });
-        intervals.push(match (a, b) {
-            (Some(a), Some(b)) => {
-                let mut r = row(a, b, Some(k), t_s);
-                // Per the interval, as the timeline's rates: the first row's span starts
-                // at the baseline before load, up to a start lead earlier.
-                r.ops_per_sec = r
-                    .ops
-                    .filter(|_| books.interval_s > 0.0)
-                    .map(|o| round2(o as f64 / books.interval_s));
-                r
-            }
-            _ => missing(Some(k), t_s),
-        });
-    }
+    let intervals = interval_rows(series, books, rows, baseline, final_);
     let end_s = round2(f64::from(rows) * books.interval_s);
     let drain_from = if rows == 0 {
         Some(baseline)
@@ -476,109 +446,18 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         (true, Some(a), Some(b)) => Some(row(a, b, None, -(b.at_s - a.at_s).max(0.0))),
         _ => None,
     };
-    let mut total = row(baseline, last, None, 0.0);
-    // The checkpoints' own INFO memory and probe calls are not the load's.
-    let ours: u64 = books
-        .coordinator_calls
-        .iter()
-        .filter(|(n, _)| !is_setup(n))
-        .map(|(_, c)| c)
-        .sum();
-    if ours > 0
-        && let Some(ops) = total.ops.map(|o| o.saturating_sub(ours))
-    {
-        total.ops = Some(ops);
-        total.ops_per_sec = (total.span_s > 0.0).then(|| round2(ops as f64 / total.span_s));
-        total.cpu_us_per_op = total
-            .cpu_us
-            .filter(|_| ops > 0)
-            .map(|c| round2(c as f64 / ops as f64));
-    }
+    let total = total_row(baseline, last, books);
     let late_max = series
         .samples
         .iter()
         .filter(|s| matches!(s.mark, Mark::Boundary(_)))
         .map(|s| s.late_us)
         .fold(0.0, f64::max);
-    // The warm-up boundary: warm-up requests still in flight at the measured start reach
-    // the server after the baseline, and measured ones sent before the baseline's reply
-    // came reach it before.
-    let allowance = if books.warmup {
-        let late_s = find(Mark::Boundary(0)).map_or(0.0, |s| s.late_us / 1e6);
-        books.in_flight_max + (books.first_rate * late_s).ceil() as u64
-    } else {
-        0
-    };
-    let mut agreement = Vec::new();
-    let mut counted = std::collections::BTreeSet::new();
-    for (name, s) in books.commands {
-        let lower = name.to_ascii_lowercase();
-        let server: u64 = total
-            .commands
-            .iter()
-            .filter(|(n, _)| base(n) == lower)
-            .map(|(_, d)| d.calls + d.rejected_calls)
-            .sum::<u64>()
-            .saturating_sub(books.coordinator_calls.get(&lower).copied().unwrap_or(0));
-        counted.insert(lower.clone());
-        let answered = s.answered;
-        agreement.push(Agreement {
-            command: name.clone(),
-            server,
-            sent: s.sent,
-            answered,
-            difference: i64::try_from(server).unwrap_or(i64::MAX)
-                - i64::try_from(s.sent).unwrap_or(i64::MAX),
-            allowance,
-            agrees: is_setup(&lower)
-                || (answered.saturating_sub(allowance) <= server
-                    && server <= s.sent.saturating_add(allowance)),
-            judged: !is_setup(&lower),
-        });
-    }
-    let other_commands: BTreeMap<String, u64> = total
-        .commands
-        .iter()
-        .filter(|(n, _)| !is_setup(n) && !counted.contains(base(n)))
-        .map(|(n, d)| {
-            let ours = books
-                .coordinator_calls
-                .get(n.as_str())
-                .copied()
-                .unwrap_or(0);
-            (n.clone(), (d.calls + d.rejected_calls).saturating_sub(ours))
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    let mut went_down: Vec<String> = total.counter_reset.clone();
-    for r in intervals.iter().chain(&drain) {
-        for c in &r.counter_reset {
-            if !went_down.contains(c) {
-                went_down.push(c.clone());
-            }
-        }
-    }
+    let (agreement, counted) = agreement(&total, books, boundary_allowance(series, books));
+    let other_commands = other_commands(&total, books, &counted);
     let restarted = baseline.info.text("run_id") != last.info.text("run_id");
-    let unchecked = if books.cluster {
-        Some(
-            "a cluster: the sampler reads the seed node only (sampling every node is not built), so its counts are that node's share of the run"
-                .to_string(),
-        )
-    } else if final_.is_none() {
-        Some("no sample after the drain: the server did not answer INFO at the end".to_string())
-    } else if restarted {
-        Some(
-            "the server restarted during the run (its run_id changed): its counts start over"
-                .to_string(),
-        )
-    } else if !went_down.is_empty() {
-        Some(format!(
-            "server counters went down during the run ({}): the server restarted or its stats were reset",
-            went_down.join(", ")
-        ))
-    } else {
-        None
-    };
+    let went_down = went_down(&total, &intervals, drain.as_ref());
+    let unchecked = unchecked(books.cluster, final_.is_none(), restarted, &went_down);
     let agrees = match unchecked {
         Some(_) => None,
         None => Some(agreement.iter().all(|a| a.agrees)),
@@ -620,6 +499,197 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         },
         problem,
     ))
+}
+
+/// The first sample taken at `mark`.
+fn sample_at(series: &Series, mark: Mark) -> Option<&Sample> {
+    series.samples.iter().find(|s| s.mark == mark)
+}
+
+/// One row per timeline interval (`rows` of them): from its start boundary (the baseline
+/// for the first) to its end boundary, or a row without samples where one is missing.
+fn interval_rows(
+    series: &Series,
+    books: &Books<'_>,
+    rows: u32,
+    baseline: &Sample,
+    final_: Option<&Sample>,
+) -> Vec<ServerRow> {
+    let find = |m: Mark| sample_at(series, m);
+    let mut intervals = Vec::with_capacity(books.rows);
+    for k in 0..rows {
+        let t_s = round2(f64::from(k) * books.interval_s);
+        let a = if k == 0 {
+            Some(baseline)
+        } else {
+            find(Mark::Boundary(k))
+        };
+        // The last row of a run that ended before its boundary (a count-bound closed
+        // loop, whose last interval is partial) ends at the final sample instead.
+        let b = find(Mark::Boundary(k + 1)).or_else(|| {
+            let later = series
+                .samples
+                .iter()
+                .any(|s| matches!(s.mark, Mark::Boundary(j) if j > k));
+            (k + 1 == rows && !later).then_some(final_).flatten()
+        });
+        intervals.push(match (a, b) {
+            (Some(a), Some(b)) => {
+                let mut r = row(a, b, Some(k), t_s);
+                // Per the interval, as the timeline's rates: the first row's span starts
+                // at the baseline before load, up to a start lead earlier.
+                r.ops_per_sec = r
+                    .ops
+                    .filter(|_| books.interval_s > 0.0)
+                    .map(|o| round2(o as f64 / books.interval_s));
+                r
+            }
+            _ => missing(Some(k), t_s),
+        });
+    }
+    intervals
+}
+
+/// The whole run's row, from the baseline to the last sample, less the commands the
+/// coordinator sent the target itself.
+fn total_row(baseline: &Sample, last: &Sample, books: &Books<'_>) -> ServerRow {
+    let mut total = row(baseline, last, None, 0.0);
+    // The checkpoints' own INFO memory and probe calls are not the load's.
+    let ours: u64 = books
+        .coordinator_calls
+        .iter()
+        .filter(|(n, _)| !is_setup(n))
+        .map(|(_, c)| c)
+        .sum();
+    if ours > 0
+        && let Some(ops) = total.ops.map(|o| o.saturating_sub(ours))
+    {
+        total.ops = Some(ops);
+        total.ops_per_sec = (total.span_s > 0.0).then(|| round2(ops as f64 / total.span_s));
+        total.cpu_us_per_op = total
+            .cpu_us
+            .filter(|_| ops > 0)
+            .map(|c| round2(c as f64 / ops as f64));
+    }
+    total
+}
+
+/// How far the server's count may lie outside what was sent and answered and still agree
+/// (0 without a warm-up).
+fn boundary_allowance(series: &Series, books: &Books<'_>) -> u64 {
+    // The warm-up boundary: warm-up requests still in flight at the measured start reach
+    // the server after the baseline, and measured ones sent before the baseline's reply
+    // came reach it before.
+    if books.warmup {
+        let late_s = sample_at(series, Mark::Boundary(0)).map_or(0.0, |s| s.late_us / 1e6);
+        books.in_flight_max + (books.first_rate * late_s).ceil() as u64
+    } else {
+        0
+    }
+}
+
+/// The truth check of each command the report counts against the server's `total`, and
+/// the lower-case names it checked.
+fn agreement(
+    total: &ServerRow,
+    books: &Books<'_>,
+    allowance: u64,
+) -> (Vec<Agreement>, BTreeSet<String>) {
+    let mut agreement = Vec::new();
+    let mut counted = BTreeSet::new();
+    for (name, s) in books.commands {
+        let lower = name.to_ascii_lowercase();
+        let server: u64 = total
+            .commands
+            .iter()
+            .filter(|(n, _)| base(n) == lower)
+            .map(|(_, d)| d.calls + d.rejected_calls)
+            .sum::<u64>()
+            .saturating_sub(books.coordinator_calls.get(&lower).copied().unwrap_or(0));
+        counted.insert(lower.clone());
+        let answered = s.answered;
+        agreement.push(Agreement {
+            command: name.clone(),
+            server,
+            sent: s.sent,
+            answered,
+            difference: i64::try_from(server).unwrap_or(i64::MAX)
+                - i64::try_from(s.sent).unwrap_or(i64::MAX),
+            allowance,
+            agrees: is_setup(&lower)
+                || (answered.saturating_sub(allowance) <= server
+                    && server <= s.sent.saturating_add(allowance)),
+            judged: !is_setup(&lower),
+        });
+    }
+    (agreement, counted)
+}
+
+/// The commands the server ran that crest did not send (setup, the `counted` ones and
+/// the coordinator's own calls left out), with their calls.
+fn other_commands(
+    total: &ServerRow,
+    books: &Books<'_>,
+    counted: &BTreeSet<String>,
+) -> BTreeMap<String, u64> {
+    total
+        .commands
+        .iter()
+        .filter(|(n, _)| !is_setup(n) && !counted.contains(base(n)))
+        .map(|(n, d)| {
+            let ours = books
+                .coordinator_calls
+                .get(n.as_str())
+                .copied()
+                .unwrap_or(0);
+            (n.clone(), (d.calls + d.rejected_calls).saturating_sub(ours))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// The counters that went down over the run: the total's, then each interval's and the
+/// drain's, each named once.
+fn went_down(total: &ServerRow, intervals: &[ServerRow], drain: Option<&ServerRow>) -> Vec<String> {
+    let mut went_down: Vec<String> = total.counter_reset.clone();
+    for r in intervals.iter().chain(drain) {
+        for c in &r.counter_reset {
+            if !went_down.contains(c) {
+                went_down.push(c.clone());
+            }
+        }
+    }
+    went_down
+}
+
+/// Why the counts cannot be compared (a cluster, no final sample, a restart, counters
+/// that went down); None when they can.
+fn unchecked(
+    cluster: bool,
+    no_final: bool,
+    restarted: bool,
+    went_down: &[String],
+) -> Option<String> {
+    if cluster {
+        Some(
+            "a cluster: the sampler reads the seed node only (sampling every node is not built), so its counts are that node's share of the run"
+                .to_string(),
+        )
+    } else if no_final {
+        Some("no sample after the drain: the server did not answer INFO at the end".to_string())
+    } else if restarted {
+        Some(
+            "the server restarted during the run (its run_id changed): its counts start over"
+                .to_string(),
+        )
+    } else if !went_down.is_empty() {
+        Some(format!(
+            "server counters went down during the run ({}): the server restarted or its stats were reset",
+            went_down.join(", ")
+        ))
+    } else {
+        None
+    }
 }
 
 /// Server time of the sampler's INFO calls from `a` to `b`, µs (their share of Δusec).
