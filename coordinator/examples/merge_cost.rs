@@ -20,7 +20,7 @@
 #[path = "synth/mod.rs"]
 mod synth;
 
-use crest::cli::{RunArgs, to_config};
+use crest::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
 use crest::config::RateArg;
 use crest::merge::RunBooks;
 use crest::relay::gather::Gather;
@@ -95,28 +95,26 @@ fn main() {
         }
     };
     let cfg = to_config(RunArgs {
-        target: Some("127.0.0.1:1".into()),
-        rate: Some(RateArg::Rps(10_000.0)),
-        duration: Some(Duration::from_secs(u64::from(intervals))),
-        interval: Some(Duration::from_secs(1)),
-        mix: Some(MIX.into()),
+        target: TargetArgs {
+            target: Some("127.0.0.1:1".into()),
+            ..Default::default()
+        },
+        pace: PaceArgs {
+            rate: Some(RateArg::Rps(10_000.0)),
+            interval: Some(Duration::from_secs(1)),
+            ..Default::default()
+        },
+        load: LoadArgs {
+            duration: Some(Duration::from_secs(u64::from(intervals))),
+            mix: Some(MIX.into()),
+            ..Default::default()
+        },
         ..Default::default()
     })
     .expect("a valid configuration");
     let class = cfg.classes[0].name.clone();
     let names: Vec<String> = cfg.classes[0].mix.iter().map(|m| m.0.clone()).collect();
-    // sets[d][v]: data set d's interval variant v, encoded as a worker sends it.
-    let sets: Vec<Vec<Vec<pb::CommandStats>>> = (0..DATASETS)
-        .map(|d| {
-            let mut rng = rng_for(d);
-            (0..VARIANTS)
-                .map(|_| {
-                    let stats: Vec<CmdStats> = names.iter().map(|_| variant(&mut rng)).collect();
-                    convert::stats_to_pb(&class, &stats, &names)
-                })
-                .collect()
-        })
-        .collect();
+    let sets = wire_sets(&class, &names);
     // What the books take messages from: the workers, or their relays.
     let members = if relays == 0 { workers } else { relays };
     let mut books = RunBooks::new(&cfg, members, intervals, Some(intervals - 1), None);
@@ -196,6 +194,12 @@ fn main() {
         );
         std::process::exit(1);
     }
+    print_figures((workers, relays, timed), cpu_ns, relay_ns);
+}
+
+/// The measured figures: the books' CPU per interval (and per worker-interval), and the
+/// relays' when there are any.
+fn print_figures((workers, relays, timed): (usize, usize, u32), cpu_ns: u64, relay_ns: u64) {
     let ms = cpu_ns as f64 / 1e6 / f64::from(timed);
     if relays == 0 {
         println!(
@@ -211,4 +215,19 @@ fn main() {
             relay_ms / relays as f64
         );
     }
+}
+
+/// `sets[d][v]`: data set d's interval variant v, encoded as a worker sends it.
+fn wire_sets(class: &str, names: &[String]) -> Vec<Vec<Vec<pb::CommandStats>>> {
+    (0..DATASETS)
+        .map(|d| {
+            let mut rng = rng_for(d);
+            (0..VARIANTS)
+                .map(|_| {
+                    let stats: Vec<CmdStats> = names.iter().map(|_| variant(&mut rng)).collect();
+                    convert::stats_to_pb(class, &stats, names)
+                })
+                .collect()
+        })
+        .collect()
 }

@@ -44,28 +44,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let (workers, mut problems, in_flight, unsent) = worker_rows(&results);
     // Taken, not copied: the one part of the results that grows with the run's length.
     let timeline = std::mem::take(&mut results.timeline);
-    let classes: BTreeMap<String, ClassReport> = cfg
-        .classes
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let by = merge::of_class(all, &c.name);
-            let t = class_target(i);
-            let sum = merge::sum(by.values());
-            let pushes = merge::class_pushes(members.iter().map(|m| &m.books), &c.name);
-            (
-                c.name.clone(),
-                ClassReport {
-                    summary: Summary::of(&sum, t, duration_s),
-                    commands: commands(&by, &c.weights(), t, duration_s),
-                    resp: cfg.session.resp.version(),
-                    pushes: pushes.0,
-                    invalidations: pushes.1,
-                    histograms: Histograms::of(&sum),
-                },
-            )
-        })
-        .collect();
+    let classes = class_reports(cfg, &results, &class_target, duration_s);
     let total = merge::all_commands(all);
     let nodes = merge::nodes(members.iter().map(|m| &m.books));
     let cluster = cfg.cluster == crest_model::target::ClusterMode::On
@@ -323,4 +302,34 @@ fn checks(
         late_intervals,
         server_agrees,
     }
+}
+
+/// Each class's part of the report: its summary against what it asked for, its commands,
+/// its push frames, its histograms.
+fn class_reports(
+    cfg: &RunConfig,
+    results: &RunResults,
+    class_target: &dyn Fn(usize) -> Target,
+    duration_s: f64,
+) -> BTreeMap<String, ClassReport> {
+    cfg.classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let by = merge::of_class(&results.totals, &c.name);
+            let t = class_target(i);
+            let sum = merge::sum(by.values());
+            let books = results.workers.iter().map(|m| &m.books);
+            let pushes = merge::class_pushes(books, &c.name);
+            let report = ClassReport {
+                summary: Summary::of(&sum, t, duration_s),
+                commands: commands(&by, &c.weights(), t, duration_s),
+                resp: cfg.session.resp.version(),
+                pushes: pushes.0,
+                invalidations: pushes.1,
+                histograms: Histograms::of(&sum),
+            };
+            (c.name.clone(), report)
+        })
+        .collect()
 }

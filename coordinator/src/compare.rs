@@ -145,23 +145,7 @@ pub async fn run_all(
     if let Some(dir) = &out {
         output::check_writable(dir).map_err(CompareError::Usage)?;
     }
-    // One seed for every run (the user's, or drawn once), and every target's
-    // configuration checked before the first request.
-    let mut base = args;
-    if plan.between == Between::Prefill {
-        base.load.prefill = true;
-    }
-    let mut configs = Vec::new();
-    for (label, addr) in &plan.targets {
-        let mut a = base.clone();
-        a.target.target = Some(addr.clone());
-        a.pace.out = None;
-        let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
-        if base.pace.seed.is_none() {
-            base.pace.seed = Some(cfg.seed);
-        }
-        configs.push(cfg);
-    }
+    let configs = configs(args, plan)?;
     let seed = configs.first().map_or(0, |c| c.seed);
     let sequence = order(plan.targets.len(), plan.runs);
     let mut arms: Vec<Arm> = plan
@@ -208,19 +192,9 @@ pub async fn run_all(
             .map_or_else(|| format!("run {}", i + 1), |d| d.display().to_string());
         let run = entry(&report, &source, Some(i + 1));
         let (_, version, allocator) = identity(&report);
-        let s = &report.totals.summary;
         eprintln!(
-            "crest compare: run {}/{total}: {label} ({addr}): {} completed, {} errors, p50 {}, p99 {}{}",
-            i + 1,
-            s.completed,
-            s.errors,
-            crest_report::fmt::human_us(s.latency_us.p50),
-            crest_report::fmt::human_us(s.latency_us.p99),
-            if report.complete {
-                ""
-            } else {
-                " (report not complete)"
-            }
+            "crest compare: {}",
+            run_line((i + 1, total), label, addr, &report)
         );
         let arm = &mut arms[k];
         if arm.version.is_none() {
@@ -249,6 +223,49 @@ pub async fn run_all(
         );
     }
     Ok(c)
+}
+
+/// Every target's configuration, made and checked once before the first request, all
+/// with one seed (the user's, or drawn once).
+fn configs(args: RunArgs, plan: &Plan) -> Result<Vec<crate::config::RunConfig>, CompareError> {
+    let mut base = args;
+    if plan.between == Between::Prefill {
+        base.load.prefill = true;
+    }
+    let mut configs = Vec::new();
+    for (label, addr) in &plan.targets {
+        let mut a = base.clone();
+        a.target.target = Some(addr.clone());
+        a.pace.out = None;
+        let cfg = to_config(a).map_err(|e| CompareError::Usage(format!("{label}: {e}")))?;
+        if base.pace.seed.is_none() {
+            base.pace.seed = Some(cfg.seed);
+        }
+        configs.push(cfg);
+    }
+    Ok(configs)
+}
+
+/// One run's progress line.
+fn run_line(
+    (n, total): (usize, usize),
+    label: &str,
+    addr: &str,
+    report: &crest_report::Report,
+) -> String {
+    let s = &report.totals.summary;
+    format!(
+        "run {n}/{total}: {label} ({addr}): {} completed, {} errors, p50 {}, p99 {}{}",
+        s.completed,
+        s.errors,
+        crest_report::fmt::human_us(s.latency_us.p50),
+        crest_report::fmt::human_us(s.latency_us.p99),
+        if report.complete {
+            ""
+        } else {
+            " (report not complete)"
+        }
+    )
 }
 
 /// One whole `crest run` of `cfg` (its report written to `cfg.out` when given); None when

@@ -377,13 +377,28 @@ impl RunConfig {
 /// # Errors
 /// [`ConfigError`] naming the field (prefixed with the class name when `in_file`).
 pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
-    let f = |flag: &'static str, key: &'static str, v: String, why: &str| {
+    check_sizes(c, from_flags)?;
+    check_load(c, from_flags)
+}
+
+/// An error about class `c`'s setting: named by its flag for the flags' class, by its
+/// profile key (and the class) for a profile's.
+fn class_error(
+    c: &ClassConfig,
+    from_flags: bool,
+) -> impl Fn(&'static str, &'static str, String, &str) -> ConfigError + '_ {
+    move |flag, key, v, why| {
         if from_flags {
             ConfigError::new(flag, v, why)
         } else {
             ConfigError::new(key, format!("{v} (class {})", c.name), why)
         }
-    };
+    }
+}
+
+/// The keyspace, values, connections, pipeline and batch within bounds.
+fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
+    let f = class_error(c, from_flags);
     if c.keys == 0 {
         return Err(f(
             "--keys",
@@ -438,6 +453,12 @@ pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError>
             ),
         ));
     }
+    Ok(())
+}
+
+/// The mix, TTL, rates and key distribution: what the class sends and how fast.
+fn check_load(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
+    let f = class_error(c, from_flags);
     if c.mix.len() > limits::MAX_MIX {
         return Err(f(
             "--mix",

@@ -397,53 +397,9 @@ pub async fn run(
     interrupt: watch::Receiver<bool>,
 ) -> Result<Search, CompareError> {
     let t0 = Instant::now();
-    if !(plan.min > 0.0 && plan.min <= plan.max) {
-        return Err(CompareError::Usage(format!(
-            "--min {} --max {}: give 0 < min ≤ max, requests per second",
-            plan.min, plan.max
-        )));
-    }
-    if let Some(dir) = &out {
-        output::check_writable(dir).map_err(CompareError::Usage)?;
-    }
-    for (flag, given) in [
-        ("--rate-scale", args.load.rate_scale.is_some()),
-        ("--time-scale", args.load.time_scale.is_some()),
-    ] {
-        if given {
-            return Err(CompareError::Usage(format!(
-                "{flag}: crest search sets each window's rate and length itself; leave it out"
-            )));
-        }
-    }
-    let mut base = args;
-    if plan.between == Between::Prefill {
-        base.load.prefill = true;
-    }
-    base.load.warmup = Some(plan.warmup);
-    // Checked once before any load, at the highest rate it may ask for; each window is
-    // this configuration at its own rate and length (the seed drawn here for all).
-    base.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
-    base.load.duration = Some(plan.window);
-    base.pace.out = None;
-    let cfg = to_config(base).map_err(|e| CompareError::Usage(e.to_string()))?;
+    let cfg = base_config(args, plan, out.as_deref())?;
     let target = cfg.target.clone().unwrap_or_else(|| "builtin".into());
-    let mut s = Search {
-        target,
-        slos: plan.slos.iter().map(ToString::to_string).collect(),
-        min_rps: plan.min,
-        max_rps: plan.max,
-        tolerance: plan.tolerance,
-        error_budget: plan.error_budget,
-        shards: 0,
-        probes: Vec::new(),
-        knee_rps: None,
-        first_fail_rps: None,
-        confirmed: false,
-        clients_limit: false,
-        outcome: String::new(),
-        elapsed_s: 0.0,
-    };
+    let mut s = Search::new(target, plan);
     let loosest = plan.slos.iter().map(|s| s.limit_us).fold(0.0, f64::max);
     let window = |rate: f64, phase: &'static str, s: &mut Search| {
         let n = s.probes.len() + 1;
@@ -529,6 +485,68 @@ pub async fn run(
     finish(&mut s, &b);
     s.elapsed_s = t0.elapsed().as_secs_f64();
     Ok(s)
+}
+
+/// The search's one configuration, checked before any load at the highest rate it may
+/// ask for: every window is this configuration at its own rate and length (the seed
+/// drawn here for all).
+fn base_config(
+    args: RunArgs,
+    plan: &Plan,
+    out: Option<&std::path::Path>,
+) -> Result<crate::config::RunConfig, CompareError> {
+    if !(plan.min > 0.0 && plan.min <= plan.max) {
+        return Err(CompareError::Usage(format!(
+            "--min {} --max {}: give 0 < min ≤ max, requests per second",
+            plan.min, plan.max
+        )));
+    }
+    if let Some(dir) = out {
+        output::check_writable(dir).map_err(CompareError::Usage)?;
+    }
+    for (flag, given) in [
+        ("--rate-scale", args.load.rate_scale.is_some()),
+        ("--time-scale", args.load.time_scale.is_some()),
+    ] {
+        if given {
+            return Err(CompareError::Usage(format!(
+                "{flag}: crest search sets each window's rate and length itself; leave it out"
+            )));
+        }
+    }
+    let mut base = args;
+    if plan.between == Between::Prefill {
+        base.load.prefill = true;
+    }
+    base.load.warmup = Some(plan.warmup);
+    // Checked once before any load, at the highest rate it may ask for; each window is
+    // this configuration at its own rate and length (the seed drawn here for all).
+    base.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
+    base.load.duration = Some(plan.window);
+    base.pace.out = None;
+    to_config(base).map_err(|e| CompareError::Usage(e.to_string()))
+}
+
+impl Search {
+    /// A search of `target` under `plan`, before its first window.
+    fn new(target: String, plan: &Plan) -> Self {
+        Search {
+            target,
+            slos: plan.slos.iter().map(ToString::to_string).collect(),
+            min_rps: plan.min,
+            max_rps: plan.max,
+            tolerance: plan.tolerance,
+            error_budget: plan.error_budget,
+            shards: 0,
+            probes: Vec::new(),
+            knee_rps: None,
+            first_fail_rps: None,
+            confirmed: false,
+            clients_limit: false,
+            outcome: String::new(),
+            elapsed_s: 0.0,
+        }
+    }
 }
 
 /// A window's probe row from its report, and whether a failure was soft: on latency alone,

@@ -139,58 +139,7 @@ impl Steering {
             }
             Action::Resume => self.paused.take().unwrap_or_else(|| self.now.clone()),
             Action::Rate { rps, class } => {
-                if !(rps.is_finite() && *rps >= 0.0) {
-                    return Err(Refusal::Bad(format!(
-                        "rate {rps}: give a number of requests per second ≥ 0"
-                    )));
-                }
-                if *rps > self.max_rps {
-                    return Err(Refusal::Bad(format!(
-                        "rate {rps}: over the {:.0}/s the run's shards can schedule ({:.0} per shard); give at most that",
-                        self.max_rps,
-                        limits::MAX_RATE_PER_SHARD
-                    )));
-                }
-                let mut next = self.now.clone();
-                match class {
-                    Some(name) => {
-                        let Some(i) = self.names.iter().position(|n| n == name) else {
-                            return Err(Refusal::Bad(format!(
-                                "class {name}: no such class; the run's classes are {}",
-                                self.names.join(", ")
-                            )));
-                        };
-                        if self.plan[i].is_none() {
-                            return Err(Refusal::Conflict(format!(
-                                "class {name} is closed loop (--rate max): it has no rate to change"
-                            )));
-                        }
-                        next[i] = Steer::Hold(*rps);
-                    }
-                    None => {
-                        // In proportion to the rates at the instant; when those are all 0,
-                        // to the plan's mean rates; when those are too, evenly.
-                        let mut w: Vec<f64> = open.iter().map(|&i| rate_at(&profiles[i])).collect();
-                        if w.iter().sum::<f64>() <= 0.0 {
-                            w = open
-                                .iter()
-                                .map(|&i| {
-                                    self.plan[i].as_ref().map_or(0.0, |p| {
-                                        p.total() / (p.duration_ns().max(1) as f64 / 1e9)
-                                    })
-                                })
-                                .collect();
-                        }
-                        if w.iter().sum::<f64>() <= 0.0 {
-                            w = vec![1.0; open.len()];
-                        }
-                        let sum: f64 = w.iter().sum();
-                        for (k, &i) in open.iter().enumerate() {
-                            next[i] = Steer::Hold(rps * w[k] / sum);
-                        }
-                    }
-                }
-                next
+                self.rated(*rps, class.as_deref(), &open, at_ns, profiles)?
             }
         };
         for (i, how) in next.iter().enumerate() {
@@ -225,6 +174,72 @@ impl Steering {
             end: false,
         };
         Ok((change, row))
+    }
+
+    /// The instructions after a new rate: for one class, or for all in proportion to
+    /// their rates at the instant (to the plan's mean rates when those are all 0; evenly
+    /// when those are too).
+    fn rated(
+        &self,
+        rps: f64,
+        class: Option<&str>,
+        open: &[usize],
+        at_ns: u64,
+        profiles: &[Option<Profile>],
+    ) -> Result<Vec<Steer>, Refusal> {
+        let rate_at = |p: &Option<Profile>| p.as_ref().map_or(0.0, |p| p.rate_at(at_ns));
+        if !(rps.is_finite() && rps >= 0.0) {
+            return Err(Refusal::Bad(format!(
+                "rate {rps}: give a number of requests per second ≥ 0"
+            )));
+        }
+        if rps > self.max_rps {
+            return Err(Refusal::Bad(format!(
+                "rate {rps}: over the {:.0}/s the run's shards can schedule ({:.0} per shard); give at most that",
+                self.max_rps,
+                limits::MAX_RATE_PER_SHARD
+            )));
+        }
+        let mut next = self.now.clone();
+        match class {
+            Some(name) => {
+                let Some(i) = self.names.iter().position(|n| n == name) else {
+                    return Err(Refusal::Bad(format!(
+                        "class {name}: no such class; the run's classes are {}",
+                        self.names.join(", ")
+                    )));
+                };
+                if self.plan[i].is_none() {
+                    return Err(Refusal::Conflict(format!(
+                        "class {name} is closed loop (--rate max): it has no rate to change"
+                    )));
+                }
+                next[i] = Steer::Hold(rps);
+            }
+            None => {
+                // In proportion to the rates at the instant; when those are all 0,
+                // to the plan's mean rates; when those are too, evenly.
+                let mut w: Vec<f64> = open.iter().map(|&i| rate_at(&profiles[i])).collect();
+                if w.iter().sum::<f64>() <= 0.0 {
+                    w = open
+                        .iter()
+                        .map(|&i| {
+                            self.plan[i]
+                                .as_ref()
+                                .map_or(0.0, |p| p.total() / (p.duration_ns().max(1) as f64 / 1e9))
+                        })
+                        .collect();
+                }
+                if w.iter().sum::<f64>() <= 0.0 {
+                    w = vec![1.0; open.len()];
+                }
+                let sum: f64 = w.iter().sum();
+                for (k, &i) in open.iter().enumerate() {
+                    next[i] = Steer::Hold(rps * w[k] / sum);
+                }
+            }
+        }
+        Ok(next)
     }
 
     /// A stop at `at_ns`: profiles cut there, the change that ends the workers' run.
