@@ -333,3 +333,236 @@ fn class_reports(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, parse_pacer, to_config};
+    use crate::config::RateArg;
+    use crest_model::schedule::{Profile, Segment};
+    use crest_model::shapes::{KeyDist, ValueSizes};
+    use crest_report::{Bound, OffPace, ShortPercentiles, TimelinePoint};
+    use std::time::Duration;
+
+    /// An open-loop run at 100/s for 2 s, one class.
+    fn cfg() -> RunConfig {
+        let mut c = to_config(RunArgs {
+            target: TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: PaceArgs {
+                rate: Some(RateArg::Rps(100.0)),
+                ..Default::default()
+            },
+            load: LoadArgs {
+                duration: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        c.quiet = true;
+        c
+    }
+
+    /// The interval starting at `t_s`, with the given verdicts and nothing else of note.
+    fn point(t_s: f64, generator_bound: bool, bound: Bound, off_pace: OffPace) -> TimelinePoint {
+        TimelinePoint {
+            t_s,
+            target_rate: 100.0,
+            scheduled: 100,
+            achieved_rate: 100.0,
+            errors: 0,
+            errors_by_kind: BTreeMap::new(),
+            latency_us: ShortPercentiles {
+                p50: 100.0,
+                p99: 200.0,
+                p999: 300.0,
+            },
+            schedule_lag_p99_us: 10.0,
+            generator_bound,
+            generator_cpu_s: 0.01,
+            busiest_shard: 0.1,
+            bound,
+            off_pace,
+            preemptions: 0,
+            core_wait_ms: 0.0,
+            steal_ms: 0.0,
+        }
+    }
+
+    /// `sleep` and `spin` are spelled as the flag takes them.
+    #[test]
+    fn sleep_and_spin_are_spelled_as_the_flag_takes_them() {
+        assert_eq!(pacer_word(Pacer::Sleep), "sleep");
+        assert_eq!(pacer_word(Pacer::Spin), "spin");
+    }
+
+    /// A sleep with a tolerance is spelled `sleep:` and the tolerance as a duration.
+    #[test]
+    fn a_sleep_tolerance_is_spelled_as_a_duration() {
+        assert_eq!(pacer_word(Pacer::SleepWithin(200_000)), "sleep:200us");
+        assert_eq!(pacer_word(Pacer::SleepWithin(2_000_000)), "sleep:2ms");
+    }
+
+    /// Every pacer's word reads back through `--pacer` as the same pacer, so the run can
+    /// be repeated from the report.
+    #[test]
+    fn every_pacer_word_reads_back_as_the_same_pacer() {
+        for p in [
+            Pacer::Sleep,
+            Pacer::Spin,
+            Pacer::SleepWithin(1),
+            Pacer::SleepWithin(200_000),
+            Pacer::SleepWithin(1_500_000),
+            Pacer::SleepWithin(crest_model::plan::MAX_TOLERANCE_NS),
+        ] {
+            assert_eq!(parse_pacer(&pacer_word(p)), Ok(p), "{}", pacer_word(p));
+        }
+    }
+
+    /// Each rule lists the start times of exactly the intervals it flagged, in order.
+    #[test]
+    fn each_rule_lists_the_intervals_it_flagged_by_start_time() {
+        let timeline = vec![
+            point(0.0, false, Bound::None, OffPace::None),
+            point(0.5, true, Bound::Generator, OffPace::Busy),
+            point(1.0, false, Bound::Connections, OffPace::Connections),
+            point(1.5, false, Bound::Server, OffPace::Pacer),
+            point(2.0, false, Bound::Connections, OffPace::None),
+        ];
+        let c = checks(&timeline, Vec::new(), 0, None);
+        assert_eq!(c.generator_bound_intervals, vec![0.5]);
+        assert_eq!(c.connection_bound_intervals, vec![1.0, 2.0]);
+        assert_eq!(c.off_pace_intervals, vec![0.5, 1.0, 1.5]);
+    }
+
+    /// A quiet timeline flags no interval under any rule.
+    #[test]
+    fn a_quiet_timeline_flags_nothing() {
+        let timeline: Vec<_> = (0..3)
+            .map(|i| point(f64::from(i), false, Bound::None, OffPace::None))
+            .collect();
+        let c = checks(&timeline, Vec::new(), 0, Some(true));
+        assert!(c.generator_bound_intervals.is_empty());
+        assert!(c.connection_bound_intervals.is_empty());
+        assert!(c.off_pace_intervals.is_empty());
+        assert!(c.intervals_match_totals);
+    }
+
+    /// The books' problems are listed as given and make the intervals disagree with the
+    /// totals; late intervals and the server's agreement are echoed.
+    #[test]
+    fn the_books_problems_mean_the_intervals_do_not_match_the_totals() {
+        let problems = vec!["w0: 3 requests unaccounted for".to_string()];
+        let c = checks(&[], problems.clone(), 7, Some(false));
+        assert!(!c.intervals_match_totals);
+        assert_eq!(c.problems, problems);
+        assert_eq!(c.late_intervals, 7);
+        assert_eq!(c.server_agrees, Some(false));
+        let c = checks(&[], Vec::new(), 0, None);
+        assert!(c.intervals_match_totals);
+        assert_eq!(c.server_agrees, None);
+    }
+
+    /// An open-loop class's settings are echoed as configured, its profile in seconds and
+    /// its rate as the caller says.
+    #[test]
+    fn class_settings_echo_an_open_classs_settings() {
+        let mut cfg = cfg();
+        let c = &mut cfg.classes[0];
+        c.name = "big".into();
+        c.profile = Some(
+            Profile::new(vec![
+                Segment {
+                    duration_ns: 1_500_000_000,
+                    from_rps: 100.0,
+                    to_rps: 300.0,
+                },
+                Segment {
+                    duration_ns: 500_000_000,
+                    from_rps: 300.0,
+                    to_rps: 300.0,
+                },
+            ])
+            .unwrap(),
+        );
+        c.requests = None;
+        c.mix = vec![("GET".into(), 7), ("HSET".into(), 2)];
+        c.keys = 1234;
+        c.key_prefix = "k:".into();
+        c.key_dist = KeyDist::Zipf(0.99);
+        c.values = ValueSizes::Range(100, 4096);
+        c.connections = 9;
+        c.pipeline = 3;
+        c.ttl = Some(60);
+        c.batch = 5;
+        c.prefill = true;
+        let s = class_settings(&cfg, &|_| Target::Rate(250.0));
+        assert_eq!(
+            s,
+            vec![ClassSettings {
+                name: "big".into(),
+                rate: Target::Rate(250.0),
+                profile: vec![
+                    ProfileSegment {
+                        duration_s: 1.5,
+                        from_rps: 100.0,
+                        to_rps: 300.0,
+                    },
+                    ProfileSegment {
+                        duration_s: 0.5,
+                        from_rps: 300.0,
+                        to_rps: 300.0,
+                    },
+                ],
+                requests: None,
+                mix: BTreeMap::from([("GET".to_string(), 7), ("HSET".to_string(), 2)]),
+                keys: 1234,
+                key_prefix: "k:".into(),
+                key_distribution: "zipf:0.99".into(),
+                value_sizes: "100-4096".into(),
+                connections: 9,
+                pipeline: 3,
+                ttl_s: Some(60),
+                batch: 5,
+                prefill: true,
+            }]
+        );
+    }
+
+    /// A closed-loop class echoes an empty profile and its request count, and every class
+    /// gets the rate for its own index.
+    #[test]
+    fn class_settings_echo_a_closed_class_and_each_classs_own_rate() {
+        let mut cfg = cfg();
+        let mut closed = cfg.classes[0].clone();
+        closed.name = "closed".into();
+        closed.profile = None;
+        closed.requests = Some(5000);
+        cfg.classes.push(closed);
+        let rate = |i: usize| {
+            if i == 0 {
+                Target::Rate(100.0)
+            } else {
+                Target::MAX
+            }
+        };
+        let s = class_settings(&cfg, &rate);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].rate, Target::Rate(100.0));
+        assert_eq!(
+            s[0].profile,
+            vec![ProfileSegment {
+                duration_s: 2.0,
+                from_rps: 100.0,
+                to_rps: 100.0,
+            }]
+        );
+        assert_eq!(s[1].name, "closed");
+        assert_eq!(s[1].rate, Target::Max);
+        assert!(s[1].profile.is_empty());
+        assert_eq!(s[1].requests, Some(5000));
+    }
+}

@@ -91,3 +91,89 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Sample {
+        Sample {
+            elapsed_s: 3.26,
+            total_s: 10.0,
+            target_rate: Some(1000.0),
+            achieved_rate: 998.4,
+            p99_us: 1530.0,
+            errors: 2,
+            alive: 3,
+            workers: 4,
+        }
+    }
+
+    /// The line shows elapsed and scheduled time, the asked and achieved rates, p99, the
+    /// errors and the live workers, in fixed-width columns.
+    #[test]
+    fn a_line_shows_every_figure_of_the_sample() {
+        assert_eq!(
+            Progress::line(&sample()),
+            "  3.3s/10s  target      1000/s  achieved       998/s  p99   1.53ms  errors 2  workers 3/4"
+        );
+    }
+
+    /// A closed loop has no asked rate: its target reads `max`.
+    #[test]
+    fn a_closed_loop_line_shows_max_as_its_target() {
+        let s = Sample {
+            target_rate: None,
+            ..sample()
+        };
+        assert!(
+            Progress::line(&s).contains("  target         max  achieved"),
+            "{}",
+            Progress::line(&s)
+        );
+    }
+
+    /// The p99 is shown in the unit that fits it: µs, ms or s.
+    #[test]
+    fn the_p99_is_shown_in_the_unit_that_fits() {
+        let p99 = |p99_us: f64| Progress::line(&Sample { p99_us, ..sample() });
+        assert!(p99(850.0).contains("p99    850µs  "), "{}", p99(850.0));
+        assert!(
+            p99(2_500_000.0).contains("p99    2.50s  "),
+            "{}",
+            p99(2_500_000.0)
+        );
+    }
+
+    /// The columns keep their width as the figures grow, so redrawn lines line up.
+    #[test]
+    fn lines_keep_their_width_as_figures_grow() {
+        let big = Sample {
+            elapsed_s: 12.34,
+            target_rate: Some(99_999.0),
+            achieved_rate: 99_998.0,
+            p99_us: 12.0,
+            ..sample()
+        };
+        // The column of `word` in characters (µ is two bytes).
+        let col = |line: &str, word: &str| line.find(word).map(|i| line[..i].chars().count());
+        let (a, b) = (Progress::line(&sample()), Progress::line(&big));
+        for word in ["target", "achieved", "p99", "errors"] {
+            assert!(col(&a, word).is_some(), "{a}");
+            assert_eq!(col(&a, word), col(&b, word), "{word}:\n{a}\n{b}");
+        }
+    }
+
+    /// Finishing ends a drawn bar once; a second finish, with no bar drawn, does nothing.
+    #[test]
+    fn finishing_ends_a_drawn_bar_once() {
+        let mut p = Progress {
+            tty: true,
+            drawn: true,
+        };
+        p.finish();
+        assert!(!p.drawn);
+        p.finish();
+        assert!(!p.drawn);
+    }
+}

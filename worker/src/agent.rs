@@ -2,39 +2,36 @@
 //!
 //! The agent runs on tokio; the shards it starts are plain pinned threads. It owns at most
 //! one active run. Dead man's switch: if the session ends, errors, or brings no message
-//! for [`DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
+//! for [`crest_proto::DEAD_MAN`], the active run is stopped at once and discarded (nothing is reported
 //! as success), and the agent dials again with backoff.
 //!
 //! Dialling: `http://` is plaintext, `https://` is TLS ([`crate::control_tls`]). A dial that
-//! fails is worded by [`control_tls::explain_dial`]: a closed port or a plaintext/TLS
+//! fails is worded by [`crate::control_tls::explain_dial`]: a closed port or a plaintext/TLS
 //! mismatch is retried with backoff (one line per cause, then one per 30 s); a certificate
 //! problem, like a refusal, ends the agent: retrying cannot fix it.
 
 use crate::assemble;
-use crate::control_tls::{self, ClientTls};
+use crate::control_tls::ClientTls;
 use crate::probe::Slots;
 use crate::route;
 use crate::shard::{self, ShardEvent};
 use crate::steer::Steering;
 use crate::target_tls::{Client, Handshakes};
+use crate::uplink::{self, Outbox, SessionError};
 use crest_model::built::Plan;
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::schedule::{Change, Profile};
 use crest_model::stats::{ErrorCounts, Kinds, NodeStats, Stats, add_error, fold_kinds};
 use crest_model::target::ClusterMode;
-use crest_proto::pb::{
-    self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
-    worker_message::Msg as Out,
-};
-use crest_proto::{DEAD_MAN, PROTOCOL_VERSION, WORKER_HEARTBEAT};
+use crest_proto::PROTOCOL_VERSION;
+use crest_proto::pb::{self, coordinator_message::Msg as In, worker_message::Msg as Out};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 /// A run may be scheduled to start at most this far ahead (the coordinator's lead is
 /// 1 s, or four round trips on a slow path).
@@ -176,106 +173,94 @@ pub async fn run(
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum SessionError {
-    #[error("refused: {0}")]
-    Refused(String),
-    /// No session came up: the dial or the first exchange failed.
-    #[error("{}", .0.line)]
-    Dial(control_tls::DialFailure),
-    /// The session broke while a run was active (that run is discarded).
-    #[error("the session broke during a run ({0}); the run was stopped and discarded")]
-    LostMidRun(String),
-    #[error("coordinator silent for more than {DEAD_MAN:?}")]
-    Silent,
-    #[error("outbound stream closed")]
-    Closed,
-    /// The coordinator stopped taking this worker's messages while results kept coming.
-    #[error(
-        "the coordinator took no message while {0} bytes of results queued up (more than {MAX_OUTBOX_BYTES}); the run was stopped: a longer --interval or fewer workers per coordinator would let it keep up"
-    )]
-    Backlog(usize),
+/// A session's work below: the worker's shards, and the run they carry (at most one).
+struct Shards<'a> {
+    cfg: &'a AgentConfig,
+    run: Option<ActiveRun>,
 }
 
-/// Most bytes of encoded messages a session queues while the coordinator is not taking
-/// them (HTTP/2 flow control pushes back when its merging falls behind).
-const MAX_OUTBOX_BYTES: usize = 64 << 20;
+impl uplink::Below for Shards<'_> {
+    type Event = ShardEvent;
 
-/// The session's outbound messages in order: handed to the stream when it has room, queued
-/// (encoded size counted, at most [`MAX_OUTBOX_BYTES`]) when it has none, so the agent
-/// never blocks on a slow coordinator and keeps draining its shards' results, which would
-/// otherwise pile up unmerged (full histograms) in their channel.
-struct Outbox {
-    tx: mpsc::Sender<pb::WorkerMessage>,
-    /// Messages waiting for room, each with its encoded size (counted in `bytes`).
-    queue: std::collections::VecDeque<(pb::WorkerMessage, usize)>,
-    bytes: usize,
-}
-
-impl Outbox {
-    fn new(tx: mpsc::Sender<pb::WorkerMessage>) -> Self {
-        Self {
-            tx,
-            queue: std::collections::VecDeque::new(),
-            bytes: 0,
+    async fn next(&mut self) -> Option<ShardEvent> {
+        match &mut self.run {
+            Some(r) => match r.rx.recv().await {
+                Some(ev) => Some(ev),
+                None => std::future::pending().await,
+            },
+            None => std::future::pending().await,
         }
     }
 
-    /// Sends `m` after everything queued before it.
-    fn push(&mut self, m: Out) -> Result<(), SessionError> {
-        let m = pb::WorkerMessage { msg: Some(m) };
-        if self.queue.is_empty() {
-            match self.tx.try_send(m) {
-                Ok(()) => return Ok(()),
-                Err(mpsc::error::TrySendError::Closed(_)) => return Err(SessionError::Closed),
-                Err(mpsc::error::TrySendError::Full(m)) => self.enqueue(m)?,
+    async fn order(&mut self, m: In, out: &mut Outbox) -> Result<(), SessionError> {
+        match m {
+            In::Start(s) => {
+                if let Err(reason) = start_run(self.cfg, s, &mut self.run).await {
+                    tracing::warn!(reason = %reason.reason, "run refused");
+                    out.push(Out::Failed(reason))?;
+                }
             }
-        } else {
-            self.enqueue(m)?;
+            In::Abort(a) => {
+                if self.run.as_ref().is_some_and(|r| r.run_id == a.run_id) {
+                    tracing::info!(run_id = %a.run_id, reason = %a.reason, "run aborted by coordinator");
+                    self.run = None;
+                }
+            }
+            In::Release(c) => {
+                if let Some(r) = self.run.as_ref().filter(|r| r.run_id == c.run_id) {
+                    r.released
+                        .fetch_max(c.index.saturating_add(1), Ordering::AcqRel);
+                }
+            }
+            In::Steer(c) => {
+                if let Some(r) = self.run.as_mut().filter(|r| r.run_id == c.run_id) {
+                    match Change::try_from(&c) {
+                        Ok(change) => r.steer(change),
+                        Err(e) => tracing::warn!(error = %e, "runtime change refused"),
+                    }
+                }
+            }
+            In::Welcome(_) | In::Refused(_) | In::Ping(_) | In::Heartbeat(_) => {}
         }
         Ok(())
     }
 
-    fn enqueue(&mut self, m: pb::WorkerMessage) -> Result<(), SessionError> {
-        use prost::Message as _;
-        let size = m.encoded_len();
-        self.bytes += size;
-        self.queue.push_back((m, size));
-        if self.bytes > MAX_OUTBOX_BYTES {
-            return Err(SessionError::Backlog(self.bytes));
+    async fn event(
+        &mut self,
+        ev: ShardEvent,
+        out: &mut Outbox,
+    ) -> Result<Option<String>, SessionError> {
+        // Always a run: `next` never yields without one.
+        let Some(r) = self.run.as_mut() else {
+            return Ok(None);
+        };
+        let (msgs, done) = r.on_event(ev);
+        for m in msgs {
+            out.push(m)?;
         }
-        Ok(())
+        if done {
+            self.run = None;
+        }
+        Ok(None)
     }
 
-    /// Waits for room in the stream while messages are queued (never resolves otherwise),
-    /// then hands it the oldest.
-    async fn flush_one(&mut self) -> Result<(), SessionError> {
-        if self.queue.is_empty() {
-            return std::future::pending().await;
-        }
-        let permit = self.tx.reserve().await.map_err(|_| SessionError::Closed)?;
-        if let Some((m, size)) = self.queue.pop_front() {
-            self.bytes -= size;
-            permit.send(m);
-        }
-        Ok(())
+    async fn watch(&mut self) -> Result<Option<String>, SessionError> {
+        Ok(None)
+    }
+
+    fn busy(&self) -> bool {
+        self.run.is_some()
     }
 }
 
-/// One session; `Ok` carries why it ended normally (the coordinator closed it while no
-/// run was active: the usual end of a `crest run`).
+/// One session with the coordinator; `Ok` carries why it ended normally. A run still
+/// active when it ends otherwise is stopped and discarded (the dead man's switch).
 async fn session(
     cfg: &AgentConfig,
     endpoint: &tonic::transport::Endpoint,
     id: &str,
     tls: bool,
 ) -> Result<String, SessionError> {
-    let dial = |e: &(dyn std::error::Error + 'static)| {
-        SessionError::Dial(control_tls::explain_dial(&cfg.coordinator, tls, e))
-    };
-    let channel = endpoint.connect().await.map_err(|e| dial(&e))?;
-    let mut client = CoordinatorClient::new(channel);
-    let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
     let register = pb::Register {
         protocol_version: PROTOCOL_VERSION,
         worker_id: id.to_string(),
@@ -286,109 +271,17 @@ async fn session(
         crest_version: env!("CARGO_PKG_VERSION").to_string(),
         cpus: cfg.cores.iter().map(|c| c.id as u32).collect(),
     };
-    let mut out = Outbox::new(tx);
-    out.push(Out::Register(register))?;
-    let mut inbound = client
-        .session(ReceiverStream::new(rx))
-        .await
-        .map_err(|e| dial(&e))?
-        .into_inner();
-    let mut run: Option<ActiveRun> = None;
-    let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);
-    // Checked ten times a second, so load stops at most 1.1 s after the last word.
-    let mut watchdog = tokio::time::interval(DEAD_MAN / 10);
-    let mut last_heard = Instant::now();
-    let mut welcomed = false;
-    loop {
-        tokio::select! {
-            m = inbound.message() => {
-                let m = match m {
-                    Ok(Some(m)) => m,
-                    Ok(None) if run.is_some() => return Err(SessionError::LostMidRun("the coordinator closed the session".into())),
-                    Ok(None) => return Ok("the coordinator closed the session".into()),
-                    // Before the welcome it is a dial problem (a TLS alert, a GOAWAY).
-                    Err(e) if !welcomed => return Err(dial(&e)),
-                    Err(e) if run.is_some() => return Err(SessionError::LostMidRun(e.message().to_string())),
-                    // The coordinator went away between runs: its `crest run` is over.
-                    Err(e) => return Ok(e.message().to_string()),
-                };
-                last_heard = Instant::now();
-                match m.msg {
-                    Some(In::Welcome(_)) => {
-                        welcomed = true;
-                        tracing::info!(coordinator = %cfg.coordinator, shards = cfg.cores.len(), "registered");
-                    }
-                    Some(In::Refused(r)) => return Err(SessionError::Refused(r.reason)),
-                    Some(In::Ping(p)) => {
-                        let t2 = unix_ns();
-                        out.push(Out::Pong(pb::Pong { seq: p.seq, t1_unix_ns: p.t1_unix_ns, t2_unix_ns: t2 }))?;
-                    }
-                    Some(In::Start(s)) => {
-                        if let Err(reason) = start_run(cfg, s, &mut run).await {
-                            tracing::warn!(reason = %reason.reason, "run refused");
-                            out.push(Out::Failed(reason))?;
-                        }
-                    }
-                    Some(In::Abort(a)) => {
-                        if run.as_ref().is_some_and(|r| r.run_id == a.run_id) {
-                            tracing::info!(run_id = %a.run_id, reason = %a.reason, "run aborted by coordinator");
-                            run = None;
-                        }
-                    }
-                    Some(In::Release(c)) => {
-                        if let Some(r) = run.as_ref().filter(|r| r.run_id == c.run_id) {
-                            r.released.fetch_max(c.index.saturating_add(1), Ordering::AcqRel);
-                        }
-                    }
-                    Some(In::Steer(c)) => {
-                        if let Some(r) = run.as_mut().filter(|r| r.run_id == c.run_id) {
-                            match Change::try_from(&c) {
-                                Ok(change) => r.steer(change),
-                                Err(e) => tracing::warn!(error = %e, "runtime change refused"),
-                            }
-                        }
-                    }
-                    Some(In::Heartbeat(_)) | None => {}
-                }
-            }
-            ev = next_event(&mut run) => {
-                // Always Some: `next_event` never resolves without a run.
-                let Some(r) = run.as_mut() else { continue };
-                let (msgs, done) = r.on_event(ev);
-                for m in msgs {
-                    out.push(m)?;
-                }
-                if done {
-                    run = None;
-                }
-            }
-            _ = watchdog.tick() => {
-                if last_heard.elapsed() > DEAD_MAN {
-                    if run.take().is_some() {
-                        tracing::warn!("coordinator silent: run stopped and discarded");
-                    }
-                    return Err(SessionError::Silent);
-                }
-            }
-            r = out.flush_one() => r?,
-            _ = heartbeat.tick() => {
-                // A queue already tells the coordinator the worker is alive.
-                if welcomed && out.queue.is_empty() {
-                    out.push(Out::Heartbeat(pb::Heartbeat {}))?;
-                }
-            }
-        }
+    let dial = uplink::Dial {
+        url: &cfg.coordinator,
+        endpoint,
+        tls,
+    };
+    let mut shards = Shards { cfg, run: None };
+    let ended = uplink::session(dial, register, &mut shards).await;
+    if ended.is_err() && shards.run.take().is_some() {
+        tracing::warn!("the session with the coordinator ended: run stopped and discarded");
     }
-}
-
-async fn next_event(run: &mut Option<ActiveRun>) -> ShardEvent {
-    match run {
-        Some(r) => match r.rx.recv().await {
-            Some(ev) => ev,
-            None => std::future::pending().await,
-        },
-        None => std::future::pending().await,
-    }
+    ended
 }
 
 /// Turns a StartRun into the active run: checks the plan, probes the target, discovers the
@@ -1174,65 +1067,5 @@ impl ActiveRun {
             shard_queued_ns: load.queued_ns,
             shard_steal_ns: self.steal.take(),
         })
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn hb(n: u64) -> Out {
-        Out::Pong(pb::Pong {
-            seq: n,
-            t1_unix_ns: 0,
-            t2_unix_ns: 0,
-        })
-    }
-
-    fn seq(m: &pb::WorkerMessage) -> u64 {
-        match &m.msg {
-            Some(Out::Pong(p)) => p.seq,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_full_stream_queues_in_order_and_a_runaway_queue_ends_the_session() {
-        let (tx, mut rx) = mpsc::channel(2);
-        let mut out = Outbox::new(tx);
-        for n in 0..5 {
-            out.push(hb(n)).unwrap();
-        }
-        assert_eq!(out.queue.len(), 3, "two in the stream, three queued");
-        assert_eq!(seq(&rx.recv().await.unwrap()), 0);
-        out.flush_one().await.unwrap();
-        out.push(hb(5)).unwrap();
-        assert_eq!(out.queue.len(), 3, "a new message waits behind the queue");
-        let mut got = vec![seq(&rx.recv().await.unwrap())];
-        while !out.queue.is_empty() {
-            out.flush_one().await.unwrap();
-            got.push(seq(&rx.recv().await.unwrap()));
-        }
-        got.push(seq(&rx.recv().await.unwrap()));
-        assert_eq!(got, vec![1, 2, 3, 4, 5], "in order");
-        assert_eq!(out.bytes, 0);
-        // Nobody reads: the queue grows to its cap, then the session ends with a reason.
-        let big = Out::Failed(pb::RunFailed {
-            run_id: String::new(),
-            reason: "x".repeat(1 << 20),
-            kind: 0,
-        });
-        let mut err = None;
-        for _ in 0..(MAX_OUTBOX_BYTES >> 20) + 4 {
-            if let Err(e) = out.push(big.clone()) {
-                err = Some(e);
-                break;
-            }
-        }
-        let e = err.expect("the cap ends the session").to_string();
-        assert!(e.contains("a longer --interval"), "{e}");
-        drop(rx);
-        assert!(matches!(out.flush_one().await, Err(SessionError::Closed)));
     }
 }

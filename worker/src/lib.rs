@@ -19,7 +19,9 @@
 //! - [`steer`]: runtime changes of rate, from the agent to every shard (one atomic per
 //!   loop turn).
 //! - [`assemble`]: a checked plan → one shard configuration per core.
-//! - [`agent`]: session with the coordinator, dead man's switch, run lifecycle.
+//! - [`uplink`]: one session with the coordinator (dial, register, clock pings, dead
+//!   man's switch, heartbeats, a bounded outbox), shared with `crest relay`.
+//! - [`agent`]: the worker's side of it: runs started, steered and ended on its shards.
 //! - [`control_tls`]: TLS for the coordinator ↔ worker gRPC: PEM files checked up front,
 //!   rustls configurations of both ends, a failed dial worded as one line.
 //! - [`target_tls`]: TLS to the load target: the `--tls`/`--cacert`/`--cert`/`--key`
@@ -52,3 +54,4 @@ mod spec;
 pub mod steer;
 mod sys;
 pub mod target_tls;
+pub mod uplink;

@@ -235,3 +235,306 @@ pub(super) async fn start(
     }
     Ok((run_id, start_local, started_at))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
+    use crate::config::RateArg;
+    use crate::service::WorkerLink;
+    use crest_model::shapes::ValueSizes;
+
+    /// An open-loop run at 100/s for 2 s against 127.0.0.1:1, one class.
+    fn cfg() -> RunConfig {
+        let mut c = to_config(RunArgs {
+            target: TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: PaceArgs {
+                rate: Some(RateArg::Rps(100.0)),
+                seed: Some(42),
+                ..Default::default()
+            },
+            load: LoadArgs {
+                duration: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        c.quiet = true;
+        c
+    }
+
+    /// A ramp from 100/s to 300/s over 1 s, then 300/s for 2 s.
+    fn ramp() -> Profile {
+        Profile::new(vec![
+            Segment {
+                duration_ns: 1_000_000_000,
+                from_rps: 100.0,
+                to_rps: 300.0,
+            },
+            Segment {
+                duration_ns: 2_000_000_000,
+                from_rps: 300.0,
+                to_rps: 300.0,
+            },
+        ])
+        .unwrap()
+    }
+
+    /// A class whose every setting differs from the defaults.
+    fn distinct(cfg: &RunConfig) -> ClassConfig {
+        let mut c = cfg.classes[0].clone();
+        c.name = "big".into();
+        c.profile = Some(ramp());
+        c.mix = vec![("GET".into(), 7), ("HSET".into(), 2)];
+        c.keys = 1234;
+        c.key_prefix = "k:".into();
+        c.key_dist = KeyDist::Zipf(0.99);
+        c.values = ValueSizes::Range(100, 4096);
+        c.connections = 9;
+        c.pipeline = 3;
+        c.ttl = Some(60);
+        c.batch = 5;
+        c.members = 77;
+        c.members_sequential = true;
+        c.range = 12;
+        c
+    }
+
+    /// `n` fake members, member `i` with `shards[i]` shards.
+    fn members(shards: &[u32]) -> Vec<Member> {
+        shards
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let (mut link, _rx) = WorkerLink::fake(i);
+                link.info.shards = s;
+                Member::new(link)
+            })
+            .collect()
+    }
+
+    /// An open-loop class with a warm-up starts with a flat segment of the warm-up's length
+    /// at the profile's first rate, followed by the profile unchanged.
+    #[test]
+    fn the_warmup_is_prepended_at_the_profiles_first_rate() {
+        let mut cfg = cfg();
+        cfg.warmup = Duration::from_millis(1500);
+        let plan = class_plan(&cfg, &distinct(&cfg));
+        let Load::Open(p) = plan.load else {
+            panic!("not open loop: {:?}", plan.load);
+        };
+        let mut want = vec![Segment {
+            duration_ns: 1_500_000_000,
+            from_rps: 100.0,
+            to_rps: 100.0,
+        }];
+        want.extend_from_slice(ramp().segments());
+        assert_eq!(p.segments(), want.as_slice());
+    }
+
+    /// Without a warm-up an open-loop class's profile goes into the plan as it is.
+    #[test]
+    fn without_a_warmup_the_profile_is_sent_as_is() {
+        let mut cfg = cfg();
+        cfg.warmup = Duration::ZERO;
+        let plan = class_plan(&cfg, &distinct(&cfg));
+        assert_eq!(plan.load, Load::Open(ramp()));
+    }
+
+    /// A closed-loop class runs until the configured duration, warm-up or not; with no
+    /// duration (a count-bounded run) it has no time bound.
+    #[test]
+    fn a_closed_loop_runs_until_the_duration_or_without_a_time_bound() {
+        let mut cfg = cfg();
+        cfg.warmup = Duration::from_secs(1);
+        let mut c = distinct(&cfg);
+        c.profile = None;
+        assert_eq!(
+            class_plan(&cfg, &c).load,
+            Load::Closed {
+                until: Some(Duration::from_secs(2))
+            }
+        );
+        cfg.duration = Duration::ZERO;
+        assert_eq!(class_plan(&cfg, &c).load, Load::Closed { until: None });
+    }
+
+    /// The measured class's plan carries every setting of the class unchanged.
+    #[test]
+    fn a_class_plan_keeps_the_classs_settings() {
+        let cfg = cfg();
+        let c = distinct(&cfg);
+        let plan = class_plan(&cfg, &c);
+        assert_eq!(plan.name, "big");
+        assert_eq!(plan.mix, c.mix);
+        assert_eq!(
+            plan.keys,
+            KeySpec {
+                count: 1234,
+                prefix: "k:".into(),
+                dist: KeyDist::Zipf(0.99),
+            }
+        );
+        assert_eq!(plan.values, ValueSizes::Range(100, 4096));
+        assert_eq!(plan.pipeline, 3);
+        assert_eq!(plan.ttl, Some(60));
+        assert_eq!(plan.batch, 5);
+        assert_eq!(plan.members, 77);
+        assert!(plan.members_sequential);
+        assert_eq!(plan.range, 12);
+    }
+
+    /// The prefill SETs every key of the class once, in order, as a closed loop with no
+    /// time bound, one key per command, under its own name.
+    #[test]
+    fn the_prefill_sets_every_key_once_in_order_in_a_closed_loop() {
+        let cfg = cfg();
+        let c = distinct(&cfg);
+        let p = prefill_class(&c);
+        assert_eq!(p.name, "prefill:big");
+        assert_eq!(p.load, Load::Closed { until: None });
+        assert_eq!(p.mix, vec![("SET".to_string(), 1)]);
+        assert_eq!(
+            p.keys,
+            KeySpec {
+                count: 1234,
+                prefix: "k:".into(),
+                dist: KeyDist::Sequential,
+            }
+        );
+        assert_eq!(p.batch, 1);
+        assert!(!p.members_sequential);
+        assert_eq!(p.values, c.values);
+        assert_eq!(p.ttl, Some(60));
+        assert_eq!(p.members, 77);
+        assert_eq!(p.range, 12);
+    }
+
+    /// The prefill pipelines at least [`PREFILL_PIPELINE`] deep, deeper when the class does.
+    #[test]
+    fn the_prefill_pipelines_at_least_prefill_pipeline_deep() {
+        let cfg = cfg();
+        let mut c = distinct(&cfg);
+        c.pipeline = 1;
+        assert_eq!(prefill_class(&c).pipeline, PREFILL_PIPELINE);
+        c.pipeline = PREFILL_PIPELINE * 4;
+        assert_eq!(prefill_class(&c).pipeline, PREFILL_PIPELINE * 4);
+    }
+
+    /// A phase of two classes (one with a budget and checkpoints) over members of 2 and
+    /// 3 shards.
+    fn two_class_phase(cfg: &RunConfig) -> Phase {
+        let c = distinct(cfg);
+        let mut closed = c.clone();
+        closed.profile = None;
+        Phase {
+            classes: vec![class_plan(cfg, &c), class_plan(cfg, &closed)],
+            budgets: vec![None, Some(1003)],
+            conns: vec![7, 50],
+            checkpoint_every: vec![None, Some(100)],
+            warmup: Duration::from_secs(1),
+        }
+    }
+
+    /// Every member gets one plan with one part per shard, numbered within the worker and
+    /// across the cluster in order, its own target, the run id and the phase's classes.
+    #[test]
+    fn each_member_gets_its_shards_numbered_across_the_cluster() {
+        let cfg = cfg();
+        let ms = members(&[2, 3]);
+        let phase = two_class_phase(&cfg);
+        let target_for = |m: &Member| format!("{}:6379", m.link.info.name);
+        let plans = plans(&cfg, &ms, &phase, 5, "run-1", &target_for);
+        assert_eq!(plans.len(), 2);
+        let shard_ids: Vec<Vec<(u32, u32)>> = plans
+            .iter()
+            .map(|p| p.shards.iter().map(|s| (s.shard, s.global_index)).collect())
+            .collect();
+        assert_eq!(
+            shard_ids,
+            vec![vec![(0, 0), (1, 1)], vec![(0, 2), (1, 3), (2, 4)]]
+        );
+        assert_eq!(plans[0].target, "w0:6379");
+        assert_eq!(plans[1].target, "w1:6379");
+        for p in &plans {
+            assert_eq!(p.run_id, "run-1");
+            assert_eq!(p.total_shards, 5);
+            assert_eq!(p.classes, phase.classes);
+            assert_eq!(p.warmup, Duration::from_secs(1));
+            assert_eq!(p.pacer, cfg.pacer);
+            assert!(p.shards.iter().all(|s| s.classes.len() == 2));
+        }
+    }
+
+    /// The shards' shares of the rate add up to the whole rate, and their connections and
+    /// budgets to exactly the class's, the remainder spread one each over the first shards.
+    #[test]
+    fn shards_split_rate_connections_and_budget_with_no_remainder_lost() {
+        let cfg = cfg();
+        let ms = members(&[2, 3]);
+        let phase = two_class_phase(&cfg);
+        let plans = plans(&cfg, &ms, &phase, 5, "r", &|_| String::new());
+        let shards: Vec<&ShardPart> = plans.iter().flat_map(|p| &p.shards).collect();
+        let shares: Vec<f64> = shards.iter().map(|s| s.share).collect();
+        assert_eq!(shares, vec![0.2; 5]);
+        // The open class's cluster-wide rate, carried by the shares.
+        let rate: f64 = shares.iter().map(|s| s * 300.0).sum();
+        assert!((rate - 300.0).abs() < 1e-9, "{rate}");
+        let conns =
+            |c: usize| -> Vec<u32> { shards.iter().map(|s| s.classes[c].connections).collect() };
+        assert_eq!(conns(0), vec![2, 2, 1, 1, 1]);
+        assert_eq!(conns(1), vec![10; 5]);
+        let budgets: Vec<Option<u64>> = shards.iter().map(|s| s.classes[1].budget).collect();
+        assert_eq!(
+            budgets,
+            vec![Some(201), Some(201), Some(201), Some(200), Some(200)]
+        );
+        assert!(shards.iter().all(|s| s.classes[0].budget.is_none()));
+    }
+
+    /// A budgeted class with checkpoints pauses every shard at counts that add up to each
+    /// multiple of the step and stay within the shard's budget; a class without has none.
+    #[test]
+    fn checkpoints_add_up_to_each_step_across_shards() {
+        let cfg = cfg();
+        let ms = members(&[2, 3]);
+        let phase = two_class_phase(&cfg);
+        let plans = plans(&cfg, &ms, &phase, 5, "r", &|_| String::new());
+        let shards: Vec<&ShardPart> = plans.iter().flat_map(|p| &p.shards).collect();
+        assert!(shards.iter().all(|s| s.classes[0].checkpoints.is_empty()));
+        for s in &shards {
+            let c = &s.classes[1];
+            assert_eq!(c.checkpoints.len(), 10, "1003 requests, one pause per 100");
+            assert!(c.checkpoints.last().unwrap() <= &c.budget.unwrap());
+        }
+        for k in 0..10 {
+            let at: u64 = shards.iter().map(|s| s.classes[1].checkpoints[k]).sum();
+            assert_eq!(at, (k as u64 + 1) * 100);
+        }
+    }
+
+    /// Each shard's seed is derived from the run's seed and its cluster-wide index, so no
+    /// two shards draw the same keys.
+    #[test]
+    fn each_shard_seed_is_derived_from_the_run_seed_and_its_index() {
+        let cfg = cfg();
+        let ms = members(&[2, 3]);
+        let phase = two_class_phase(&cfg);
+        let plans = plans(&cfg, &ms, &phase, 5, "r", &|_| String::new());
+        let seeds: Vec<u64> = plans
+            .iter()
+            .flat_map(|p| &p.shards)
+            .map(|s| s.seed)
+            .collect();
+        let want: Vec<u64> = (0..5).map(|g| derive_seed(42, g)).collect();
+        assert_eq!(seeds, want);
+        let mut unique = seeds.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), 5);
+    }
+}

@@ -171,3 +171,116 @@ fn rows_span(cfg: &RunConfig, elapsed: Duration, interrupted: bool, stopped: Opt
         span
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
+    use crate::config::RateArg;
+
+    /// An open-loop run at 100/s for 2 s, intervals of 1 s.
+    fn cfg() -> RunConfig {
+        let mut c = to_config(RunArgs {
+            target: TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: PaceArgs {
+                rate: Some(RateArg::Rps(100.0)),
+                ..Default::default()
+            },
+            load: LoadArgs {
+                duration: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        c.quiet = true;
+        c
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// A stop request ends the rows at its instant, to the nanosecond, whatever the
+    /// schedule or the elapsed time say.
+    #[test]
+    fn a_stop_ends_the_rows_at_its_instant() {
+        let cfg = cfg();
+        let elapsed = Duration::from_millis(1900);
+        assert_eq!(
+            rows_span(&cfg, elapsed, false, Some(1_234_567_891)),
+            1_234_567_891
+        );
+    }
+
+    /// A stop at the very start still spans one nanosecond, never zero.
+    #[test]
+    fn a_stop_at_the_start_spans_one_nanosecond() {
+        let cfg = cfg();
+        assert_eq!(rows_span(&cfg, Duration::from_secs(1), false, Some(0)), 1);
+    }
+
+    /// An interrupt overrides a stop: the span is the elapsed time cut to its last whole
+    /// interval, not the stop's instant.
+    #[test]
+    fn an_interrupt_wins_over_a_stop() {
+        let cfg = cfg();
+        let elapsed = Duration::from_millis(1700);
+        assert_eq!(rows_span(&cfg, elapsed, true, Some(500 * MS)), 1000 * MS);
+    }
+
+    /// An interrupted run's rows end at the last whole interval before the interrupt.
+    #[test]
+    fn an_interrupted_run_ends_at_its_last_whole_interval() {
+        let mut cfg = cfg();
+        assert_eq!(
+            rows_span(&cfg, Duration::from_millis(1999), true, None),
+            1000 * MS
+        );
+        cfg.interval = Duration::from_millis(250);
+        assert_eq!(
+            rows_span(&cfg, Duration::from_millis(1300), true, None),
+            1250 * MS
+        );
+        assert_eq!(
+            rows_span(&cfg, Duration::from_millis(1500), true, None),
+            1500 * MS
+        );
+    }
+
+    /// An interrupt before the first interval ends leaves no row at all.
+    #[test]
+    fn an_interrupt_within_the_first_interval_leaves_no_rows() {
+        let cfg = cfg();
+        assert_eq!(rows_span(&cfg, Duration::from_millis(400), true, None), 0);
+    }
+
+    /// A run that neither stopped nor was interrupted covers its configured duration, not
+    /// the time its workers took to finish.
+    #[test]
+    fn an_uninterrupted_run_covers_the_configured_duration() {
+        let cfg = cfg();
+        assert_eq!(
+            rows_span(&cfg, Duration::from_millis(2700), false, None),
+            2000 * MS
+        );
+        assert_eq!(
+            rows_span(&cfg, Duration::from_millis(1200), false, None),
+            2000 * MS
+        );
+    }
+
+    /// A closed loop with no duration (bounded by a request count) covers the time it took,
+    /// not cut to whole intervals.
+    #[test]
+    fn a_zero_duration_closed_loop_covers_its_elapsed_time() {
+        let mut cfg = cfg();
+        cfg.classes[0].profile = None;
+        cfg.duration = Duration::ZERO;
+        assert_eq!(
+            rows_span(&cfg, Duration::from_millis(1500), false, None),
+            1500 * MS
+        );
+    }
+}

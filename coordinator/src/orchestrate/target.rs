@@ -151,3 +151,106 @@ pub(super) async fn sampler_target(
         (None, None) => Err("no target".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
+    use crate::config::RateArg;
+    use crate::service::WorkerLink;
+
+    /// A run to `target` (None: the built-in target).
+    fn cfg(target: Option<&str>) -> RunConfig {
+        let mut c = to_config(RunArgs {
+            target: TargetArgs {
+                target: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
+            pace: PaceArgs {
+                rate: Some(RateArg::Rps(100.0)),
+                ..Default::default()
+            },
+            load: LoadArgs {
+                duration: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        c.quiet = true;
+        c.target = target.map(String::from);
+        c
+    }
+
+    /// A worker that dialled the coordinator at `local` (None: unknown).
+    fn member(local: Option<&str>) -> Member {
+        let (mut link, _rx) = WorkerLink::fake(0);
+        link.info.local = local.map(|a| a.parse().unwrap());
+        Member::new(link)
+    }
+
+    fn listen(a: &str) -> SocketAddr {
+        a.parse().unwrap()
+    }
+
+    /// The user's target goes to every worker as given, even with a built-in port set.
+    #[test]
+    fn the_users_target_is_dialled_as_given() {
+        let cfg = cfg(Some("redis.example:6380"));
+        let m = member(Some("10.0.0.5:7600"));
+        for builtin_port in [None, Some(6400)] {
+            let t = Target {
+                builtin_port,
+                listen: listen("0.0.0.0:7600"),
+            };
+            assert_eq!(t.for_member(&cfg, &m), "redis.example:6380");
+        }
+    }
+
+    /// The built-in target is dialled at the address by which the worker reached the
+    /// coordinator, on the built-in target's port.
+    #[test]
+    fn the_builtin_target_is_dialled_where_the_worker_reached_us() {
+        let cfg = cfg(None);
+        let t = Target {
+            builtin_port: Some(6400),
+            listen: listen("0.0.0.0:7600"),
+        };
+        assert_eq!(
+            t.for_member(&cfg, &member(Some("10.1.2.3:7600"))),
+            "10.1.2.3:6400"
+        );
+        assert_eq!(
+            t.for_member(&cfg, &member(Some("[::1]:7600"))),
+            "[::1]:6400"
+        );
+    }
+
+    /// A worker whose dialled address is unknown gets the built-in target on the listen
+    /// address's host.
+    #[test]
+    fn without_the_dialled_address_the_builtin_target_is_on_the_listen_host() {
+        let cfg = cfg(None);
+        let t = Target {
+            builtin_port: Some(6400),
+            listen: listen("192.168.7.9:7600"),
+        };
+        assert_eq!(t.for_member(&cfg, &member(None)), "192.168.7.9:6400");
+    }
+
+    /// The run goes to the built-in target exactly when a built-in port is set.
+    #[test]
+    fn builtin_means_a_builtin_port_was_started() {
+        let l = listen("127.0.0.1:7600");
+        let started = Target {
+            builtin_port: Some(6400),
+            listen: l,
+        };
+        let none = Target {
+            builtin_port: None,
+            listen: l,
+        };
+        assert!(started.builtin());
+        assert!(!none.builtin());
+    }
+}

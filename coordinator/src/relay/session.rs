@@ -1,14 +1,15 @@
 //! `crest relay`'s two sides: the hub its workers dial ([`crate::service::Hub`], as `crest
 //! run`'s) and one session upstream, in which the relay is one worker.
 //!
-//! One task runs both: it waits for `--workers` workers, dials the coordinator and
+//! One task runs both: it waits for `--workers` workers, dials the coordinator (the
+//! session loop is `crest_engine::uplink`, the one a worker runs) and
 //! registers with their shards, then passes orders down ([`super::pass`]) and results up
 //! ([`super::gather`], [`super::sum`]). When its workers change (one leaves, one joins)
 //! it ends the session once no run is active and registers again with the new shards. A
 //! run whose worker leaves or falls silent loses the relay: its other workers are told to
 //! abort and the relay leaves the session, so the coordinator marks it lost. The hub
 //! beats its workers every 250 ms; however the session with the coordinator ends (closed,
-//! broken, silent for [`DEAD_MAN`]), the run it carried is aborted on the workers at once,
+//! broken, silent for [`crest_proto::DEAD_MAN`]), the run it carried is aborted on the workers at once,
 //! so load stops within a second of the coordinator's last word, as for a worker that
 //! dials the coordinator directly.
 
@@ -17,17 +18,14 @@ use super::pass::{self, Acks, Member};
 use super::sum::Summer;
 use crate::orchestrate::SILENCE;
 use crate::service::{EVENTS, Hub, HubEvent, WorkerLink};
-use crest_engine::control_tls::{self, ClientTls, ServerTls};
+use crest_engine::control_tls::{ClientTls, ServerTls};
+use crest_engine::uplink::{self, Outbox, SessionError};
 use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
-use crest_proto::pb::{
-    self, coordinator_client::CoordinatorClient, coordinator_message::Msg as In,
-    worker_message::Msg as Out,
-};
-use crest_proto::{DEAD_MAN, PROTOCOL_VERSION, WORKER_HEARTBEAT};
+use crest_proto::PROTOCOL_VERSION;
+use crest_proto::pb::{self, coordinator_message::Msg as In, worker_message::Msg as Out};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 /// Clock pings sent to a worker when it joins (the lowest-RTT answer sets its offset).
 const PINGS: u64 = 5;
@@ -66,23 +64,6 @@ pub enum RelayError {
     /// The coordinator refused the relay: retrying cannot fix it.
     #[error("the coordinator refused this relay: {0}")]
     Refused(String),
-}
-
-#[derive(Debug, thiserror::Error)]
-enum SessionError {
-    #[error("refused: {0}")]
-    Refused(String),
-    /// Worded by `control_tls::explain_dial`.
-    #[error("{0}")]
-    Dial(String),
-    #[error("coordinator silent for more than {DEAD_MAN:?}")]
-    Silent,
-    #[error("the session broke: {0}")]
-    Broken(String),
-    #[error("the coordinator took no message for {DEAD_MAN:?}")]
-    Stuck,
-    #[error("{0}")]
-    Lost(String),
 }
 
 /// A worker under the relay.
@@ -154,9 +135,14 @@ pub async fn run(
             break Ok(());
         }
         let mut run: Option<Run> = None;
+        let dial = uplink::Dial {
+            url: &cfg.coordinator,
+            endpoint: &endpoint,
+            tls,
+        };
         let (stopping, outcome) = tokio::select! {
-            _ = &mut shutdown => (true, Err(SessionError::Broken("the relay was told to stop".into()))),
-            r = session(&cfg, &endpoint, tls, &id, &mut workers, &mut events, &mut run) => (false, r),
+            _ = &mut shutdown => (true, Err(SessionError::Lost("the relay was told to stop".into()))),
+            r = session(&cfg, dial, &id, &mut workers, &mut events, &mut run) => (false, r),
         };
         // However the session ended (an error, a stuck upstream, a signal), a run it was
         // carrying stops now: the hub's heartbeats alone would keep its workers sending.
@@ -181,6 +167,9 @@ pub async fn run(
                 tracing::info!(%why, "session with the coordinator ended");
             }
             Err(SessionError::Refused(r)) => break Err(RelayError::Refused(r)),
+            // A certificate the coordinator refuses (or one this relay cannot trust) does
+            // not get better by dialling again.
+            Err(SessionError::Dial(f)) if f.fatal => break Err(RelayError::Refused(f.line)),
             Err(e) => tracing::warn!(coordinator = %cfg.coordinator, "{e}; dialling again"),
         }
         tokio::select! {
@@ -264,15 +253,6 @@ async fn unanswered(workers: &[Worker]) {
     }
 }
 
-/// Sends `m` upstream, waiting at most [`DEAD_MAN`] for room.
-async fn up(tx: &mpsc::Sender<pb::WorkerMessage>, m: Out) -> Result<(), SessionError> {
-    match tokio::time::timeout(DEAD_MAN, tx.send(pb::WorkerMessage { msg: Some(m) })).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(SessionError::Broken("outbound stream closed".into())),
-        Err(_) => Err(SessionError::Stuck),
-    }
-}
-
 /// Sends `m` to each of the run's workers.
 async fn down(workers: &[Worker], run: &Run, m: &In) {
     for w in workers
@@ -285,7 +265,7 @@ async fn down(workers: &[Worker], run: &Run, m: &In) {
 
 /// Ends `run` upstream as failed (`kind`, `reason`) and tells its workers to abort.
 async fn fail(
-    tx: &mpsc::Sender<pb::WorkerMessage>,
+    out: &mut Outbox,
     workers: &[Worker],
     run: Run,
     kind: i32,
@@ -297,15 +277,11 @@ async fn fail(
         reason: reason.clone(),
     });
     down(workers, &run, &abort).await;
-    up(
-        tx,
-        Out::Failed(pb::RunFailed {
-            run_id: run.id,
-            reason,
-            kind,
-        }),
-    )
-    .await
+    out.push(Out::Failed(pb::RunFailed {
+        run_id: run.id,
+        reason,
+        kind,
+    }))
 }
 
 /// Aborts `run` on its workers and ends the session upstream: the coordinator marks the
@@ -322,29 +298,78 @@ async fn lose(workers: &[Worker], run: Run, reason: String) -> SessionError {
     SessionError::Lost(reason)
 }
 
-/// One session upstream; `Ok` carries why it ended normally.
+/// The relay's work below its session upstream: its workers, their hub's events, and
+/// the run it carries for them.
+struct Below<'a> {
+    cfg: &'a RelayConfig,
+    workers: &'a mut Vec<Worker>,
+    events: &'a mut mpsc::Receiver<HubEvent>,
+    run: &'a mut Option<Run>,
+    /// The workers changed: register again once no run is active.
+    changed: bool,
+}
+
+impl Below<'_> {
+    /// Why the session should end now: the workers changed and no run is active.
+    fn reregister(&self) -> Option<String> {
+        (self.changed && self.run.is_none())
+            .then(|| "the relay's workers changed: registering again with their shards".into())
+    }
+}
+
+impl uplink::Below for Below<'_> {
+    type Event = HubEvent;
+
+    async fn next(&mut self) -> Option<HubEvent> {
+        self.events.recv().await
+    }
+
+    async fn order(&mut self, m: In, out: &mut Outbox) -> Result<(), SessionError> {
+        upstream(m, out, self.workers, self.run).await
+    }
+
+    async fn event(
+        &mut self,
+        ev: HubEvent,
+        out: &mut Outbox,
+    ) -> Result<Option<String>, SessionError> {
+        self.changed |= downstream(ev, out, self.workers, self.run).await?;
+        Ok(self.reregister())
+    }
+
+    async fn watch(&mut self) -> Result<Option<String>, SessionError> {
+        if let Some(r) = &*self.run
+            && let Some(w) = self
+                .workers
+                .iter()
+                .find(|w| r.workers.contains(&w.link.info.id) && w.last_seen.elapsed() > SILENCE)
+        {
+            let reason = format!(
+                "worker {} under relay {} was silent for {SILENCE:?} mid-run",
+                w.link.info.name, self.cfg.name
+            );
+            if let Some(r) = self.run.take() {
+                return Err(lose(self.workers, r, reason).await);
+            }
+        }
+        Ok(self.reregister())
+    }
+
+    fn busy(&self) -> bool {
+        self.run.is_some()
+    }
+}
+
+/// One session upstream, registered with the shards of every worker; `Ok` carries why it
+/// ended normally.
 async fn session(
     cfg: &RelayConfig,
-    endpoint: &tonic::transport::Endpoint,
-    tls: bool,
+    dial: uplink::Dial<'_>,
     id: &str,
     workers: &mut Vec<Worker>,
     events: &mut mpsc::Receiver<HubEvent>,
     run: &mut Option<Run>,
 ) -> Result<String, SessionError> {
-    // Worded as a worker's dial is; a certificate the coordinator refuses (or one this
-    // relay cannot trust) does not get better by dialling again.
-    let dial = |e: &(dyn std::error::Error + 'static)| {
-        let f = control_tls::explain_dial(&cfg.coordinator, tls, e);
-        if f.fatal {
-            SessionError::Refused(f.line)
-        } else {
-            SessionError::Dial(f.line)
-        }
-    };
-    let channel = endpoint.connect().await.map_err(|e| dial(&e))?;
-    let mut client = CoordinatorClient::new(channel);
-    let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
     let theirs: Vec<pb::Register> = workers
         .iter()
         .map(|w| pb::Register {
@@ -362,84 +387,25 @@ async fn session(
         crest_version: env!("CARGO_PKG_VERSION").to_string(),
         ..Default::default()
     };
-    up(&tx, Out::Register(pass::register(&own, &theirs))).await?;
-    let mut inbound = client
-        .session(ReceiverStream::new(rx))
-        .await
-        .map_err(|e| dial(&e))?
-        .into_inner();
-    let mut welcomed = false;
-    // The workers changed: register again once no run is active.
-    let mut changed = false;
-    let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);
-    let mut watchdog = tokio::time::interval(DEAD_MAN / 10);
-    let mut last_heard = Instant::now();
-    loop {
-        tokio::select! {
-            m = inbound.message() => {
-                let m = match m {
-                    Ok(Some(m)) => m,
-                    // Before the welcome it is a dial problem (a TLS alert, a GOAWAY).
-                    Err(e) if !welcomed => return Err(dial(&e)),
-                    Ok(None) | Err(_) if run.is_none() => return Ok("the coordinator closed the session".into()),
-                    // The run, if any, is aborted on the workers when the session ends.
-                    Ok(None) => return Err(SessionError::Broken("the coordinator closed the session mid-run".into())),
-                    Err(e) => return Err(SessionError::Broken(e.message().to_string())),
-                };
-                last_heard = Instant::now();
-                let Some(m) = m.msg else { continue };
-                welcomed |= matches!(m, In::Welcome(_));
-                upstream(m, &tx, workers, run).await?;
-            }
-            ev = events.recv() => {
-                let Some(ev) = ev else { return Ok("the hub stopped".into()) };
-                changed |= downstream(ev, &tx, workers, run).await?;
-            }
-            _ = watchdog.tick() => {
-                if last_heard.elapsed() > DEAD_MAN {
-                    return Err(SessionError::Silent);
-                }
-                if let Some(r) = &run
-                    && let Some(w) = workers.iter().find(|w| r.workers.contains(&w.link.info.id) && w.last_seen.elapsed() > SILENCE)
-                {
-                    let reason = format!("worker {} under relay {} was silent for {SILENCE:?} mid-run", w.link.info.name, cfg.name);
-                    if let Some(r) = run.take() {
-                        return Err(lose(workers, r, reason).await);
-                    }
-                }
-            }
-            _ = heartbeat.tick() => up(&tx, Out::Heartbeat(pb::Heartbeat {})).await?,
-        }
-        if changed && run.is_none() {
-            return Ok("the relay's workers changed: registering again with their shards".into());
-        }
-    }
+    let register = pass::register(&own, &theirs);
+    let mut below = Below {
+        cfg,
+        workers,
+        events,
+        run,
+        changed: false,
+    };
+    uplink::session(dial, register, &mut below).await
 }
 
 /// An order from the coordinator.
 async fn upstream(
     m: In,
-    tx: &mpsc::Sender<pb::WorkerMessage>,
+    out: &mut Outbox,
     workers: &[Worker],
     run: &mut Option<Run>,
 ) -> Result<(), SessionError> {
     match m {
-        In::Welcome(_) => {
-            tracing::info!(workers = workers.len(), "registered with the coordinator")
-        }
-        In::Refused(r) => return Err(SessionError::Refused(r.reason)),
-        In::Ping(p) => {
-            let t2 = unix_ns();
-            up(
-                tx,
-                Out::Pong(pb::Pong {
-                    seq: p.seq,
-                    t1_unix_ns: p.t1_unix_ns,
-                    t2_unix_ns: t2,
-                }),
-            )
-            .await?;
-        }
         In::Start(s) => {
             let run_id = s
                 .plan
@@ -449,15 +415,11 @@ async fn upstream(
             if run.is_some() {
                 let kind = pb::FailureKind::from(FailureKind::Busy) as i32;
                 let reason = "the relay is already in another run".to_string();
-                return up(
-                    tx,
-                    Out::Failed(pb::RunFailed {
-                        run_id,
-                        reason,
-                        kind,
-                    }),
-                )
-                .await;
+                return out.push(Out::Failed(pb::RunFailed {
+                    run_id,
+                    reason,
+                    kind,
+                }));
             }
             let members: Option<Vec<Member>> = workers
                 .iter()
@@ -470,21 +432,21 @@ async fn upstream(
                 .collect();
             let Some(members) = members else {
                 let reason = "a worker under the relay has not answered its clock pings yet".into();
-                return up(
-                    tx,
-                    Out::Failed(convert::run_failed(&run_id, FailureKind::Internal, reason)),
-                )
-                .await;
+                return out.push(Out::Failed(convert::run_failed(
+                    &run_id,
+                    FailureKind::Internal,
+                    reason,
+                )));
             };
             let parts = match pass::split(&s, &members) {
                 Ok(p) => p,
                 Err(e) => {
                     let reason = format!("the relay cannot split the plan: {e}");
-                    return up(
-                        tx,
-                        Out::Failed(convert::run_failed(&run_id, FailureKind::BadPlan, reason)),
-                    )
-                    .await;
+                    return out.push(Out::Failed(convert::run_failed(
+                        &run_id,
+                        FailureKind::BadPlan,
+                        reason,
+                    )));
                 }
             };
             for (w, part) in workers.iter().zip(parts) {
@@ -517,7 +479,8 @@ async fn upstream(
                 down(workers, r, &m).await;
             }
         }
-        In::Heartbeat(_) => {}
+        // The session's own: it answers them before anything comes here.
+        In::Welcome(_) | In::Refused(_) | In::Ping(_) | In::Heartbeat(_) => {}
     }
     Ok(())
 }
@@ -525,7 +488,7 @@ async fn upstream(
 /// A worker's event; true when the relay's workers changed.
 async fn downstream(
     ev: HubEvent,
-    tx: &mpsc::Sender<pb::WorkerMessage>,
+    out: &mut Outbox,
     workers: &mut Vec<Worker>,
     run: &mut Option<Run>,
 ) -> Result<bool, SessionError> {
@@ -570,22 +533,22 @@ async fn downstream(
                 }
                 return Ok(false);
             }
-            forward(tx, workers, run).await?;
+            forward(out, workers, run).await?;
         }
         Out::Finished(f) if f.run_id == r.id => {
             r.gather.finish(w);
             r.finals[w] = Some(f);
-            forward(tx, workers, run).await?;
+            forward(out, workers, run).await?;
         }
         Out::Failed(mut f) if f.run_id == r.id => {
             f.reason = format!("worker {name} under the relay: {}", f.reason);
             if let Some(r) = run.take() {
-                fail(tx, workers, r, f.kind, f.reason).await?;
+                fail(out, workers, r, f.kind, f.reason).await?;
             }
         }
         Out::Checkpoint(c) if c.run_id == r.id => {
             if r.checkpoints.ack(w, c.index, 0, 0).is_some() {
-                up(tx, Out::Checkpoint(c)).await?;
+                out.push(Out::Checkpoint(c))?;
             }
         }
         Out::Steered(s) if s.run_id == r.id => {
@@ -595,7 +558,7 @@ async fn downstream(
                     last_ns,
                     ..s
                 };
-                up(tx, Out::Steered(s)).await?;
+                out.push(Out::Steered(s))?;
             }
         }
         other => {
@@ -608,7 +571,7 @@ async fn downstream(
 /// Sums and sends every interval nothing more can come for, then the final message once
 /// every worker's came (the run is over then).
 async fn forward(
-    tx: &mpsc::Sender<pb::WorkerMessage>,
+    out: &mut Outbox,
     workers: &[Worker],
     run: &mut Option<Run>,
 ) -> Result<(), SessionError> {
@@ -619,7 +582,7 @@ async fn forward(
             .interval(&r.id, index, held.iter().map(|(w, iv)| (*w, iv)))
         {
             Ok(iv) => {
-                up(tx, Out::Interval(iv)).await?;
+                out.push(Out::Interval(iv))?;
                 r.sent += 1;
             }
             Err(e) => {
@@ -638,10 +601,10 @@ async fn forward(
             .enumerate()
             .filter_map(|(w, f)| Some((w, f.as_ref()?)))
             .collect();
-        let out = r.summer.finished(&r.id, r.sent, finals);
+        let summed = r.summer.finished(&r.id, r.sent, finals);
         let Some(r) = run.take() else { return Ok(()) };
-        match out {
-            Ok(f) => up(tx, Out::Finished(f)).await?,
+        match summed {
+            Ok(f) => out.push(Out::Finished(f))?,
             Err(e) => {
                 let reason = format!("the final results cannot be summed: {e}");
                 return Err(lose(workers, r, reason).await);
