@@ -68,7 +68,9 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         "--window",
         "2s",
         "--tolerance",
-        "10%",
+        "20%",
+        "--warmup",
+        "500ms",
         // The generator shares 2 cores with the server: this test is about the server's
         // knee (the generator's own limit has its test).
         "--lag-limit",
@@ -90,11 +92,11 @@ fn the_knee_of_a_fixed_cost_server_lands_below_its_capacity() {
         assert_eq!(s["confirmed"], true, "{s}");
         let knee = f(&s, "knee_rps");
         let fail = f(&s, "first_fail_rps");
-        // Within the tolerance: bisection stops at 10% of the lower end, and a failed
-        // confirmation steps the winner down by 10% of itself (knee = 0.9 × the rate that
-        // failed): at most 0.1 / 0.9 above the knee.
+        // Within the tolerance: bisection stops at 20% of the lower end, and a failed
+        // confirmation steps the winner down by 20% of itself (knee = 0.8 × the rate that
+        // failed): at most 0.2 / 0.8 above the knee.
         assert!(
-            fail > knee && (fail - knee) / knee <= 0.1 / 0.9 + 1e-3,
+            fail > knee && (fail - knee) / knee <= 0.2 / 0.8 + 1e-3,
             "bracket {knee}..{fail}"
         );
         let c = 1e6 / usec_per_call(&server, "debug");

@@ -42,3 +42,9 @@ pub fn grouped(n: u64) -> String {
 pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
+
+/// Rounded to the microsecond: an instant in seconds (a timeline row's start), exact at
+/// any interval down to 10 ms (two decimals would make 0.025 s read 0.03 s).
+pub fn round_us(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}

@@ -3,7 +3,7 @@
 //! Applied once, as the coordinator lays out each timeline row; the report keeps the
 //! verdicts, so a saved report is rendered without them.
 
-use crate::fmt::round2;
+use crate::fmt::{round_us, round2};
 use crate::model::{Bound, OffPace, ShortPercentiles, TimelinePoint, error_map, us};
 use crest_model::stats::CmdStats;
 
@@ -135,7 +135,7 @@ impl TimelinePoint {
             Bound::None
         };
         Self {
-            t_s: round2(f64::from(index) * interval_s),
+            t_s: round_us(f64::from(index) * interval_s),
             target_rate: round2(target),
             scheduled: s.scheduled,
             achieved_rate: round2(s.completed as f64 / interval_s),
@@ -163,6 +163,30 @@ impl TimelinePoint {
 mod tests {
     use super::*;
     use crest_model::hist;
+
+    /// A row starts at its index times the interval, exact at 10 ms and 25 ms intervals
+    /// (two decimals made row 1 of a 25 ms timeline start at 0.03 s and row 3 at 0.08 s).
+    #[test]
+    fn a_row_starts_at_its_index_times_the_interval() {
+        let s = CmdStats::default();
+        let t = |index: u32, interval_s: f64| {
+            TimelinePoint::of(
+                index,
+                interval_s,
+                &s,
+                0.0,
+                0.0,
+                Load::default(),
+                Baseline::default(),
+            )
+            .t_s
+        };
+        assert_eq!(t(1, 0.025), 0.025);
+        assert_eq!(t(3, 0.025), 0.075);
+        assert_eq!(t(599, 0.025), 14.975);
+        assert_eq!(t(7, 0.01), 0.07);
+        assert_eq!(t(3, 0.5), 1.5);
+    }
 
     #[test]
     fn a_second_short_of_schedule_is_generator_bound() {
