@@ -100,38 +100,22 @@ impl Client {
         self.call_raw(&request).await
     }
 
-    /// `cmdstat_<name>` → (calls, rejected_calls, failed_calls).
+    /// `cmdstat_<name>` → (calls, rejected_calls, failed_calls), read with the parser
+    /// every crate's tests share (`crest-testkit`).
     async fn commandstats(&mut self) -> HashMap<String, (u64, u64, u64)> {
-        let Frame::Bulk(text) = self.call(&["INFO", "commandstats"]).await else {
-            panic!("INFO is a bulk string");
-        };
-        let text = String::from_utf8(text).unwrap();
-        let mut stats = HashMap::new();
-        for line in text.lines() {
-            let Some((name, fields)) = line
-                .strip_prefix("cmdstat_")
-                .and_then(|rest| rest.split_once(':'))
-            else {
-                continue;
-            };
-            let field = |key: &str| -> u64 {
-                fields
-                    .split(',')
-                    .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
-                    .unwrap()
-                    .parse()
-                    .unwrap()
-            };
-            stats.insert(
-                name.to_owned(),
-                (
+        let reply = self.call(&["INFO", "commandstats"]).await;
+        crest_testkit::parse_info(&reply, "cmdstat_")
+            .into_iter()
+            .map(|(name, f)| {
+                let field = |k: &str| f.get(k).copied().unwrap();
+                let stats = (
                     field("calls"),
                     field("rejected_calls"),
                     field("failed_calls"),
-                ),
-            );
-        }
-        stats
+                );
+                (name, stats)
+            })
+            .collect()
     }
 }
 

@@ -22,34 +22,6 @@ const RATE: f64 = 2_000.0;
 const RUN: Duration = Duration::from_secs(1);
 const INTERVAL: Duration = Duration::from_millis(250);
 
-/// `INFO commandstats` from the server at `addr`, as text.
-fn commandstats(addr: SocketAddr) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")
-        .unwrap();
-    let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
-    loop {
-        if let Some((frame, _)) = Frame::parse(&buf).unwrap() {
-            let Frame::Bulk(text) = frame else {
-                panic!("INFO answered {frame:?}")
-            };
-            return String::from_utf8(text).unwrap();
-        }
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "server closed during INFO");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-/// The `calls=` count of `cmdstat_<cmd>` (0 when the command never ran).
-fn calls(info: &str, cmd: &str) -> u64 {
-    let field = format!("cmdstat_{cmd}:calls=");
-    info.split("\r\n")
-        .find_map(|line| line.strip_prefix(&field))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 fn set_get() -> Arc<Workload> {
     let cmds = ["SET", "GET"]
         .map(|c| (CmdDef::parse(c, 1, None, 1).unwrap(), 1))
@@ -172,9 +144,10 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
     }
 
     // The server saw exactly what the shard says it sent.
-    let info = commandstats(addr);
-    assert_eq!(calls(&info, "set"), set.completed, "{info}");
-    assert_eq!(calls(&info, "get"), get.completed, "{info}");
+    let info = crest_testkit::commandstats(&addr.to_string());
+    let calls = |cmd: &str| info.get(cmd).copied().unwrap_or(0);
+    assert_eq!(calls("set"), set.completed, "{info:?}");
+    assert_eq!(calls("get"), get.completed, "{info:?}");
 
     let _ = stop_sink.send(());
     rt.block_on(sink).unwrap().unwrap();
