@@ -337,33 +337,14 @@ fn class_reports(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, parse_pacer, to_config};
-    use crate::config::RateArg;
+    use crate::cli::parse_pacer;
     use crest_model::schedule::{Profile, Segment};
     use crest_model::shapes::{KeyDist, ValueSizes};
     use crest_report::{Bound, OffPace, ShortPercentiles, TimelinePoint};
-    use std::time::Duration;
 
     /// An open-loop run at 100/s for 2 s, one class.
     fn cfg() -> RunConfig {
-        let mut c = to_config(RunArgs {
-            target: TargetArgs {
-                target: Some("127.0.0.1:1".into()),
-                ..Default::default()
-            },
-            pace: PaceArgs {
-                rate: Some(RateArg::Rps(100.0)),
-                ..Default::default()
-            },
-            load: LoadArgs {
-                duration: Some(Duration::from_secs(2)),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-        .unwrap();
-        c.quiet = true;
-        c
+        crate::cli::test_run(100.0, 2)
     }
 
     /// The interval starting at `t_s`, with the given verdicts and nothing else of note.

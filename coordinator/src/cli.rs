@@ -1307,6 +1307,31 @@ fn workers(a: &RunArgs) -> Result<Workers, ConfigError> {
     })
 }
 
+/// The unit tests' plan: one class at `rate` for `secs` against 127.0.0.1:1 (nothing
+/// listens there), seed 42, quiet.
+#[cfg(test)]
+pub(crate) fn test_run(rate: f64, secs: u64) -> RunConfig {
+    let mut c = to_config(RunArgs {
+        target: TargetArgs {
+            target: Some("127.0.0.1:1".into()),
+            ..Default::default()
+        },
+        pace: PaceArgs {
+            rate: Some(RateArg::Rps(rate)),
+            seed: Some(42),
+            ..Default::default()
+        },
+        load: LoadArgs {
+            duration: Some(Duration::from_secs(secs)),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .expect("the test plan is valid");
+    c.quiet = true;
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

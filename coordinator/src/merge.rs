@@ -929,28 +929,10 @@ impl RunBooks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{RunArgs, to_config};
-    use crate::config::RateArg;
     use crest_model::stats::MAX_KINDS;
-    use std::time::Duration;
 
     fn cfg(rate: f64, secs: u64) -> RunConfig {
-        to_config(RunArgs {
-            target: crate::cli::TargetArgs {
-                target: Some("127.0.0.1:1".into()),
-                ..Default::default()
-            },
-            pace: crate::cli::PaceArgs {
-                rate: Some(RateArg::Rps(rate)),
-                ..Default::default()
-            },
-            load: crate::cli::LoadArgs {
-                duration: Some(Duration::from_secs(secs)),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-        .unwrap()
+        crate::cli::test_run(rate, secs)
     }
 
     fn cmd(name: &str, values: &[u64], scheduled: u64) -> pb::CommandStats {

@@ -521,30 +521,11 @@ fn progress_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{RunArgs, to_config};
-    use crate::config::RateArg;
     use crate::service::WorkerLink;
     use crest_model::convert::FailureKind;
 
     fn cfg() -> RunConfig {
-        let mut c = to_config(RunArgs {
-            target: crate::cli::TargetArgs {
-                target: Some("127.0.0.1:1".into()),
-                ..Default::default()
-            },
-            pace: crate::cli::PaceArgs {
-                rate: Some(RateArg::Rps(100.0)),
-                ..Default::default()
-            },
-            load: crate::cli::LoadArgs {
-                duration: Some(Duration::from_secs(2)),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-        .unwrap();
-        c.quiet = true;
-        c
+        crate::cli::test_run(100.0, 2)
     }
 
     type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;

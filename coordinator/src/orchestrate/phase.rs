@@ -239,32 +239,12 @@ pub(super) async fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
-    use crate::config::RateArg;
     use crate::service::WorkerLink;
     use crest_model::shapes::ValueSizes;
 
     /// An open-loop run at 100/s for 2 s against 127.0.0.1:1, one class.
     fn cfg() -> RunConfig {
-        let mut c = to_config(RunArgs {
-            target: TargetArgs {
-                target: Some("127.0.0.1:1".into()),
-                ..Default::default()
-            },
-            pace: PaceArgs {
-                rate: Some(RateArg::Rps(100.0)),
-                seed: Some(42),
-                ..Default::default()
-            },
-            load: LoadArgs {
-                duration: Some(Duration::from_secs(2)),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-        .unwrap();
-        c.quiet = true;
-        c
+        crate::cli::test_run(100.0, 2)
     }
 
     /// A ramp from 100/s to 300/s over 1 s, then 300/s for 2 s.

@@ -175,29 +175,10 @@ fn rows_span(cfg: &RunConfig, elapsed: Duration, interrupted: bool, stopped: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{LoadArgs, PaceArgs, RunArgs, TargetArgs, to_config};
-    use crate::config::RateArg;
 
     /// An open-loop run at 100/s for 2 s, intervals of 1 s.
     fn cfg() -> RunConfig {
-        let mut c = to_config(RunArgs {
-            target: TargetArgs {
-                target: Some("127.0.0.1:1".into()),
-                ..Default::default()
-            },
-            pace: PaceArgs {
-                rate: Some(RateArg::Rps(100.0)),
-                ..Default::default()
-            },
-            load: LoadArgs {
-                duration: Some(Duration::from_secs(2)),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-        .unwrap();
-        c.quiet = true;
-        c
+        crate::cli::test_run(100.0, 2)
     }
 
     const MS: u64 = 1_000_000;
