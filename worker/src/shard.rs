@@ -1700,11 +1700,15 @@ mod tests {
         assert_eq!(per_second, vec![2_000, 2_000]);
         let lag = &r.totals.schedule_lag;
         let p50 = lag.value_at_quantile(0.5);
+        // A wake-up per request keeps the median lag at tens of µs; batched, it is a good
+        // part of the tolerance, less when replies wake the loop between batches (an e2e
+        // run once read 17% of it), so the floor is 10%.
         assert!(
-            p50 >= 400_000,
+            p50 >= 200_000,
             "median lag {p50} ns: requests were not batched"
         );
-        assert!(lag.value_at_quantile(0.5) <= 2 * MS, "median lag {p50} ns");
+        // Never far past it (a busy core adds its own wait: a wide margin).
+        assert!(lag.value_at_quantile(0.5) <= 20 * MS, "median lag {p50} ns");
     }
 
     /// Replies read late are timed at their arrival: with a 1 ms tolerance at 1,000/s the
@@ -1730,14 +1734,11 @@ mod tests {
             (300_000..1_000_000).contains(&p50),
             "median service time {p50} ns: the server took 0.3 ms, the read came ~2 ms after the send"
         );
-        // Latency from the intended time holds the batching wait (the lag) and the
-        // server's time, and no more.
-        let lag = r.totals.schedule_lag.value_at_quantile(0.5);
+        // Latency from the intended time holds the server's time (medians of different
+        // distributions do not add up, so no upper bound from them: CI once read latency
+        // 1.18 ms against lag 0.25 + 2 × service 0.46).
         let latency = r.totals.latency.value_at_quantile(0.5);
-        assert!(
-            latency >= p50 && latency <= lag + 2 * p50,
-            "latency {latency}, lag {lag}, service {p50}"
-        );
+        assert!(latency >= p50, "latency {latency}, service {p50}");
     }
 
     /// A stop: the run ends at the change's instant as at a scheduled end (one interval,
