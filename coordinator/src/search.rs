@@ -414,7 +414,7 @@ pub async fn run(
         let mut window = cfg.at_fixed_rate(rate, len)?;
         window.out.clone_from(&dir);
         window.quiet = true;
-        Ok::<_, crate::config::ConfigError>((window, dir, n, len))
+        Ok::<_, crate::config::ConfigError>((window, dir, n))
     };
     let mut b = Bracket::new(plan.min);
     loop {
@@ -427,7 +427,7 @@ pub async fn run(
             break;
         }
         let (rate, phase) = (b.rate, b.phase);
-        let (cfg, dir, n, _) =
+        let (cfg, dir, n) =
             window(rate, phase, &mut s).map_err(|e| CompareError::Usage(e.to_string()))?;
         if let Some(d) = &dir {
             output::check_writable(d).map_err(CompareError::Failed)?;

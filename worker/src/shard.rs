@@ -1711,10 +1711,11 @@ mod tests {
         assert!(lag.value_at_quantile(0.5) <= 20 * MS, "median lag {p50} ns");
     }
 
-    /// Replies read late are timed at their arrival: with a 1 ms tolerance at 1,000/s the
-    /// shard wakes every ~2 ms and reads the replies then (no wake-up per reply), yet each
+    /// Replies read late are timed at their arrival: with a 5 ms tolerance at 1,000/s the
+    /// shard wakes every ~5 ms and reads the replies then (no wake-up per reply), yet each
     /// reply's service time is the server's ~0.3 ms, from the kernel's receive stamp, not
-    /// the ~2 ms until the read.
+    /// the several ms until the read. The bound sits between the two with room for a busy
+    /// core (timed at the read, the median would be past 2.5 ms).
     #[test]
     fn replies_read_at_the_next_wake_up_are_timed_at_their_arrival() {
         let (fake, seen) = counting_server(|_| {
@@ -1722,7 +1723,7 @@ mod tests {
             Some(b"+OK\r\n")
         });
         let (mut cfg, rx) = config(fake.addr, open(1_000.0, 2_000), 4, 1);
-        cfg.pacer = Pacer::SleepWithin(MS);
+        cfg.pacer = Pacer::SleepWithin(5 * MS);
         let r = run_shard(cfg, rx);
         fake.finish();
         r.assert_balanced();
@@ -1731,8 +1732,8 @@ mod tests {
         let service = &r.totals.service_time;
         let p50 = service.value_at_quantile(0.5);
         assert!(
-            (300_000..1_000_000).contains(&p50),
-            "median service time {p50} ns: the server took 0.3 ms, the read came ~2 ms after the send"
+            (300_000..2_000_000).contains(&p50),
+            "median service time {p50} ns: the server took 0.3 ms, the read came ~5 ms after the send"
         );
         // Latency from the intended time holds the server's time (medians of different
         // distributions do not add up, so no upper bound from them: CI once read latency

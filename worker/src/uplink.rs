@@ -245,11 +245,6 @@ impl Outbox {
         }
         Ok(())
     }
-
-    /// Bytes queued, waiting for room.
-    pub fn queued_bytes(&self) -> usize {
-        self.bytes
-    }
 }
 
 #[cfg(test)]
