@@ -113,7 +113,12 @@ fn main() {
     })
     .expect("a valid configuration");
     let class = cfg.classes[0].name.clone();
-    let names: Vec<String> = cfg.classes[0].mix.iter().map(|m| m.0.clone()).collect();
+    let names: Vec<String> = cfg.classes[0]
+        .shape
+        .mix
+        .iter()
+        .map(|m| m.0.clone())
+        .collect();
     let sets = wire_sets(&class, &names);
     // What the books take messages from: the workers, or their relays.
     let members = if relays == 0 { workers } else { relays };

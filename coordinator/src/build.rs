@@ -207,7 +207,7 @@ fn server_report(
         in_flight_max: cfg
             .classes
             .iter()
-            .map(|c| u64::from(c.connections) * u64::from(c.pipeline))
+            .map(|c| u64::from(c.connections) * u64::from(c.shape.pipeline))
             .sum(),
         first_rate,
         cluster,
@@ -257,15 +257,23 @@ fn class_settings(cfg: &RunConfig, rate: &dyn Fn(usize) -> Target) -> Vec<ClassS
                 })
                 .unwrap_or_default(),
             requests: c.requests,
-            mix: c.mix.iter().cloned().collect(),
-            keys: c.keys,
-            key_prefix: c.key_prefix.clone(),
-            key_distribution: c.key_dist.to_string(),
-            value_sizes: c.values.to_string(),
+            mix: c.shape.mix.iter().cloned().collect(),
+            keys: c.shape.keys.count,
+            key_prefix: c.shape.keys.prefix.clone(),
+            key_distribution: c.shape.keys.dist.to_string(),
+            value_sizes: c.shape.values.to_string(),
             connections: c.connections,
-            pipeline: c.pipeline,
-            ttl_s: c.ttl,
-            batch: c.batch,
+            pipeline: c.shape.pipeline,
+            ttl_s: c.shape.ttl,
+            batch: c.shape.batch,
+            members: c.shape.members,
+            member_order: if c.shape.members_sequential {
+                "sequential"
+            } else {
+                "uniform"
+            }
+            .into(),
+            range: c.shape.range,
             prefill: c.prefill,
         })
         .collect()
@@ -323,7 +331,7 @@ fn class_reports(
             let pushes = merge::class_pushes(books, &c.name);
             let report = ClassReport {
                 summary: Summary::of(&sum, t, duration_s),
-                commands: commands(&by, &c.weights(), t, duration_s),
+                commands: commands(&by, &c.shape.weights(), t, duration_s),
                 resp: cfg.session.resp.version(),
                 pushes: pushes.0,
                 invalidations: pushes.1,
@@ -470,15 +478,18 @@ mod tests {
             .unwrap(),
         );
         c.requests = None;
-        c.mix = vec![("GET".into(), 7), ("HSET".into(), 2)];
-        c.keys = 1234;
-        c.key_prefix = "k:".into();
-        c.key_dist = KeyDist::Zipf(0.99);
-        c.values = ValueSizes::Range(100, 4096);
+        c.shape.mix = vec![("GET".into(), 7), ("HSET".into(), 2)];
+        c.shape.keys.count = 1234;
+        c.shape.keys.prefix = "k:".into();
+        c.shape.keys.dist = KeyDist::Zipf(0.99);
+        c.shape.values = ValueSizes::Range(100, 4096);
         c.connections = 9;
-        c.pipeline = 3;
-        c.ttl = Some(60);
-        c.batch = 5;
+        c.shape.pipeline = 3;
+        c.shape.ttl = Some(60);
+        c.shape.batch = 5;
+        c.shape.members = 50;
+        c.shape.members_sequential = true;
+        c.shape.range = 7;
         c.prefill = true;
         let s = class_settings(&cfg, &|_| Target::Rate(250.0));
         assert_eq!(
@@ -508,6 +519,9 @@ mod tests {
                 pipeline: 3,
                 ttl_s: Some(60),
                 batch: 5,
+                members: 50,
+                member_order: "sequential".into(),
+                range: 7,
                 prefill: true,
             }]
         );

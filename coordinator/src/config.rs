@@ -4,11 +4,10 @@
 //! binary prints that one line and exits with code 2.
 
 use crest_model::convert::limits;
-use crest_model::plan::Pacer;
+use crest_model::plan::{Pacer, Shape};
 use crest_model::schedule::{Arrival, Profile, Segment};
-use crest_model::shapes::{KeyDist, ValueSizes};
+use crest_model::shapes::KeyDist;
 use crest_model::workload::CmdDef;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -158,46 +157,12 @@ pub struct ClassConfig {
     pub profile: Option<Profile>,
     /// Closed loop: requests in all (None: until the duration ends).
     pub requests: Option<u64>,
-    /// Command weights (built-in names or templates).
-    pub mix: Vec<(String, u32)>,
-    /// Keyspace size.
-    pub keys: u64,
-    /// Key prefix.
-    pub key_prefix: String,
-    /// Key distribution.
-    pub key_dist: KeyDist,
-    /// Value sizes.
-    pub values: ValueSizes,
+    /// What it sends: commands, keys, values, pipeline depth and the rest.
+    pub shape: Shape,
     /// Connections across the whole cluster.
     pub connections: u32,
-    /// Requests in flight per connection.
-    pub pipeline: u32,
-    /// TTL for SET (EX) and EXPIRE, seconds.
-    pub ttl: Option<u64>,
-    /// Members / keys per batch command.
-    pub batch: u32,
-    /// Members (fields) per key.
-    pub members: u64,
-    /// Members numbered in order.
-    pub members_sequential: bool,
-    /// LRANGE / ZRANGE length.
-    pub range: u32,
     /// Write every key once before the run.
     pub prefill: bool,
-}
-
-impl ClassConfig {
-    /// Weight of `command` in the mix.
-    pub fn weights(&self) -> BTreeMap<String, u32> {
-        let mut m = BTreeMap::new();
-        for (c, w) in &self.mix {
-            let name = CmdDef::parse(c, 1, None, 1)
-                .map(|d| d.name)
-                .unwrap_or_else(|_| c.clone());
-            *m.entry(name).or_default() += w;
-        }
-        m
-    }
 }
 
 /// A checked run configuration.
@@ -399,7 +364,7 @@ fn class_error(
 /// The keyspace, values, connections, pipeline and batch within bounds.
 fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
     let f = class_error(c, from_flags);
-    if c.keys == 0 {
+    if c.shape.keys.count == 0 {
         return Err(f(
             "--keys",
             "keys.count",
@@ -407,11 +372,11 @@ fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
             "the keyspace needs at least 1 key",
         ));
     }
-    c.values.check().map_err(|e| {
+    c.shape.values.check().map_err(|e| {
         f(
             "--value-size",
             "values",
-            format!("{:?}", c.values),
+            format!("{:?}", c.shape.values),
             &e.to_string(),
         )
     })?;
@@ -423,7 +388,7 @@ fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
             "need at least 1 connection",
         ));
     }
-    if c.pipeline == 0 {
+    if c.shape.pipeline == 0 {
         return Err(f(
             "--pipeline",
             "pipeline",
@@ -431,22 +396,22 @@ fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
             "need at least 1 request in flight per connection",
         ));
     }
-    if c.pipeline > limits::MAX_PIPELINE {
+    if c.shape.pipeline > limits::MAX_PIPELINE {
         return Err(f(
             "--pipeline",
             "pipeline",
-            c.pipeline.to_string(),
+            c.shape.pipeline.to_string(),
             &format!(
                 "at most {} requests in flight per connection",
                 limits::MAX_PIPELINE
             ),
         ));
     }
-    if c.batch > limits::MAX_BATCH {
+    if c.shape.batch > limits::MAX_BATCH {
         return Err(f(
             "--batch",
             "batch",
-            c.batch.to_string(),
+            c.shape.batch.to_string(),
             &format!(
                 "at most {} members or keys per batch command",
                 limits::MAX_BATCH
@@ -459,15 +424,15 @@ fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
 /// The mix, TTL, rates and key distribution: what the class sends and how fast.
 fn check_load(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
     let f = class_error(c, from_flags);
-    if c.mix.len() > limits::MAX_MIX {
+    if c.shape.mix.len() > limits::MAX_MIX {
         return Err(f(
             "--mix",
             "mix",
-            format!("{} commands", c.mix.len()),
+            format!("{} commands", c.shape.mix.len()),
             &format!("at most {} commands in one mix", limits::MAX_MIX),
         ));
     }
-    if let Some(ttl) = c.ttl
+    if let Some(ttl) = c.shape.ttl
         && ttl > limits::MAX_TTL_S
     {
         return Err(f(
@@ -504,7 +469,7 @@ fn check_load(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
             &format!("at most {} segments", limits::MAX_SEGMENTS),
         ));
     }
-    if c.batch == 0 {
+    if c.shape.batch == 0 {
         return Err(f(
             "--batch",
             "batch",
@@ -512,19 +477,19 @@ fn check_load(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
             "need at least 1 member or key per batch command",
         ));
     }
-    if c.mix.iter().map(|m| u64::from(m.1)).sum::<u64>() == 0 {
+    if c.shape.mix.iter().map(|m| u64::from(m.1)).sum::<u64>() == 0 {
         return Err(f(
             "--mix",
             "mix",
-            format!("{:?}", c.mix),
+            format!("{:?}", c.shape.mix),
             "command weights sum to 0; give one a weight > 0",
         ));
     }
-    for (cmd, _) in &c.mix {
-        CmdDef::parse(cmd, c.batch, c.ttl, c.range)
+    for (cmd, _) in &c.shape.mix {
+        CmdDef::parse(cmd, c.shape.batch, c.shape.ttl, c.shape.range)
             .map_err(|e| f("--mix", "mix", cmd.clone(), &e.to_string()))?;
     }
-    if let KeyDist::Zipf(s) = c.key_dist
+    if let KeyDist::Zipf(s) = c.shape.keys.dist
         && s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
     {
         return Err(f(
@@ -576,7 +541,7 @@ mod tests {
         assert_eq!(p.duration_ns(), 1_500_000_000);
         assert!((p.expected(0, 1_500_000_000) - 3_750.0).abs() < 1e-6);
         assert_eq!((w.seed, w.classes[0].connections), (9, 7));
-        assert_eq!(w.classes[0].mix, base.classes[0].mix);
+        assert_eq!(w.classes[0].shape.mix, base.classes[0].shape.mix);
         assert!(
             base.at_fixed_rate(f64::NAN, Duration::from_secs(1))
                 .is_err()

@@ -5,7 +5,7 @@ use crate::convert::WireError;
 use crate::plan::{ClassPlan, Load, RunPlan};
 use crate::schedule::Profile;
 use crate::shapes::KeySpace;
-use crate::workload::{CmdDef, Workload, WorkloadError};
+use crate::workload::{Workload, WorkloadError};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -53,21 +53,20 @@ impl ClassSpec {
     /// [`PlanError::Workload`] naming the class when a command or shape does not build.
     pub fn build(c: &ClassPlan, seed: u64) -> Result<Self, PlanError> {
         let wl = |e| PlanError::Workload(c.name.clone(), e);
-        let commands = c
-            .mix
-            .iter()
-            .map(|(name, weight)| Ok((CmdDef::parse(name, c.batch, c.ttl, c.range)?, *weight)))
-            .collect::<Result<Vec<_>, WorkloadError>>()
-            .map_err(wl)?;
-        let keys = KeySpace::new(c.keys.count, &c.keys.prefix, c.keys.dist.clone())
-            .map_err(|e| wl(e.into()))?;
+        let shape = &c.shape;
+        let keys = KeySpace::new(
+            shape.keys.count,
+            &shape.keys.prefix,
+            shape.keys.dist.clone(),
+        )
+        .map_err(|e| wl(e.into()))?;
         let workload = Workload::new(
-            commands,
+            shape.commands().map_err(wl)?,
             keys,
-            c.values.clone(),
-            c.members,
-            c.members_sequential,
-            c.ttl,
+            shape.values.clone(),
+            shape.members,
+            shape.members_sequential,
+            shape.ttl,
             seed,
         )
         .map_err(wl)?;
@@ -80,7 +79,7 @@ impl ClassSpec {
             profile,
             closed_for,
             workload,
-            pipeline: c.pipeline,
+            pipeline: shape.pipeline,
         })
     }
 }

@@ -5,6 +5,8 @@
 use crate::schedule::{Arrival, Profile};
 use crate::shapes::{KeyDist, ValueSizes};
 use crate::target::{ClusterMode, Session, Tls};
+use crate::workload::{CmdDef, WorkloadError};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How a shard waits for the next intended send time.
@@ -62,13 +64,13 @@ pub enum Load {
     },
 }
 
-/// One class of a run as the plan carries it: typed, not yet built into a workload.
+/// What a class sends and how: its commands, keys, values and their shapes, and how deep
+/// it pipelines. Everything about a class but its name, its pace and its connections; the
+/// coordinator's checked configuration holds it, the plan carries it to the workers as it
+/// is, and the report echoes it. Add a class setting here (and to the wire in
+/// [`crate::convert`], the layering in the coordinator's settings and the report's echo).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClassPlan {
-    /// Name (results are reported under it).
-    pub name: String,
-    /// Open or closed loop.
-    pub load: Load,
+pub struct Shape {
     /// Command names or templates, with weights.
     pub mix: Vec<(String, u32)>,
     /// Keyspace.
@@ -87,6 +89,48 @@ pub struct ClassPlan {
     pub members_sequential: bool,
     /// LRANGE / ZRANGE / ZRANGEBYSCORE length.
     pub range: u32,
+}
+
+impl Shape {
+    /// The mix's commands, parsed with this shape's batch, TTL and range.
+    ///
+    /// # Errors
+    /// [`WorkloadError`] for a command that does not parse.
+    pub fn commands(&self) -> Result<Vec<(CmdDef, u32)>, WorkloadError> {
+        self.mix
+            .iter()
+            .map(|(name, weight)| {
+                Ok((
+                    CmdDef::parse(name, self.batch, self.ttl, self.range)?,
+                    *weight,
+                ))
+            })
+            .collect()
+    }
+
+    /// Weight of each command in the mix, by the name the report counts it under (a
+    /// template under its command word; a command given twice adds up).
+    pub fn weights(&self) -> BTreeMap<String, u32> {
+        let mut m = BTreeMap::new();
+        for (c, w) in &self.mix {
+            let name = CmdDef::parse(c, 1, None, 1)
+                .map(|d| d.name)
+                .unwrap_or_else(|_| c.clone());
+            *m.entry(name).or_default() += w;
+        }
+        m
+    }
+}
+
+/// One class of a run as the plan carries it: typed, not yet built into a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassPlan {
+    /// Name (results are reported under it).
+    pub name: String,
+    /// Open or closed loop.
+    pub load: Load,
+    /// What it sends.
+    pub shape: Shape,
 }
 
 /// One class's part on one shard.
@@ -177,5 +221,44 @@ impl<C> RunPlan<C> {
             tls: self.tls,
             cluster: self.cluster,
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn shape(mix: &[(&str, u32)]) -> Shape {
+        Shape {
+            mix: mix.iter().map(|(c, w)| (c.to_string(), *w)).collect(),
+            keys: KeySpec {
+                count: 10,
+                prefix: "k:".into(),
+                dist: KeyDist::Uniform,
+            },
+            values: ValueSizes::Fixed(8),
+            pipeline: 1,
+            ttl: Some(30),
+            batch: 4,
+            members: 10,
+            members_sequential: false,
+            range: 5,
+        }
+    }
+
+    /// A shape's commands are parsed with its batch, TTL and range; its weights count a
+    /// command given twice once, under the name the report uses.
+    #[test]
+    fn a_shape_parses_its_mix_and_sums_its_weights() {
+        let s = shape(&[("GET", 3), ("SET", 1), ("GET", 2)]);
+        let cmds = s.commands().unwrap();
+        assert_eq!(cmds.len(), 3);
+        assert_eq!((cmds[0].0.name.as_str(), cmds[0].1), ("GET", 3));
+        assert_eq!(
+            s.weights(),
+            BTreeMap::from([("GET".to_string(), 5), ("SET".to_string(), 1)])
+        );
+        assert!(shape(&[("NOSUCHCMD", 1)]).commands().is_err());
     }
 }

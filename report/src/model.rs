@@ -489,6 +489,16 @@ pub struct ClassSettings {
     pub ttl_s: Option<u64>,
     /// Members or keys per batch command.
     pub batch: u32,
+    /// Members (fields) per key of a collection command (absent from reports before it
+    /// was echoed: 0).
+    #[serde(default)]
+    pub members: u64,
+    /// How members are numbered: `uniform` or `sequential` (absent before: empty).
+    #[serde(default)]
+    pub member_order: String,
+    /// LRANGE / ZRANGE length (absent before: 0).
+    #[serde(default)]
+    pub range: u32,
     /// Keys written before the run.
     pub prefill: bool,
 }

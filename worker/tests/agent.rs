@@ -4,7 +4,7 @@
 
 use crest_engine::agent::{self, AgentConfig};
 use crest_model::convert::{self, FailureKind};
-use crest_model::plan::{ClassPlan, KeySpec, Load, RunPlan, ShardClassPart};
+use crest_model::plan::{ClassPlan, KeySpec, Load, RunPlan, Shape, ShardClassPart};
 use crest_model::plan::{Pacer, ShardPart};
 use crest_model::schedule::{Arrival, Profile};
 use crest_model::shapes::{KeyDist, ValueSizes};
@@ -51,19 +51,21 @@ fn good_plan() -> RunPlan {
         classes: vec![ClassPlan {
             name: "c".into(),
             load: Load::Open(Profile::constant(10.0, 1_000_000_000).unwrap()),
-            mix: vec![("GET".into(), 1)],
-            keys: KeySpec {
-                count: 10,
-                prefix: "k:".into(),
-                dist: KeyDist::Uniform,
+            shape: Shape {
+                mix: vec![("GET".into(), 1)],
+                keys: KeySpec {
+                    count: 10,
+                    prefix: "k:".into(),
+                    dist: KeyDist::Uniform,
+                },
+                values: ValueSizes::Fixed(8),
+                pipeline: 1,
+                ttl: None,
+                batch: 1,
+                members: 10,
+                members_sequential: false,
+                range: 10,
             },
-            values: ValueSizes::Fixed(8),
-            pipeline: 1,
-            ttl: None,
-            batch: 1,
-            members: 10,
-            members_sequential: false,
-            range: 10,
         }],
         arrival: Arrival::Uniform,
         pacer: Pacer::Sleep,

@@ -9,7 +9,7 @@ use crate::config::{ClassConfig, RunConfig};
 use crate::split;
 use crest_model::clock::unix_ns;
 use crest_model::convert;
-use crest_model::plan::{ClassPlan, KeySpec, Load, RunPlan, ShardClassPart, ShardPart};
+use crest_model::plan::{ClassPlan, KeySpec, Load, RunPlan, Shape, ShardClassPart, ShardPart};
 use crest_model::rng::derive_seed;
 use crest_model::schedule::{Profile, Segment};
 use crest_model::shapes::KeyDist;
@@ -58,40 +58,28 @@ pub(super) fn class_plan(cfg: &RunConfig, c: &ClassConfig) -> ClassPlan {
     ClassPlan {
         name: c.name.clone(),
         load,
-        mix: c.mix.clone(),
-        keys: KeySpec {
-            count: c.keys,
-            prefix: c.key_prefix.clone(),
-            dist: c.key_dist.clone(),
-        },
-        values: c.values.clone(),
-        pipeline: c.pipeline,
-        ttl: c.ttl,
-        batch: c.batch,
-        members: c.members,
-        members_sequential: c.members_sequential,
-        range: c.range,
+        shape: c.shape.clone(),
     }
 }
 
-/// The prefill of a class: SET every key once, in order, closed loop.
+/// The prefill of a class: SET every key once, in order, closed loop, one key per
+/// request, with the class's values and TTL.
 pub(super) fn prefill_class(c: &ClassConfig) -> ClassPlan {
+    let shape = &c.shape;
     ClassPlan {
         name: format!("prefill:{}", c.name),
         load: Load::Closed { until: None },
-        mix: vec![("SET".into(), 1)],
-        keys: KeySpec {
-            count: c.keys,
-            prefix: c.key_prefix.clone(),
-            dist: KeyDist::Sequential,
+        shape: Shape {
+            mix: vec![("SET".into(), 1)],
+            keys: KeySpec {
+                dist: KeyDist::Sequential,
+                ..shape.keys.clone()
+            },
+            pipeline: shape.pipeline.max(PREFILL_PIPELINE),
+            batch: 1,
+            members_sequential: false,
+            ..shape.clone()
         },
-        values: c.values.clone(),
-        pipeline: c.pipeline.max(PREFILL_PIPELINE),
-        ttl: c.ttl,
-        batch: 1,
-        members: c.members,
-        members_sequential: false,
-        range: c.range,
     }
 }
 
@@ -269,18 +257,18 @@ mod tests {
         let mut c = cfg.classes[0].clone();
         c.name = "big".into();
         c.profile = Some(ramp());
-        c.mix = vec![("GET".into(), 7), ("HSET".into(), 2)];
-        c.keys = 1234;
-        c.key_prefix = "k:".into();
-        c.key_dist = KeyDist::Zipf(0.99);
-        c.values = ValueSizes::Range(100, 4096);
+        c.shape.mix = vec![("GET".into(), 7), ("HSET".into(), 2)];
+        c.shape.keys.count = 1234;
+        c.shape.keys.prefix = "k:".into();
+        c.shape.keys.dist = KeyDist::Zipf(0.99);
+        c.shape.values = ValueSizes::Range(100, 4096);
         c.connections = 9;
-        c.pipeline = 3;
-        c.ttl = Some(60);
-        c.batch = 5;
-        c.members = 77;
-        c.members_sequential = true;
-        c.range = 12;
+        c.shape.pipeline = 3;
+        c.shape.ttl = Some(60);
+        c.shape.batch = 5;
+        c.shape.members = 77;
+        c.shape.members_sequential = true;
+        c.shape.range = 12;
         c
     }
 
@@ -350,22 +338,22 @@ mod tests {
         let c = distinct(&cfg);
         let plan = class_plan(&cfg, &c);
         assert_eq!(plan.name, "big");
-        assert_eq!(plan.mix, c.mix);
+        assert_eq!(plan.shape.mix, c.shape.mix);
         assert_eq!(
-            plan.keys,
+            plan.shape.keys,
             KeySpec {
                 count: 1234,
                 prefix: "k:".into(),
                 dist: KeyDist::Zipf(0.99),
             }
         );
-        assert_eq!(plan.values, ValueSizes::Range(100, 4096));
-        assert_eq!(plan.pipeline, 3);
-        assert_eq!(plan.ttl, Some(60));
-        assert_eq!(plan.batch, 5);
-        assert_eq!(plan.members, 77);
-        assert!(plan.members_sequential);
-        assert_eq!(plan.range, 12);
+        assert_eq!(plan.shape.values, ValueSizes::Range(100, 4096));
+        assert_eq!(plan.shape.pipeline, 3);
+        assert_eq!(plan.shape.ttl, Some(60));
+        assert_eq!(plan.shape.batch, 5);
+        assert_eq!(plan.shape.members, 77);
+        assert!(plan.shape.members_sequential);
+        assert_eq!(plan.shape.range, 12);
     }
 
     /// The prefill SETs every key of the class once, in order, as a closed loop with no
@@ -377,21 +365,21 @@ mod tests {
         let p = prefill_class(&c);
         assert_eq!(p.name, "prefill:big");
         assert_eq!(p.load, Load::Closed { until: None });
-        assert_eq!(p.mix, vec![("SET".to_string(), 1)]);
+        assert_eq!(p.shape.mix, vec![("SET".to_string(), 1)]);
         assert_eq!(
-            p.keys,
+            p.shape.keys,
             KeySpec {
                 count: 1234,
                 prefix: "k:".into(),
                 dist: KeyDist::Sequential,
             }
         );
-        assert_eq!(p.batch, 1);
-        assert!(!p.members_sequential);
-        assert_eq!(p.values, c.values);
-        assert_eq!(p.ttl, Some(60));
-        assert_eq!(p.members, 77);
-        assert_eq!(p.range, 12);
+        assert_eq!(p.shape.batch, 1);
+        assert!(!p.shape.members_sequential);
+        assert_eq!(p.shape.values, c.shape.values);
+        assert_eq!(p.shape.ttl, Some(60));
+        assert_eq!(p.shape.members, 77);
+        assert_eq!(p.shape.range, 12);
     }
 
     /// The prefill pipelines at least [`PREFILL_PIPELINE`] deep, deeper when the class does.
@@ -399,10 +387,10 @@ mod tests {
     fn the_prefill_pipelines_at_least_prefill_pipeline_deep() {
         let cfg = cfg();
         let mut c = distinct(&cfg);
-        c.pipeline = 1;
-        assert_eq!(prefill_class(&c).pipeline, PREFILL_PIPELINE);
-        c.pipeline = PREFILL_PIPELINE * 4;
-        assert_eq!(prefill_class(&c).pipeline, PREFILL_PIPELINE * 4);
+        c.shape.pipeline = 1;
+        assert_eq!(prefill_class(&c).shape.pipeline, PREFILL_PIPELINE);
+        c.shape.pipeline = PREFILL_PIPELINE * 4;
+        assert_eq!(prefill_class(&c).shape.pipeline, PREFILL_PIPELINE * 4);
     }
 
     /// A phase of two classes (one with a budget and checkpoints) over members of 2 and

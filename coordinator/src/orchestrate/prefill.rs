@@ -71,7 +71,7 @@ fn plan(cfg: &RunConfig) -> Option<phase::Phase> {
     let classes: Vec<_> = cfg.classes.iter().filter(|c| c.prefill).collect();
     (!classes.is_empty()).then(|| phase::Phase {
         classes: classes.iter().map(|c| phase::prefill_class(c)).collect(),
-        budgets: classes.iter().map(|c| Some(c.keys)).collect(),
+        budgets: classes.iter().map(|c| Some(c.shape.keys.count)).collect(),
         conns: classes.iter().map(|c| c.connections).collect(),
         checkpoint_every: vec![None; classes.len()],
         warmup: Duration::ZERO,

@@ -1,0 +1,489 @@
+//! `crest run` flags, and how they combine with a profile file into a [`RunConfig`]:
+//! every flag has a file equivalent, and a flag given on the command line wins.
+//!
+//! `args` declares the flag groups; [`to_config`] layers them over the file: the classes
+//! in `classes`, the target and its login and TLS in `connect`, the rest here.
+
+mod args;
+mod classes;
+mod connect;
+mod parse;
+
+pub use args::*;
+use classes::classes_and_length;
+use connect::{target_session, target_tls};
+use parse::{bounded, err, file_duration};
+
+use crate::config::{self, ClassConfig, ConfigError, RunConfig, Workers};
+use crate::defaults;
+use crate::profile::{self, FileToml};
+use crest_model::convert::limits;
+use crest_model::plan::Pacer;
+use crest_model::schedule::Arrival;
+use crest_model::target::ClusterMode;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Builds the run configuration from flags and, when given, a profile file.
+///
+/// # Errors
+/// [`ConfigError`] naming the flag or file key, the value and what would be right.
+pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
+    let (file, text) = read_profile(&a)?;
+    let warmup = a
+        .load
+        .warmup
+        .or(file_duration(&file.warmup, "warmup")?)
+        .unwrap_or(defaults::WARMUP);
+    let (classes, duration) = classes_and_length(&a, &file, &text)?;
+    let (target, session, uri_tls) = target_session(&a, &file)?;
+    let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
+    let workers = workers(&a)?;
+    let cluster = match (a.target.cluster, a.target.no_cluster, file.cluster) {
+        (true, _, _) | (false, false, Some(true)) => ClusterMode::On,
+        (_, true, _) | (false, false, Some(false)) => ClusterMode::Off,
+        (false, false, None) => ClusterMode::Auto,
+    };
+    if cluster == ClusterMode::On && target.is_none() {
+        return Err(err(
+            "--cluster",
+            "on",
+            "the built-in target is one node; give --target host:port of a cluster node",
+        ));
+    }
+    let (arrival, pacer, timeout) = pacing(&a, &file)?;
+    let warmup = bounded("--warmup", warmup, Duration::ZERO, limits::MAX_WARMUP)?;
+    let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
+    let interval = a.pace.interval.unwrap_or(defaults::INTERVAL);
+    config::check_span(duration, interval)?;
+    let cfg_token_empty = a.fleet.token.secret.is_empty();
+    let cfg = RunConfig {
+        target,
+        session,
+        tls,
+        cluster,
+        classes,
+        duration,
+        warmup,
+        interval,
+        arrival,
+        pacer,
+        timeout,
+        drain: bounded(
+            "--drain",
+            a.pace
+                .drain
+                .or(file_duration(&file.drain, "drain")?)
+                .unwrap_or(defaults::DRAIN),
+            Duration::ZERO,
+            limits::MAX_DRAIN,
+        )?,
+        seed: a
+            .pace
+            .seed
+            .or(file.seed)
+            .unwrap_or_else(|| crest_model::clock::unix_ns().unsigned_abs()),
+        out: a.pace.out,
+        listen: a
+            .fleet
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(defaults::LISTEN)),
+        workers,
+        token: a.fleet.token.secret,
+        control_tls: a
+            .fleet
+            .serve
+            .load()
+            .map_err(|e| err(e.flag, e.path.display(), e.why))?,
+        server_stats: !a.pace.no_server_stats && file.server_stats.unwrap_or(true),
+        quiet: false,
+        admin: match a.load.admin {
+            Some(addr) if !addr.ip().is_loopback() && cfg_token_empty => {
+                return Err(err(
+                    "--admin",
+                    addr,
+                    "off loopback the admin API asks every request for the run's token: give --token too, or a 127.0.0.1 address",
+                ));
+            }
+            other => other,
+        },
+        admin_linger: bounded(
+            "--admin-linger",
+            a.load.admin_linger.unwrap_or(Duration::ZERO),
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        )?,
+        checkpoint_every: a.load.checkpoint_every.or(file.checkpoint_every),
+        probe: a
+            .load
+            .probe
+            .clone()
+            .or(file.probe.clone())
+            .map(|p| p.split_whitespace().map(str::to_string).collect()),
+        backlog_limit: match a.load.backlog_limit.unwrap_or(defaults::BACKLOG_LIMIT) {
+            n @ 1..=limits::MAX_BACKLOG => n,
+            n => {
+                return Err(err(
+                    "--backlog-limit",
+                    n,
+                    format!("must be 1 to {}", limits::MAX_BACKLOG),
+                ));
+            }
+        },
+    };
+    check_checkpoints(&cfg)?;
+    Ok(cfg)
+}
+
+/// The arrival process, the pacer and the request timeout: flag over file over default,
+/// within the bounds a worker checks.
+fn pacing(a: &RunArgs, file: &FileToml) -> Result<(Arrival, Pacer, Duration), ConfigError> {
+    let arrival = match (a.pace.arrival, file.arrival.as_deref()) {
+        (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
+        (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
+        (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
+    };
+    let pacer = match (a.pace.pacer, file.pacer.as_deref()) {
+        (Some(p), _) => p,
+        (None, None) => Pacer::Sleep,
+        (None, Some(o)) => parse_pacer(o).map_err(|e| err("pacer", o, e))?,
+    };
+    let timeout = a
+        .pace
+        .timeout
+        .or(file_duration(&file.timeout, "timeout")?)
+        .unwrap_or(defaults::TIMEOUT);
+    if timeout.is_zero() {
+        return Err(err("--timeout", "0s", "must be > 0, e.g. 5s"));
+    }
+    // The same bounds a worker checks the plan against (crest_model::convert::limits), so
+    // a setting is refused here, by its flag, not by a worker after the run has started.
+    let timeout = bounded(
+        "--timeout",
+        timeout,
+        limits::MIN_TIMEOUT,
+        limits::MAX_TIMEOUT,
+    )?;
+    Ok((arrival, pacer, timeout))
+}
+
+/// `--checkpoint-every` needs one closed-loop class bounded by `--requests` (the pause is
+/// a request count, and an open-loop schedule cannot pause without changing its load);
+/// `--probe` needs checkpoints.
+fn check_checkpoints(cfg: &RunConfig) -> Result<(), ConfigError> {
+    let Some(every) = cfg.checkpoint_every else {
+        if let Some(p) = &cfg.probe {
+            return Err(err(
+                "--probe",
+                p.join(" "),
+                "is sent at checkpoints: give --checkpoint-every N too",
+            ));
+        }
+        return Ok(());
+    };
+    let closed: Vec<&ClassConfig> = cfg
+        .classes
+        .iter()
+        .filter(|c| c.profile.is_none() && c.requests.is_some())
+        .collect();
+    if cfg.classes.len() != 1 || closed.len() != 1 {
+        return Err(err(
+            "--checkpoint-every",
+            every,
+            "needs one class, closed loop and bounded by a request count (--rate max --requests N): the load pauses at each checkpoint",
+        ));
+    }
+    let total = closed[0].requests.unwrap_or(0);
+    if every == 0 || every > total {
+        return Err(err(
+            "--checkpoint-every",
+            every,
+            format!("give 1 to the run's {total} requests (--requests)"),
+        ));
+    }
+    if total / every > limits::MAX_CHECKPOINTS as u64 {
+        return Err(err(
+            "--checkpoint-every",
+            every,
+            format!(
+                "{} checkpoints; at most {} a run: give at least {}",
+                total / every,
+                limits::MAX_CHECKPOINTS,
+                total.div_ceil(limits::MAX_CHECKPOINTS as u64)
+            ),
+        ));
+    }
+    if let Some(p) = &cfg.probe
+        && (p.is_empty() || p.len() > 16 || p.iter().any(|w| w.len() > 512))
+    {
+        return Err(err(
+            "--probe",
+            p.join(" "),
+            "give one command of at most 16 words, e.g. \"ZCARD growth\"",
+        ));
+    }
+    Ok(())
+}
+
+/// The profile file named by `--profile` (parsed) and its text (for line numbers).
+fn read_profile(a: &RunArgs) -> Result<(FileToml, String), ConfigError> {
+    Ok(match &a.load.profile {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| err("--profile", p.display(), format!("cannot read: {e}")))?;
+            let f = profile::parse_file(&text).map_err(|e| err("--profile", p.display(), e))?;
+            (f, text)
+        }
+        None => (FileToml::default(), String::new()),
+    })
+}
+
+/// Where the workers come from: `--workers N` remote ones, or in-process ones.
+fn workers(a: &RunArgs) -> Result<Workers, ConfigError> {
+    Ok(match a.fleet.workers {
+        Some(0) => return Err(err("--workers", 0, "need at least 1 worker")),
+        Some(n) => Workers::Remote {
+            count: n,
+            wait_timeout: a.fleet.wait_timeout.unwrap_or(defaults::WAIT_TIMEOUT),
+        },
+        None => {
+            let count = a.fleet.local_workers.unwrap_or(defaults::LOCAL_WORKERS);
+            if count == 0 {
+                return Err(err("--local-workers", 0, "need at least 1 worker"));
+            }
+            Workers::Local {
+                count,
+                cpus: a.fleet.cpus.clone(),
+                threads: a.fleet.threads,
+            }
+        }
+    })
+}
+
+/// The unit tests' plan: one class at `rate` for `secs` against 127.0.0.1:1 (nothing
+/// listens there), seed 42, quiet.
+#[cfg(test)]
+pub(crate) fn test_run(rate: f64, secs: u64) -> RunConfig {
+    use crate::config::RateArg;
+    let mut c = to_config(RunArgs {
+        target: TargetArgs {
+            target: Some("127.0.0.1:1".into()),
+            ..Default::default()
+        },
+        pace: PaceArgs {
+            rate: Some(RateArg::Rps(rate)),
+            seed: Some(42),
+            ..Default::default()
+        },
+        load: LoadArgs {
+            duration: Some(Duration::from_secs(secs)),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .expect("the test plan is valid");
+    c.quiet = true;
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classes::ratio_mix;
+    use super::*;
+    use crest_model::shapes::ValueSizes;
+    use crest_model::target::Resp;
+    use std::path::PathBuf;
+
+    fn load(path: &str) -> Result<RunConfig, ConfigError> {
+        to_config(RunArgs {
+            load: LoadArgs {
+                profile: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    /// Every profile the project ships parses and checks: the examples and the one the
+    /// Kubernetes Job mounts.
+    #[test]
+    fn shipped_profiles_parse() {
+        for p in [
+            "../examples/valkey-1m-rps.toml",
+            "../examples/peaks-and-valleys.toml",
+            "../examples/noisy-neighbour.toml",
+            "../examples/zset-growth.toml",
+            "../deploy/k8s/profile.toml",
+        ] {
+            let cfg = load(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert!(!cfg.classes.is_empty(), "{p}");
+        }
+        let k8s = load("../deploy/k8s/profile.toml").unwrap();
+        assert_eq!(k8s.classes[0].connections, 150);
+        assert_eq!(k8s.duration, Duration::from_secs(60));
+    }
+
+    fn with_file(body: &str, tag: &str, edit: impl FnOnce(&mut RunArgs)) -> RunConfig {
+        let path =
+            std::env::temp_dir().join(format!("crest-cli-{tag}-{}.toml", std::process::id()));
+        std::fs::write(&path, body).unwrap();
+        let mut a = RunArgs {
+            load: LoadArgs {
+                profile: Some(path.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        edit(&mut a);
+        let cfg = to_config(a);
+        std::fs::remove_file(&path).unwrap();
+        cfg.unwrap()
+    }
+
+    /// Regression (issue 7): the file's `ttl` used to win over `--ttl`. Every setting is
+    /// flag, then file, then the defaults table.
+    #[test]
+    fn flag_then_file_then_default_for_every_layered_setting() {
+        let body = "duration = \"2s\"\n[[class]]\nname = \"c\"\nrate = 100\nttl = \"30s\"\nconnections = 7\npipeline = 3\n";
+        let file = with_file(body, "file", |_| {});
+        let c = &file.classes[0];
+        assert_eq!(
+            (c.shape.ttl, c.connections, c.shape.pipeline),
+            (Some(30), 7, 3)
+        );
+        assert_eq!(c.shape.batch, defaults::BATCH);
+        assert_eq!(c.shape.keys.count, defaults::KEYS);
+        assert_eq!(c.shape.keys.prefix, defaults::KEY_PREFIX);
+        assert_eq!(c.shape.mix, ratio_mix(defaults::RATIO));
+        assert_eq!(file.timeout, defaults::TIMEOUT);
+        let flags = with_file(body, "flags", |a| {
+            a.load.ttl = Some(Duration::from_secs(5));
+            a.load.connections = Some(9);
+            a.load.batch = Some(4);
+        });
+        let c = &flags.classes[0];
+        assert_eq!(
+            (c.shape.ttl, c.connections, c.shape.pipeline, c.shape.batch),
+            (Some(5), 9, 3, 4)
+        );
+    }
+
+    /// Server stats are on by default; the profile's `server_stats = false` or
+    /// `--no-server-stats` turn them off (a file's `true` does not undo the flag).
+    #[test]
+    fn server_stats_are_on_unless_the_flag_or_the_file_says_off() {
+        let on = "duration = \"1s\"\n[[class]]\nrate = 10\n";
+        assert!(with_file(on, "stats-on", |_| {}).server_stats);
+        let off = "server_stats = false\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        assert!(!with_file(off, "stats-off", |_| {}).server_stats);
+        let yes = "server_stats = true\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        assert!(!with_file(yes, "stats-flag", |a| a.pace.no_server_stats = true).server_stats);
+    }
+
+    /// The profile file's `resp` and `tracking`, and the flags over them; the built-in
+    /// target speaks RESP3 too; a protocol Crest does not speak is one line naming 2 and 3.
+    #[test]
+    fn the_protocol_comes_from_the_flag_then_the_file() {
+        let body = "resp = 3\ntracking = true\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        let cfg = with_file(body, "resp3", |_| {});
+        assert_eq!(
+            (cfg.session.resp, cfg.session.tracking),
+            (Resp::Resp3, true)
+        );
+        assert!(cfg.target.is_none(), "the built-in target takes RESP3");
+        let cfg = with_file(
+            "resp = 3\nduration = \"1s\"\n[[class]]\nrate = 10\n",
+            "resp-flag",
+            |a| {
+                a.target.resp = Some(Resp::Resp2);
+            },
+        );
+        assert_eq!(cfg.session.resp, Resp::Resp2);
+        let path =
+            std::env::temp_dir().join(format!("crest-cli-resp4-{}.toml", std::process::id()));
+        std::fs::write(&path, "resp = 4\nduration = \"1s\"\n[[class]]\nrate = 10\n").unwrap();
+        let e = to_config(RunArgs {
+            load: LoadArgs {
+                profile: Some(path.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            e.contains("resp") && e.contains("expected 2") && e.contains("or 3"),
+            "{e}"
+        );
+        assert_eq!(parse_resp("3"), Ok(Resp::Resp3));
+        assert!(parse_resp("1").is_err() && parse_resp("three").is_err());
+    }
+
+    /// The profile file's `user`, `password_file` (next to the file) and `db`; a URI target
+    /// gives its address to the plan and its login to the session.
+    #[test]
+    fn the_profile_file_gives_the_login_and_database() {
+        let pw = std::env::temp_dir().join(format!("crest-cli-pw-{}.txt", std::process::id()));
+        std::fs::write(&pw, "hunter2\r\n").unwrap();
+        let name = pw.file_name().unwrap().to_str().unwrap();
+        let body = format!(
+            "target = \"10.0.0.5:6380\"\nuser = \"bench\"\npassword_file = \"{name}\"\ndb = 2\nduration = \"1s\"\n[[class]]\nrate = 10\n"
+        );
+        let cfg = with_file(&body, "login", |_| {});
+        assert_eq!(cfg.target.as_deref(), Some("10.0.0.5:6380"));
+        let login = cfg.session.login.as_ref().unwrap();
+        assert_eq!(
+            (login.user.as_str(), login.password.expose()),
+            ("bench", "hunter2")
+        );
+        assert_eq!(cfg.session.db, 2);
+        // A flag wins over the file; a URI's parts fill in what no flag gives.
+        let cfg = with_file(&body, "login-flags", |a| {
+            a.target.target = Some("redis://:pw@cache:7000/2".into());
+            a.target.user = Some("alice".into());
+            a.target.password_file = None;
+        });
+        std::fs::remove_file(&pw).unwrap();
+        assert_eq!(cfg.target.as_deref(), Some("cache:7000"));
+        let login = cfg.session.login.as_ref().unwrap();
+        assert_eq!(
+            (login.user.as_str(), login.password.expose()),
+            ("alice", "pw")
+        );
+        assert!(!format!("{cfg:?}").contains("hunter2") && !format!("{cfg:?}").contains("\"pw\""));
+    }
+
+    /// Flags only is the same path as a file with one empty class: the defaults table.
+    #[test]
+    fn flags_only_takes_the_defaults_table() {
+        let cfg = to_config(RunArgs::default()).unwrap();
+        let c = &cfg.classes[0];
+        assert_eq!(c.connections, defaults::CONNECTIONS);
+        assert_eq!(c.shape.pipeline, defaults::PIPELINE);
+        assert_eq!(c.shape.values, ValueSizes::Fixed(defaults::VALUE_SIZE));
+        assert_eq!(cfg.duration, defaults::DURATION);
+        assert_eq!(cfg.interval, defaults::INTERVAL);
+        assert_eq!(cfg.backlog_limit, defaults::BACKLOG_LIMIT);
+        let p = c.profile.as_ref().unwrap();
+        assert_eq!(p.segments()[0].from_rps, defaults::RATE_RPS);
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let cfg = to_config(RunArgs {
+            load: LoadArgs {
+                profile: Some(
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/zset-growth.toml"),
+                ),
+                requests: Some(40),
+                batch: Some(1000),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.classes[0].requests, Some(40));
+        assert_eq!(cfg.classes[0].shape.batch, 1000);
+    }
+}

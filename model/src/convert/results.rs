@@ -1,0 +1,180 @@
+//! Results on the wire: per-command statistics, per-node counts, errors and their
+//! messages, and interval deltas.
+
+use super::check::{WireError, check_range};
+use crate::hist::{self, HistError, Sparse, SparseDecoder};
+use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, NodeStats, Redirects, Samples};
+use crest_proto::pb;
+
+/// Encodes one class's per-command results; `names[i]` names `cmds[i]`.
+pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::CommandStats> {
+    cmds.iter()
+        .zip(names)
+        .map(|(s, name)| cmd_to_pb(class, name, s))
+        .collect()
+}
+
+/// Encodes one command's results, whatever its histograms are kept as.
+pub fn cmd_to_pb<H: Samples>(class: &str, name: &str, s: &CmdStatsOf<H>) -> pb::CommandStats {
+    let h = |h: &H| {
+        Some(pb::Histogram {
+            v2: h.encode_wire().into(),
+        })
+    };
+    pb::CommandStats {
+        command: name.to_string(),
+        class: class.to_string(),
+        scheduled: s.scheduled,
+        sent: s.sent,
+        completed: s.completed,
+        misses: s.misses,
+        backlogged: s.backlogged,
+        moved: s.redirects.moved,
+        asked: s.redirects.asked,
+        retried: s.redirects.retried,
+        errors: errors_to_pb(&s.errors),
+        latency: h(&s.latency),
+        service_time: h(&s.service_time),
+        schedule_lag: h(&s.schedule_lag),
+    }
+}
+
+/// Per-node results to the wire.
+pub fn nodes_to_pb(nodes: &[NodeStats]) -> Vec<pb::NodeStats> {
+    nodes
+        .iter()
+        .map(|n| pb::NodeStats {
+            addr: n.addr.clone(),
+            primary: n.primary,
+            slots: n.slots,
+            completed: n.completed,
+            errors: n.errors,
+            moved: n.redirects.moved,
+            asked: n.redirects.asked,
+            latency: Some(pb::Histogram {
+                v2: hist::encode_wire(&n.latency).into(),
+            }),
+            connections: n.connections,
+        })
+        .collect()
+}
+
+/// Per-node results from a peer: at most [`crate::topology::MAX_NODES`], addresses cut
+/// and made printable, slots at most 16,384.
+///
+/// # Errors
+/// [`HistError`] when a latency histogram does not decode; a [`WireError`] for a slot
+/// count over 16,384.
+pub fn nodes_from_pb(nodes: &[pb::NodeStats]) -> Result<Vec<NodeStats>, WireError> {
+    nodes
+        .iter()
+        .take(crate::topology::MAX_NODES)
+        .map(|n| {
+            let latency = match &n.latency {
+                Some(h) => hist::decode(&h.v2)
+                    .map_err(|e| WireError::new("nodes.latency", 0, e.to_string()))?,
+                None => hist::new_hist(),
+            };
+            Ok(NodeStats {
+                addr: crate::stats::clean_message(n.addr.as_bytes()),
+                primary: n.primary,
+                slots: check_range("nodes.slots", n.slots, 0, u32::from(crate::slot::SLOTS))?,
+                completed: n.completed,
+                errors: n.errors,
+                redirects: Redirects {
+                    moved: n.moved,
+                    asked: n.asked,
+                    retried: 0,
+                },
+                connections: n.connections,
+                latency,
+            })
+        })
+        .collect()
+}
+
+/// Error counts to the wire.
+pub fn errors_to_pb(errors: &ErrorCounts) -> Vec<pb::ErrorCount> {
+    errors
+        .iter()
+        .map(|(k, n)| pb::ErrorCount {
+            kind: k.clone(),
+            count: *n,
+        })
+        .collect()
+}
+
+/// Error counts from the wire.
+pub fn errors_from_pb(errors: &[pb::ErrorCount]) -> ErrorCounts {
+    let mut out = Vec::new();
+    for e in errors {
+        crate::stats::add_error(&mut out, &e.kind, e.count);
+    }
+    out
+}
+
+/// Most error messages read from one peer message; more are ignored (a worker sends at
+/// most one per kind, and kinds are bounded).
+pub const MAX_PEER_MESSAGES: usize = 4 * crate::stats::MAX_KINDS;
+
+/// Error kinds' first messages to the wire.
+pub fn messages_to_pb(messages: &[(String, String)]) -> Vec<pb::ErrorMessage> {
+    messages
+        .iter()
+        .map(|(kind, message)| pb::ErrorMessage {
+            kind: kind.clone(),
+            message: message.clone(),
+        })
+        .collect()
+}
+
+/// Error kinds' first messages from a peer, cleaned and bounded again: at most
+/// [`MAX_PEER_MESSAGES`], each kind and message cut and made printable as the engine does.
+pub fn messages_from_pb(messages: &[pb::ErrorMessage]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .take(MAX_PEER_MESSAGES)
+        .map(|m| {
+            (
+                crate::stats::clean_kind(m.kind.as_bytes()),
+                crate::stats::clean_message(m.message.as_bytes()),
+            )
+        })
+        .collect()
+}
+
+/// Decodes one command's results of one interval with sparse histograms (the
+/// coordinator's merging): (class, command, results), the names borrowed from the message
+/// (a fleet's merge copied two strings per command per interval).
+///
+/// # Errors
+/// [`HistError`] when a histogram does not decode.
+pub fn delta_from_pb<'a>(
+    c: &'a pb::CommandStats,
+    de: &mut SparseDecoder,
+) -> Result<(&'a str, &'a str, CmdDelta), HistError> {
+    let mut h = |x: &Option<pb::Histogram>| match x {
+        Some(h) => de.decode(&h.v2),
+        None => Ok(Sparse::default()),
+    };
+    Ok((
+        &c.class,
+        &c.command,
+        CmdDelta {
+            scheduled: c.scheduled,
+            sent: c.sent,
+            completed: c.completed,
+            misses: c.misses,
+            backlogged: c.backlogged,
+            redirects: Redirects {
+                moved: c.moved,
+                asked: c.asked,
+                retried: c.retried,
+            },
+            errors: errors_from_pb(&c.errors),
+            latency: h(&c.latency)?,
+            service_time: h(&c.service_time)?,
+            schedule_lag: h(&c.schedule_lag)?,
+        },
+    ))
+}
