@@ -4,6 +4,8 @@
 # end-to-end. A test that cannot run here is reported as SKIP at the end, never as a pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$SECONDS
+stage() { echo "test.sh: $1 done at $((SECONDS - t0)) s" >&2; }
 ./scripts/install-test-deps.sh
 # One build for everything: the tests run static binaries (glibc, +crt-static; --target
 # keeps the flag away from build scripts and proc macros), and the container test puts the
@@ -12,6 +14,7 @@ export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
 export CREST_BIN_DIR="$PWD/target/$CARGO_BUILD_TARGET/debug"
 cargo build --workspace --bins --tests
+stage build
 skipped=()
 # The multi-host tests (network namespaces) and the full-disk test (a tmpfs) need root;
 # they are #[ignore]d otherwise, so cargo lists them as ignored, not ok.
@@ -23,7 +26,9 @@ else
 fi
 # One test at a time: the end-to-end tests run real servers and real load on 2 cores.
 cargo test --workspace -- --test-threads="${CREST_TEST_THREADS:-1}" "${ignored[@]}"
+stage tests
 ./deploy/k8s/validate.sh  # Kubernetes manifests: kustomize render + schema checks, offline
+stage "k8s manifests"
 # Container image + compose cluster, for real; exit 77 means no Docker engine here.
 rc=0
 ./deploy/test-compose.sh || rc=$?
@@ -32,6 +37,7 @@ if [[ $rc == 77 ]]; then
 elif [[ $rc != 0 ]]; then
     exit "$rc"
 fi
+stage compose
 for s in "${skipped[@]}"; do
     echo "test.sh: SKIP: $s" >&2
 done
