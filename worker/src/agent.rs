@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// A run may be scheduled to start at most this far ahead (the coordinator's lead is
-/// 1 s, or four round trips on a slow path).
+/// 0.25 s for in-process workers, 1 s for remote ones, more for many connections or four
+/// round trips on a slow path, at most 5 s).
 const MAX_START_LEAD: Duration = Duration::from_secs(60);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -396,14 +397,15 @@ async fn discover_topology(
 ) -> Result<Option<Arc<route::Shared>>, pb::RunFailed> {
     // Reading the slot table must not eat the start lead (the session loop waits for
     // `start_run`, and a slow seed must not trip the coordinator's silence check): it gets
-    // what is left of the lead but 250 ms, at most SLOTS_TIMEOUT. A cluster node answers
-    // CLUSTER SLOTS in well under a millisecond.
+    // what is left of the lead but 250 ms, at least 500 ms (a far seed's connect, TLS and
+    // login; a start it passes is late, and the first requests' latency shows it), at most
+    // SLOTS_TIMEOUT. A cluster node answers CLUSTER SLOTS in well under a millisecond.
     let lead = Duration::from_nanos(
         u64::try_from(start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
     );
     let limit = lead
         .saturating_sub(Duration::from_millis(250))
-        .clamp(Duration::from_millis(100), crate::probe::SLOTS_TIMEOUT);
+        .clamp(Duration::from_millis(500), crate::probe::SLOTS_TIMEOUT);
     let topology = match plan.cluster {
         ClusterMode::Off => None,
         ClusterMode::Auto if !probed.seed_is_cluster => None,
@@ -464,7 +466,7 @@ fn check_open_files(
 /// Checks the start instant and turns it into a local one.
 fn start_instant(start_at_unix_ns: i64, refuse: Refuse<'_>) -> Result<Instant, pb::RunFailed> {
     // The start instant is the peer's number: saturate instead of overflowing, and refuse
-    // one further ahead than any coordinator would schedule (it sends ~1 s ahead).
+    // one further ahead than any coordinator would schedule (it sends 0.25 to 5 s ahead).
     let wait = Duration::from_nanos(
         u64::try_from(start_at_unix_ns.saturating_sub(unix_ns())).unwrap_or(0),
     );

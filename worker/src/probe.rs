@@ -27,9 +27,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// How long the probe may take in all: well inside the start lead the coordinator gives.
+/// How long the probe may take in all: well inside the start lead the coordinator gives
+/// remote workers (1 s; in-process workers get 250 ms and more per connection, and a probe
+/// of a far target that takes longer starts the run late, as its latency then shows).
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-/// The same over TLS: a handshake more (still inside the coordinator's 1 s start lead).
+/// The same over TLS: a handshake more (still inside the remote workers' 1 s start lead).
 pub const TLS_PROBE_TIMEOUT: Duration = Duration::from_millis(800);
 /// Least time a TLS handshake is given before the port is called "not TLS": a local
 /// handshake takes a few ms.

@@ -5,7 +5,7 @@
 //! `crest_model::convert`, the same module the worker reads them back with.
 
 use super::member::{Member, RunError};
-use crate::config::{ClassConfig, RunConfig};
+use crate::config::{ClassConfig, RunConfig, Workers};
 use crate::split;
 use crest_model::clock::unix_ns;
 use crest_model::convert;
@@ -16,9 +16,21 @@ use crest_model::shapes::KeyDist;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The least time between sending the plans and the start: every worker must have its
-/// plan and its connections up by then.
-const MIN_LEAD: Duration = Duration::from_secs(1);
+/// The least time between sending the plans and the start for remote workers: every
+/// worker must have its plan, have probed the target and have its connections up by then,
+/// across networks and relays.
+const REMOTE_LEAD: Duration = Duration::from_secs(1);
+/// The same for in-process workers: their plans cross loopback in microseconds; what is
+/// left is the probe of the target (one connection and its session's commands).
+const LOCAL_LEAD: Duration = Duration::from_millis(250);
+/// What the lead allows for each connection a shard opens (one after another on its core):
+/// a TCP connect and the session's commands...
+const CONNECT_COST: Duration = Duration::from_micros(100);
+/// ...or those and a TLS handshake.
+const TLS_CONNECT_COST: Duration = Duration::from_millis(1);
+/// The longest lead: a shard waits at most this long for its first connections
+/// (`CONNECT_WAIT_MAX` in the engine), so a longer one would only idle.
+const MAX_LEAD: Duration = Duration::from_secs(5);
 /// The start lead is at least this many round trips to the slowest worker.
 const LEAD_RTTS: u32 = 4;
 /// Prefill pipelines at least this deep: it is a bulk load, not a measurement.
@@ -159,6 +171,36 @@ pub(super) fn plans(
         .collect()
 }
 
+/// How far ahead the common start is: the workers' floor (in-process or remote) plus the
+/// time the busiest shard takes to open its connections one after another, at least
+/// [`LEAD_RTTS`] round trips to the slowest worker, at most [`MAX_LEAD`]. A worker that is
+/// not ready by then starts late, and its first requests' latency shows it.
+pub(super) fn lead(
+    cfg: &RunConfig,
+    phase: &Phase,
+    total_shards: u32,
+    max_rtt: Duration,
+) -> Duration {
+    let floor = match cfg.workers {
+        Workers::Local { .. } => LOCAL_LEAD,
+        Workers::Remote { .. } => REMOTE_LEAD,
+    };
+    let per_shard: u32 = phase
+        .conns
+        .iter()
+        .map(|c| c.div_ceil(total_shards.max(1)))
+        .fold(0, u32::saturating_add);
+    let each = if cfg.tls.is_some() {
+        TLS_CONNECT_COST
+    } else {
+        CONNECT_COST
+    };
+    floor
+        .saturating_add(each.saturating_mul(per_shard))
+        .max(max_rtt.saturating_mul(LEAD_RTTS))
+        .min(MAX_LEAD)
+}
+
 /// Splits a phase over every shard, sends each worker its plan and a common start instant.
 /// Returns the run id, the local start instant and the wall-clock start.
 ///
@@ -195,7 +237,7 @@ pub(super) async fn start(
         wire.push(msg);
     }
     let max_rtt = members.iter().map(|m| m.rtt_ns).max().unwrap_or(0);
-    let lead = MIN_LEAD.max(Duration::from_nanos(max_rtt).saturating_mul(LEAD_RTTS));
+    let lead = lead(cfg, phase, total_shards, Duration::from_nanos(max_rtt));
     let lead_ns = i64::try_from(lead.as_nanos()).unwrap_or(i64::MAX);
     let start_unix = unix_ns().saturating_add(lead_ns);
     let start_local = Instant::now() + lead;
@@ -229,6 +271,48 @@ mod tests {
     use super::*;
     use crate::service::WorkerLink;
     use crest_model::shapes::ValueSizes;
+
+    /// The lead: in-process workers start sooner than remote ones; a shard's connections
+    /// (ten times dearer with TLS) and a slow round trip push it out; it never passes
+    /// [`MAX_LEAD`].
+    #[test]
+    fn the_lead_covers_the_workers_floor_their_connections_and_round_trips() {
+        let mut cfg = cfg();
+        let mut phase = two_class_phase(&cfg);
+        phase.conns = vec![40, 60];
+        let rtt = Duration::from_micros(100);
+        // 100 connections over 2 shards: 50 per shard, 5 ms plain.
+        assert_eq!(
+            lead(&cfg, &phase, 2, rtt),
+            LOCAL_LEAD + Duration::from_millis(5)
+        );
+        cfg.tls = Some(crest_model::target::Tls {
+            ca_pem: None,
+            client: None,
+            server_name: "localhost".into(),
+            verify: crest_model::target::Verify::default(),
+        });
+        assert_eq!(
+            lead(&cfg, &phase, 2, rtt),
+            LOCAL_LEAD + Duration::from_millis(50)
+        );
+        cfg.tls = None;
+        cfg.workers = Workers::Remote {
+            count: 2,
+            wait_timeout: Duration::from_secs(10),
+        };
+        assert_eq!(
+            lead(&cfg, &phase, 2, rtt),
+            REMOTE_LEAD + Duration::from_millis(5)
+        );
+        assert_eq!(
+            lead(&cfg, &phase, 2, Duration::from_millis(400)),
+            Duration::from_millis(1_600)
+        );
+        phase.conns = vec![u32::MAX, u32::MAX];
+        assert_eq!(lead(&cfg, &phase, 1, rtt), MAX_LEAD);
+        assert_eq!(lead(&cfg, &phase, 0, Duration::MAX), MAX_LEAD);
+    }
 
     /// An open-loop run at 100/s for 2 s against 127.0.0.1:1, one class.
     fn cfg() -> RunConfig {
