@@ -196,3 +196,411 @@ fn text(f: &Frame) -> String {
 fn round(x: f64, scale: f64) -> f64 {
     (x * scale).round() / scale
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::WorkerLink;
+    use crest_model::target::Session;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::mpsc;
+
+    /// What the fake server does with one command.
+    enum Act {
+        /// Writes these bytes.
+        Reply(Vec<u8>),
+        /// Never answers (and keeps the connection open).
+        Silent,
+        /// Closes the connection.
+        Close,
+    }
+
+    /// `f` encoded.
+    fn reply(f: Frame) -> Act {
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        Act::Reply(out)
+    }
+
+    fn bulk(s: &str) -> Act {
+        reply(Frame::Bulk(s.as_bytes().to_vec()))
+    }
+
+    /// A RESP server on 127.0.0.1 answering each command as `answer` says; every command
+    /// it reads (arguments as text) goes to the receiver before it is answered.
+    async fn serve<F>(answer: F) -> (SocketAddr, mpsc::UnboundedReceiver<Vec<String>>)
+    where
+        F: Fn(&[String]) -> Act + Send + Sync + 'static,
+    {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let answer = Arc::new(answer);
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                tokio::spawn(connection(s, answer.clone(), tx.clone()));
+            }
+        });
+        (addr, rx)
+    }
+
+    async fn connection<F>(mut s: TcpStream, answer: Arc<F>, tx: mpsc::UnboundedSender<Vec<String>>)
+    where
+        F: Fn(&[String]) -> Act,
+    {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            while let Ok(Some((frame, used))) = Frame::parse(&buf) {
+                buf.drain(..used);
+                let Frame::Array(parts) = frame else { return };
+                let args: Vec<String> = parts
+                    .iter()
+                    .map(|p| match p {
+                        Frame::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect();
+                let act = answer(&args);
+                let _ = tx.send(args);
+                match act {
+                    Act::Reply(r) => {
+                        if s.write_all(&r).await.is_err() {
+                            return;
+                        }
+                    }
+                    Act::Silent => {}
+                    Act::Close => return,
+                }
+            }
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// The commands the fake server has read so far.
+    fn commands(rx: &mut mpsc::UnboundedReceiver<Vec<String>>) -> Vec<Vec<String>> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    /// `INFO memory` of a server holding a little.
+    const MEMORY: &str = "# Memory\r\nused_memory:12345\r\nused_memory_human:12.06K\r\n\
+        used_memory_rss:65536\r\nused_memory_dataset:4321\r\nmem_fragmentation_ratio:5.31\r\n";
+
+    /// A server that answers `INFO` with [`MEMORY`] and the rest as `other` says.
+    fn memory_then(other: fn(&[String]) -> Act) -> impl Fn(&[String]) -> Act + Send + Sync {
+        move |args| {
+            if args[0] == "INFO" {
+                bulk(MEMORY)
+            } else {
+                other(args)
+            }
+        }
+    }
+
+    async fn checkpoints(addr: SocketAddr, every: u64, total: u64, probe: &[&str]) -> Checkpoints {
+        let conn = crest_engine::probe::control(addr, "fake", &Session::default(), None, NAME)
+            .await
+            .unwrap();
+        Checkpoints::new(conn, every, total, words(probe))
+    }
+
+    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
+
+    fn fleet(n: usize) -> (Vec<Member>, Vec<Inbox>) {
+        (0..n)
+            .map(|i| {
+                let (link, rx) = WorkerLink::fake(i);
+                (Member::new(link), rx)
+            })
+            .unzip()
+    }
+
+    /// The checkpoints a worker was told to release, in order.
+    fn released(rx: &mut Inbox) -> Vec<u32> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Some(Out::Release(r)) = m.msg {
+                assert_eq!(r.run_id, "r");
+                out.push(r.index);
+            }
+        }
+        out
+    }
+
+    fn calls(c: &Checkpoints) -> Vec<(&str, u64)> {
+        c.calls.iter().map(|(k, v)| (k.as_str(), *v)).collect()
+    }
+
+    /// A checkpoint is read only once every worker still running has reached it, once,
+    /// and released to every worker; done and lost workers are not waited for, and with
+    /// none running nothing is read.
+    #[tokio::test]
+    async fn a_checkpoint_is_read_once_every_running_worker_reached_it() {
+        let (addr, mut seen) = serve(memory_then(|_| Act::Silent)).await;
+        let mut cp = checkpoints(addr, 100, 350, &[]).await;
+        let (mut members, mut inboxes) = fleet(3);
+        cp.started(Instant::now(), 3);
+        cp.reached(0, 0);
+        cp.reached(1, 0);
+        cp.reached(7, 0); // no such worker: ignored
+        cp.advance(&members, "r").await;
+        assert!(cp.rows.is_empty(), "read before worker 2 got there");
+        assert!(cp.calls.is_empty());
+        assert!(inboxes.iter_mut().all(|rx| released(rx).is_empty()));
+
+        cp.reached(2, 0);
+        cp.advance(&members, "r").await;
+        cp.advance(&members, "r").await;
+        assert_eq!(cp.rows.len(), 1, "{:?}", cp.rows);
+        let row = &cp.rows[0];
+        assert_eq!((row.index, row.requests), (0, 100));
+        assert_eq!(row.used_memory, Some(12345));
+        assert_eq!((row.probe.as_deref(), row.error.as_deref()), (None, None));
+        for rx in &mut inboxes {
+            assert_eq!(released(rx), vec![0]);
+        }
+        assert_eq!(commands(&mut seen), vec![words(&["INFO", "memory"])]);
+
+        // Worker 2 is done and worker 1 lost: worker 0 alone decides.
+        members[2].done = true;
+        members[1].lost = Some("gone".into());
+        cp.reached(0, 1);
+        cp.advance(&members, "r").await;
+        assert_eq!(cp.rows.len(), 2);
+        assert_eq!((cp.rows[1].index, cp.rows[1].requests), (1, 200));
+        for rx in &mut inboxes {
+            assert_eq!(released(rx), vec![1]);
+        }
+
+        // Nobody running: checkpoint 2 (of 3) is never read.
+        members[0].done = true;
+        cp.reached(0, 2);
+        cp.advance(&members, "r").await;
+        assert_eq!(cp.rows.len(), 2);
+        assert_eq!(calls(&cp), vec![("info", 2)]);
+        assert_eq!(commands(&mut seen).len(), 1);
+    }
+
+    /// Workers ahead by several checkpoints let them all go in order in one call, but
+    /// never past the class's total (whole multiples of `every`: 25 / 10 is 2).
+    #[tokio::test]
+    async fn checkpoints_reached_together_go_in_order_up_to_the_total() {
+        let (addr, mut seen) = serve(memory_then(|_| Act::Silent)).await;
+        let mut cp = checkpoints(addr, 10, 25, &[]).await;
+        let (members, mut inboxes) = fleet(2);
+        cp.started(Instant::now(), 2);
+        cp.reached(0, 7);
+        cp.reached(1, 4);
+        cp.reached(1, 1); // an older message: the highest stands
+        cp.advance(&members, "r").await;
+        let taken: Vec<(u32, u64)> = cp.rows.iter().map(|r| (r.index, r.requests)).collect();
+        assert_eq!(taken, vec![(0, 10), (1, 20)]);
+        for rx in &mut inboxes {
+            assert_eq!(released(rx), vec![0, 1]);
+        }
+        assert_eq!(calls(&cp), vec![("info", 2)]);
+        assert_eq!(commands(&mut seen).len(), 2);
+    }
+
+    /// A row carries the `INFO memory` gauges, the probe's reply, when it was reached
+    /// (seconds since the measured start) and the rate from the start to there.
+    #[tokio::test]
+    async fn a_row_carries_the_memory_gauges_and_the_probe_reply() {
+        let (addr, mut seen) = serve(memory_then(|_| reply(Frame::Integer(42)))).await;
+        let mut cp = checkpoints(addr, 1000, 1000, &["ZCARD", "z"]).await;
+        let (members, _inboxes) = fleet(1);
+        let start = Instant::now().checked_sub(Duration::from_secs(10)).unwrap();
+        cp.started(start, 1);
+        cp.reached(0, 0);
+        cp.advance(&members, "r").await;
+        assert_eq!(cp.rows.len(), 1);
+        let row = &cp.rows[0];
+        assert_eq!(row.used_memory, Some(12345));
+        assert_eq!(row.used_memory_rss, Some(65536));
+        assert_eq!(row.used_memory_dataset, Some(4321));
+        assert_eq!(row.mem_fragmentation_ratio, Some(5.31));
+        assert_eq!(row.probe.as_deref(), Some("42"));
+        assert_eq!(row.error, None);
+        assert!(row.at_s >= 10.0, "{}", row.at_s);
+        // 1000 requests over at least 10 s.
+        assert!(row.rate > 0.0 && row.rate <= 100.0, "{}", row.rate);
+        assert!(row.paused_ms >= 0.0);
+        assert_eq!(calls(&cp), vec![("info", 1), ("zcard", 1)]);
+        assert_eq!(
+            commands(&mut seen),
+            vec![words(&["INFO", "memory"]), words(&["ZCARD", "z"])]
+        );
+    }
+
+    /// An error reply to `INFO memory` is the row's error, in words, with no gauges; the
+    /// connection stays for the probe, whose long reply is cut to its first 200 bytes.
+    #[tokio::test]
+    async fn an_info_error_is_reported_and_a_long_probe_reply_is_cut() {
+        let (addr, _seen) = serve(|args: &[String]| {
+            if args[0] == "INFO" {
+                reply(Frame::Error(b"ERR unknown section".to_vec()))
+            } else {
+                bulk(&"x".repeat(500))
+            }
+        })
+        .await;
+        let mut cp = checkpoints(addr, 10, 10, &["GET", "k"]).await;
+        let (members, _inboxes) = fleet(1);
+        cp.started(Instant::now(), 1);
+        cp.reached(0, 0);
+        cp.advance(&members, "r").await;
+        let row = &cp.rows[0];
+        assert_eq!(
+            row.error.as_deref(),
+            Some("INFO memory answered error: ERR unknown section")
+        );
+        assert_eq!((row.used_memory, row.mem_fragmentation_ratio), (None, None));
+        assert_eq!(row.probe, Some(format!("{}...", "x".repeat(200))));
+    }
+
+    /// A probe answered with an error gets the error's words as its reply; the row is
+    /// not failed for it.
+    #[tokio::test]
+    async fn a_probe_error_reply_is_its_text_not_a_failed_row() {
+        let (addr, _seen) = serve(memory_then(|_| {
+            reply(Frame::Error(
+                b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec(),
+            ))
+        }))
+        .await;
+        let mut cp = checkpoints(addr, 10, 10, &["ZCARD", "s"]).await;
+        let (members, _inboxes) = fleet(1);
+        cp.started(Instant::now(), 1);
+        cp.reached(0, 0);
+        cp.advance(&members, "r").await;
+        let row = &cp.rows[0];
+        assert_eq!(
+            row.probe.as_deref(),
+            Some("error: WRONGTYPE Operation against a key holding the wrong kind of value")
+        );
+        assert_eq!(row.error, None);
+        assert_eq!(row.used_memory, Some(12345));
+    }
+
+    /// A server closing the connection on the probe fails the row with `probe: …` (the
+    /// gauges read before it kept); the next checkpoint says the connection is gone
+    /// without asking, and is still released.
+    #[tokio::test]
+    async fn a_closed_connection_fails_this_row_and_the_next_says_so() {
+        let (addr, mut seen) = serve(memory_then(|_| Act::Close)).await;
+        let mut cp = checkpoints(addr, 10, 20, &["DBSIZE"]).await;
+        let (members, mut inboxes) = fleet(1);
+        cp.started(Instant::now(), 1);
+        cp.reached(0, 1);
+        cp.advance(&members, "r").await;
+        assert_eq!(cp.rows.len(), 2);
+        let first = &cp.rows[0];
+        assert_eq!(
+            first.error.as_deref(),
+            Some("probe: the server closed the connection or sent no RESP")
+        );
+        assert_eq!(first.probe.as_deref(), Some(""));
+        assert_eq!(first.used_memory, Some(12345));
+        let second = &cp.rows[1];
+        assert_eq!(
+            second.error.as_deref(),
+            Some("INFO memory: no connection (an earlier checkpoint lost it)")
+        );
+        assert_eq!(
+            (second.used_memory, second.probe.as_deref()),
+            (None, Some(""))
+        );
+        assert_eq!(released(&mut inboxes[0]), vec![0, 1]);
+        assert_eq!(calls(&cp), vec![("dbsize", 1), ("info", 1)]);
+        assert_eq!(commands(&mut seen).len(), 2);
+    }
+
+    /// A server that never answers fails the row at the reply timeout instead of holding
+    /// the load paused, and the checkpoint is still released (time paused: no real wait).
+    #[tokio::test]
+    async fn a_silent_server_fails_the_row_at_the_timeout() {
+        let (addr, _seen) = serve(|_| Act::Silent).await;
+        let mut cp = checkpoints(addr, 10, 10, &["DBSIZE"]).await;
+        let (members, mut inboxes) = fleet(1);
+        cp.started(Instant::now(), 1);
+        cp.reached(0, 0);
+        tokio::time::pause();
+        let t0 = tokio::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(60), cp.advance(&members, "r"))
+            .await
+            .expect("the checkpoint hung on a silent server");
+        assert!(t0.elapsed() >= REPLY_TIMEOUT);
+        let row = &cp.rows[0];
+        assert_eq!(
+            row.error.as_deref(),
+            Some("INFO memory: no reply within 5s")
+        );
+        assert_eq!((row.used_memory, row.probe.as_deref()), (None, Some("")));
+        assert_eq!(released(&mut inboxes[0]), vec![0]);
+        assert_eq!(calls(&cp), vec![("info", 1)]);
+        assert!(cp.conn.is_none());
+    }
+
+    /// `text` words each kind of reply on one line, drops control characters, and cuts a
+    /// long one after 200 bytes on a character boundary.
+    #[test]
+    fn text_is_one_short_line_per_reply() {
+        assert_eq!(text(&Frame::Integer(-7)), "-7");
+        assert_eq!(text(&Frame::Simple(b"OK".to_vec())), "OK");
+        assert_eq!(text(&Frame::Bulk(b"a\r\nb\tc".to_vec())), "abc");
+        assert_eq!(text(&Frame::Double(b"1.5".to_vec())), "1.5");
+        assert_eq!(
+            text(&Frame::Verbatim {
+                format: *b"txt",
+                data: b"hi".to_vec()
+            }),
+            "hi"
+        );
+        assert_eq!(
+            text(&Frame::Error(b"ERR no\x01pe".to_vec())),
+            "error: ERR no?pe"
+        );
+        assert_eq!(
+            text(&Frame::BlobError(b"SYNTAX bad".to_vec())),
+            "error: SYNTAX bad"
+        );
+        assert_eq!(
+            text(&Frame::Array(vec![Frame::Integer(1), Frame::Null])),
+            "2 elements"
+        );
+        assert_eq!(
+            text(&Frame::Map(vec![(Frame::Integer(1), Frame::Integer(2))])),
+            "1 entries"
+        );
+        assert_eq!(text(&Frame::NullBulk), "NullBulk");
+        let exact = "y".repeat(200);
+        assert_eq!(text(&Frame::Bulk(exact.clone().into_bytes())), exact);
+        // 3-byte characters: 200 is not a boundary, 198 is.
+        let euros = "€".repeat(100);
+        assert_eq!(
+            text(&Frame::Bulk(euros.into_bytes())),
+            format!("{}...", "€".repeat(66))
+        );
+    }
+
+    /// `round` rounds to the nearest multiple of 1 / scale, halves away from zero.
+    #[test]
+    fn round_keeps_scale_digits() {
+        assert_eq!(round(1.23456, 100.0), 1.23);
+        assert_eq!(round(1234.5678, 1e3), 1234.568);
+        assert_eq!(round(0.0004, 1e3), 0.0);
+        assert_eq!(round(2.5, 1.0), 3.0);
+        assert_eq!(round(-2.5, 1.0), -3.0);
+        assert_eq!(round(7.0, 1e6), 7.0);
+    }
+}

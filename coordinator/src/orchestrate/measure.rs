@@ -62,17 +62,7 @@ pub(super) async fn run(
     // baseline before the plans go out.
     let (sampler, mut server) = sampler(cfg, target).await;
     let mut checkpoints = checkpoints(cfg, target).await?;
-    let plan = phase::Phase {
-        classes: cfg
-            .classes
-            .iter()
-            .map(|c| phase::class_plan(cfg, c))
-            .collect(),
-        budgets: cfg.classes.iter().map(|c| c.requests).collect(),
-        conns: cfg.classes.iter().map(|c| c.connections).collect(),
-        checkpoint_every: cfg.classes.iter().map(|_| cfg.checkpoint_every).collect(),
-        warmup: cfg.warmup,
-    };
+    let plan = measured_phase(cfg);
     let for_member = |m: &_| target.for_member(cfg, m);
     let (run_id, start_local, started_at) =
         phase::start(cfg, &fleet.members, &plan, fleet.shards, &for_member).await?;
@@ -86,11 +76,7 @@ pub(super) async fn run(
     // Boundary 0 only with a warm-up: without one the sample before load is the baseline.
     let first = u32::from(cfg.warmup.is_zero());
     let sampler = sampler.map(|s| s.clock(measured_start, cfg.interval, first));
-    let budget = if cfg.closed_loop() && cfg.duration.is_zero() {
-        UNBOUNDED_PHASE
-    } else {
-        cfg.duration
-    };
+    let budget = budget(cfg);
     let mut books = books(cfg, fleet, &run_id, started_at, budget)?;
     let mut control = steer::Control {
         rx: live.requests,
@@ -125,6 +111,32 @@ pub(super) async fn run(
         checkpoints,
         server,
     })
+}
+
+/// The measured phase: every class's plan (its warm-up first), closed-loop budget,
+/// connections and checkpoint step, and the warm-up.
+fn measured_phase(cfg: &RunConfig) -> phase::Phase {
+    phase::Phase {
+        classes: cfg
+            .classes
+            .iter()
+            .map(|c| phase::class_plan(cfg, c))
+            .collect(),
+        budgets: cfg.classes.iter().map(|c| c.requests).collect(),
+        conns: cfg.classes.iter().map(|c| c.connections).collect(),
+        checkpoint_every: cfg.classes.iter().map(|_| cfg.checkpoint_every).collect(),
+        warmup: cfg.warmup,
+    }
+}
+
+/// The scheduled length the collection judges lateness by: the duration, or
+/// [`UNBOUNDED_PHASE`] for a count-bounded closed loop.
+fn budget(cfg: &RunConfig) -> Duration {
+    if cfg.closed_loop() && cfg.duration.is_zero() {
+        UNBOUNDED_PHASE
+    } else {
+        cfg.duration
+    }
 }
 
 /// The server sampler with its baseline taken, or why there is none (said once).
@@ -188,10 +200,7 @@ fn books(
         }
         None => None,
     };
-    let iv_ns = interval_ns(cfg);
-    let rows_last = (!cfg.duration.is_zero())
-        .then(|| merge::last_row(measured_ns(cfg, Duration::ZERO, false), iv_ns));
-    let last = collect::phase_last(cfg, budget);
+    let (last, rows_last) = spans(cfg, budget);
     Ok(RunBooks::new(
         cfg,
         fleet.members.len(),
@@ -199,6 +208,16 @@ fn books(
         rows_last,
         live,
     ))
+}
+
+/// The books' spans for a phase scheduled for `budget`: the highest interval index a
+/// worker may send, and the last timeline row when the span is known (a timed run; None
+/// for a count-bounded one).
+fn spans(cfg: &RunConfig, budget: Duration) -> (u32, Option<u32>) {
+    let iv_ns = interval_ns(cfg);
+    let rows_last = (!cfg.duration.is_zero())
+        .then(|| merge::last_row(measured_ns(cfg, Duration::ZERO, false), iv_ns));
+    (collect::phase_last(cfg, budget), rows_last)
 }
 
 /// The run's opening line after its run id.
@@ -215,4 +234,390 @@ fn started_line(cfg: &RunConfig, fleet: &Fleet) -> String {
         fleet.shards,
         cfg.classes.len()
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::orchestrate::member::{GRACE, Member};
+    use crate::service::WorkerLink;
+    use crest_model::convert::limits;
+    use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
+
+    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
+
+    /// An open-loop run at 100/s for 2 s against 127.0.0.1:1 (unreachable), one class,
+    /// no server stats.
+    fn cfg() -> RunConfig {
+        let mut cfg = crate::cli::test_run(100.0, 2);
+        cfg.server_stats = false;
+        cfg
+    }
+
+    /// A count-bounded closed loop: `cfg()`'s class sends 1,000 requests, no duration.
+    fn count_bounded() -> RunConfig {
+        cfg().closed_loop_of(1_000).unwrap()
+    }
+
+    /// Fake workers, worker `i` with `shards[i]` shards, and what each is sent.
+    fn fleet(shards: &[u32]) -> (Fleet, Vec<Inbox>) {
+        let (members, inboxes): (Vec<Member>, Vec<Inbox>) = shards
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let (mut link, rx) = WorkerLink::fake(i);
+                link.info.shards = s;
+                (Member::new(link), rx)
+            })
+            .unzip();
+        let fleet = Fleet {
+            members,
+            shards: shards.iter().sum(),
+        };
+        (fleet, inboxes)
+    }
+
+    fn surfaces() -> Surfaces {
+        Surfaces {
+            admin: crate::admin::Admin::new("", true).0,
+            requests: None,
+            points: None,
+        }
+    }
+
+    async fn target(cfg: &RunConfig) -> Target {
+        let (_stop_tx, stop) = watch::channel(false);
+        let listen = "127.0.0.1:0".parse().unwrap();
+        Target::start(cfg, listen, &stop).await.unwrap()
+    }
+
+    /// Every message a worker was sent so far.
+    fn sent(rx: &mut Inbox) -> Vec<Out> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|m| m.msg)
+            .collect()
+    }
+
+    /// Plays each fake worker: waits for its plan, then sends its finals for that run.
+    /// Returns the start messages, by worker.
+    fn answer(
+        mut inboxes: Vec<Inbox>,
+        events: mpsc::Sender<HubEvent>,
+    ) -> tokio::task::JoinHandle<Vec<pb::StartRun>> {
+        tokio::spawn(async move {
+            let mut starts = Vec::new();
+            for (i, rx) in inboxes.iter_mut().enumerate() {
+                let start = loop {
+                    match rx.recv().await.expect("a plan").msg {
+                        Some(Out::Start(s)) => break s,
+                        _ => continue,
+                    }
+                };
+                let run_id = start.plan.as_ref().unwrap().run_id.clone();
+                let fin = In::Finished(pb::Finished {
+                    run_id,
+                    ..Default::default()
+                });
+                events
+                    .send(HubEvent::Message(format!("id-{i}"), fin))
+                    .await
+                    .unwrap();
+                starts.push(start);
+            }
+            starts
+        })
+    }
+
+    /// The measured phase carries every class's plan (its warm-up first), its closed-loop
+    /// budget, its connections, the checkpoint step, and the warm-up.
+    #[test]
+    fn the_phase_holds_every_class_with_its_budget_connections_and_step() {
+        let mut cfg = cfg();
+        cfg.warmup = Duration::from_secs(1);
+        cfg.checkpoint_every = Some(100);
+        let mut closed = cfg.classes[0].clone();
+        closed.name = "closed".into();
+        closed.profile = None;
+        closed.requests = Some(5_000);
+        closed.connections = 9;
+        cfg.classes.push(closed);
+        let p = measured_phase(&cfg);
+        let want: Vec<_> = cfg
+            .classes
+            .iter()
+            .map(|c| phase::class_plan(&cfg, c))
+            .collect();
+        assert_eq!(p.classes, want);
+        assert_eq!(p.classes[1].name, "closed");
+        assert_eq!(p.budgets, vec![None, Some(5_000)]);
+        assert_eq!(p.conns, vec![cfg.classes[0].connections, 9]);
+        assert_eq!(p.checkpoint_every, vec![Some(100), Some(100)]);
+        assert_eq!(p.warmup, Duration::from_secs(1));
+    }
+
+    /// A timed run is judged by its duration (open or closed loop); a count-bounded closed
+    /// loop by [`UNBOUNDED_PHASE`].
+    #[test]
+    fn the_budget_is_the_duration_or_unbounded_for_a_count_bounded_run() {
+        let mut cfg = cfg();
+        assert_eq!(budget(&cfg), Duration::from_secs(2));
+        cfg.classes[0].profile = None;
+        assert!(cfg.closed_loop());
+        assert_eq!(budget(&cfg), Duration::from_secs(2));
+        assert_eq!(budget(&count_bounded()), UNBOUNDED_PHASE);
+    }
+
+    /// A timed run's books end their rows at the duration's last interval and take
+    /// indices up to the schedule + drain + grace; a count-bounded run's rows have no
+    /// known end and its indices run to the unbounded phase's.
+    #[test]
+    fn the_spans_end_at_the_schedule_or_are_open_for_a_count_bounded_run() {
+        let mut cfg = cfg();
+        cfg.interval = Duration::from_millis(500);
+        let (last, rows_last) = spans(&cfg, budget(&cfg));
+        assert_eq!(rows_last, Some(3), "2 s in 500 ms rows: 0 to 3");
+        let span = Duration::from_secs(2) + cfg.drain + GRACE;
+        let want = u32::try_from(span.as_millis() / 500 + 1).unwrap();
+        assert_eq!(last, want);
+
+        let cfg = count_bounded();
+        let (last, rows_last) = spans(&cfg, budget(&cfg));
+        assert_eq!(rows_last, None);
+        assert_eq!(last, collect::phase_last(&cfg, UNBOUNDED_PHASE));
+        assert!(last > collect::phase_last(&cfg, Duration::from_secs(2)));
+    }
+
+    /// The books have one worker per member and refuse an index past the phase's last.
+    #[test]
+    fn the_books_have_every_member_and_refuse_indices_past_the_phase() {
+        let cfg = cfg();
+        let (fleet, _inboxes) = fleet(&[2, 1, 1]);
+        let budget = budget(&cfg);
+        let mut books = books(&cfg, &fleet, "r", SystemTime::now(), budget).unwrap();
+        assert_eq!(books.workers.len(), 3);
+        let (last, _) = spans(&cfg, budget);
+        let iv = |index| pb::Interval {
+            run_id: "r".into(),
+            index,
+            ..Default::default()
+        };
+        books.receive(0, iv(last)).unwrap();
+        let e = books.receive(1, iv(last + 1)).unwrap_err();
+        assert!(
+            e.to_string().contains("past the phase's last interval"),
+            "{e}"
+        );
+    }
+
+    /// With `--out` the books write `timeline.csv` and `latency.hlog` from the start.
+    #[test]
+    fn with_an_out_directory_the_live_files_are_created() {
+        let mut cfg = cfg();
+        let dir = std::env::temp_dir().join(format!("crest-measure-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        cfg.out = Some(dir.clone());
+        let (fleet, _inboxes) = fleet(&[1]);
+        let books = books(&cfg, &fleet, "r", SystemTime::now(), budget(&cfg));
+        let made = ["timeline.csv", "latency.hlog"].map(|f| dir.join(f).is_file());
+        drop(books);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(made, [true, true]);
+    }
+
+    /// The opening line counts workers, shards, classes and connections, and names the
+    /// warm-up only when there is one.
+    #[test]
+    fn the_started_line_counts_the_fleet_and_names_the_warmup() {
+        let mut cfg = cfg();
+        let mut second = cfg.classes[0].clone();
+        second.connections = 5;
+        cfg.classes.push(second);
+        let conns = cfg.classes[0].connections + 5;
+        let (fleet, _inboxes) = fleet(&[2, 1]);
+        cfg.warmup = Duration::ZERO;
+        assert_eq!(
+            started_line(&cfg, &fleet),
+            format!("2 worker(s), 3 shard(s), 2 class(es), {conns} connections")
+        );
+        cfg.warmup = Duration::from_millis(1500);
+        assert_eq!(
+            started_line(&cfg, &fleet),
+            format!(
+                "2 worker(s), 3 shard(s), 2 class(es), {conns} connections, warm-up 1.5s not measured"
+            )
+        );
+    }
+
+    /// With server stats off there is no sampler and the stats say off; a target that
+    /// cannot be reached leaves them unavailable, saying why and how to skip them.
+    #[tokio::test]
+    async fn server_stats_are_off_or_unavailable_with_the_reason() {
+        let mut cfg = cfg();
+        let t = target(&cfg).await;
+        let (s, stats) = sampler(&cfg, &t).await;
+        assert!(s.is_none());
+        assert!(matches!(stats, ServerStats::Off), "{stats:?}");
+        cfg.server_stats = true;
+        let (s, stats) = sampler(&cfg, &t).await;
+        assert!(s.is_none());
+        match stats {
+            ServerStats::Unavailable(why) => {
+                assert!(
+                    why.ends_with("(--no-server-stats says so up front)"),
+                    "{why}"
+                )
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
+
+    /// Without `--checkpoint-every` there are no checkpoints; with it, a target the
+    /// coordinator cannot reach is the user's to fix, said before any plan goes out.
+    #[tokio::test]
+    async fn checkpoints_need_the_flag_and_a_reachable_target() {
+        let mut cfg = count_bounded();
+        cfg.server_stats = false;
+        let t = target(&cfg).await;
+        assert!(checkpoints(&cfg, &t).await.unwrap().is_none());
+        cfg.checkpoint_every = Some(100);
+        match checkpoints(&cfg, &t).await {
+            Err(RunError::Usage(m)) => assert!(
+                m.starts_with("--checkpoint-every: cannot reach the target"),
+                "{m}"
+            ),
+            Err(e) => panic!("expected a usage error, got {e:?}"),
+            Ok(_) => panic!("expected a usage error, got checkpoints"),
+        }
+
+        let (mut fleet, mut inboxes) = fleet(&[1]);
+        let (_tx, mut events) = mpsc::channel(8);
+        let (_int_tx, int_rx) = watch::channel(false);
+        let r = run(&cfg, &t, &mut fleet, &mut events, &int_rx, surfaces()).await;
+        assert!(matches!(r, Err(RunError::Usage(_))));
+        assert!(sent(&mut inboxes[0]).is_empty(), "a plan went out");
+    }
+
+    /// The whole phase with fake workers: each gets its own part of one run's plan, their
+    /// finals end it as done, and what it leaves names that run, its budget and books for
+    /// every worker. Paused time: the progress ticks cost nothing.
+    #[tokio::test(start_paused = true)]
+    async fn the_phase_sends_one_run_and_collects_every_workers_finals() {
+        let mut cfg = cfg();
+        cfg.warmup = Duration::from_secs(1);
+        let t = target(&cfg).await;
+        let (mut fleet, inboxes) = fleet(&[2, 1]);
+        let (tx, mut events) = mpsc::channel(8);
+        let (_int_tx, int_rx) = watch::channel(false);
+        let workers = answer(inboxes, tx.clone());
+        let before = Instant::now();
+        let m = run(&cfg, &t, &mut fleet, &mut events, &int_rx, surfaces())
+            .await
+            .unwrap();
+        let starts = workers.await.unwrap();
+        assert_eq!(m.ended, Ended::Done);
+        assert_eq!(m.budget, Duration::from_secs(2));
+        assert_eq!(m.books.workers.len(), 2);
+        assert!(m.checkpoints.is_none());
+        assert!(matches!(m.server, ServerStats::Off));
+        assert!(m.control.stopped_by.is_none());
+        assert!(
+            m.measured_start >= before + cfg.warmup,
+            "the warm-up is not measured"
+        );
+        assert!(fleet.members.iter().all(|w| w.done && !w.lost()));
+        let plans: Vec<&pb::RunPlan> = starts.iter().map(|s| s.plan.as_ref().unwrap()).collect();
+        assert!(plans.iter().all(|p| p.run_id == m.run_id));
+        assert_eq!(
+            plans.iter().map(|p| p.shards.len()).collect::<Vec<_>>(),
+            [2, 1]
+        );
+        assert!(plans.iter().all(|p| p.total_shards == 3));
+        assert!(plans.iter().all(|p| p.target == "127.0.0.1:1"));
+        assert!(plans.iter().all(|p| p.warmup_ns == 1_000_000_000));
+        assert_eq!(starts[0].start_at_unix_ns, starts[1].start_at_unix_ns);
+    }
+
+    /// An interrupt during the phase ends it as interrupted, every worker told to stop
+    /// after its plan.
+    #[tokio::test(start_paused = true)]
+    async fn an_interrupt_ends_the_phase_and_stops_every_worker() {
+        let cfg = cfg();
+        let t = target(&cfg).await;
+        let (mut fleet, mut inboxes) = fleet(&[1, 1]);
+        let (_tx, mut events) = mpsc::channel(8);
+        let (int_tx, int_rx) = watch::channel(false);
+        int_tx.send(true).unwrap();
+        let m = run(&cfg, &t, &mut fleet, &mut events, &int_rx, surfaces())
+            .await
+            .unwrap();
+        assert_eq!(m.ended, Ended::Interrupted);
+        for rx in &mut inboxes {
+            let got = sent(rx);
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(
+                matches!(&got[0], Out::Start(s) if s.plan.as_ref().unwrap().run_id == m.run_id)
+            );
+            assert!(
+                matches!(&got[1], Out::Abort(a) if a.run_id == m.run_id && a.reason == "coordinator interrupted")
+            );
+        }
+    }
+
+    /// A plan a worker would refuse (more connections per shard than a shard opens) is
+    /// the user's to fix, said before any worker gets a plan.
+    #[tokio::test(start_paused = true)]
+    async fn a_plan_out_of_bounds_sends_nothing() {
+        let mut cfg = cfg();
+        cfg.classes[0].connections = limits::MAX_CONNECTIONS_PER_SHARD + 1;
+        let t = target(&cfg).await;
+        let (mut fleet, mut inboxes) = fleet(&[1]);
+        let (_tx, mut events) = mpsc::channel(8);
+        let (_int_tx, int_rx) = watch::channel(false);
+        match run(&cfg, &t, &mut fleet, &mut events, &int_rx, surfaces()).await {
+            Err(RunError::Usage(m)) => {
+                assert!(
+                    m.starts_with("the plan for worker w0 is out of bounds"),
+                    "{m}"
+                )
+            }
+            Err(e) => panic!("expected a usage error, got {e:?}"),
+            Ok(_) => panic!("expected a usage error, got a run"),
+        }
+        assert!(sent(&mut inboxes[0]).is_empty());
+    }
+
+    /// With server stats on, the baseline is taken before the plans go out (before the
+    /// measured start) and the last sample after the finals; the built-in target answers.
+    #[tokio::test]
+    async fn the_server_baseline_comes_before_the_start_and_the_final_sample_after() {
+        let mut cfg = cfg();
+        cfg.server_stats = true;
+        cfg.target = None;
+        let (_stop_tx, stop) = watch::channel(false);
+        let t = Target::start(&cfg, "127.0.0.1:0".parse().unwrap(), &stop)
+            .await
+            .unwrap();
+        assert!(t.builtin());
+        let (mut fleet, inboxes) = fleet(&[1]);
+        let (tx, mut events) = mpsc::channel(8);
+        let (_int_tx, int_rx) = watch::channel(false);
+        let workers = answer(inboxes, tx.clone());
+        let m = run(&cfg, &t, &mut fleet, &mut events, &int_rx, surfaces())
+            .await
+            .unwrap();
+        let starts = workers.await.unwrap();
+        let port = t.builtin_port.unwrap();
+        assert_eq!(
+            starts[0].plan.as_ref().unwrap().target,
+            format!("127.0.0.1:{port}")
+        );
+        let ServerStats::Sampled(series) = m.server else {
+            panic!("not sampled: {:?}", m.server);
+        };
+        let marks: Vec<Mark> = series.samples.iter().map(|s| s.mark).collect();
+        assert_eq!(marks.first(), Some(&Mark::BeforeLoad), "{marks:?}");
+        assert_eq!(marks.last(), Some(&Mark::Final), "{marks:?}");
+        assert!(series.samples[0].at_s < 0.0, "{}", series.samples[0].at_s);
+    }
 }

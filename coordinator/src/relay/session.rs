@@ -522,6 +522,8 @@ async fn downstream(
         return Ok(false);
     };
     let Some(w) = r.workers.iter().position(|x| *x == id) else {
+        // A worker that joined during the run: not in it, but its clock pongs count.
+        idle_event(HubEvent::Message(id, m), workers).await;
         return Ok(false);
     };
     match m {
@@ -612,4 +614,635 @@ async fn forward(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crest_engine::uplink::Below as _;
+
+    /// What the relay sends one of its workers.
+    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
+    /// What the relay sends its coordinator.
+    type Upstream = mpsc::Receiver<pb::WorkerMessage>;
+
+    /// Worker `i` (`w{i}`, id `id-{i}`) with `shards` shards and, when known, its clock
+    /// offset (RTT 100 ns).
+    fn worker(i: usize, shards: u32, offset: Option<i64>) -> (Worker, Inbox) {
+        let (mut link, rx) = WorkerLink::fake(i);
+        link.info.shards = shards;
+        let w = Worker {
+            link,
+            clock: offset.map(|o| (100, o)),
+            last_seen: Instant::now(),
+        };
+        (w, rx)
+    }
+
+    /// Workers with known clocks, by (shards, offset).
+    fn fleet(spec: &[(u32, i64)]) -> (Vec<Worker>, Vec<Inbox>) {
+        spec.iter()
+            .enumerate()
+            .map(|(i, &(s, o))| worker(i, s, Some(o)))
+            .unzip()
+    }
+
+    fn outbox() -> (Outbox, Upstream) {
+        let (tx, rx) = mpsc::channel(64);
+        (Outbox::new(tx), rx)
+    }
+
+    /// Everything sent upstream so far.
+    fn up(rx: &mut Upstream) -> Vec<Out> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|m| m.msg)
+            .collect()
+    }
+
+    /// Everything sent to one worker so far.
+    fn sent(rx: &mut Inbox) -> Vec<In> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|m| m.msg)
+            .collect()
+    }
+
+    /// The coordinator's start of run `run_id` with one shard plan per shard 0..`shards`.
+    fn start(run_id: &str, shards: u32) -> In {
+        In::Start(pb::StartRun {
+            plan: Some(pb::RunPlan {
+                run_id: run_id.into(),
+                total_shards: shards,
+                shards: (0..shards)
+                    .map(|i| pb::ShardPlan {
+                        shard: i,
+                        global_index: 10 + i,
+                        seed: u64::from(i),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            start_at_unix_ns: 1_000_000,
+        })
+    }
+
+    fn msg(i: usize, m: Out) -> HubEvent {
+        HubEvent::Message(format!("id-{i}"), m)
+    }
+
+    fn interval(run_id: &str, index: u32, target_rate: f64) -> Out {
+        Out::Interval(pb::Interval {
+            run_id: run_id.into(),
+            index,
+            target_rate,
+            ..Default::default()
+        })
+    }
+
+    fn finished(in_flight: u64) -> Out {
+        Out::Finished(pb::Finished {
+            run_id: "r".into(),
+            in_flight,
+            ..Default::default()
+        })
+    }
+
+    /// A run `r` started on workers of `spec`, the plans they were sent drained.
+    struct Running {
+        workers: Vec<Worker>,
+        inboxes: Vec<Inbox>,
+        run: Option<Run>,
+        out: Outbox,
+        coord: Upstream,
+    }
+
+    async fn running(spec: &[(u32, i64)]) -> Running {
+        let (workers, mut inboxes) = fleet(spec);
+        let (mut out, coord) = outbox();
+        let mut run = None;
+        let shards = spec.iter().map(|(s, _)| s).sum();
+        upstream(start("r", shards), &mut out, &workers, &mut run)
+            .await
+            .unwrap();
+        for rx in &mut inboxes {
+            assert!(matches!(sent(rx).as_slice(), [In::Start(_)]));
+        }
+        Running {
+            workers,
+            inboxes,
+            run,
+            out,
+            coord,
+        }
+    }
+
+    impl Running {
+        async fn event(&mut self, ev: HubEvent) -> Result<bool, SessionError> {
+            downstream(ev, &mut self.out, &mut self.workers, &mut self.run).await
+        }
+
+        fn up(&mut self) -> Vec<Out> {
+            up(&mut self.coord)
+        }
+    }
+
+    fn relay_cfg() -> RelayConfig {
+        RelayConfig {
+            coordinator: "http://127.0.0.1:1".into(),
+            tls: None,
+            serve_tls: None,
+            workers: 2,
+            token: String::new(),
+            name: "relay-a".into(),
+            host: "test".into(),
+        }
+    }
+
+    /// The reason a session error carries when the relay leaves its session.
+    fn lost(e: SessionError) -> String {
+        match e {
+            SessionError::Lost(why) => why,
+            other => panic!("expected the relay to leave its session, got {other:?}"),
+        }
+    }
+
+    /// The reasons of the aborts a worker was sent.
+    fn aborts(rx: &mut Inbox) -> Vec<String> {
+        sent(rx)
+            .into_iter()
+            .filter_map(|m| match m {
+                In::Abort(a) => Some(a.reason),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A joining worker is pinged [`PINGS`] times and starts with no clock; the pong with
+    /// the lowest RTT sets its clock, a slower one does not; pongs from strangers,
+    /// refusals and strangers leaving change nothing; its leaving removes it.
+    #[tokio::test]
+    async fn a_joining_worker_is_pinged_and_its_fastest_pong_sets_its_clock() {
+        let mut workers = Vec::new();
+        let (link, mut rx) = WorkerLink::fake(0);
+        assert!(idle_event(HubEvent::Joined(link), &mut workers).await);
+        assert_eq!(workers.len(), 1);
+        assert!(workers[0].clock.is_none());
+        let seqs: Vec<u64> = sent(&mut rx)
+            .into_iter()
+            .map(|m| match m {
+                In::Ping(p) => p.seq,
+                other => panic!("expected a ping, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(seqs, (0..PINGS).collect::<Vec<_>>());
+
+        let pong = |ago: Duration, ahead: i64| {
+            let t1 = unix_ns() - i64::try_from(ago.as_nanos()).unwrap();
+            Out::Pong(pb::Pong {
+                seq: 0,
+                t1_unix_ns: t1,
+                t2_unix_ns: t1 + ahead,
+            })
+        };
+        let second = Duration::from_secs(1);
+        assert!(!idle_event(msg(0, pong(second, 5_000_000_000)), &mut workers).await);
+        let (rtt, offset) = workers[0].clock.unwrap();
+        assert!(rtt >= 1_000_000_000, "{rtt}");
+        assert!(offset <= 4_500_000_000, "{offset}");
+        idle_event(msg(0, pong(2 * second, 0)), &mut workers).await;
+        assert_eq!(workers[0].clock, Some((rtt, offset)), "a slower pong");
+        idle_event(msg(7, pong(Duration::ZERO, 0)), &mut workers).await;
+        assert_eq!(workers[0].clock, Some((rtt, offset)), "a stranger's pong");
+        idle_event(msg(0, pong(Duration::ZERO, 0)), &mut workers).await;
+        assert!(workers[0].clock.unwrap().0 < rtt, "a faster pong");
+
+        let refused = HubEvent::Refused {
+            name: "x".into(),
+            reason: "bad token".into(),
+        };
+        assert!(!idle_event(refused, &mut workers).await);
+        let stranger = HubEvent::Left("id-7".into(), "gone".into());
+        assert!(!idle_event(stranger, &mut workers).await);
+        assert_eq!(workers.len(), 1);
+        let left = HubEvent::Left("id-0".into(), "gone".into());
+        assert!(idle_event(left, &mut workers).await);
+        assert!(workers.is_empty());
+    }
+
+    /// Only the workers whose clock is unknown are pinged again.
+    #[tokio::test]
+    async fn only_workers_without_a_clock_are_pinged_again() {
+        let (known, mut known_rx) = worker(0, 1, Some(0));
+        let (unknown, mut unknown_rx) = worker(1, 1, None);
+        unanswered(&[known, unknown]).await;
+        assert!(sent(&mut known_rx).is_empty());
+        let got = sent(&mut unknown_rx);
+        assert!(
+            matches!(got.as_slice(), [In::Ping(p)] if p.seq == PINGS),
+            "{got:?}"
+        );
+    }
+
+    /// A plan is split over the workers in the order their shards were registered, each
+    /// getting its own shards and the start in its own clock; the run covers them all.
+    #[tokio::test]
+    async fn a_plan_is_split_over_the_workers_in_their_own_clocks() {
+        let (workers, mut inboxes) = fleet(&[(2, 500), (1, -250)]);
+        let (mut out, mut coord) = outbox();
+        let mut run = None;
+        upstream(start("r", 3), &mut out, &workers, &mut run)
+            .await
+            .unwrap();
+        let parts: Vec<pb::StartRun> = inboxes
+            .iter_mut()
+            .map(|rx| match sent(rx).as_slice() {
+                [In::Start(s)] => s.clone(),
+                other => panic!("expected one start, got {other:?}"),
+            })
+            .collect();
+        let globals = |s: &pb::StartRun| -> Vec<(u32, u32)> {
+            let p = s.plan.as_ref().unwrap();
+            p.shards.iter().map(|s| (s.shard, s.global_index)).collect()
+        };
+        assert_eq!(globals(&parts[0]), vec![(0, 10), (1, 11)]);
+        assert_eq!(globals(&parts[1]), vec![(0, 12)]);
+        assert_eq!(parts[0].start_at_unix_ns, 1_000_500);
+        assert_eq!(parts[1].start_at_unix_ns, 999_750);
+        let r = run.as_ref().unwrap();
+        assert_eq!(r.id, "r");
+        assert_eq!(r.workers, vec!["id-0", "id-1"]);
+        assert_eq!(r.finals.len(), 2);
+        assert!(up(&mut coord).is_empty());
+    }
+
+    /// A plan while a run is active is refused as busy, and the active run goes on.
+    #[tokio::test]
+    async fn a_second_plan_is_refused_as_busy() {
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        upstream(start("r2", 2), &mut r.out, &r.workers, &mut r.run)
+            .await
+            .unwrap();
+        match r.up().as_slice() {
+            [Out::Failed(f)] => {
+                assert_eq!(f.run_id, "r2");
+                assert_eq!(convert::failure_kind(f), FailureKind::Busy);
+            }
+            other => panic!("expected one failure, got {other:?}"),
+        }
+        assert_eq!(r.run.as_ref().unwrap().id, "r");
+        assert!(r.inboxes.iter_mut().all(|rx| sent(rx).is_empty()));
+    }
+
+    /// A plan before every worker's clock is known, or one that does not match the
+    /// relay's shards, fails upstream and starts nothing.
+    #[tokio::test]
+    async fn a_plan_that_cannot_be_split_fails_and_starts_nothing() {
+        let (known, mut known_rx) = worker(0, 1, Some(0));
+        let (unknown, _unknown_rx) = worker(1, 1, None);
+        let workers = vec![known, unknown];
+        let (mut out, mut coord) = outbox();
+        let mut run = None;
+        upstream(start("r", 2), &mut out, &workers, &mut run)
+            .await
+            .unwrap();
+        match up(&mut coord).as_slice() {
+            [Out::Failed(f)] => {
+                assert_eq!(f.run_id, "r");
+                assert_eq!(convert::failure_kind(f), FailureKind::Internal);
+                assert!(
+                    f.reason.contains("has not answered its clock pings"),
+                    "{f:?}"
+                );
+            }
+            other => panic!("expected one failure, got {other:?}"),
+        }
+        assert!(run.is_none());
+        assert!(sent(&mut known_rx).is_empty());
+
+        let (workers, mut inboxes) = fleet(&[(1, 0), (1, 0)]);
+        upstream(start("r", 3), &mut out, &workers, &mut run)
+            .await
+            .unwrap();
+        match up(&mut coord).as_slice() {
+            [Out::Failed(f)] => {
+                assert_eq!(convert::failure_kind(f), FailureKind::BadPlan);
+                assert!(
+                    f.reason.starts_with("the relay cannot split the plan: "),
+                    "{f:?}"
+                );
+            }
+            other => panic!("expected one failure, got {other:?}"),
+        }
+        assert!(run.is_none());
+        assert!(inboxes.iter_mut().all(|rx| sent(rx).is_empty()));
+    }
+
+    /// Steering, checkpoint releases and the abort of the run go to each of its workers;
+    /// those of another run are dropped; an abort ends the run.
+    #[tokio::test]
+    async fn orders_for_the_run_go_to_its_workers_and_others_are_dropped() {
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        let steer = |run_id: &str| {
+            In::Steer(pb::Steer {
+                run_id: run_id.into(),
+                seq: 1,
+                ..Default::default()
+            })
+        };
+        let release = |run_id: &str| {
+            In::Release(pb::ReleaseCheckpoint {
+                run_id: run_id.into(),
+                index: 1,
+            })
+        };
+        let abort = |run_id: &str| {
+            In::Abort(pb::Abort {
+                run_id: run_id.into(),
+                reason: "stop".into(),
+            })
+        };
+        for m in [
+            steer("other"),
+            release("other"),
+            abort("other"),
+            In::Heartbeat(pb::Heartbeat {}),
+        ] {
+            upstream(m, &mut r.out, &r.workers, &mut r.run)
+                .await
+                .unwrap();
+        }
+        assert!(r.inboxes.iter_mut().all(|rx| sent(rx).is_empty()));
+        assert!(r.run.is_some(), "another run's abort");
+        for m in [steer("r"), release("r"), abort("r")] {
+            upstream(m, &mut r.out, &r.workers, &mut r.run)
+                .await
+                .unwrap();
+        }
+        for rx in &mut r.inboxes {
+            let got = sent(rx);
+            assert!(
+                matches!(
+                    got.as_slice(),
+                    [In::Steer(_), In::Release(_), In::Abort(a)] if a.reason == "stop"
+                ),
+                "{got:?}"
+            );
+        }
+        assert!(r.run.is_none());
+        assert!(r.up().is_empty());
+    }
+
+    /// An interval goes up once every worker sent that index, their sum; the final goes
+    /// up once every worker finished, after every interval still held, and ends the run.
+    #[tokio::test]
+    async fn intervals_and_the_final_go_up_summed_once_every_worker_sent_its_own() {
+        let mut r = running(&[(1, 0), (2, 0)]).await;
+        assert!(!r.event(msg(0, interval("r", 0, 10.0))).await.unwrap());
+        assert!(r.up().is_empty(), "worker 1 has not sent index 0");
+        r.event(msg(1, interval("r", 0, 5.0))).await.unwrap();
+        match r.up().as_slice() {
+            [Out::Interval(iv)] => {
+                assert_eq!((iv.run_id.as_str(), iv.index), ("r", 0));
+                assert_eq!(iv.target_rate, 15.0);
+            }
+            other => panic!("expected one interval, got {other:?}"),
+        }
+        r.event(msg(0, interval("r", 1, 10.0))).await.unwrap();
+        r.event(msg(0, finished(1))).await.unwrap();
+        assert!(r.up().is_empty(), "index 1 waits for worker 1");
+        assert!(r.run.is_some());
+        r.event(msg(1, finished(2))).await.unwrap();
+        match r.up().as_slice() {
+            [Out::Interval(iv), Out::Finished(f)] => {
+                assert_eq!((iv.index, iv.target_rate), (1, 10.0));
+                assert_eq!(f.run_id, "r");
+                assert_eq!(f.in_flight, 3);
+                assert_eq!(f.intervals, 2, "the intervals the relay sent");
+            }
+            other => panic!("expected an interval and the final, got {other:?}"),
+        }
+        assert!(r.run.is_none());
+        assert!(r.inboxes.iter_mut().all(|rx| aborts(rx).is_empty()));
+    }
+
+    /// A worker's failure fails the run upstream with its kind, naming the worker, and
+    /// every worker of the run is told to abort.
+    #[tokio::test]
+    async fn a_workers_failure_fails_the_run_and_aborts_every_worker() {
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        let failed = convert::run_failed("r", FailureKind::TargetUnreachable, "refused".into());
+        assert!(!r.event(msg(1, Out::Failed(failed))).await.unwrap());
+        let why = "worker w1 under the relay: refused";
+        match r.up().as_slice() {
+            [Out::Failed(f)] => {
+                assert_eq!((f.run_id.as_str(), f.reason.as_str()), ("r", why));
+                assert_eq!(convert::failure_kind(f), FailureKind::TargetUnreachable);
+            }
+            other => panic!("expected one failure, got {other:?}"),
+        }
+        assert!(r.run.is_none());
+        for rx in &mut r.inboxes {
+            assert_eq!(aborts(rx), vec![why]);
+        }
+    }
+
+    /// A checkpoint goes up once every worker reached it; a steering change once every
+    /// worker followed it, spanning the earliest and latest switch of all.
+    #[tokio::test]
+    async fn checkpoints_and_steering_go_up_once_every_worker_sent_its_own() {
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        let reached = || {
+            Out::Checkpoint(pb::CheckpointReached {
+                run_id: "r".into(),
+                index: 1,
+            })
+        };
+        let steered = |first_ns, last_ns| {
+            Out::Steered(pb::Steered {
+                run_id: "r".into(),
+                seq: 1,
+                first_ns,
+                last_ns,
+            })
+        };
+        r.event(msg(0, reached())).await.unwrap();
+        r.event(msg(0, reached())).await.unwrap();
+        r.event(msg(0, steered(50, 60))).await.unwrap();
+        assert!(r.up().is_empty(), "worker 1 sent neither");
+        r.event(msg(1, reached())).await.unwrap();
+        r.event(msg(1, steered(40, 70))).await.unwrap();
+        match r.up().as_slice() {
+            [Out::Checkpoint(c), Out::Steered(s)] => {
+                assert_eq!((c.run_id.as_str(), c.index), ("r", 1));
+                assert_eq!((s.seq, s.first_ns, s.last_ns), (1, 40, 70));
+            }
+            other => panic!("expected a checkpoint and a steering ack, got {other:?}"),
+        }
+    }
+
+    /// A worker of the run leaving mid-run loses the relay: the others are told to abort,
+    /// the relay leaves its session naming the worker, and nothing goes up.
+    #[tokio::test]
+    async fn a_worker_leaving_mid_run_loses_the_relay() {
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        let e = r
+            .event(HubEvent::Left("id-1".into(), "stream reset".into()))
+            .await
+            .unwrap_err();
+        let why = "worker w1 under the relay left mid-run: stream reset";
+        assert_eq!(lost(e), why);
+        assert!(r.run.is_none());
+        assert_eq!(r.workers.len(), 1);
+        assert_eq!(aborts(&mut r.inboxes[0]), vec![why]);
+        assert!(r.up().is_empty());
+    }
+
+    /// A worker sending an interval out of order, or one that cannot be summed, loses the
+    /// relay and its run's workers are told to abort.
+    #[tokio::test]
+    async fn an_unreadable_interval_loses_the_relay() {
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        r.event(msg(0, interval("r", 2, 1.0))).await.unwrap();
+        let e = r.event(msg(0, interval("r", 1, 1.0))).await.unwrap_err();
+        let why = "worker w0: worker 0 sent interval 1 after 2";
+        assert_eq!(lost(e), why);
+        assert!(r.run.is_none());
+        for rx in &mut r.inboxes {
+            assert_eq!(aborts(rx), vec![why]);
+        }
+
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        let bad = pb::Interval {
+            run_id: "r".into(),
+            index: 0,
+            commands: vec![pb::CommandStats {
+                class: "c".into(),
+                command: "GET".into(),
+                latency: Some(pb::Histogram {
+                    v2: vec![0x1c, 0x84, 0x93, 0x13, 0, 0].into(),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        r.event(msg(0, Out::Interval(bad))).await.unwrap();
+        let e = r.event(msg(1, interval("r", 0, 1.0))).await.unwrap_err();
+        let why = lost(e);
+        assert!(
+            why.starts_with("an interval cannot be summed: worker 0:"),
+            "{why}"
+        );
+        assert!(r.run.is_none());
+        for rx in &mut r.inboxes {
+            assert_eq!(aborts(rx), vec![why.clone()]);
+        }
+        assert!(r.up().is_empty());
+    }
+
+    /// Messages of another run, and a worker that joined during the run, are not summed
+    /// into it nor sent its orders; the newcomer's clock pongs still set its clock.
+    #[tokio::test]
+    async fn a_worker_that_joined_mid_run_stays_out_of_it_but_gets_its_clock() {
+        let mut r = running(&[(1, 0)]).await;
+        r.event(msg(0, interval("other", 0, 1.0))).await.unwrap();
+        let (link, mut new_rx) = WorkerLink::fake(1);
+        assert!(r.event(HubEvent::Joined(link)).await.unwrap(), "changed");
+        assert_eq!(sent(&mut new_rx).len(), PINGS as usize);
+        r.event(msg(1, interval("r", 0, 1.0))).await.unwrap();
+        assert!(r.up().is_empty());
+        let t1 = unix_ns();
+        let pong = Out::Pong(pb::Pong {
+            seq: 0,
+            t1_unix_ns: t1,
+            t2_unix_ns: t1,
+        });
+        assert!(!r.event(msg(1, pong)).await.unwrap());
+        assert!(
+            r.workers[1].clock.is_some(),
+            "the newcomer's pong was dropped"
+        );
+        let steer = In::Steer(pb::Steer {
+            run_id: "r".into(),
+            seq: 1,
+            ..Default::default()
+        });
+        upstream(steer, &mut r.out, &r.workers, &mut r.run)
+            .await
+            .unwrap();
+        assert_eq!(sent(&mut r.inboxes[0]).len(), 1);
+        assert!(sent(&mut new_rx).is_empty());
+        r.event(msg(0, finished(0))).await.unwrap();
+        assert!(matches!(r.up().as_slice(), [Out::Finished(f)] if f.in_flight == 0));
+    }
+
+    /// The relay registers again (ends its session) when its workers changed and no run
+    /// is active: at once between runs, with the run's last message when they changed
+    /// during one.
+    #[tokio::test]
+    async fn changed_workers_reregister_once_no_run_is_active() {
+        let cfg = relay_cfg();
+        let (_tx, mut events) = mpsc::channel(8);
+        let Running {
+            mut workers,
+            mut run,
+            mut out,
+            mut coord,
+            ..
+        } = running(&[(1, 0)]).await;
+        let mut below = Below {
+            cfg: &cfg,
+            workers: &mut workers,
+            events: &mut events,
+            run: &mut run,
+            changed: false,
+        };
+        assert_eq!(below.watch().await.unwrap(), None);
+        let (link, _new_rx) = WorkerLink::fake(1);
+        let during = below.event(HubEvent::Joined(link), &mut out).await.unwrap();
+        assert_eq!(during, None, "a run is active");
+        assert!(below.busy());
+        let after = below.event(msg(0, finished(0)), &mut out).await.unwrap();
+        let after = after.expect("the run is over");
+        assert!(after.contains("registering again"), "{after}");
+        assert!(!below.busy());
+        assert_eq!(below.watch().await.unwrap(), Some(after));
+        assert!(matches!(up(&mut coord).as_slice(), [Out::Finished(_)]));
+
+        let mut below = Below {
+            changed: false,
+            ..below
+        };
+        assert_eq!(below.watch().await.unwrap(), None, "nothing changed");
+        let left = HubEvent::Left("id-1".into(), "gone".into());
+        assert!(below.event(left, &mut out).await.unwrap().is_some());
+    }
+
+    /// A worker of the run silent past [`SILENCE`] loses the relay, naming the worker and
+    /// the relay, and the others are told to abort; between runs silence is not judged.
+    #[tokio::test]
+    async fn a_silent_worker_mid_run_loses_the_relay() {
+        let cfg = relay_cfg();
+        let (_tx, mut events) = mpsc::channel(8);
+        let mut r = running(&[(1, 0), (1, 0)]).await;
+        let silent = Instant::now()
+            .checked_sub(SILENCE + Duration::from_millis(10))
+            .unwrap();
+        r.workers[1].last_seen = silent;
+        let mut below = Below {
+            cfg: &cfg,
+            workers: &mut r.workers,
+            events: &mut events,
+            run: &mut r.run,
+            changed: false,
+        };
+        let why = lost(below.watch().await.unwrap_err());
+        assert_eq!(
+            why,
+            format!("worker w1 under relay relay-a was silent for {SILENCE:?} mid-run")
+        );
+        assert!(!below.busy());
+        assert_eq!(below.watch().await.unwrap(), None, "no run: not judged");
+        assert_eq!(aborts(&mut r.inboxes[0]), vec![why]);
+    }
 }

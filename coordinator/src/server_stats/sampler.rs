@@ -329,3 +329,485 @@ impl Running {
         s.series
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::mpsc;
+
+    /// What the fake server does with one command.
+    enum Act {
+        /// Writes these bytes.
+        Reply(Vec<u8>),
+        /// Never answers (and keeps the connection open).
+        Silent,
+        /// Closes the connection.
+        Close,
+    }
+
+    /// What the fake server saw on its connection number `.0`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Seen {
+        /// A command, its arguments as text.
+        Command(usize, Vec<String>),
+        /// The client closed the connection.
+        Closed(usize),
+    }
+
+    /// `f` encoded.
+    fn reply(f: Frame) -> Act {
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        Act::Reply(out)
+    }
+
+    fn bulk(s: &str) -> Act {
+        reply(Frame::Bulk(s.as_bytes().to_vec()))
+    }
+
+    fn error(s: &str) -> Act {
+        reply(Frame::Error(s.as_bytes().to_vec()))
+    }
+
+    /// A RESP server on 127.0.0.1 answering each command as `answer` says; what it sees
+    /// goes to the receiver (a command before it is answered).
+    async fn serve<F>(answer: F) -> (SocketAddr, mpsc::UnboundedReceiver<Seen>)
+    where
+        F: Fn(&[String]) -> Act + Send + Sync + 'static,
+    {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let answer = Arc::new(answer);
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((s, _)) = l.accept().await {
+                tokio::spawn(connection(s, n, answer.clone(), tx.clone()));
+                n += 1;
+            }
+        });
+        (addr, rx)
+    }
+
+    async fn connection<F>(
+        mut s: TcpStream,
+        n: usize,
+        answer: Arc<F>,
+        tx: mpsc::UnboundedSender<Seen>,
+    ) where
+        F: Fn(&[String]) -> Act,
+    {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            while let Ok(Some((frame, used))) = Frame::parse(&buf) {
+                buf.drain(..used);
+                let Frame::Array(parts) = frame else { return };
+                let args: Vec<String> = parts
+                    .iter()
+                    .map(|p| match p {
+                        Frame::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect();
+                let act = answer(&args);
+                let _ = tx.send(Seen::Command(n, args));
+                match act {
+                    Act::Reply(r) => {
+                        if s.write_all(&r).await.is_err() {
+                            return;
+                        }
+                    }
+                    Act::Silent => {}
+                    Act::Close => return,
+                }
+            }
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(Seen::Closed(n));
+                    return;
+                }
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            }
+        }
+    }
+
+    /// The next thing the fake server saw (waiting for it, generously).
+    async fn next(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the fake server saw nothing")
+            .expect("the fake server is gone")
+    }
+
+    /// The commands the fake server has read so far (connection closes left out).
+    fn commands(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Vec<Vec<String>> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|s| match s {
+                Seen::Command(_, c) => Some(c),
+                Seen::Closed(_) => None,
+            })
+            .collect()
+    }
+
+    fn words(w: &[&[u8]]) -> Vec<String> {
+        w.iter()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()
+    }
+
+    /// An `INFO` reply: a few fields of each section, latency percentiles included.
+    const INFO: &str = "# Server\r\nredis_version:7.2.4\r\n\r\n\
+        # Clients\r\nconnected_clients:3\r\n\r\n\
+        # Memory\r\nused_memory:12345\r\nused_memory_rss:65536\r\nmem_fragmentation_ratio:5.31\r\n\r\n\
+        # CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.250000\r\n\r\n\
+        # Commandstats\r\ncmdstat_get:calls=10,usec=20,usec_per_call=2.00,rejected_calls=1,failed_calls=2\r\n\r\n\
+        # Latencystats\r\nlatency_percentiles_usec_get:p50=1.003,p99=3.007,p99.9=5.023\r\n\r\n\
+        # Keyspace\r\ndb0:keys=5,expires=1,avg_ttl=0\r\n";
+
+    /// A Redis 7: `INFO` any sections, `CONFIG GET io-threads` 4.
+    fn redis(args: &[String]) -> Act {
+        match args[0].as_str() {
+            "INFO" => bulk(INFO),
+            "CONFIG" => reply(Frame::Array(vec![
+                Frame::Bulk(b"io-threads".to_vec()),
+                Frame::Bulk(b"4".to_vec()),
+            ])),
+            _ => error("ERR unknown command"),
+        }
+    }
+
+    /// Like [`redis`], but `INFO` number `i` (from 0, over all connections) gets `act()`
+    /// when `which(i)`.
+    fn redis_but(which: fn(usize) -> bool, act: fn() -> Act) -> impl Fn(&[String]) -> Act {
+        let infos = AtomicUsize::new(0);
+        move |args| {
+            if args[0] == "INFO" && which(infos.fetch_add(1, Ordering::SeqCst)) {
+                act()
+            } else {
+                redis(args)
+            }
+        }
+    }
+
+    /// The interval of most tests, and so the reply timeout (1 s, the most): generous,
+    /// as the fake server answers at once, and only a silent one is waited out.
+    const INTERVAL: Duration = Duration::from_secs(1);
+
+    async fn connect(addr: SocketAddr, interval: Duration) -> Result<Sampler, String> {
+        Sampler::connect(addr, "fake", &Session::default(), None, interval).await
+    }
+
+    /// `connect` asks for the sections in one `INFO` and reads `io-threads`; a sample
+    /// keeps the fields the series reads, the latency percentiles only in the final one.
+    #[tokio::test]
+    async fn connect_then_a_sample_reads_the_fields() {
+        let (addr, mut seen) = serve(redis).await;
+        let mut s = connect(addr, INTERVAL).await.unwrap();
+        assert_eq!(s.series.io_threads, Some(4));
+        assert_eq!(s.ask, SECTIONS);
+        assert_eq!(s.timeout, INTERVAL);
+        assert_eq!(
+            commands(&mut seen),
+            vec![words(SECTIONS), words(&[b"CONFIG", b"GET", b"io-threads"])]
+        );
+        s.sample(Mark::BeforeLoad, None).await;
+        s.sample(Mark::Final, None).await;
+        assert_eq!(s.series.notes, Vec::<String>::new());
+        assert_eq!(s.series.unanswered, 0);
+        let [before, last] = &s.series.samples[..] else {
+            panic!("{:?}", s.series.samples)
+        };
+        assert_eq!(
+            (before.mark, before.seq, before.late_us),
+            (Mark::BeforeLoad, 1, 0.0)
+        );
+        assert_eq!((last.mark, last.seq), (Mark::Final, 2));
+        let i = &before.info;
+        assert_eq!(i.uint("used_memory"), Some(12345));
+        assert_eq!(i.uint("used_memory_rss"), Some(65536));
+        assert_eq!(i.uint("connected_clients"), Some(3));
+        assert_eq!(i.float("mem_fragmentation_ratio"), Some(5.31));
+        assert_eq!(i.text("redis_version"), Some("7.2.4"));
+        assert_eq!(i.cpu_us(), Some(1_750_000));
+        assert_eq!(i.commands["get"].calls, 10);
+        assert_eq!(i.commands["get"].failed_calls, 2);
+        assert_eq!(i.keys(), 5);
+        assert!(i.latency.is_empty(), "{:?}", i.latency);
+        assert_eq!(last.info.latency["get"]["p99"], 3.007);
+        let mut last_ask = words(SECTIONS);
+        last_ask.push("latencystats".into());
+        assert_eq!(commands(&mut seen), vec![words(SECTIONS), last_ask]);
+    }
+
+    /// RESP3 replies are read too: a verbatim `INFO` and a map for `CONFIG GET`.
+    #[tokio::test]
+    async fn connect_takes_a_verbatim_info_and_a_config_map() {
+        let (addr, _seen) = serve(|args: &[String]| match args[0].as_str() {
+            "INFO" => reply(Frame::Verbatim {
+                format: *b"txt",
+                data: INFO.as_bytes().to_vec(),
+            }),
+            _ => reply(Frame::Map(vec![(
+                Frame::Bulk(b"io-threads".to_vec()),
+                Frame::Bulk(b"8".to_vec()),
+            )])),
+        })
+        .await;
+        let mut s = connect(addr, INTERVAL).await.unwrap();
+        assert_eq!(s.series.io_threads, Some(8));
+        s.sample(Mark::BeforeLoad, None).await;
+        assert_eq!(s.series.samples.len(), 1);
+        assert_eq!(s.series.samples[0].info.uint("used_memory"), Some(12345));
+    }
+
+    /// A server that refuses several sections in one `INFO` (Redis < 7) is asked for
+    /// `INFO everything` from then on, the final sample too; no `io-threads` is no value.
+    #[tokio::test]
+    async fn a_server_refusing_the_sections_is_asked_for_everything() {
+        let (addr, mut seen) = serve(|args: &[String]| match (args[0].as_str(), args.len()) {
+            ("INFO", 2) if args[1] == "everything" => bulk(INFO),
+            ("INFO", _) => error("ERR wrong number of arguments for 'info' command"),
+            _ => error("ERR unknown subcommand"),
+        })
+        .await;
+        let mut s = connect(addr, INTERVAL).await.unwrap();
+        assert_eq!(s.ask, EVERYTHING);
+        assert_eq!(s.series.io_threads, None);
+        assert_eq!(s.series.unanswered, 0);
+        s.sample(Mark::Final, None).await;
+        assert_eq!(s.series.samples.len(), 1);
+        assert_eq!(s.series.samples[0].seq, 2);
+        let asked = commands(&mut seen);
+        assert_eq!(asked[0], words(SECTIONS));
+        assert_eq!(asked[1], words(EVERYTHING));
+        assert_eq!(asked.last(), Some(&words(EVERYTHING)));
+        assert_eq!(asked.len(), 4, "{asked:?}");
+    }
+
+    /// A target that refuses `INFO` either way, or whose `INFO` has no commandstats
+    /// section, cannot be sampled: `connect` says why in the server's words.
+    #[tokio::test]
+    async fn connect_fails_when_info_is_refused_or_without_commandstats() {
+        let (addr, _seen) = serve(|_| error("ERR unknown command 'INFO'")).await;
+        assert_eq!(
+            connect(addr, INTERVAL).await.unwrap_err(),
+            "the target does not answer INFO (ERR unknown command 'INFO')"
+        );
+        let (addr, _seen) = serve(|_| bulk("# Server\r\nredis_version:7.2.4\r\n")).await;
+        assert_eq!(
+            connect(addr, INTERVAL).await.unwrap_err(),
+            "the target does not answer INFO (its INFO reply has no commandstats section)"
+        );
+    }
+
+    /// A silent server fails `connect` at the reply timeout (the interval, 100 ms here)
+    /// and one that closes the connection fails it at once; neither is asked again.
+    #[tokio::test]
+    async fn connect_fails_on_a_silent_or_closing_server() {
+        let (addr, mut seen) = serve(|_| Act::Silent).await;
+        assert_eq!(
+            connect(addr, Duration::from_millis(100)).await.unwrap_err(),
+            "the target does not answer INFO (no reply within 100ms)"
+        );
+        assert_eq!(next(&mut seen).await, Seen::Command(0, words(SECTIONS)));
+        assert_eq!(next(&mut seen).await, Seen::Closed(0));
+        let (addr, mut seen) = serve(|_| Act::Close).await;
+        assert_eq!(
+            connect(addr, INTERVAL).await.unwrap_err(),
+            "the target does not answer INFO (the server closed the connection or sent no RESP)"
+        );
+        assert_eq!(commands(&mut seen), vec![words(SECTIONS)]);
+    }
+
+    /// The reply timeout is the interval, at least 100 ms and at most 1 s.
+    #[tokio::test]
+    async fn the_reply_timeout_follows_the_interval() {
+        let (addr, _seen) = serve(redis).await;
+        for (interval, timeout) in [(10, 100), (300, 300), (5_000, 1_000)] {
+            let s = connect(addr, Duration::from_millis(interval))
+                .await
+                .unwrap();
+            assert_eq!(s.timeout, Duration::from_millis(timeout), "{interval} ms");
+        }
+    }
+
+    /// A sample the server does not answer leaves a note and no sample, counts as
+    /// unanswered and drops the connection; the next sample connects again.
+    #[tokio::test]
+    async fn a_failed_sample_is_noted_and_the_next_one_reconnects() {
+        let (addr, mut seen) = serve(redis_but(|i| i == 1, || Act::Silent)).await;
+        let mut s = connect(addr, Duration::from_millis(250)).await.unwrap();
+        s.sample(Mark::BeforeLoad, None).await;
+        assert!(s.conn.is_none());
+        assert_eq!(s.series.unanswered, 1);
+        assert_eq!(
+            s.series.notes,
+            vec!["sample BeforeLoad failed: no reply within 250ms".to_string()]
+        );
+        assert!(s.series.samples.is_empty());
+        // The server answers again (on a new connection).
+        s.sample(Mark::Boundary(1), Some(Instant::now())).await;
+        assert_eq!(s.series.notes.len(), 1);
+        assert_eq!(s.series.unanswered, 1);
+        assert_eq!(s.series.samples.len(), 1);
+        assert_eq!(s.series.samples[0].mark, Mark::Boundary(1));
+        assert_eq!(s.series.samples[0].seq, 2);
+        let conns: Vec<usize> = std::iter::from_fn(|| seen.try_recv().ok())
+            .filter_map(|s| match s {
+                Seen::Command(n, _) => Some(n),
+                Seen::Closed(_) => None,
+            })
+            .collect();
+        // INFO and CONFIG GET, the silent INFO, then the answered one on a new connection.
+        assert_eq!(conns, vec![0, 0, 0, 1]);
+    }
+
+    /// Failed samples leave at most 20 notes, but every unanswered `INFO` is counted.
+    #[tokio::test]
+    async fn notes_stop_at_twenty_but_every_unanswered_info_counts() {
+        let (addr, _seen) = serve(redis_but(|i| i >= 1, || Act::Close)).await;
+        let mut s = connect(addr, INTERVAL).await.unwrap();
+        for k in 0..25 {
+            s.sample(Mark::Boundary(k), None).await;
+        }
+        assert!(s.series.samples.is_empty());
+        assert_eq!(s.series.unanswered, 25);
+        assert_eq!(s.series.notes.len(), 20);
+        assert_eq!(
+            s.series.notes[0],
+            "sample Boundary(0) failed: the server closed the connection or sent no RESP"
+        );
+        assert_eq!(s.seq, 26);
+    }
+
+    /// The clock samples a boundary that is due, skips the ones its reply came after
+    /// (and says so), and `finish` adds the final sample and each sample's time since
+    /// the start.
+    #[tokio::test]
+    async fn the_clock_samples_due_boundaries_and_finish_adds_the_final_sample() {
+        let (addr, mut seen) = serve(redis).await;
+        let s = connect(addr, INTERVAL).await.unwrap();
+        assert_eq!(commands(&mut seen).len(), 2);
+        // Boundaries 0, 1 and 2 are past; 3 is 10 s away.
+        let interval = Duration::from_secs(20);
+        let start = Instant::now().checked_sub(Duration::from_secs(50)).unwrap();
+        let running = s.clock(start, interval, 0);
+        assert_eq!(next(&mut seen).await, Seen::Command(0, words(SECTIONS)));
+        let series = running.finish().await;
+        let marks: Vec<Mark> = series.samples.iter().map(|s| s.mark).collect();
+        assert_eq!(marks, vec![Mark::Boundary(0), Mark::Final]);
+        let (boundary, last) = (&series.samples[0], &series.samples[1]);
+        assert!(boundary.late_us >= 50e6, "{}", boundary.late_us);
+        assert!(boundary.at_s >= 50.0, "{}", boundary.at_s);
+        assert!(last.at_s >= boundary.at_s);
+        assert_eq!((boundary.seq, last.seq), (1, 2));
+        assert_eq!(last.late_us, 0.0);
+        assert!(boundary.info.latency.is_empty());
+        assert!(!last.info.latency.is_empty());
+        assert_eq!(last.info.uint("used_memory"), Some(12345));
+        assert_eq!(
+            series.notes,
+            vec!["2 boundary sample(s) skipped: the previous reply came after them".to_string()]
+        );
+        assert_eq!(series.unanswered, 0);
+        assert_eq!(
+            commands(&mut seen).last().map(|c| c.len()),
+            Some(SECTIONS.len() + 1)
+        );
+    }
+
+    /// A sample taken before the measured start has a negative time.
+    #[tokio::test]
+    async fn a_sample_before_the_start_has_a_negative_time() {
+        let (addr, _seen) = serve(redis).await;
+        let mut s = connect(addr, INTERVAL).await.unwrap();
+        s.sample(Mark::BeforeLoad, None).await;
+        let start = Instant::now() + Duration::from_secs(3600);
+        let series = s.clock(start, Duration::from_secs(60), 1).finish().await;
+        let marks: Vec<Mark> = series.samples.iter().map(|s| s.mark).collect();
+        assert_eq!(marks, vec![Mark::BeforeLoad, Mark::Final]);
+        assert!(series.samples.iter().all(|s| s.at_s <= -3599.0));
+        assert!(series.samples[0].at_s <= series.samples[1].at_s);
+        assert!(series.notes.is_empty(), "{:?}", series.notes);
+    }
+
+    /// A clock dropped without `finish` (a run that failed) stops: its task is aborted
+    /// and its connection closed, with no further `INFO`.
+    #[tokio::test]
+    async fn a_dropped_clock_stops_sampling_and_closes_its_connection() {
+        let (addr, mut seen) = serve(redis).await;
+        let s = connect(addr, INTERVAL).await.unwrap();
+        assert_eq!(commands(&mut seen).len(), 2);
+        let running = s.clock(Instant::now(), Duration::from_secs(20), 1);
+        tokio::task::yield_now().await;
+        drop(running);
+        assert_eq!(next(&mut seen).await, Seen::Closed(0));
+    }
+
+    /// `ask_within`: an error reply is a reply (the connection kept); no reply within the
+    /// timeout, or a reply past the size limit, is an error and drops the connection.
+    #[tokio::test]
+    async fn ask_within_drops_the_connection_only_when_the_reply_fails() {
+        let (addr, _seen) = serve(|args: &[String]| match args[0].as_str() {
+            "BAD" => error("ERR nope"),
+            "BIG" => bulk(&"z".repeat(10_000)),
+            _ => Act::Silent,
+        })
+        .await;
+        let session = Session::default();
+        let open = || probe::control(addr, "fake", &session, None, NAME);
+        let limit = Duration::from_secs(1);
+        let mut conn = Some(open().await.unwrap());
+        assert_eq!(
+            ask_within(&mut conn, &[b"BAD"], limit, 1024).await,
+            Ok(Frame::Error(b"ERR nope".to_vec()))
+        );
+        assert!(conn.is_some());
+        assert_eq!(
+            ask_within(&mut conn, &[b"BIG"], limit, 16).await,
+            Err("the server closed the connection or sent no RESP".into())
+        );
+        assert!(conn.is_none());
+        assert_eq!(
+            ask_within(&mut conn, &[b"BAD"], limit, 1024).await,
+            Err("not connected".into())
+        );
+        let mut conn = Some(open().await.unwrap());
+        assert_eq!(
+            ask_within(&mut conn, &[b"WAIT"], Duration::from_millis(50), 1024).await,
+            Err("no reply within 50ms".into())
+        );
+        assert!(conn.is_none());
+    }
+
+    /// `INFO`'s text comes out of a bulk or verbatim string; an error is its words;
+    /// anything else is not text.
+    #[test]
+    fn text_reads_bulk_and_verbatim_and_words_errors() {
+        assert_eq!(text(Frame::Bulk(b"a:1".to_vec())), Ok("a:1".into()));
+        assert_eq!(
+            text(Frame::Verbatim {
+                format: *b"txt",
+                data: b"b:2".to_vec()
+            }),
+            Ok("b:2".into())
+        );
+        assert_eq!(
+            text(Frame::Error(b"NOPERM no\r\n".to_vec())),
+            Err("NOPERM no??".into())
+        );
+        assert_eq!(
+            text(Frame::BlobError(b"ERR x".to_vec())),
+            Err("ERR x".into())
+        );
+        assert_eq!(
+            text(Frame::Integer(1)),
+            Err("INFO answered something other than text".into())
+        );
+    }
+}
