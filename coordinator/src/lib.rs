@@ -39,6 +39,8 @@ pub mod compare;
 pub mod config;
 pub mod control;
 pub mod defaults;
+#[cfg(test)]
+mod fake_resp;
 pub mod merge;
 pub mod orchestrate;
 pub mod output;

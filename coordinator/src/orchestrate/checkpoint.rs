@@ -200,93 +200,12 @@ fn round(x: f64, scale: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_resp::{Act, bulk, commands, reply, serve};
     use crate::service::WorkerLink;
     use crest_model::target::Session;
     use std::net::SocketAddr;
-    use std::sync::Arc;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
+
     use tokio::sync::mpsc;
-
-    /// What the fake server does with one command.
-    enum Act {
-        /// Writes these bytes.
-        Reply(Vec<u8>),
-        /// Never answers (and keeps the connection open).
-        Silent,
-        /// Closes the connection.
-        Close,
-    }
-
-    /// `f` encoded.
-    fn reply(f: Frame) -> Act {
-        let mut out = Vec::new();
-        f.encode(&mut out);
-        Act::Reply(out)
-    }
-
-    fn bulk(s: &str) -> Act {
-        reply(Frame::Bulk(s.as_bytes().to_vec()))
-    }
-
-    /// A RESP server on 127.0.0.1 answering each command as `answer` says; every command
-    /// it reads (arguments as text) goes to the receiver before it is answered.
-    async fn serve<F>(answer: F) -> (SocketAddr, mpsc::UnboundedReceiver<Vec<String>>)
-    where
-        F: Fn(&[String]) -> Act + Send + Sync + 'static,
-    {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let answer = Arc::new(answer);
-        tokio::spawn(async move {
-            while let Ok((s, _)) = l.accept().await {
-                tokio::spawn(connection(s, answer.clone(), tx.clone()));
-            }
-        });
-        (addr, rx)
-    }
-
-    async fn connection<F>(mut s: TcpStream, answer: Arc<F>, tx: mpsc::UnboundedSender<Vec<String>>)
-    where
-        F: Fn(&[String]) -> Act,
-    {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            while let Ok(Some((frame, used))) = Frame::parse(&buf) {
-                buf.drain(..used);
-                let Frame::Array(parts) = frame else { return };
-                let args: Vec<String> = parts
-                    .iter()
-                    .map(|p| match p {
-                        Frame::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
-                        other => format!("{other:?}"),
-                    })
-                    .collect();
-                let act = answer(&args);
-                let _ = tx.send(args);
-                match act {
-                    Act::Reply(r) => {
-                        if s.write_all(&r).await.is_err() {
-                            return;
-                        }
-                    }
-                    Act::Silent => {}
-                    Act::Close => return,
-                }
-            }
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    }
-
-    /// The commands the fake server has read so far.
-    fn commands(rx: &mut mpsc::UnboundedReceiver<Vec<String>>) -> Vec<Vec<String>> {
-        std::iter::from_fn(|| rx.try_recv().ok()).collect()
-    }
 
     fn words(w: &[&str]) -> Vec<String> {
         w.iter().map(|s| (*s).to_string()).collect()
