@@ -201,11 +201,10 @@ fn round(x: f64, scale: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::fake_resp::{Act, bulk, commands, reply, serve};
-    use crate::service::WorkerLink;
+    use crate::orchestrate::member::{Inbox, fake_fleet as fleet};
+
     use crest_model::target::Session;
     use std::net::SocketAddr;
-
-    use tokio::sync::mpsc;
 
     fn words(w: &[&str]) -> Vec<String> {
         w.iter().map(|s| (*s).to_string()).collect()
@@ -231,17 +230,6 @@ mod tests {
             .await
             .unwrap();
         Checkpoints::new(conn, every, total, words(probe))
-    }
-
-    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
-
-    fn fleet(n: usize) -> (Vec<Member>, Vec<Inbox>) {
-        (0..n)
-            .map(|i| {
-                let (link, rx) = WorkerLink::fake(i);
-                (Member::new(link), rx)
-            })
-            .unzip()
     }
 
     /// The checkpoints a worker was told to release, in order.

@@ -521,22 +521,12 @@ fn progress_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::WorkerLink;
+    use crate::orchestrate::member::{Inbox, fake_fleet as fleet};
+
     use crest_model::convert::FailureKind;
 
     fn cfg() -> RunConfig {
         crate::cli::test_run(100.0, 2)
-    }
-
-    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
-
-    fn fleet(n: usize) -> (Vec<Member>, Vec<Inbox>) {
-        (0..n)
-            .map(|i| {
-                let (link, rx) = WorkerLink::fake(i);
-                (Member::new(link), rx)
-            })
-            .unzip()
     }
 
     /// The abort reasons a worker was sent.

@@ -89,3 +89,18 @@ pub fn interval_ns(cfg: &RunConfig) -> u64 {
         .unwrap_or(u64::MAX)
         .max(1)
 }
+
+/// What a fake worker of the unit tests is sent.
+#[cfg(test)]
+pub(super) type Inbox = tokio::sync::mpsc::Receiver<crest_proto::pb::CoordinatorMessage>;
+
+/// `n` fake workers (`WorkerLink::fake`) as tracked members, and what each is sent.
+#[cfg(test)]
+pub(super) fn fake_fleet(n: usize) -> (Vec<Member>, Vec<Inbox>) {
+    (0..n)
+        .map(|i| {
+            let (link, rx) = WorkerLink::fake(i);
+            (Member::new(link), rx)
+        })
+        .unzip()
+}
