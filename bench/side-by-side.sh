@@ -22,6 +22,9 @@
 #   bench/side-by-side.sh [RATES] [SECS]       defaults: "5000 20000 40000" 10
 #   MEMTIER=$(../shared/peers/build-memtier.sh | tail -1) bench/side-by-side.sh
 #   PACERS="sleep sleep:200us spin"            default; CEILING_RATES="" skips the ladder
+#   PIPELINE=16 VALUE_SIZE=32 bench/side-by-side.sh "100000 200000 400000" 8
+#                                              pipelined (both tools), values (and the
+#                                              prefill) of 32 B instead of 1 KB
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATES=${1:-5000 20000 40000}
@@ -29,6 +32,8 @@ SECS=${2:-10}
 PACERS=${PACERS:-sleep sleep:200us spin}
 CEILING_RATES=${CEILING_RATES-20000 30000 40000 50000 60000 80000 100000}
 SERVER=${CREST_SERVER:-valkey-server}
+PIPELINE=${PIPELINE:-1}
+VALUE_SIZE=${VALUE_SIZE:-1024}
 MEMTIER=${MEMTIER:-}
 if [[ -n $MEMTIER && ! -x $MEMTIER ]]; then
   echo "side-by-side.sh: MEMTIER=$MEMTIER is not an executable; build one with ../shared/peers/build-memtier.sh" >&2
@@ -106,7 +111,7 @@ run_crest() { # RATE PACER
   local sp; sp=$(sampler "$out.samples")
   taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
     --target "127.0.0.1:$SP" --rate "$rate" --duration "${SECS}s" --ratio 1:10 --keys 100000 \
-    --value-size 1024 --connections 50 --pipeline 1 --pacer "$pacer" --seed 1 \
+    --value-size "$VALUE_SIZE" --connections 50 --pipeline "$PIPELINE" --pacer "$pacer" --seed 1 \
     --no-server-stats --out "$out" >"$out.table" 2>"$out.err" &
   local cpid=$!
   "$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>"$out.worker" &
@@ -144,7 +149,7 @@ run_memtier() { # RATE
   sp=$(sampler "$out.samples")
   s0=$(steal1); t0=$(date +%s.%N)
   /usr/bin/time -f "%U %S" -o "$out.time" taskset -c 1 "$MEMTIER" -s 127.0.0.1 -p "$SP" \
-    -t 1 -c 50 --pipeline=1 --ratio=1:10 -d 1024 --key-prefix=crest: --key-minimum=1 \
+    -t 1 -c 50 --pipeline="$PIPELINE" --ratio=1:10 -d "$VALUE_SIZE" --key-prefix=crest: --key-minimum=1 \
     --key-maximum=99999 --key-pattern=R:R --distinct-client-seed \
     --rate-limiting=$((rate / 50)) --test-time="$SECS" --hide-histogram >"$out.out" 2>&1 || true
   s1=$(steal1); t1=$(date +%s.%N)
@@ -191,7 +196,7 @@ for rate in $CEILING_RATES; do
   out="$work/ceiling-$rate"
   taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
     --target "127.0.0.1:$TP" --rate "$rate" --duration "${SECS}s" --ratio 1:10 --keys 100000 \
-    --value-size 1024 --connections 50 --pipeline 1 --seed 1 --no-server-stats \
+    --value-size "$VALUE_SIZE" --connections 50 --pipeline "$PIPELINE" --seed 1 --no-server-stats \
     --out "$out" >/dev/null 2>"$out.err" &
   cpid=$!
   "$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>/dev/null &

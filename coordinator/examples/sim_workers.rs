@@ -12,6 +12,16 @@
 //! rows the coordinator has finalized (the file grows by one row per finalized interval);
 //! without it they send flat out.
 //!
+//! `SIM_PACE=1` sends each interval when it ends in wall time instead (interval k at the
+//! run's start + warm-up + (k + 1) × the plan's interval, every worker at once, as a fleet
+//! with a common start does): what a fleet costs per second of wall time, the idle cost
+//! (heartbeats, keepalive) included (`bench/coordinator-fanin.sh`).
+//!
+//! Heartbeats as a real worker sends them (`worker/src/uplink.rs`): one each
+//! [`crest_proto::WORKER_HEARTBEAT`] in which nothing else went up; `SIM_BEATS=always` one
+//! every period whatever else goes up (what workers did before an interval counted as
+//! their heartbeat: for an A/B with a build of then).
+//!
 //! ```text
 //! cargo run --release -p crest --example sim_workers -- http://127.0.0.1:7600 16 3600 out/timeline.csv
 //! ```
@@ -33,7 +43,7 @@ use crest_proto::pb::{
 use prost::Message as _;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 use synth::{DATASETS, VARIANTS, per_interval, rng_for, variant};
 use tokio::sync::mpsc;
@@ -144,22 +154,32 @@ async fn worker(
             Err(e) => panic!("sim{i}: {e}"),
         }
     };
+    // Whether anything went up since the last heartbeat tick.
+    let sent = Arc::new(AtomicBool::new(false));
     let send = |m: Out| {
         let tx = tx.clone();
-        async move { tx.send(pb::WorkerMessage { msg: Some(m) }).await.is_ok() }
+        let sent = sent.clone();
+        async move {
+            sent.store(true, Ordering::Relaxed);
+            tx.send(pb::WorkerMessage { msg: Some(m) }).await.is_ok()
+        }
     };
     // Heartbeats, as a real worker sends them: a worker held back by the pacing is idle,
     // not lost.
     let hb = tx.clone();
+    let beat_sent = sent.clone();
+    let always = std::env::var("SIM_BEATS").is_ok_and(|v| v == "always");
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(crest_proto::WORKER_HEARTBEAT);
         loop {
             tick.tick().await;
-            let m = pb::WorkerMessage {
-                msg: Some(Out::Heartbeat(pb::Heartbeat {})),
-            };
-            if hb.send(m).await.is_err() {
-                break;
+            if !beat_sent.swap(false, Ordering::Relaxed) || always {
+                let m = pb::WorkerMessage {
+                    msg: Some(Out::Heartbeat(pb::Heartbeat {})),
+                };
+                if hb.send(m).await.is_err() {
+                    break;
+                }
             }
         }
     });
@@ -177,8 +197,22 @@ async fn worker(
             }
             Some(In::Start(s)) => {
                 let plan = s.plan.unwrap_or_default();
-                let tx = tx.clone();
-                tokio::spawn(stream_run(tx, plan, i, intervals, workers, rows.clone()));
+                let out = Up {
+                    tx: tx.clone(),
+                    sent: sent.clone(),
+                };
+                let pace = std::env::var("SIM_PACE")
+                    .is_ok_and(|v| v == "1")
+                    .then_some(s.start_at_unix_ns);
+                tokio::spawn(stream_run(
+                    out,
+                    plan,
+                    pace,
+                    i,
+                    intervals,
+                    workers,
+                    rows.clone(),
+                ));
             }
             Some(In::Refused(r)) => panic!("refused: {}", r.reason),
             Some(In::Abort(a)) => {
@@ -250,9 +284,36 @@ fn prepare(plan: &pb::RunPlan, i: usize, n: u32) -> Prepared {
     (encoded, totals, rate)
 }
 
-async fn stream_run(
+/// A session's way up, and its flag that something went up (no heartbeat needed).
+struct Up {
     tx: mpsc::Sender<pb::WorkerMessage>,
+    sent: Arc<AtomicBool>,
+}
+
+impl Up {
+    async fn send(&self, m: Out) -> bool {
+        self.sent.store(true, Ordering::Relaxed);
+        self.tx
+            .send(pb::WorkerMessage { msg: Some(m) })
+            .await
+            .is_ok()
+    }
+}
+
+/// When interval `k` ends, on this process's monotonic clock: the run's start
+/// (`start_at_unix_ns`, this host's wall clock) + warm-up + (k + 1) intervals.
+fn interval_end(start_at_unix_ns: i64, plan: &pb::RunPlan, k: u32) -> tokio::time::Instant {
+    let end_ns = i128::from(start_at_unix_ns)
+        + i128::from(plan.warmup_ns)
+        + i128::from(plan.interval_ns) * (i128::from(k) + 1);
+    let ahead_ns = end_ns - i128::from(crest_model::clock::unix_ns());
+    tokio::time::Instant::now() + Duration::from_nanos(u64::try_from(ahead_ns).unwrap_or(0))
+}
+
+async fn stream_run(
+    up: Up,
     plan: pb::RunPlan,
+    pace: Option<i64>,
     i: usize,
     n: u32,
     workers: usize,
@@ -294,6 +355,9 @@ async fn stream_run(
         );
     }
     for k in 0..n {
+        if let Some(start) = pace {
+            tokio::time::sleep_until(interval_end(start, &plan, k)).await;
+        }
         while let Some(r) = &rows
             && k > r.load(Ordering::Relaxed) + ahead
         {
@@ -309,7 +373,7 @@ async fn stream_run(
             busiest_shard: 0.25,
             ..Default::default()
         });
-        if tx.send(pb::WorkerMessage { msg: Some(msg) }).await.is_err() {
+        if !up.send(msg).await {
             return;
         }
     }
@@ -325,7 +389,7 @@ async fn stream_run(
         classes: vec![],
         nodes: vec![],
     });
-    let _ = tx.send(pb::WorkerMessage { msg: Some(fin) }).await;
+    let _ = up.send(fin).await;
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

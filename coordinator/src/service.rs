@@ -132,7 +132,7 @@ pub struct Hub {
     token: String,
     coordinator_id: String,
     /// Every session's outbound queue, for the heartbeats: one timer beats for the whole
-    /// fleet (a timer task per session was 1,000 wake-ups every 250 ms at 1,000 workers).
+    /// fleet (a timer task per session was 1,000 wake-ups per beat at 1,000 workers).
     beats: Arc<Mutex<Vec<mpsc::Sender<pb::CoordinatorMessage>>>>,
     /// Whether the heartbeat task runs (started with the first session, inside the runtime).
     beating: Arc<AtomicBool>,

@@ -12,12 +12,16 @@ use std::time::Duration;
 /// How a shard waits for the next intended send time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pacer {
-    /// Sleep in epoll with a nanosecond timeout and 1 µs timer slack; cheap at any rate.
+    /// Sleep in epoll or the clock (ns timeouts, 1 µs timer slack) and spend the lag budget
+    /// (the 100 µs bound below): each wake-up is set past the first request due by an
+    /// offset the shard keeps adjusting from the lags it sees, so one wake-up sends every
+    /// request due by then; negative on a machine whose sleeps overshoot, to wake early
+    /// and poll the rest of the way. Cheap at any rate, never a polling core at a high one.
     Sleep,
     /// Poll without sleeping: lowest schedule lag, one full core per shard.
     Spin,
-    /// Sleep, and serve in one wake-up every request due within this many ns of the first
-    /// (`--pacer sleep:200us`): fewer wake-ups per request; each request is still measured
+    /// As `Sleep` with T ns more budget (`--pacer sleep:200us`): a bound of T + 100 µs, so
+    /// wake-ups come up to ~T later and carry more requests; each request is still measured
     /// from its own intended time, so the lag histogram shows what the tolerance costs.
     SleepWithin(u64),
 }
@@ -25,7 +29,7 @@ pub enum Pacer {
 impl Pacer {
     /// The schedule lag p99 this pacer holds on a core of its own (the product's promise,
     /// what an interval is checked against): `spin` 20 µs, `sleep` 100 µs, `sleep:T` T +
-    /// 100 µs (it sleeps past the first request due by up to T). An interval whose lag p99
+    /// 100 µs (its budget: it sleeps past the first request due by most of it). An interval whose lag p99
     /// passes it is reported off pace, with the reason the workers measured.
     pub fn lag_bound_ns(self) -> u64 {
         match self {

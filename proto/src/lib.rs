@@ -55,13 +55,19 @@ pub const PROTOCOL_VERSION: u32 = 8;
 pub const DEAD_MAN: Duration = Duration::from_secs(1);
 
 /// How often the coordinator sends a heartbeat on the session stream: four chances within
-/// the worker's [`DEAD_MAN`].
+/// the worker's [`DEAD_MAN`], so a busy coordinator's late beat does not stop a run. Each
+/// is a write to every worker's socket, the bulk of what an idle fleet costs the
+/// coordinator (500 ms saved ~55 ms of its CPU per second at 1,000 workers,
+/// `bench/coordinator-fanin.sh`, but left a beat only 500 ms to be late: a fleet that big
+/// goes through relays instead).
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 
-/// How often a worker sends a heartbeat when it has nothing else queued: three chances
-/// within the coordinator's 3 s silence limit. Slower than [`HEARTBEAT`] because a
-/// coordinator hears every worker: at 1,000 workers, 250 ms heartbeats were 4,000 messages
-/// a second in, more than the intervals themselves.
+/// How often a worker's heartbeat timer ticks: it sends a heartbeat on a tick when nothing
+/// else went up since the one before (an interval is proof of life: at `--interval 1s` a
+/// worker in a run sends none), so the coordinator hears from a live worker at least every
+/// 2 s, within its 3 s silence limit. Slower than [`HEARTBEAT`] because a coordinator hears
+/// every worker: at 1,000 workers, 250 ms heartbeats were 4,000 messages a second in, more
+/// than the intervals themselves.
 pub const WORKER_HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// HTTP/2 keepalive ping interval of a worker: a dead TCP path is noticed within

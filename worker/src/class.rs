@@ -31,6 +31,7 @@
 //! falls short of its target, which marks it generator-bound).
 
 use crate::conn::{Conn, ConnId, NO_KEY, Pending, Reply};
+use crate::pace::Pace;
 use crate::route::{NO_SLOT, Routes};
 use crate::spec::Load;
 use crest_model::hist::{self, Hist};
@@ -45,6 +46,10 @@ use std::sync::Arc;
 
 /// Most requests one class schedules in one loop turn.
 pub const MAX_PER_TURN: usize = 4096;
+
+/// A batch looks this far down its node's free slots for a connection with nothing in
+/// flight to start on.
+const IDLE_SCAN: usize = 8;
 /// Most times one request is sent (redirects and retries included); then it fails with
 /// the server's word for the last refusal.
 pub const MAX_TRIES: u8 = 16;
@@ -169,6 +174,8 @@ pub struct Outbox<'a> {
     pub dirty: &'a mut Vec<ConnId>,
     /// Which node each request goes to.
     pub routes: &'a mut Routes,
+    /// The pacer: each open-loop request's lag as the loop schedules it.
+    pub pace: &'a mut Pace,
 }
 
 /// One node's share of a class's measured requests.
@@ -194,8 +201,14 @@ pub struct ClassState {
     backlog_limit: usize,
     mixer: Mixer,
     cursor: Cursor,
-    /// Free slots, per node.
+    /// Free slots, per node: one token per slot, oldest first (a connection's tokens may
+    /// be owed: see [`Conn::owed_tokens`]).
     free: Vec<VecDeque<ConnId>>,
+    /// The connection the current batch last went to: the batch's next request goes there
+    /// too while it has room, so what one wake-up sends to a node leaves in as few writes
+    /// as the pipeline allows (each batch starts on the oldest free slot, so connections
+    /// take turns).
+    last: Option<ConnId>,
     /// Requests waiting for a free slot, per node, in intended order.
     backlog: Vec<VecDeque<Queued>>,
     backlog_len: usize,
@@ -276,6 +289,7 @@ impl ClassState {
             backlog_limit,
             cursor,
             free: vec![VecDeque::new()],
+            last: None,
             backlog: vec![VecDeque::new()],
             backlog_len: 0,
             parked: VecDeque::new(),
@@ -423,6 +437,7 @@ impl ClassState {
     /// end, what the bound left unscheduled is dropped.
     #[inline]
     pub fn send_due(&mut self, due: u64, now: u64, timeout: u64, out: &mut Outbox<'_>) {
+        self.last = None;
         if matches!(self.arrivals, Arrivals::Closed { .. }) {
             self.fill_closed(due, out);
             return;
@@ -434,6 +449,7 @@ impl ClassState {
                 } if t <= due => t,
                 _ => return,
             };
+            out.pace.record(now.saturating_sub(t));
             self.schedule(t, now, timeout, out);
             if let Arrivals::Open {
                 schedule, next_due, ..
@@ -584,37 +600,77 @@ impl ClassState {
     }
 
     /// Puts a request on a connection of `node` with a free slot; false when none has one.
+    /// The connection the batch last went to keeps it while it has room (one write
+    /// carries the batch); otherwise the oldest free slot's.
     #[inline]
     fn dispatch(&mut self, q: Queued, node: u16, out: &mut Outbox<'_>) -> bool {
+        // A closed loop refills a connection's whole pipeline at once already, and draws its
+        // request before it knows whether a slot is free: it takes tokens one for one.
+        let open = self.is_open();
+        if let Some(id) = self.last.filter(|_| open) {
+            let conn = &mut out.conns[id.index()];
+            if conn.node == node && conn.has_room(self.pipeline) {
+                // Its token stays on the list: the next one of it popped is dropped.
+                conn.owed_tokens += 1;
+                self.put(q, id, out);
+                return true;
+            }
+        }
         let free = &mut self.free[usize::from(node)];
+        // A batch starts on an idle connection if one of the oldest few free slots is on
+        // one (the batch then fits in one write more often); the slots passed over go to
+        // the back, still free.
+        let mut passed = 0;
         while let Some(id) = free.pop_front() {
             let conn = &mut out.conns[id.index()];
+            if conn.owed_tokens > 0 {
+                conn.owed_tokens -= 1;
+                continue;
+            }
             if !conn.has_room(self.pipeline) {
                 continue; // stale token
             }
-            let req = self.unwritten(q);
-            // An ASK-redirected request goes with ASKING first; the marker says its
-            // reply is no request's.
-            let asked = q.ask
-                && conn.enqueue(
-                    Pending {
-                        asking: true,
-                        measured: false,
-                        ..req
-                    },
-                    |w| w.bytes().extend_from_slice(b"*1\r\n$6\r\nASKING\r\n"),
-                );
-            let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
-            let key = (q.key != NO_KEY).then_some(q.key);
-            let dirty = conn.enqueue(req, |buf| {
-                workload.encode_keyed(q.cmd as usize, key, rng, cursor, buf)
-            });
-            if dirty || asked {
-                out.dirty.push(id);
+            if open
+                && self.pipeline > 1
+                && conn.in_flight() > 0
+                && passed < IDLE_SCAN
+                && !free.is_empty()
+            {
+                passed += 1;
+                free.push_back(id);
+                continue;
             }
+            self.last = Some(id);
+            self.put(q, id, out);
             return true;
         }
         false
+    }
+
+    /// Writes `q` into connection `id`'s buffer (a slot of it is free) and marks it dirty.
+    #[inline]
+    fn put(&mut self, q: Queued, id: ConnId, out: &mut Outbox<'_>) {
+        let conn = &mut out.conns[id.index()];
+        let req = self.unwritten(q);
+        // An ASK-redirected request goes with ASKING first; the marker says its reply is no
+        // request's.
+        let asked = q.ask
+            && conn.enqueue(
+                Pending {
+                    asking: true,
+                    measured: false,
+                    ..req
+                },
+                |w| w.bytes().extend_from_slice(b"*1\r\n$6\r\nASKING\r\n"),
+            );
+        let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
+        let key = (q.key != NO_KEY).then_some(q.key);
+        let dirty = conn.enqueue(req, |buf| {
+            workload.encode_keyed(q.cmd as usize, key, rng, cursor, buf)
+        });
+        if dirty || asked {
+            out.dirty.push(id);
+        }
     }
 
     /// Gives up requests intended more than `timeout` before `now` that wait in a
@@ -649,6 +705,7 @@ impl ClassState {
     /// Moves backlogged requests, oldest first, onto slots that came free; and parked
     /// requests whose back-off is over back to their nodes.
     pub fn drain_backlog(&mut self, out: &mut Outbox<'_>) {
+        self.last = None;
         for node in 0..self.backlog.len() {
             while let Some(&q) = self.backlog[node].front() {
                 if !self.dispatch(q, node as u16, out) {
@@ -988,6 +1045,7 @@ mod tests {
         rng: Rng,
         dirty: Vec<ConnId>,
         routes: Routes,
+        pace: Pace,
     }
 
     impl Rig {
@@ -1005,6 +1063,7 @@ mod tests {
                 rng: Rng::new(7),
                 dirty: Vec::new(),
                 routes: Routes::single("127.0.0.1:1".parse().unwrap()),
+                pace: Pace::new(crest_model::plan::Pacer::Sleep),
             }
         }
 
@@ -1041,6 +1100,7 @@ mod tests {
                 rng: Rng::new(7),
                 dirty: Vec::new(),
                 routes: Routes::cluster(&shared),
+                pace: Pace::new(crest_model::plan::Pacer::Sleep),
             }
         }
 
@@ -1050,6 +1110,7 @@ mod tests {
                 rng: &mut self.rng,
                 dirty: &mut self.dirty,
                 routes: &mut self.routes,
+                pace: &mut self.pace,
             }
         }
 
@@ -1261,7 +1322,60 @@ mod tests {
         rig.flush(&mut class, 4 * MS);
         assert_eq!(class.interval().cmds[0].sent, 3, "the rest counted once");
         rig.answer(&mut class, ConnId(0), 1, b"+OK\r\n", 5 * MS);
-        assert_eq!(class.free[0].len(), 2, "one token per reply");
+        // The batch went on one connection: one token taken, two owed.
+        assert_eq!(rig.conns[0].owed_tokens, 2);
+        assert_eq!(class.free[0].len() - 2, 2, "one token per reply");
+    }
+
+    /// Per connection: tokens on the free list less those owed = free slots.
+    fn tokens_balance(class: &ClassState, rig: &Rig, pipeline: usize) {
+        for (i, c) in rig.conns.iter().enumerate() {
+            let tokens = class.free[usize::from(c.node)]
+                .iter()
+                .filter(|id| id.index() == i)
+                .count();
+            assert_eq!(
+                tokens - c.owed_tokens as usize,
+                pipeline - c.in_flight(),
+                "connection {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_fills_one_connection_before_the_next_and_batches_take_turns() {
+        let mut class = open(12, 4, 0, 8);
+        let mut rig = Rig::new(4, &mut class);
+        // Free slots interleaved over the connections, as replies return them.
+        class.free[0] = (0..16).map(|i| ConnId(i % 4)).collect();
+        tokens_balance(&class, &rig, 4);
+        // Four requests due: one connection, one write (they used to take four).
+        class.send_due(3 * MS, 3 * MS, u64::MAX, &mut rig.out());
+        assert_eq!(rig.in_flight(), vec![4, 0, 0, 0]);
+        assert_eq!(rig.dirty, vec![ConnId(0)]);
+        tokens_balance(&class, &rig, 4);
+        rig.flush(&mut class, 3 * MS);
+        // The next batch starts on the oldest free slot: the next connection.
+        class.send_due(5 * MS, 5 * MS, u64::MAX, &mut rig.out());
+        assert_eq!(rig.in_flight(), vec![4, 2, 0, 0]);
+        assert_eq!(rig.dirty, vec![ConnId(1)]);
+        rig.flush(&mut class, 5 * MS);
+        tokens_balance(&class, &rig, 4);
+        // Replies give the first connection its slots back; owed tokens are dropped as
+        // they come up, so a batch never finds more room than there is.
+        rig.answer(&mut class, ConnId(0), 4, b"+OK\r\n", 6 * MS);
+        tokens_balance(&class, &rig, 4);
+        class.send_due(11 * MS, 11 * MS, u64::MAX, &mut rig.out());
+        // Six more due: 2 still in flight + 6, on two connections at most.
+        assert_eq!(
+            rig.in_flight().iter().sum::<usize>(),
+            8,
+            "every request placed"
+        );
+        assert!(rig.dirty.len() <= 2, "{:?}", rig.dirty);
+        assert!(rig.in_flight().iter().all(|&n| n <= 4));
+        tokens_balance(&class, &rig, 4);
+        assert_eq!(class.interval().cmds[0].backlogged, 0);
     }
 
     #[test]

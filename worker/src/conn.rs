@@ -621,6 +621,10 @@ pub struct Conn {
     setup: Option<Rc<Setup>>,
     /// The setup reply awaited, while [`ConnState::Setup`].
     step: Step,
+    /// Free-slot tokens of this connection on its class's list that stand for no free
+    /// slot: the class filled a slot without taking its token (it kept writing to the
+    /// connection it had just written to), so the next such many tokens popped are dropped.
+    pub owed_tokens: u32,
 }
 
 impl Conn {
@@ -652,6 +656,7 @@ impl Conn {
             budget,
             dirty: false,
             rx_stamp: None,
+            owed_tokens: 0,
             setup: None,
             step: Step::Select,
         }

@@ -11,6 +11,8 @@
 //!   connection driven by the same loop), buffers, state and backoff, the session
 //!   setup it sends before any request (`HELLO 2 AUTH` / `AUTH`, `SELECT`), and reply
 //!   matching as a pure function of the read buffer and the requests in flight.
+//! - `pace` (private): when the loop wakes: the pacer's lag budget and the offset from the
+//!   next intended time that spends it, set by feedback from the lags the shard sees.
 //! - `sys` (private): epoll with nanosecond waits, timer slack, errno names, the open-file
 //!   limit; the crate's only `unsafe` code.
 //! - [`route`]: where each request goes: the one node, or in a Redis Cluster the owner
@@ -47,6 +49,7 @@ mod class;
 mod conn;
 pub mod control_tls;
 pub mod cpus;
+mod pace;
 pub mod probe;
 pub mod route;
 pub mod shard;

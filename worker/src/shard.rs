@@ -7,9 +7,12 @@
 //! 1. every request whose intended time has come is scheduled: it goes to a connection of
 //!    its class with a free pipeline slot, or waits in the class's backlog keeping its
 //!    intended time (closed-loop classes instead fill every free slot at once);
-//! 2. each connection with new requests gets one `send` (all its requests batched);
-//! 3. epoll waits until the next intended time (precise sleep, `epoll_pwait2` with 1 µs
-//!    timer slack) or returns at once (`--pacer spin`);
+//! 2. each connection with new requests gets one `send` (all its requests batched; a
+//!    turn's requests fill one connection's free slots before the next's, module `class`);
+//! 3. epoll (or the clock, when only replies could come meanwhile) waits until the next
+//!    intended time moved by the pacer's offset (module `pace`: past it, so one wake-up
+//!    sends every request due by then within the lag budget, or before it, to poll the
+//!    rest of the way), with 1 µs timer slack, or returns at once (`--pacer spin`);
 //! 4. readable connections get one `read` each and every complete reply is matched with
 //!    its request (replies come back in order on a connection, module `conn`); slots
 //!    that came free take backlogged requests; every 10 ms a sweep times out requests
@@ -35,6 +38,7 @@ use crate::class::{ClassState, Failure, Outbox, Redo};
 use crate::conn::{
     Conn, ConnId, ConnState, Due, Fault, ReadBudget, Received, Setup, SetupError, SetupProgress,
 };
+use crate::pace::Pace;
 use crate::route::Routes;
 use crate::spec::ClassId;
 pub use crate::spec::{Load, ShardClass, ShardConfig, ShardEvent, ShardLoad};
@@ -109,10 +113,6 @@ impl LoadMeter {
 const MAX_EVENTS: usize = 256;
 /// Longest epoll sleep: bounds how late the stop flag is seen.
 const MAX_SLEEP_NS: u64 = 20_000_000;
-/// Below this, the sleep pacer polls instead of sleeping: it is about the wake-up latency
-/// of a sleeping thread on a VM (bench/wakeup-cost.sh measures it), so a shorter sleep
-/// would only overshoot. `bench/core.sh` at 20k req/s: lag p99 98 µs with it, 110 without.
-const SPIN_WINDOW_NS: u64 = 40_000;
 /// Longest sleep on the clock alone (replies read at the next wake-up, timed by the
 /// kernel): longer waits sleep in epoll and wake for replies, so a connect, a blocked write
 /// or a reply at a low rate is seen within this.
@@ -133,22 +133,6 @@ const MIN_INTERVAL_NS: u64 = 1_000_000;
 #[inline]
 fn ns_since(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
-}
-
-/// How long step 3 may block when the loop next needs to run at `wake`.
-#[inline]
-fn wait_ns(pacer: Pacer, now: u64, wake: u64) -> u64 {
-    match pacer {
-        Pacer::Spin => 0,
-        Pacer::Sleep => {
-            // A sleep shorter than the wake-up latency only adds lag (and a wake-up costs
-            // ~25 µs of CPU on a VM, more than spinning that long).
-            let t = wake.saturating_sub(now);
-            if t < SPIN_WINDOW_NS { 0 } else { t }
-        }
-        // The tolerance already covers a late wake-up: never poll.
-        Pacer::SleepWithin(_) => wake.saturating_sub(now),
-    }
 }
 
 /// Which interval is open: results are shipped when the clock crosses into the next one.
@@ -225,6 +209,8 @@ struct Shard {
     classes: Vec<ClassState>,
     /// Connections with requests to write this turn.
     dirty: Vec<ConnId>,
+    /// When the loop wakes: the lag budget and its offset.
+    pace: Pace,
     rng: Rng,
     timeout: u64,
     intervals: Intervals,
@@ -312,6 +298,7 @@ impl Shard {
             tls,
             classes: states,
             dirty: Vec::new(),
+            pace: Pace::new(cfg.pacer),
             rng: Rng::new(cfg.seed),
             timeout: cfg.timeout.as_nanos() as u64,
             intervals: Intervals::new(warmup, cfg.interval, end),
@@ -369,6 +356,7 @@ impl Shard {
                 rng: &mut self.rng,
                 dirty: &mut self.dirty,
                 routes: &mut self.routes,
+                pace: &mut self.pace,
             },
         )
     }
@@ -457,7 +445,7 @@ impl Shard {
             // 3. Wait for replies or the next intended time.
             let wake = self.wake_at(now, next_sweep, drain_end);
             let wait_from = self.now();
-            let t = wait_ns(self.cfg.pacer, now, wake);
+            let t = self.pace.wait_ns(now, wake);
             let n = if t > 0 && self.harvesting(now, wake, drain_end) {
                 // Replies wait for this wake-up instead of each waking the shard: the
                 // kernel stamped their arrival.
@@ -488,6 +476,7 @@ impl Shard {
             }
             // 5. Ship the interval the clock has left.
             self.roll_interval(now);
+            self.pace.end_turn(now);
         }
         self.finish();
     }
@@ -537,16 +526,16 @@ impl Shard {
     /// away so the stop flag is seen.
     fn wake_at(&self, now: u64, next_sweep: u64, drain_end: Option<u64>) -> u64 {
         let mut wake = now + MAX_SLEEP_NS;
-        // With a pacing tolerance the loop sleeps past the next intended time by it, so
-        // one wake-up serves every request due in between (each measured from its own
-        // intended time: the lag shows the cost).
-        let tolerance = match self.cfg.pacer {
-            Pacer::SleepWithin(t) => t,
-            _ => 0,
-        };
+        // The pacer moves an open-loop class's next intended time by its offset: past it,
+        // so one wake-up serves every request due in between (each measured from its own
+        // intended time: the lag shows the cost), or before it, to poll the rest of the way.
         for c in &self.classes {
             if let Some(t) = c.wake_at(now) {
-                wake = wake.min(t.saturating_add(tolerance));
+                wake = wake.min(if c.is_open() {
+                    self.pace.wake_for(t)
+                } else {
+                    t
+                });
             }
         }
         wake = wake.min(next_sweep).min(self.intervals.next_boundary());
@@ -562,7 +551,7 @@ impl Shard {
     /// for a slot, before the drain, and only for a short sleep ([`HARVEST_MAX_NS`]: a
     /// connect or a blocked write waits no longer than that for its event).
     fn harvesting(&self, now: u64, wake: u64, drain_end: Option<u64>) -> bool {
-        !matches!(self.cfg.pacer, Pacer::Spin)
+        self.pace.sleeps()
             && drain_end.is_none()
             && wake.saturating_sub(now) <= HARVEST_MAX_NS
             && self.classes.iter().all(|c| c.is_open() && !c.has_backlog())
@@ -1132,20 +1121,6 @@ mod tests {
     use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
     const MS: u64 = 1_000_000;
-
-    #[test]
-    fn the_sleep_pacer_polls_inside_the_spin_window_and_sleeps_beyond_it() {
-        assert_eq!(wait_ns(Pacer::Spin, 0, 5 * MS), 0);
-        assert_eq!(wait_ns(Pacer::Sleep, 0, SPIN_WINDOW_NS - 1), 0);
-        assert_eq!(wait_ns(Pacer::Sleep, 0, SPIN_WINDOW_NS), SPIN_WINDOW_NS);
-        assert_eq!(wait_ns(Pacer::Sleep, 10 * MS, 15 * MS), 5 * MS);
-        assert_eq!(wait_ns(Pacer::Sleep, 10 * MS, MS), 0, "late: poll");
-        assert_eq!(
-            wait_ns(Pacer::SleepWithin(MS), 0, 10_000),
-            10_000,
-            "never polls"
-        );
-    }
 
     #[test]
     fn intervals_end_at_the_last_and_late_results_fold_into_it() {

@@ -1,8 +1,9 @@
 //! One session with whoever this process reports to (a coordinator, or a relay between):
 //! the loop `crest-worker` and `crest relay` share. It dials, registers, answers the clock
 //! pings, keeps the dead man's switch (nothing heard for [`DEAD_MAN`] ends the session, and
-//! with it any run), sends a heartbeat when nothing else goes up, and queues what goes up
-//! in a bounded [`Outbox`], so the work below never blocks on a slow coordinator.
+//! with it any run), sends a heartbeat each [`WORKER_HEARTBEAT`] in which nothing else went
+//! up, and queues what goes up in a bounded [`Outbox`], so the work below never blocks on a
+//! slow coordinator.
 //!
 //! What differs is the work below the session, a [`Below`]: a worker's shards
 //! ([`crate::agent`]), or a relay's own workers (`crest relay`). It gets the orders the
@@ -170,11 +171,8 @@ pub async fn session<B: Below>(
                 }
             }
             r = out.flush_one() => r?,
-            _ = heartbeat.tick() => {
-                // A queue already tells the coordinator this process is alive.
-                if welcomed && out.queue.is_empty() {
-                    out.push(Out::Heartbeat(pb::Heartbeat {}))?;
-                }
+            _ = heartbeat.tick() => if welcomed {
+                out.beat()?;
             }
         }
     }
@@ -190,6 +188,8 @@ pub struct Outbox {
     /// Messages waiting for room, each with its encoded size (counted in `bytes`).
     queue: VecDeque<(pb::WorkerMessage, usize)>,
     bytes: usize,
+    /// Whether a message was pushed since the heartbeat timer last looked.
+    sent: bool,
 }
 
 impl Outbox {
@@ -199,6 +199,7 @@ impl Outbox {
             tx,
             queue: VecDeque::new(),
             bytes: 0,
+            sent: false,
         }
     }
 
@@ -209,6 +210,7 @@ impl Outbox {
     /// the queue passes [`MAX_OUTBOX_BYTES`].
     pub fn push(&mut self, m: Out) -> Result<(), SessionError> {
         let m = pb::WorkerMessage { msg: Some(m) };
+        self.sent = true;
         if self.queue.is_empty() {
             match self.tx.try_send(m) {
                 Ok(()) => return Ok(()),
@@ -218,6 +220,21 @@ impl Outbox {
         } else {
             self.enqueue(m)?;
         }
+        Ok(())
+    }
+
+    /// A heartbeat tick: a heartbeat goes up unless something else went up since the last
+    /// tick (an interval a second, in a run) or messages wait for room: either already
+    /// tells the coordinator this process is alive.
+    ///
+    /// # Errors
+    /// As [`Outbox::push`].
+    fn beat(&mut self) -> Result<(), SessionError> {
+        if std::mem::take(&mut self.sent) || !self.queue.is_empty() {
+            return Ok(());
+        }
+        self.push(Out::Heartbeat(pb::Heartbeat {}))?;
+        self.sent = false;
         Ok(())
     }
 
@@ -303,5 +320,37 @@ mod tests {
         assert!(e.contains("a longer --interval"), "{e}");
         drop(rx);
         assert!(matches!(out.flush_one().await, Err(SessionError::Closed)));
+    }
+
+    fn beats(rx: &mut mpsc::Receiver<pb::WorkerMessage>) -> usize {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter(|m| matches!(m.msg, Some(Out::Heartbeat(_))))
+            .count()
+    }
+
+    #[test]
+    fn a_heartbeat_goes_only_on_a_tick_with_nothing_else_sent_since_the_last() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut out = Outbox::new(tx);
+        out.beat().unwrap();
+        assert_eq!(beats(&mut rx), 1, "nothing went up: a beat");
+        out.beat().unwrap();
+        assert_eq!(beats(&mut rx), 1, "its own beat does not count as news");
+        out.push(hb(1)).unwrap();
+        out.beat().unwrap();
+        assert_eq!(
+            beats(&mut rx),
+            0,
+            "a message since the last tick is proof of life"
+        );
+        out.beat().unwrap();
+        assert_eq!(beats(&mut rx), 1, "a tick with nothing since: a beat again");
+        // Messages waiting for room tell the same.
+        for n in 0..20 {
+            out.push(hb(n)).unwrap();
+        }
+        out.sent = false;
+        out.beat().unwrap();
+        assert_eq!(out.queue.len(), 4, "no beat queued behind them");
     }
 }

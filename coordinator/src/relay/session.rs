@@ -8,7 +8,7 @@
 //! it ends the session once no run is active and registers again with the new shards. A
 //! run whose worker leaves or falls silent loses the relay: its other workers are told to
 //! abort and the relay leaves the session, so the coordinator marks it lost. The hub
-//! beats its workers every 250 ms; however the session with the coordinator ends (closed,
+//! beats its workers every [`crest_proto::HEARTBEAT`]; however the session with the coordinator ends (closed,
 //! broken, silent for [`crest_proto::DEAD_MAN`]), the run it carried is aborted on the workers at once,
 //! so load stops within a second of the coordinator's last word, as for a worker that
 //! dials the coordinator directly.
