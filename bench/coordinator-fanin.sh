@@ -67,27 +67,7 @@ read -r r1 c1 s1 t1 m1 < <(at_row "$(( N - 2 ))")
 code=0
 wait "$cpid" || code=$?
 wait "$spid" 2>/dev/null || true
-verdict=$(python3 - "$out/report.json" "$W" "$N" "$SIM_PER_INTERVAL" "$r0" "$r1" "$t0" "$t1" <<'EOF'
-import json, os, sys
-if not os.path.exists(sys.argv[1]):
-    print("NOT MEASURED: the run wrote no report"); sys.exit()
-r = json.load(open(sys.argv[1]))
-w, n = int(sys.argv[2]), int(sys.argv[3])
-per = w * 10 * int(sys.argv[4])
-r0, r1, t0, t1 = int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])
-rows = r["timeline"]
-bad = []
-if len(rows) != n: bad.append(f"{len(rows)} rows, not {n}")
-short = [p["t_s"] for p in rows if p["scheduled"] != per]
-if short: bad.append(f"{len(short)} rows without every worker's {per} requests (first at {short[0]} s)")
-if r["checks"]["late_intervals"]: bad.append(f'{r["checks"]["late_intervals"]} late intervals')
-if not r["checks"]["intervals_match_totals"]: bad.append("; ".join(r["checks"]["problems"][:3]))
-if r["totals"]["scheduled"] != per * n: bad.append(f'totals {r["totals"]["scheduled"]} != {per * n}')
-if r1 - r0 < 10: bad.append(f"a window of {r1 - r0} rows")
-elif not 0.9 <= (t1 - t0) / (r1 - r0) <= 1.1: bad.append(f"{(t1 - t0) / (r1 - r0):.2f} s per row in the window")
-print("ok" if not bad else "NOT MEASURED: " + "; ".join(bad))
-EOF
-)
+verdict=$(python3 bench/fleet-check.py "$out/report.json" "$W" "$N" "$SIM_PER_INTERVAL" "$r0" "$r1" "$t0" "$t1")
 if [[ $code -ne 0 || $verdict != ok ]]; then
   echo "$W workers: exit $code, $verdict" >&2
   tail -5 "$work/crest.err" | cut -c1-300 >&2

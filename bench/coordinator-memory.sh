@@ -83,24 +83,7 @@ for W in ${WORKERS:-1 16}; do
     done
     wait "$spid" 2>/dev/null || true
     read -r rss_kb user sys wall <"$work/time-$W-$IV"
-    verdict=$(python3 - "$out/report.json" "$W" "$N" "${SIM_PER_INTERVAL:-1000}" <<'EOF'
-import json, os, sys
-if not os.path.exists(sys.argv[1]):
-    print("NOT MEASURED: the run wrote no report"); sys.exit()
-r = json.load(open(sys.argv[1]))
-w, n = int(sys.argv[2]), int(sys.argv[3])
-per = w * 10 * int(sys.argv[4])
-rows = r["timeline"]
-bad = []
-if len(rows) != n: bad.append(f"{len(rows)} rows, not {n}")
-short = [p["t_s"] for p in rows if p["scheduled"] != per]
-if short: bad.append(f"{len(short)} rows without every worker's {per} requests (first at {short[0]} s)")
-if r["checks"]["late_intervals"]: bad.append(f'{r["checks"]["late_intervals"]} late intervals')
-if not r["checks"]["intervals_match_totals"]: bad.append("; ".join(r["checks"]["problems"][:3]))
-if r["totals"]["scheduled"] != per * n: bad.append(f'totals {r["totals"]["scheduled"]} != {per * n}')
-print("ok" if not bad else "NOT MEASURED: " + "; ".join(bad))
-EOF
-)
+    verdict=$(python3 bench/fleet-check.py "$out/report.json" "$W" "$N" "${SIM_PER_INTERVAL:-1000}")
     if [[ $code -ne 0 || $verdict != ok ]]; then
       echo "$W workers, $IV: exit $code, $verdict" >&2
       tail -5 "$work/crest-$W-$IV.err" | cut -c1-300 >&2
