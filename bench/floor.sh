@@ -18,12 +18,24 @@
 # Then Crest's default pacer (`sleep`) at the same rate, connections and key, its worker's
 # CPU per server-counted request the same way, so Crest reads as a multiple of the floor.
 #
+#   budget     pipelined (PIPELINE > 1): wake every W µs (each of BUDGETS, default "60
+#              200": the lag a wake-up adds to its first request, before its overshoot),
+#              send every request due by then in one write per connection, up to PIPELINE
+#              in flight on each (the batch starts on the next connection each wake-up),
+#              read whatever replies have arrived; the least a generator that keeps a lag
+#              budget does per request, where memtier sends bursts every 20 ms
+#
 #   bench/floor.sh [RATE] [SECS]        defaults: 20000 5
+#   PIPELINE=16 VALUE_SIZE=32 bench/floor.sh 100000 8       the budget floor, pipelined
+#   PACER=sleep:200us ...               Crest's pacer in the comparison (default sleep)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${1:-20000}
 SECS=${2:-5}
 CONNS=${CONNS:-50}
+PIPELINE=${PIPELINE:-1}
+BUDGETS=${BUDGETS:-60 200}
+PACER=${PACER:-sleep}
 source bench/lib.sh
 HZ=$(getconf CLK_TCK)
 start_prefilled floor.sh
@@ -98,6 +110,49 @@ int main(int argc, char **argv) {
     for (int i = 0; i < conns; i++) { ssize_t r; while ((r = recv(fds[i], buf, sizeof buf, MSG_DONTWAIT)) > 0) got += r; }
     report("paced", n, c0, t0, secs * 0.99);
     if (got < (n - conns) * REPLY) { fprintf(stderr, "floor: paced: %ld reply bytes for %ld requests; no figure\n", got, n); exit(1); }
+  } else if (!strcmp(mode, "budget")) {
+    /* Pipelined, within a lag budget: wake every W ns (absolute deadlines), send every
+       request due by then in one write per connection (up to PIPELINE in flight on each,
+       the batch starting on the next connection each wake-up), read without blocking
+       whatever replies have arrived on connections with requests in flight. */
+    int port = atoi(argv[2]), conns = atoi(argv[4]), pipe = atoi(argv[7]);
+    long rate = atol(argv[3]), secs = atol(argv[5]), w = atol(argv[6]), vsize = atol(argv[8]);
+    char head[32]; long reply = vsize + snprintf(head, sizeof head, "$%ld\r\n", vsize) + 2;
+    static char batch[64 * (sizeof GET - 1)];
+    for (int k = 0; k < 64; k++) memcpy(batch + k * (sizeof GET - 1), GET, sizeof GET - 1);
+    int fds[4096]; long inflight[4096] = {0}, rbytes[4096] = {0};
+    for (int i = 0; i < conns; i++) fds[i] = dial(port);
+    long n = rate * secs, sent = 0, done = 0, wakes = 0, writes = 0; int cur = 0;
+    double c0 = cpu(), t0 = now();
+    struct timespec start; clock_gettime(CLOCK_MONOTONIC, &start);
+    long long s0 = start.tv_sec * 1000000000LL + start.tv_nsec;
+    while (sent < n) {
+      long long dl = s0 + (long long)(++wakes) * w;
+      struct timespec ts = {dl / 1000000000LL, dl % 1000000000LL};
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+      struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+      long long el = t.tv_sec * 1000000000LL + t.tv_nsec - s0;
+      long due = el / (1000000000LL / rate) + 1; if (due > n) due = n;
+      for (int tries = 0; sent < due && tries < conns; tries++, cur = (cur + 1) % conns) {
+        long chunk = pipe - inflight[cur]; if (chunk > due - sent) chunk = due - sent; if (chunk > 64) chunk = 64;
+        if (chunk <= 0) continue;
+        ssize_t len = chunk * (sizeof GET - 1);
+        if (send(fds[cur], batch, len, 0) != len) { perror("send"); exit(1); }
+        inflight[cur] += chunk; sent += chunk; writes++;
+        if (sent >= due) { cur = (cur + 1) % conns; break; }
+      }
+      for (int i = 0; i < conns; i++) {
+        if (!inflight[i]) continue;
+        ssize_t r;
+        while ((r = recv(fds[i], buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+          rbytes[i] += r; long k = rbytes[i] / reply; rbytes[i] -= k * reply; inflight[i] -= k; done += k;
+          if (r < (ssize_t)sizeof buf) break;
+        }
+      }
+    }
+    report("budget", n, c0, t0, secs * 0.99);
+    printf("         %.1f requests per wake-up, %.1f per write (W %ld us, pipeline %d)\n", (double)n / wakes, (double)n / writes, w / 1000, pipe);
+    for (int i = 0; i < conns; i++) while (inflight[i] > 0) { ssize_t r = recv(fds[i], buf, sizeof buf, 0); if (r <= 0) break; rbytes[i] += r; long k = rbytes[i] / reply; rbytes[i] -= k * reply; inflight[i] -= k; }
   } else if (!strcmp(mode, "closed")) {
     int port = atoi(argv[2]); long n = atol(argv[3]); int fd = dial(port);
     double c0 = cpu(), t0 = now();
@@ -117,21 +172,31 @@ calls() { # GET + SET calls the server has counted
     | sed -n 's/^cmdstat_\(get\|set\):calls=\([0-9]*\).*/\2/p' | awk '{s += $1} END {print s + 0}'
 }
 
-echo "floor on core 1, Valkey (prefilled, 1 KB values) on core 0; $RATE/s for ${SECS}s, $CONNS connections"
+echo "floor on core 1, Valkey (prefilled, ${VALUE_SIZE:-1024} B values) on core 0; $RATE/s for ${SECS}s, $CONNS connections, pipeline $PIPELINE"
 taskset -c 1 "$work/floor" syscall
 taskset -c 1 "$work/floor" wake-up
-g0=$(calls)
-taskset -c 1 "$work/floor" paced "$SP" "$RATE" "$CONNS" "$SECS"
-g1=$(calls)
-[[ $((g1 - g0)) -eq $((RATE * SECS)) ]] \
-  || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
-taskset -c 1 "$work/floor" closed "$SP" 100000
+if (( PIPELINE == 1 )); then
+  g0=$(calls)
+  taskset -c 1 "$work/floor" paced "$SP" "$RATE" "$CONNS" "$SECS"
+  g1=$(calls)
+  [[ $((g1 - g0)) -eq $((RATE * SECS)) ]] \
+    || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
+  taskset -c 1 "$work/floor" closed "$SP" 100000
+else
+  for w in $BUDGETS; do
+    g0=$(calls)
+    taskset -c 1 "$work/floor" budget "$SP" "$RATE" "$CONNS" "$SECS" "$((w * 1000))" "$PIPELINE" "${VALUE_SIZE:-1024}"
+    g1=$(calls)
+    [[ $((g1 - g0)) -eq $((RATE * SECS)) ]] \
+      || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
+  done
+fi
 
 # Crest's default pacer, same rate, connections and key, GET only; its worker on core 1.
 CP=$(port)
 taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
   --target "127.0.0.1:$SP" --rate "$RATE" --duration "${SECS}s" --command "GET crest:1" \
-  --connections "$CONNS" --seed 1 --no-server-stats --out "$work/crest" >"$work/crest.table" 2>"$work/crest.err" &
+  --connections "$CONNS" --pipeline "$PIPELINE" --pacer "$PACER" --seed 1 --no-server-stats --out "$work/crest" >"$work/crest.table" 2>"$work/crest.err" &
 cpid=$!
 "$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>"$work/worker.err" &
 wpid=$!
@@ -142,7 +207,7 @@ g0=$(calls); c0=$(cpu "$wpid"); t0=$(date +%s.%N)
 wait "$cpid" || true
 g1=$(calls); c1=$(cpu "$wpid"); t1=$(date +%s.%N)
 kill "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true
-python3 - "$c0" "$c1" "$HZ" "$t0" "$t1" "$SECS" "$((g1 - g0))" "$RATE" <<'PY'
+python3 - "$c0" "$c1" "$HZ" "$t0" "$t1" "$SECS" "$((g1 - g0))" "$RATE" "$PACER" <<'PY'
 import sys
 c0, c1, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 window, secs, n, rate = float(sys.argv[5]) - float(sys.argv[4]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
@@ -150,5 +215,5 @@ if not (secs <= window <= secs + 10):
     sys.exit(f"floor.sh: CPU window {window:.1f} s does not cover a {secs:.0f} s run; no figure")
 if abs(n - rate * secs) > 0.01 * rate * secs:
     sys.exit(f"floor.sh: the server counted {n} GETs from Crest, not {rate * secs:.0f}; no figure")
-print(f"{'crest':<8} {n:>9} x  CPU {(c1 - c0) / hz / n * 1e6:>7.2f} us each   (worker process, default pacer, server-counted requests)")
+print(f"{'crest':<8} {n:>9} x  CPU {(c1 - c0) / hz / n * 1e6:>7.2f} us each   (worker process, --pacer {sys.argv[9]}, server-counted requests)")
 PY
