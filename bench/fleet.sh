@@ -4,17 +4,17 @@
 # are there, raises the open-file limit (one socket per simulated worker, on both sides),
 # and sets up bench/common.sh (work directory, processes to stop, free port, CPU ticks).
 ulimit -n 65536 2>/dev/null || true
+source bench/common.sh
 PROFILE=${PROFILE:-release}
 if [[ -n ${BIN_DIR:-} ]]; then
   BIN=$BIN_DIR
 elif [[ $PROFILE == release ]]; then
   nice -n 10 cargo build --release -q --bin crest --example sim_workers
-  BIN=target/release
+  BIN=$(build_dir release)
 else
   nice -n 10 cargo build -q --bin crest --example sim_workers
-  BIN=target/debug
+  BIN=$(build_dir debug)
 fi
 for b in "$BIN/crest" "$BIN/examples/sim_workers"; do
   [[ -x $b ]] || { echo "$NAME: $b is missing; BIN_DIR needs crest and examples/sim_workers from one build" >&2; exit 2; }
 done
-source bench/common.sh

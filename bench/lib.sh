@@ -2,8 +2,8 @@
 # directory and the processes to stop on exit (append PIDs to `pids`), a free port, and a
 # process's CPU ticks (user + sys, in CLK_TCK units), and a prefilled server on core 0.
 cargo build --release --bins -q
-BIN=target/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release
 source bench/common.sh
+BIN=$(build_dir release)
 
 # Starts $SERVER (default valkey-server) on core 0 at a free port, sets SP to it, and
 # prefills it with DEBUG POPULATE: keys crest:0 .. crest:99999 of VALUE_SIZE bytes (default

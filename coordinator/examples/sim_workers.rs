@@ -154,20 +154,15 @@ async fn worker(
             Err(e) => panic!("sim{i}: {e}"),
         }
     };
-    // Whether anything went up since the last heartbeat tick.
-    let sent = Arc::new(AtomicBool::new(false));
-    let send = |m: Out| {
-        let tx = tx.clone();
-        let sent = sent.clone();
-        async move {
-            sent.store(true, Ordering::Relaxed);
-            tx.send(pb::WorkerMessage { msg: Some(m) }).await.is_ok()
-        }
+    // The way up, and whether anything went up since the last heartbeat tick.
+    let up = Up {
+        tx: tx.clone(),
+        sent: Arc::new(AtomicBool::new(false)),
     };
     // Heartbeats, as a real worker sends them: a worker held back by the pacing is idle,
     // not lost.
     let hb = tx.clone();
-    let beat_sent = sent.clone();
+    let beat_sent = up.sent.clone();
     let always = std::env::var("SIM_BEATS").is_ok_and(|v| v == "always");
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(crest_proto::WORKER_HEARTBEAT);
@@ -188,7 +183,7 @@ async fn worker(
         match m.msg {
             Some(In::Ping(p)) => {
                 let t2 = crest_model::clock::unix_ns();
-                send(Out::Pong(pb::Pong {
+                up.send(Out::Pong(pb::Pong {
                     seq: p.seq,
                     t1_unix_ns: p.t1_unix_ns,
                     t2_unix_ns: t2,
@@ -197,15 +192,11 @@ async fn worker(
             }
             Some(In::Start(s)) => {
                 let plan = s.plan.unwrap_or_default();
-                let out = Up {
-                    tx: tx.clone(),
-                    sent: sent.clone(),
-                };
                 let pace = std::env::var("SIM_PACE")
                     .is_ok_and(|v| v == "1")
                     .then_some(s.start_at_unix_ns);
                 tokio::spawn(stream_run(
-                    out,
+                    up.clone(),
                     plan,
                     pace,
                     i,
@@ -285,6 +276,7 @@ fn prepare(plan: &pb::RunPlan, i: usize, n: u32) -> Prepared {
 }
 
 /// A session's way up, and its flag that something went up (no heartbeat needed).
+#[derive(Clone)]
 struct Up {
     tx: mpsc::Sender<pb::WorkerMessage>,
     sent: Arc<AtomicBool>,
