@@ -80,6 +80,100 @@ static void report(const char *what, long n, double c0, double t0, double min_wa
   printf("%-8s %9ld x  CPU %7.2f us each   wall %.2f s\n", what, n, c / n * 1e6, w);
 }
 
+#ifdef HAVE_URING
+/* io_uring, the least a lag-budget generator does with it: per wake-up ONE io_uring_enter
+   that submits the wake-up's sends (one per connection batch, registered files, no
+   completion on success) and waits, with an absolute timer, for the next wake-up; replies
+   arrive by a multishot receive per connection into a ring of provided buffers and are
+   reaped from the completion ring without a syscall (DEFER_TASKRUN: the kernel copies
+   them in when this thread enters, so nothing wakes it early). W = 1e9/RATE and
+   PIPELINE 1 is one wake-up per request, as `paced`. */
+#include <liburing.h>
+#include <sys/mman.h>
+#ifndef IORING_ENTER_ABS_TIMER
+#define IORING_ENTER_ABS_TIMER (1U << 5)
+#endif
+#define NBUF 1024
+#define BUFSZ 4096
+static void uring_budget(int port, long rate, int conns, long secs, long w, int pipe, long vsize, const char *name) {
+  char head[32]; long reply = vsize + snprintf(head, sizeof head, "$%ld\r\n", vsize) + 2;
+  static char batch[64 * (sizeof GET - 1)];
+  for (int k = 0; k < 64; k++) memcpy(batch + k * (sizeof GET - 1), GET, sizeof GET - 1);
+  int fds[4096]; long inflight[4096] = {0}, rbytes[4096] = {0};
+  for (int i = 0; i < conns; i++) fds[i] = dial(port);
+  struct io_uring ring; struct io_uring_params p = {0};
+  p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE;
+  p.cq_entries = 8192;
+  int e = io_uring_queue_init_params(1024, &ring, &p);
+  if (e < 0) { fprintf(stderr, "floor: io_uring refused: %s; no figure\n", strerror(-e)); exit(3); }
+  if ((e = io_uring_register_files(&ring, fds, conns)) < 0) { fprintf(stderr, "floor: register files: %s\n", strerror(-e)); exit(1); }
+  struct io_uring_buf_ring *br = mmap(NULL, NBUF * sizeof(struct io_uring_buf), PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  char *bufs = malloc((size_t)NBUF * BUFSZ);
+  struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)br, .ring_entries = NBUF, .bgid = 0};
+  if ((e = io_uring_register_buf_ring(&ring, &reg, 0)) < 0) { fprintf(stderr, "floor: buffer ring: %s\n", strerror(-e)); exit(1); }
+  io_uring_buf_ring_init(br);
+  for (int b = 0; b < NBUF; b++) io_uring_buf_ring_add(br, bufs + (size_t)b * BUFSZ, BUFSZ, b, io_uring_buf_ring_mask(NBUF), b);
+  io_uring_buf_ring_advance(br, NBUF);
+  for (int i = 0; i < conns; i++) {
+    struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+    io_uring_prep_recv_multishot(s, i, NULL, 0, 0);
+    s->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT; s->buf_group = 0; s->user_data = i;
+  }
+  io_uring_submit(&ring);
+  long n = rate * secs, sent = 0, done = 0, wakes = 0, writes = 0, enters = 0, cqes = 0; int cur = 0;
+  double c0 = cpu(), t0 = now();
+  struct timespec start; clock_gettime(CLOCK_MONOTONIC, &start);
+  long long s0 = start.tv_sec * 1000000000LL + start.tv_nsec;
+  while (sent < n) {
+    /* Reap: replies and re-arms; recycle every buffer. */
+    unsigned h, k = 0, nb = 0; struct io_uring_cqe *c;
+    io_uring_for_each_cqe(&ring, h, c) {
+      k++; int i = (int)c->user_data;
+      if (c->res > 0) {
+        rbytes[i] += c->res; long m = rbytes[i] / reply; rbytes[i] -= m * reply; inflight[i] -= m; done += m;
+      } else if (c->res != -ENOBUFS) { fprintf(stderr, "floor: recv on %d: %s\n", i, strerror(-c->res)); exit(1); }
+      if (c->flags & IORING_CQE_F_BUFFER) {
+        int b = c->flags >> IORING_CQE_BUFFER_SHIFT;
+        io_uring_buf_ring_add(br, bufs + (size_t)b * BUFSZ, BUFSZ, b, io_uring_buf_ring_mask(NBUF), nb++);
+      }
+      if (!(c->flags & IORING_CQE_F_MORE)) {
+        struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+        io_uring_prep_recv_multishot(s, i, NULL, 0, 0);
+        s->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT; s->buf_group = 0; s->user_data = i;
+      }
+    }
+    io_uring_cq_advance(&ring, k); cqes += k;
+    if (nb) io_uring_buf_ring_advance(br, nb);
+    /* Sends due by now. */
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    long long el = t.tv_sec * 1000000000LL + t.tv_nsec - s0;
+    long due = el / (1000000000LL / rate) + 1; if (due > n) due = n;
+    for (int tries = 0; sent < due && tries < conns; tries++, cur = (cur + 1) % conns) {
+      long chunk = pipe - inflight[cur]; if (chunk > due - sent) chunk = due - sent; if (chunk > 64) chunk = 64;
+      if (chunk <= 0) continue;
+      struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+      io_uring_prep_send(s, cur, batch, chunk * (sizeof GET - 1), 0);
+      s->flags |= IOSQE_FIXED_FILE | IOSQE_CQE_SKIP_SUCCESS; s->user_data = cur;
+      inflight[cur] += chunk; sent += chunk; writes++;
+      if (sent >= due) { cur = (cur + 1) % conns; break; }
+    }
+    /* One enter: submit, then sleep to the next wake-up (absolute), whatever completes. */
+    long long dl = s0 + (long long)(++wakes) * w;
+    struct __kernel_timespec ts = {dl / 1000000000LL, dl % 1000000000LL};
+    unsigned tail = ring.sq.sqe_tail, sub = tail - ring.sq.sqe_head;
+    ring.sq.sqe_head = tail; io_uring_smp_store_release(ring.sq.ktail, tail);
+    struct io_uring_getevents_arg arg = {.ts = (unsigned long)&ts};
+    int r = syscall(__NR_io_uring_enter, ring.ring_fd, sub, 8192,
+                    IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | IORING_ENTER_ABS_TIMER, &arg, sizeof arg);
+    enters++;
+    if (r < 0 && errno != ETIME && errno != EINTR) { perror("io_uring_enter"); exit(1); }
+  }
+  report(name, n, c0, t0, secs * 0.99);
+  printf("         %.1f requests per wake-up, %.1f per send, %.2f enters and %.2f completions per request (W %ld us, pipeline %d)\n",
+         (double)n / wakes, (double)n / writes, (double)enters / n, (double)cqes / n, w / 1000, pipe);
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *mode = argv[1];
   prctl(PR_SET_TIMERSLACK, 1000);
@@ -153,6 +247,12 @@ int main(int argc, char **argv) {
     report("budget", n, c0, t0, secs * 0.99);
     printf("         %.1f requests per wake-up, %.1f per write (W %ld us, pipeline %d)\n", (double)n / wakes, (double)n / writes, w / 1000, pipe);
     for (int i = 0; i < conns; i++) while (inflight[i] > 0) { ssize_t r = recv(fds[i], buf, sizeof buf, 0); if (r <= 0) break; rbytes[i] += r; long k = rbytes[i] / reply; rbytes[i] -= k * reply; inflight[i] -= k; }
+  } else if (!strcmp(mode, "uring")) {
+#ifdef HAVE_URING
+    uring_budget(atoi(argv[2]), atol(argv[3]), atoi(argv[4]), atol(argv[5]), atol(argv[6]), atoi(argv[7]), atol(argv[8]), argv[9]);
+#else
+    fprintf(stderr, "floor: built without liburing (apt-get install liburing-dev); no io_uring figure\n"); return 3;
+#endif
   } else if (!strcmp(mode, "closed")) {
     int port = atoi(argv[2]); long n = atol(argv[3]); int fd = dial(port);
     double c0 = cpu(), t0 = now();
@@ -165,7 +265,16 @@ int main(int argc, char **argv) {
   return 0;
 }
 C
-gcc -O2 -o "$work/floor" "$work/floor.c"
+if [[ -f /usr/include/liburing.h ]]; then
+  gcc -O2 -DHAVE_URING -o "$work/floor" "$work/floor.c" -luring
+else
+  echo "floor.sh: no liburing-dev here: the io_uring figures are skipped" >&2
+  gcc -O2 -o "$work/floor" "$work/floor.c"
+fi
+uring() { # the same load through io_uring; a kernel that refuses it skips the figure
+  local rc=0; taskset -c 1 "$work/floor" uring "$@" || rc=$?
+  (( rc == 0 || rc == 3 )) || exit "$rc"
+}
 
 calls() { # GET + SET calls the server has counted
   redis-cli -p "$SP" info commandstats | tr -d '\r' \
@@ -181,6 +290,11 @@ if (( PIPELINE == 1 )); then
   g1=$(calls)
   [[ $((g1 - g0)) -eq $((RATE * SECS)) ]] \
     || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
+  g0=$(calls)
+  uring "$SP" "$RATE" "$CONNS" "$SECS" "$((1000000000 / RATE))" 1 "${VALUE_SIZE:-1024}" uring
+  g1=$(calls)
+  [[ $((g1 - g0)) -eq $((RATE * SECS)) || $((g1 - g0)) -eq 0 ]] \
+    || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
   taskset -c 1 "$work/floor" closed "$SP" 100000
 else
   for w in $BUDGETS; do
@@ -188,6 +302,11 @@ else
     taskset -c 1 "$work/floor" budget "$SP" "$RATE" "$CONNS" "$SECS" "$((w * 1000))" "$PIPELINE" "${VALUE_SIZE:-1024}"
     g1=$(calls)
     [[ $((g1 - g0)) -eq $((RATE * SECS)) ]] \
+      || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
+    g0=$(calls)
+    uring "$SP" "$RATE" "$CONNS" "$SECS" "$((w * 1000))" "$PIPELINE" "${VALUE_SIZE:-1024}" "uring"
+    g1=$(calls)
+    [[ $((g1 - g0)) -eq $((RATE * SECS)) || $((g1 - g0)) -eq 0 ]] \
       || { echo "floor.sh: the server counted $((g1 - g0)) GETs, not $((RATE * SECS)); no figure" >&2; exit 1; }
   done
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side at fixed rates (issue #12): Crest (each pacer in PACERS) and, when MEMTIER
-# names its binary, memtier_benchmark (--rate-limiting), one after the other against the
-# same server in one run. Valkey pinned to core 0 and prefilled (DEBUG POPULATE: 100,000
+# names its binary, memtier_benchmark (--rate-limiting), when RPCPERF names its binary,
+# rpc-perf (its rate limit), one after the other against the same server in one run. Valkey pinned to core 0 and prefilled (DEBUG POPULATE: 100,000
 # keys crest:0..crest:99999 of 1 KB, so every GET hits; checked), the generator pinned to
 # core 1, one generator thread, 50 connections, SET:GET 1:10, 1 KB values, pipeline 1.
 #
@@ -15,13 +15,15 @@
 # (lag p99 past the pacer's bound) with the causes its report gives and the shard's
 # preemptions. Then the ratios to memtier's CPU per request.
 #
-# Then the shard's open-loop ceiling: one shard on core 1 against the built-in target
-# (`crest sink`) on core 0, up the ladder CEILING_RATES, default pacer: the highest rate
-# with schedule lag p99 <= 100 µs and every second within 1% of the target.
+# Then one client core's open-loop ceiling at the same pipeline, up the ladder
+# CEILING_RATES, against Valkey and against the built-in target (`crest sink`), memtier's
+# beside it, and valkey-benchmark's closed-loop throughput (see the section below).
 #
 #   bench/side-by-side.sh [RATES] [SECS]       defaults: "5000 20000 40000" 10
 #   MEMTIER=$(../shared/peers/build-memtier.sh | tail -1) bench/side-by-side.sh
+#   RPCPERF=/path/to/rpc-perf                  adds rpc-perf 5.x (bench/rpcperf.sh says how)
 #   PACERS="sleep sleep:200us spin"            default; CEILING_RATES="" skips the ladder
+#   CEILING_TARGETS="valkey sink" CEILING_LAG=1000    defaults (lag bound of a rung, µs)
 #   PIPELINE=16 VALUE_SIZE=32 bench/side-by-side.sh "100000 200000 400000" 8
 #                                              pipelined (both tools), values (and the
 #                                              prefill) of 32 B instead of 1 KB
@@ -31,6 +33,7 @@ RATES=${1:-5000 20000 40000}
 SECS=${2:-10}
 PACERS=${PACERS:-sleep sleep:200us spin}
 CEILING_RATES=${CEILING_RATES-20000 30000 40000 50000 60000 80000 100000}
+RPCPERF=${RPCPERF:-}
 SERVER=${CREST_SERVER:-valkey-server}
 PIPELINE=${PIPELINE:-1}
 VALUE_SIZE=${VALUE_SIZE:-1024}
@@ -39,8 +42,13 @@ if [[ -n $MEMTIER && ! -x $MEMTIER ]]; then
   echo "side-by-side.sh: MEMTIER=$MEMTIER is not an executable; build one with ../shared/peers/build-memtier.sh" >&2
   exit 2
 fi
+if [[ -n $RPCPERF && ! -x $RPCPERF ]]; then
+  echo "side-by-side.sh: RPCPERF=$RPCPERF is not an executable (iopsystems/rpc-perf 5.x; see bench/rpcperf.sh)" >&2
+  exit 2
+fi
 source bench/lib.sh
 HZ=$(getconf CLK_TCK)
+[[ -n $RPCPERF ]] && source bench/rpcperf.sh
 
 start_prefilled side-by-side.sh
 
@@ -172,48 +180,80 @@ for rate in $RATES; do
   if [[ -n $MEMTIER ]]; then
     run_memtier "$rate" | tee -a "$work/rows"
   fi
+  if [[ -n $RPCPERF ]]; then
+    run_rpcperf "$rate" | tee -a "$work/rows"
+  fi
 done
 if [[ -n $MEMTIER ]]; then
   echo
-  echo "CPU per request, Crest / memtier (same rate, same run):"
-  awk '$1=="memtier"{m[$3]=$5} $1=="crest"{c[$3" "$2]=$5; r[$3" "$2]=$3}
-       END{for (k in c) if (m[r[k]] > 0) printf "  %-22s %.2fx\n", k, c[k] / m[r[k]]}' "$work/rows" | sort -n
+  echo "CPU per request / memtier's (same rate, same run):"
+  awk '$1=="memtier"{m[$3]=$5} $1!="memtier"{k=$3" "$1" "$2; c[k]=$5; r[k]=$3}
+       END{for (k in c) if (m[r[k]] > 0) printf "  %-30s %.2fx\n", k, c[k] / m[r[k]]}' "$work/rows" | sort -n
 else
   echo "(memtier skipped: MEMTIER= names its binary; ../shared/peers/build-memtier.sh builds one)"
 fi
 
 [[ -z $CEILING_RATES ]] && exit 0
+# The ceiling of one client core, open loop, up the ladder CEILING_RATES until a rung does
+# not hold (every steady second within 1% of the target as the server counted it, and,
+# for Crest, lag p99 <= CEILING_LAG µs), against each of CEILING_TARGETS: `valkey` (the
+# prefilled server on core 0: the figure a user gets, bounded by what one Valkey core
+# answers) and `sink` (Crest's built-in target on core 0, cheaper than Valkey: the client
+# core's own ceiling). memtier climbs the same ladder against Valkey; valkey-benchmark
+# (VALKEY_BENCHMARK=, default valkey-benchmark or else redis-benchmark: the same program)
+# has no rate limit, so it gives its closed-loop throughput on one thread at the same
+# pipeline, the same server and key space (its own SETs fill its keys first: 2,000,000 SETs
+# then as many GETs; CPU per request over both phases).
+CEILING_TARGETS=${CEILING_TARGETS-valkey sink}
+CEILING_LAG=${CEILING_LAG:-1000}
+holds() { # ROW (a run_crest or run_memtier row) RATE: does it hold the rung?
+  awk -v lag="$CEILING_LAG" '{ l = $6; sub(/µs/, "", l); w = $7; sub(/%/, "", w)
+    ok = ($4 != "nan" && w + 0 <= 1.0 && (l == "-" || l + 0 <= lag)); exit ok ? 0 : 1 }' <<<"$1"
+}
+ladder() { # TOOL (crest|memtier) LABEL: climbs, prints each rung, then the ceiling
+  local tool=$1 label=$2 best=0 row
+  for rate in $CEILING_RATES; do
+    if [[ $tool == crest ]]; then row=$(run_crest "$rate" sleep); else row=$(run_memtier "$rate"); fi
+    echo "$row" | sed "s/^\(crest\|memtier\) */\1@$label /"
+    if holds "$row"; then best=$rate; else break; fi
+  done
+  echo "ceiling $tool@$label pipeline $PIPELINE: ${best}/s" | tee -a "$work/ceilings"
+}
 echo
-echo "The shard's open-loop ceiling (built-in target on core 0, one shard on core 1, default pacer):"
-printf '%8s %12s %10s %12s %s\n' target achieved "lag p99" "worst sec" verdict
-TP=$(port)
-taskset -c 0 "$BIN/crest" sink --listen "127.0.0.1:$TP" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p "$TP" ping >/dev/null 2>&1 && break; sleep 0.1; done
-best=0
-for rate in $CEILING_RATES; do
-  CP=$(port)
-  out="$work/ceiling-$rate"
-  taskset -c 0 "$BIN/crest" run --listen "127.0.0.1:$CP" --workers 1 --wait-timeout 30s \
-    --target "127.0.0.1:$TP" --rate "$rate" --duration "${SECS}s" --ratio 1:10 --keys 100000 \
-    --value-size "$VALUE_SIZE" --connections 50 --pipeline "$PIPELINE" --seed 1 --no-server-stats \
-    --out "$out" >/dev/null 2>"$out.err" &
-  cpid=$!
-  "$BIN/crest-worker" --coordinator "http://127.0.0.1:$CP" --cpus 1 --threads 1 2>/dev/null &
-  wpid=$!
-  wait "$cpid" || true
-  kill "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true
-  ok=$(python3 - "$out/report.json" "$rate" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1])); rate = float(sys.argv[2])
-t = r["totals"]; rows = r["timeline"]
-worst = max(abs(p["achieved_rate"] - p["target_rate"]) / p["target_rate"] for p in rows) * 100
-lag = t["schedule_lag_us"]["p99"]
-ok = lag <= 100 and worst <= 1.0
-print(f"{rate:>8.0f} {t['achieved_rate']:>12.0f} {lag:>8.0f}µs {worst:>11.2f}% {'holds' if ok else 'does not hold'}")
-PY
-)
-  echo "$ok"
-  if [[ $ok == *"holds"* && $ok != *"does not"* ]]; then best=$rate; fi
+echo "One client core's open-loop ceiling, pipeline $PIPELINE (lag p99 <= ${CEILING_LAG} µs for Crest, every second within 1%):"
+for tgt in $CEILING_TARGETS; do
+  case $tgt in
+    valkey) ladder crest valkey; [[ -n $MEMTIER ]] && ladder memtier valkey ;;
+    sink)
+      saved=$SP; SP=$(port)
+      taskset -c 0 "$BIN/crest" sink --listen "127.0.0.1:$SP" >/dev/null 2>&1 &
+      sinkpid=$!; pids+=($sinkpid)
+      for _ in $(seq 50); do redis-cli -p "$SP" ping >/dev/null 2>&1 && break; sleep 0.1; done
+      ladder crest sink
+      kill "$sinkpid"; SP=$saved ;;
+    *) echo "side-by-side.sh: CEILING_TARGETS takes valkey and sink, not $tgt" >&2; exit 2 ;;
+  esac
 done
-echo "ceiling: ${best}/s (the highest rate of the ladder that held lag p99 <= 100 µs and every second within 1%)"
+VB=${VALKEY_BENCHMARK:-$(command -v valkey-benchmark || command -v redis-benchmark || true)}
+if [[ -n $VB ]]; then
+  N=2000000
+  calls() { redis-cli -p "$SP" info commandstats | tr -d '\r' \
+    | sed -n 's/^cmdstat_\(get\|set\):calls=\([0-9]*\).*/\2/p' | awk '{s += $1} END {print s + 0}'; }
+  s0=$(calls)
+  /usr/bin/time -f "%U %S" -o "$work/vb.time" taskset -c 1 "$VB" -h 127.0.0.1 -p "$SP" -c 50 -P "$PIPELINE" \
+    --threads 1 -t set,get -d "$VALUE_SIZE" -r 100000 -n "$N" -q >"$work/vb.out" 2>&1 || true
+  s1=$(calls)
+  python3 - "$work/vb.out" "$work/vb.time" "$((s1 - s0))" "$N" "$(basename "$VB")" <<'PY2'
+import re, sys
+out = open(sys.argv[1]).read().replace("\r", "\n")
+rps = {k: float(v) for k, v in re.findall(r"(SET|GET): ([0-9.]+) requests per second", out)}
+u, s = map(float, open(sys.argv[2]).read().split()[-2:])
+counted, n, name = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+if counted < 2 * n or "GET" not in rps:
+    sys.exit(f"side-by-side.sh: {name}: the server counted {counted} calls, not {2 * n}; no figure")
+print(f"{name} (closed loop, 1 thread, 50 connections): GET {rps['GET']:,.0f}/s, SET {rps.get('SET', 0):,.0f}/s, "
+      f"{(u + s) / counted * 1e6:.2f} CPU s per 1M (server-counted)")
+PY2
+else
+  echo "(valkey-benchmark skipped: neither valkey-benchmark nor redis-benchmark is on the PATH)"
+fi
