@@ -56,31 +56,17 @@ pub fn write_all(report: &Report, dir: &Path, live_failed: bool) -> Result<PathB
     Ok(dir.join("report.json"))
 }
 
-/// Largest `report.json` [`read_report`] reads: a day-long run at 10 ms intervals is
-/// about 8.6 million timeline rows, far past what anyone renders; this bounds memory
-/// against a wrong path (`/dev/zero`).
-pub const MAX_REPORT_BYTES: u64 = 1 << 30;
-
-/// Reads a saved `report.json` ([`Report::from_json`]).
+/// Reads a saved `report.json` ([`Report::read`]).
 ///
 /// # Errors
 /// One line naming the file and what is wrong with it.
 pub fn read_report(path: &Path) -> Result<Report, String> {
-    use std::io::Read as _;
-    let shown = path.display();
-    let mut text = String::new();
-    File::open(path)
-        .and_then(|f| f.take(MAX_REPORT_BYTES + 1).read_to_string(&mut text))
-        .map_err(|e| {
-            format!("{shown}: cannot read it: {e} (give a report.json that crest run --out wrote)")
-        })?;
-    if text.len() as u64 > MAX_REPORT_BYTES {
-        return Err(format!(
-            "{shown}: larger than {} GiB: not a report.json crest wrote",
-            MAX_REPORT_BYTES >> 30
-        ));
-    }
-    Report::from_json(&text).map_err(|e| format!("{shown}: {e}"))
+    Report::read(path).map_err(|e| {
+        format!(
+            "{}: {e} (give a report.json that crest run --out wrote)",
+            path.display()
+        )
+    })
 }
 
 /// Writes what a saved report renders to: `report.html` and `timeline.csv`, as the run

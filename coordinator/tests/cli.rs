@@ -142,6 +142,19 @@ fn each_bad_input_gets_its_exact_line() {
             &["--profile", &empty_name],
             r#"name "": the class at line 2 has an empty name or one with control characters; give it one like "small", or leave name out"#,
         ),
+        // Endless files behind file flags: read up to a cap, then one line.
+        (
+            &["--target", "127.0.0.1:1", "--password-file", "/dev/zero"],
+            r#"--password-file "/dev/zero": cannot read: larger than 64 KiB"#,
+        ),
+        (
+            &["--profile", "/dev/zero"],
+            r#"--profile "/dev/zero": cannot read: larger than 16 MiB"#,
+        ),
+        (
+            &["--target", "127.0.0.1:1", "--tls", "--cacert", "/dev/zero"],
+            r#"--cacert "/dev/zero": cannot read: larger than 4 MiB"#,
+        ),
         (
             &["--threads", "2", "--rate", "1e9"],
             "--rate (class default): a peak of 1000000000 requests/s is 500000000 per shard over the 2 shards the workers run; a shard schedules at most 5000000/s: use at least 200 shards (more workers or threads) or a lower rate",

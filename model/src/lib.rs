@@ -19,12 +19,14 @@
 //! - [`plan`]: what a run plan is: classes, each shard's part, pacer, session.
 //! - [`built`]: a run plan as a worker runs it: the checked wire plan with workloads built.
 //! - [`clock`]: Unix time as the protocol carries it.
+//! - [`file`]: reading a file a user named, with a cap on its size.
 //! - [`target`]: the target's address and the session every connection opens with (login,
 //!   database), parsed from `host:port` or a `redis://` URI; passwords as [`Secret`](target::Secret)s.
 
 pub mod built;
 pub mod clock;
 pub mod convert;
+pub mod file;
 pub mod hist;
 pub mod plan;
 pub mod rng;

@@ -854,7 +854,23 @@ pub struct ChangeRow {
     pub workers: Vec<Switched>,
 }
 
+/// Largest `report.json` [`Report::read`] reads: a day-long run at 10 ms intervals is
+/// about 8.6 million timeline rows, far past what anyone renders; this bounds memory
+/// against a wrong path (`/dev/zero`).
+pub const MAX_REPORT_BYTES: u64 = 1 << 30;
+
 impl Report {
+    /// Reads a saved `report.json` ([`Report::from_json`]), at most [`MAX_REPORT_BYTES`].
+    ///
+    /// # Errors
+    /// What is wrong, without the path: "cannot read it: …" (missing, unreadable, "larger
+    /// than 1 GiB", not UTF-8), or what [`Report::from_json`] says.
+    pub fn read(path: &std::path::Path) -> Result<Report, String> {
+        let text = crest_model::file::read_text_capped(path, MAX_REPORT_BYTES)
+            .map_err(|e| format!("cannot read it: {e}"))?;
+        Report::from_json(&text)
+    }
+
     /// Reads a `report.json` back: the same types it was written from.
     ///
     /// # Errors

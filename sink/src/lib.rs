@@ -66,6 +66,8 @@ use std::time::Instant;
 
 use tokio::net::TcpListener;
 
+pub use state::Limits;
+
 /// Serves RESP2 and RESP3 clients on `listener` until `shutdown` resolves; then stops accepting and
 /// closes connections.
 ///
@@ -78,7 +80,20 @@ use tokio::net::TcpListener;
 /// An accept error that retrying cannot fix (e.g. the listener's socket is invalid). Open
 /// connections are closed before it is returned.
 pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-    let sink = state::Sink::new(Box::new(Instant::now), &cmd::NAMES);
+    serve_with(listener, shutdown, Limits::default()).await
+}
+
+/// As [`serve`], with `limits` on what clients may make the sink hold.
+///
+/// # Errors
+///
+/// As [`serve`].
+pub async fn serve_with(
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    limits: Limits,
+) -> io::Result<()> {
+    let sink = state::Sink::new(Box::new(Instant::now), &cmd::NAMES, limits);
     server::run(listener, shutdown, Arc::new(sink)).await
 }
 

@@ -3,8 +3,10 @@
 //! only user: it drives [`crate::cmd::execute`] on the state in [`crate::state`].
 //!
 //! Each connection parses every pipelined request it has read, appends all replies to one
-//! buffer and writes it once. Its counters are added to the shared ones after the batch is
-//! run and before its replies are written (see [`crate::stats`]).
+//! buffer and writes it once (or each time it passes [`crate::Limits::output_chunk`]). Its
+//! counters are added to the shared ones before its replies are written (see
+//! [`crate::stats`]). Past a [`crate::Limits`] bound on the requests it holds unrun, a
+//! connection gets one error and is closed.
 
 use std::future::Future;
 use std::io;
@@ -26,7 +28,8 @@ use crate::state::{Conn, Flow, Sink};
 const READ_CHUNK: usize = 64 * 1024;
 
 /// A connection's buffer above this size is given back once it is empty, so one large
-/// value does not pin its memory for the connection's lifetime.
+/// value does not pin its memory for the connection's lifetime. What a connection may
+/// hold at most is in [`crate::Limits`].
 const MAX_IDLE_BUFFER: usize = 1024 * 1024;
 
 /// Accept errors such as EMFILE are retried after a pause that doubles up to this bound.
@@ -129,16 +132,31 @@ async fn connection(mut stream: TcpStream, sink: Arc<Sink>) {
 }
 
 async fn serve_connection(stream: &mut TcpStream, sink: &Sink, conn: &mut Conn) -> io::Result<()> {
+    let limits = sink.limits;
     let mut input = Vec::with_capacity(READ_CHUNK);
     let mut output = Vec::with_capacity(READ_CHUNK);
+    let mut held = Held { sink, bytes: 0 };
     loop {
         if input.capacity() - input.len() < READ_CHUNK / 2 {
             input.reserve(READ_CHUNK);
         }
-        if stream.read_buf(&mut input).await? == 0 {
+        // At most READ_CHUNK a read, whatever the buffer's spare capacity: the limits
+        // below are checked after each read.
+        if (&mut *stream)
+            .take(READ_CHUNK as u64)
+            .read_buf(&mut input)
+            .await?
+            == 0
+        {
             // EOF. Anything left in `input` is a request cut off mid-frame, and nobody is
             // left to answer it.
             return Ok(());
+        }
+        if let Err(why) = held.set(input.len()) {
+            tracing::warn!(client_id = conn.id, "sink: closing a client: {why}");
+            Frame::Error(format!("ERR {why}").into_bytes()).encode(&mut output);
+            stream.write_all(&output).await?;
+            return stream.shutdown().await;
         }
         let mut consumed = 0;
         let mut close = false;
@@ -151,6 +169,11 @@ async fn serve_connection(stream: &mut TcpStream, sink: &Sink, conn: &mut Conn) 
                         close = true;
                         break;
                     }
+                    if output.len() >= limits.output_chunk {
+                        // Written before the batch goes on: a client that does not read
+                        // holds this task in the write, not the sink's memory.
+                        write_replies(stream, sink, conn, &mut output).await?;
+                    }
                 }
                 Err(error) => {
                     let message = format!("ERR Protocol error: {error}");
@@ -161,20 +184,82 @@ async fn serve_connection(stream: &mut TcpStream, sink: &Sink, conn: &mut Conn) 
             }
         }
         input.drain(..consumed);
-        conn.stats.flush(&sink.stats);
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            output.clear();
-        }
+        // Going down never passes a limit.
+        let _ = held.set(input.len());
+        write_replies(stream, sink, conn, &mut output).await?;
         if close {
             return stream.shutdown().await;
-        }
-        if output.capacity() > MAX_IDLE_BUFFER {
-            output = Vec::with_capacity(READ_CHUNK);
         }
         if input.is_empty() && input.capacity() > MAX_IDLE_BUFFER {
             input = Vec::with_capacity(READ_CHUNK);
         }
+    }
+}
+
+/// Counts the batch's calls, then writes its replies (if any) and empties the buffer,
+/// giving back a large one.
+async fn write_replies(
+    stream: &mut TcpStream,
+    sink: &Sink,
+    conn: &mut Conn,
+    output: &mut Vec<u8>,
+) -> io::Result<()> {
+    conn.stats.flush(&sink.stats);
+    if output.is_empty() {
+        return Ok(());
+    }
+    sink.peak_output.fetch_max(output.len(), Ordering::Relaxed);
+    stream.write_all(output).await?;
+    output.clear();
+    if output.capacity() > MAX_IDLE_BUFFER {
+        *output = Vec::with_capacity(READ_CHUNK);
+    }
+    Ok(())
+}
+
+/// One connection's unrun request bytes, counted in the sink's total for as long as it
+/// holds them, however the connection ends.
+struct Held<'a> {
+    sink: &'a Sink,
+    bytes: usize,
+}
+
+impl Held<'_> {
+    /// The connection now holds `len` bytes; past a limit, why it must be closed.
+    fn set(&mut self, len: usize) -> Result<(), String> {
+        let total = &self.sink.buffered_input;
+        if len <= self.bytes {
+            total.fetch_sub(self.bytes - len, Ordering::Relaxed);
+            self.bytes = len;
+            return Ok(());
+        }
+        let all = total.fetch_add(len - self.bytes, Ordering::Relaxed) + (len - self.bytes);
+        self.bytes = len;
+        self.sink.peak_input.fetch_max(len, Ordering::Relaxed);
+        let limits = &self.sink.limits;
+        if len > limits.query_buffer {
+            Err(format!(
+                "Protocol error: an unfinished request of {len} bytes passes the sink's \
+                 query buffer limit of {} bytes (client-query-buffer-limit)",
+                limits.query_buffer
+            ))
+        } else if all > limits.clients_input {
+            Err(format!(
+                "unfinished requests of all clients take {all} bytes, past the sink's \
+                 limit of {} bytes (this client holds {len})",
+                limits.clients_input
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.sink
+            .buffered_input
+            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -201,6 +286,7 @@ mod tests {
     use super::*;
     use crate::test_support::{Server, TIMEOUT, bulk, err, simple};
     use crest_resp::encode_command;
+    use std::time::Duration;
 
     #[tokio::test]
     async fn set_then_get_round_trips() {
@@ -326,5 +412,147 @@ mod tests {
         let mut client = server.client().await;
         assert_eq!(client.call(&["QUIT"]).await, simple("OK"));
         assert_eq!(client.read().await, None);
+    }
+
+    /// Waits (bounded) until `f` holds.
+    async fn eventually(what: &str, f: impl Fn() -> bool) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !f() {
+            assert!(Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Reads until EOF or a reset; the frames read (an error reply at most, here).
+    async fn read_to_end(client: &mut crate::test_support::Client) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while let Some(frame) = client.read().await {
+            frames.push(frame);
+        }
+        frames
+    }
+
+    #[tokio::test]
+    async fn an_endless_multibulk_is_cut_at_the_query_buffer_limit() {
+        const LIMIT: usize = 1 << 20;
+        let server = Server::start_with(crate::Limits {
+            query_buffer: LIMIT,
+            ..crate::Limits::default()
+        })
+        .await;
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(b"*2147483647\r\n").await.unwrap();
+        let element = b"$1\r\nx\r\n".repeat(8 * 1024);
+        // Up to 64 MiB of elements (the sink held them all before); it closes long before.
+        let mut sent = 0;
+        while sent < 64 << 20 {
+            if stream.write_all(&element).await.is_err() {
+                break;
+            }
+            sent += element.len();
+        }
+        assert!(sent < 64 << 20, "the sink never closed the connection");
+        let peak = server.sink.peak_input.load(Ordering::Relaxed);
+        assert!(peak <= LIMIT + READ_CHUNK, "held {peak} bytes");
+        eventually("the closed client's bytes are given back", || {
+            server.sink.buffered_input.load(Ordering::Relaxed) == 0
+        })
+        .await;
+        let mut good = server.client().await;
+        assert_eq!(good.call(&["PING"]).await, simple("PONG"));
+    }
+
+    #[tokio::test]
+    async fn an_unfinished_request_past_the_limit_gets_an_error_then_is_closed() {
+        let server = Server::start_with(crate::Limits {
+            query_buffer: 100_000,
+            ..crate::Limits::default()
+        })
+        .await;
+        let mut client = server.client().await;
+        // A SET announcing 1 MB, of which 150 KB arrive: past the limit, and nothing more
+        // is sent, so the error is read before any reset.
+        let mut partial = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000000\r\n".to_vec();
+        partial.extend(std::iter::repeat_n(b'v', 150_000));
+        client.send_raw(&partial).await;
+        let frames = read_to_end(&mut client).await;
+        match frames.as_slice() {
+            [Frame::Error(e)] => {
+                let e = String::from_utf8_lossy(e);
+                assert!(e.contains("query buffer limit of 100000 bytes"), "{e}");
+            }
+            other => panic!("expected one error, then EOF: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn unfinished_requests_of_all_clients_are_bounded_together() {
+        let server = Server::start_with(crate::Limits {
+            clients_input: 1_000_000,
+            ..crate::Limits::default()
+        })
+        .await;
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$800000\r\n".to_vec();
+        let body = vec![b'v'; 600_000];
+        let mut first = server.client().await;
+        first.send_raw(&head).await;
+        first.send_raw(&body).await;
+        eventually("the first client's bytes are counted", || {
+            server.sink.buffered_input.load(Ordering::Relaxed) >= 600_000
+        })
+        .await;
+        // The second passes the total: it is the one closed.
+        let mut second = server.client().await;
+        second.send_raw(&head).await;
+        second.send_raw(&body).await;
+        let frames = read_to_end(&mut second).await;
+        match frames.as_slice() {
+            [Frame::Error(e)] => {
+                let e = String::from_utf8_lossy(e);
+                assert!(e.contains("past the sink's limit of 1000000 bytes"), "{e}");
+            }
+            other => panic!("expected one error, then EOF: {other:?}"),
+        }
+        // The first finishes its SET.
+        first.send_raw(&vec![b'v'; 200_000]).await;
+        first.send_raw(b"\r\n").await;
+        assert_eq!(first.read().await, Some(simple("OK")));
+        assert_eq!(server.sink.buffered_input.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_read_its_replies_is_held_back_not_buffered() {
+        const VALUE: usize = 256 * 1024;
+        const GETS: usize = 400; // 100 MiB of replies
+        let limits = crate::Limits::default();
+        let server = Server::start_with(limits).await;
+        let mut client = server.client().await;
+        let value = vec![b'v'; VALUE];
+        let mut set = Vec::new();
+        encode_command(&mut set, &[b"SET", b"big", &value]);
+        client.send_raw(&set).await;
+        assert_eq!(client.read().await, Some(simple("OK")));
+        let mut gets = Vec::new();
+        for _ in 0..GETS {
+            encode_command(&mut gets, &[b"GET", b"big"]);
+        }
+        client.send_raw(&gets).await;
+        // Not reading: the sink fills the socket buffers and waits in its write.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let peak = server.sink.peak_output.load(Ordering::Relaxed);
+        assert!(
+            peak <= limits.output_chunk + VALUE + 64,
+            "{peak} bytes of replies held at once"
+        );
+        // Every reply arrives, in order, once read.
+        for i in 0..GETS {
+            assert_eq!(
+                client.read().await,
+                Some(Frame::Bulk(value.clone())),
+                "reply {i}"
+            );
+        }
+        let (calls, _, _) = server.sink.stats.of(cmd::lookup(b"GET").unwrap());
+        assert_eq!(calls, GETS as u64);
     }
 }

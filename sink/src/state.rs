@@ -3,7 +3,7 @@
 //! [`Flow`] a command leaves its connection in. No sockets: tests drive commands on a
 //! [`Sink`] directly.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Instant;
 
 use crate::stats::{LocalStats, Stats};
@@ -25,12 +25,52 @@ pub(crate) struct Sink {
     pub(crate) started: Instant,
     /// The clock deadlines are measured on.
     pub(crate) clock: Clock,
+    /// What a client may make the sink hold.
+    pub(crate) limits: Limits,
+    /// Request bytes read and not yet run, over every connection (bounded by
+    /// [`Limits::clients_input`]).
+    pub(crate) buffered_input: AtomicUsize,
+    /// The most one connection has held: unrun request bytes, and replies not yet written.
+    pub(crate) peak_input: AtomicUsize,
+    pub(crate) peak_output: AtomicUsize,
+}
+
+/// What clients may make the sink hold, Redis's limits the model: past a limit the sink
+/// closes the client and logs why, as Redis does at `client-query-buffer-limit`.
+///
+/// With them the sink's memory is its keyspace plus at most `clients_input` of requests
+/// being received, plus, per connection, one `output_chunk` of replies and the reply that
+/// crossed it (a value is at most 512 MB, `proto-max-bulk-len`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Request bytes one client may have read and not run: a request larger than this
+    /// never completes. Redis's `client-query-buffer-limit`, 1 GiB.
+    pub query_buffer: usize,
+    /// Request bytes all clients together may have read and not run; the client whose
+    /// read passes it is closed (Redis's `maxmemory-clients`, which is off by default
+    /// there: a test server is no place for one client to take the machine). 2 GiB.
+    pub clients_input: usize,
+    /// Replies waiting past this many bytes are written before the next request of the
+    /// batch runs, so a client that pipelines requests for large values without reading
+    /// its replies is held back by TCP instead of growing the sink. 1 MiB.
+    pub output_chunk: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            query_buffer: 1 << 30,
+            clients_input: 2 << 30,
+            output_chunk: 1 << 20,
+        }
+    }
 }
 
 impl Sink {
     /// An empty sink reading time from `clock`, counting calls of `commands` (the dispatch
-    /// table's names, `cmd::NAMES`; a command's counters are at its table index).
-    pub(crate) fn new(clock: Clock, commands: &'static [&'static str]) -> Self {
+    /// table's names, `cmd::NAMES`; a command's counters are at its table index), with
+    /// `limits` on what clients may make it hold.
+    pub(crate) fn new(clock: Clock, commands: &'static [&'static str], limits: Limits) -> Self {
         Sink {
             store: Store::new(),
             stats: Stats::new(commands),
@@ -39,6 +79,10 @@ impl Sink {
             total_connections: AtomicU64::new(0),
             started: clock(),
             clock,
+            limits,
+            buffered_input: AtomicUsize::new(0),
+            peak_input: AtomicUsize::new(0),
+            peak_output: AtomicUsize::new(0),
         }
     }
 }

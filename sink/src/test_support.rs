@@ -58,7 +58,11 @@ impl Harness {
     pub(crate) fn new() -> Harness {
         let clock = Arc::new(Mutex::new(Instant::now()));
         let read = Arc::clone(&clock);
-        let sink = Sink::new(Box::new(move || *read.lock().expect("clock")), &cmd::NAMES);
+        let sink = Sink::new(
+            Box::new(move || *read.lock().expect("clock")),
+            &cmd::NAMES,
+            crate::Limits::default(),
+        );
         let conn = Conn::new(7, &sink.stats);
         Harness { sink, conn, clock }
     }
@@ -99,18 +103,35 @@ pub(crate) struct Server {
     pub(crate) addr: SocketAddr,
     pub(crate) stop: oneshot::Sender<()>,
     pub(crate) task: JoinHandle<io::Result<()>>,
+    /// Its state, for what INFO does not show.
+    pub(crate) sink: Arc<Sink>,
 }
 
 impl Server {
-    /// Starts `serve` on 127.0.0.1, port chosen by the kernel.
+    /// Starts the sink on 127.0.0.1, port chosen by the kernel, with the default limits.
     pub(crate) async fn start() -> Server {
+        Server::start_with(crate::Limits::default()).await
+    }
+
+    /// As [`Server::start`], with `limits`.
+    pub(crate) async fn start_with(limits: crate::Limits) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(crate::serve(listener, async {
-            let _ = stopped.await;
-        }));
-        Server { addr, stop, task }
+        let sink = Arc::new(Sink::new(Box::new(Instant::now), &cmd::NAMES, limits));
+        let task = tokio::spawn(crate::server::run(
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+            Arc::clone(&sink),
+        ));
+        Server {
+            addr,
+            stop,
+            task,
+            sink,
+        }
     }
 
     /// A new connection to it.

@@ -53,8 +53,12 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The most a certificate, key or CA file is read: a system CA bundle is a few hundred KB.
+const MAX_PEM_FILE: u64 = 4 << 20;
+
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
-    std::fs::read(path).map_err(|e| TlsFileError::new(flag, path, format!("cannot read: {e}")))
+    crest_model::file::read_capped(path, MAX_PEM_FILE)
+        .map_err(|e| TlsFileError::new(flag, path, format!("cannot read: {e}")))
 }
 
 /// Reads every certificate of a PEM file (at least one).

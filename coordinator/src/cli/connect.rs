@@ -264,10 +264,14 @@ pub(super) fn target_tls(
         .map_err(|e| err(e.flag, e.path.display(), e.why))
 }
 
+/// The most `--password-file` reads: a password is one line.
+const MAX_PASSWORD_FILE: u64 = 64 << 10;
+
 /// The password in `path`: the file's one line, a final newline dropped.
 pub(super) fn read_password(path: &std::path::Path) -> Result<Secret, ConfigError> {
     let bad = |why: String| err("--password-file", path.display(), why);
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let text = crest_model::file::read_text_capped(path, MAX_PASSWORD_FILE)
+        .map_err(|e| bad(format!("cannot read: {e}")))?;
     let one = text
         .strip_suffix('\n')
         .map(|t| t.strip_suffix('\r').unwrap_or(t))

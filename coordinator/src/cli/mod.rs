@@ -225,11 +225,14 @@ fn check_checkpoints(cfg: &RunConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The most `--profile` reads: 1,024 classes of a hundred lines each fit many times over.
+const MAX_PROFILE: u64 = 16 << 20;
+
 /// The profile file named by `--profile` (parsed) and its text (for line numbers).
 fn read_profile(a: &RunArgs) -> Result<(FileToml, String), ConfigError> {
     Ok(match &a.load.profile {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
+            let text = crest_model::file::read_text_capped(p, MAX_PROFILE)
                 .map_err(|e| err("--profile", p.display(), format!("cannot read: {e}")))?;
             let f = profile::parse_file(&text).map_err(|e| err("--profile", p.display(), e))?;
             (f, text)

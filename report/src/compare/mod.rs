@@ -576,10 +576,7 @@ pub fn arms_from_files(specs: &[String]) -> Result<(Vec<Arm>, Vec<String>), Stri
             Some((l, p)) if is_label(l) => (Some(l.to_string()), p),
             _ => (None, spec.as_str()),
         };
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            format!("{path}: cannot read it: {e} (give report.json files of earlier runs)")
-        })?;
-        let report = Report::from_json(&text)
+        let report = Report::read(std::path::Path::new(path))
             .map_err(|e| format!("{path}: {e} (give report.json files of earlier runs)"))?;
         let run = entry(&report, path, None);
         let (target, version, allocator) = identity(&report);
