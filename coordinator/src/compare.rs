@@ -246,6 +246,15 @@ fn configs(args: RunArgs, plan: &Plan) -> Result<Vec<crate::config::RunConfig>, 
     Ok(configs)
 }
 
+/// A latency quantile for a progress line: none when nothing completed.
+fn latency(completed: u64, us: f64) -> String {
+    if completed == 0 {
+        "-".into()
+    } else {
+        crest_report::fmt::human_us(us)
+    }
+}
+
 /// One run's progress line.
 fn run_line(
     (n, total): (usize, usize),
@@ -258,8 +267,8 @@ fn run_line(
         "run {n}/{total}: {label} ({addr}): {} completed, {} errors, p50 {}, p99 {}{}",
         s.completed,
         s.errors,
-        crest_report::fmt::human_us(s.latency_us.p50),
-        crest_report::fmt::human_us(s.latency_us.p99),
+        latency(s.completed, s.latency_us.p50),
+        latency(s.completed, s.latency_us.p99),
         if report.complete {
             ""
         } else {

@@ -268,20 +268,33 @@ impl Outcome {
         }
     }
 
-    /// valkey-benchmark's `-q` line.
+    /// valkey-benchmark's `-q` line; a test where no request completed says so instead of
+    /// a latency.
     pub fn quiet(&self) -> String {
+        if self.completed == 0 {
+            return format!(
+                "{}: 0.00 requests per second, no request completed ({} errors)",
+                self.test.title, self.errors
+            );
+        }
         format!(
             "{}: {:.2} requests per second, p50={:.3} msec",
             self.test.title, self.rps, self.p50_ms
         )
     }
 
-    /// valkey-benchmark's `--csv` row.
+    /// valkey-benchmark's `--csv` row; empty latency fields where no request completed.
     pub fn csv(&self) -> String {
         let ms: Vec<String> = self
             .latencies_ms()
             .iter()
-            .map(|v| format!("\"{v:.3}\""))
+            .map(|v| {
+                if self.completed == 0 {
+                    "\"\"".to_string()
+                } else {
+                    format!("\"{v:.3}\"")
+                }
+            })
             .collect();
         format!(
             "\"{}\",\"{:.2}\",{}",
@@ -301,6 +314,25 @@ impl Outcome {
             self.p99_ms,
             self.max_ms,
         ]
+    }
+
+    /// Requests failed: how many of how many (the test's figures are of the rest, or of
+    /// nothing when none completed).
+    pub fn failures(&self) -> Option<String> {
+        (self.errors > 0).then(|| {
+            let of = self.completed + self.errors;
+            if self.completed == 0 {
+                format!(
+                    "{}: every request failed ({} of {of}): no figure; see the errors in its report (--out)",
+                    self.test.title, self.errors
+                )
+            } else {
+                format!(
+                    "{}: {} of {of} requests failed; its figures are of the {} that completed",
+                    self.test.title, self.errors, self.completed
+                )
+            }
+        })
     }
 
     /// Most replies were nil: the test measured next to nothing (valkey-benchmark's SPOP
@@ -345,18 +377,25 @@ impl Outcome {
             .zip(self.latencies_ms())
             .map(|(n, v)| format!("{n} {v:.3}"))
             .collect();
-        let _ = writeln!(
-            out,
-            "  latency from each request's {} time, ms: {}",
-            if plan.rate.is_some() {
-                "intended"
-            } else {
-                "issue"
-            },
-            named.join(" ")
-        );
+        let from = if plan.rate.is_some() {
+            "intended"
+        } else {
+            "issue"
+        };
+        if self.completed == 0 {
+            let _ = writeln!(
+                out,
+                "  latency from each request's {from} time: none, no request completed"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  latency from each request's {from} time, ms: {}",
+                named.join(" ")
+            );
+        }
         let _ = writeln!(out, "  {}", self.server);
-        if let Some(w) = self.degenerate() {
+        for w in self.failures().into_iter().chain(self.degenerate()) {
             let _ = writeln!(out, "  WARNING: {w}");
         }
         let _ = writeln!(out, "  {:.2} requests per second\n", self.rps);

@@ -718,3 +718,128 @@ fn a_server_killed_and_restarted_on_its_port_is_recovered_and_counted() {
         r["connection_errors"]
     );
 }
+
+/// Runs `crest ARGS` bounded by `limit`: (exit code, stdout, stderr).
+fn crest_bounded(name: &str, args: &[&str], limit: Duration) -> (i32, String, String) {
+    let dir = TempDir::new(name);
+    let mut p = Proc::spawn(&crest_bin(), args, dir.path(), "crest");
+    let t0 = Instant::now();
+    let code = p.wait(limit);
+    assert!(
+        t0.elapsed() < limit,
+        "{name}: still running after {limit:?}"
+    );
+    let out = read_log(dir.path(), "crest", "stdout");
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert!(!err.contains("panicked"), "{err}");
+    (code, out, err)
+}
+
+/// A server that accepts and never answers: `crest suite` (whose version check had no
+/// deadline and waited forever) says so within its 5 s and exits 2.
+#[test]
+fn suite_against_a_silent_server_says_so_within_its_deadline() {
+    let h = Hostile::start(|s, stop| each_request(s, stop, |_, _| true));
+    let (code, out, err) = crest_bounded(
+        "suite-silent",
+        &["suite", "-q", "-t", "get", "-n", "100", "--target", &h.addr],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("accepted the connection but did not answer INFO within 5s"),
+        "{err}"
+    );
+}
+
+/// Every request fails: the `-q` line says no request completed (not "p50=0.000"), a
+/// warning says every request failed, and the exit code is 1.
+#[test]
+fn a_suite_where_every_request_fails_says_so_and_exits_1() {
+    let h = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| {
+            s.write_all(b"-ERR this server refuses every command\r\n")
+                .is_ok()
+        })
+    });
+    let (code, out, err) = crest_bounded(
+        "suite-err",
+        &["suite", "-q", "-t", "get", "-n", "100", "--target", &h.addr],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        out.trim_end(),
+        "GET: 0.00 requests per second, no request completed (100 errors)",
+        "{err}"
+    );
+    assert!(
+        err.contains("WARNING: GET: every request failed (100 of 100): no figure"),
+        "{err}"
+    );
+}
+
+/// `-d 0` sends a 1-byte value, as valkey-benchmark does (it used to send SET without
+/// its value: 100 errors and exit 0).
+#[test]
+fn suite_d_0_sends_one_byte_values_as_valkey_benchmark_does() {
+    let (code, out, err) = crest_bounded(
+        "suite-d0",
+        &["suite", "-q", "-t", "set", "-n", "100", "-d", "0"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("SET: ") && out.contains(" requests per second, p50="),
+        "{out}"
+    );
+    assert!(!err.contains("WARNING"), "{err}");
+}
+
+/// `crest compare` where B never answers: no `0µs` latency for B, its rate called lower
+/// rather than "inconclusive", a warning naming it, exit 1.
+#[test]
+fn compare_with_a_target_that_never_answers_names_it_and_exits_1() {
+    let silent = Hostile::start(|s, stop| each_request(s, stop, |_, _| true));
+    let answering =
+        Hostile::start(|s, stop| each_request(s, stop, |s, _| s.write_all(b"+OK\r\n").is_ok()));
+    let a = format!("ok={}", answering.addr);
+    let b = format!("silent={}", silent.addr);
+    let (code, out, err) = crest_bounded(
+        "compare-silent",
+        &[
+            "compare",
+            "--target",
+            &a,
+            "--target",
+            &b,
+            "--runs",
+            "4",
+            "--rate",
+            "100",
+            "--duration",
+            "500ms",
+            "--drain",
+            "200ms",
+            "--timeout",
+            "300ms",
+            "--command",
+            "PING",
+            "--no-server-stats",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("silent (") && out.contains("4 of 4 runs completed no request"),
+        "{out}"
+    );
+    assert!(out.contains("silent lower"), "{out}");
+    assert!(!out.contains("inconclusive"), "{out}");
+    for line in out
+        .lines()
+        .filter(|l| l.contains("silent") && l.contains("p50"))
+    {
+        assert!(!line.contains("0µs"), "{line}");
+    }
+}

@@ -171,7 +171,7 @@ struct SuiteArgs {
     #[arg(short = 'P', default_value_t = 1)]
     pipe: u32,
     /// Payload bytes of SET, LPUSH, HSET, MSET, XADD values (valkey-benchmark's
-    /// generator).
+    /// generator); below 1 is 1, as valkey-benchmark makes it.
     #[arg(short = 'd', default_value_t = 3)]
     d: usize,
     /// Keyspace: replace __rand_int__ with 12-digit numbers below this (default: the
@@ -606,7 +606,9 @@ async fn compare_cmd(
         .targets
         .iter()
         .all(|a| a.runs.iter().all(|r| r.complete));
-    Ok(if all_complete {
+    // A run where nothing completed measured nothing: the warning names it; so does the
+    // exit code.
+    Ok(if all_complete && !comparison::any_empty_run(&comparison) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -694,6 +696,9 @@ async fn search_cmd(args: SearchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// How long `crest suite` waits for the target's answer to its version check.
+const SUITE_PROBE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The test list the target's version calls for: valkey, or redis 7.2 and later, have
 /// XADD; redis 7.0 and the built-in target do not.
 async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
@@ -709,8 +714,15 @@ async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
     let (mut c, _) = crest::orchestrate::control_to(&cfg, None, "crest-suite")
         .await
         .map_err(|e| format!("--target {}: {e}", cfg.target.as_deref().unwrap_or("")))?;
-    let info = match c.ask(&[b"INFO", b"server"], 1 << 20).await {
-        Ok(Some(crest_resp::Frame::Bulk(b) | crest_resp::Frame::Verbatim { data: b, .. })) => {
+    let shown = cfg.target.as_deref().unwrap_or("");
+    let asked = tokio::time::timeout(SUITE_PROBE, c.ask(&[b"INFO", b"server"], 1 << 20));
+    let info = match asked.await {
+        Err(_) => {
+            return Err(format!(
+                "--target {shown}: the server accepted the connection but did not answer INFO within {SUITE_PROBE:?}; is it a Redis-protocol server, and not overloaded?"
+            ));
+        }
+        Ok(Ok(Some(crest_resp::Frame::Bulk(b) | crest_resp::Frame::Verbatim { data: b, .. }))) => {
             crest_report::server::info::Info::parse(&String::from_utf8_lossy(&b))
         }
         // A server that will not say (an ACL user without INFO): the older list.
@@ -748,7 +760,9 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Ok(usage(e)),
         },
     };
-    let payload = suite::data(args.d);
+    // valkey-benchmark: `if (config.datasize < 1) config.datasize = 1` (an empty payload
+    // would leave SET without its value).
+    let payload = suite::data(args.d.max(1));
     let tests = match suite::select(suite::tests(which, &payload, args.r), args.t.as_deref()) {
         Ok(t) => t,
         Err(e) => return Ok(usage(e)),
@@ -811,11 +825,11 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    for o in &outcomes {
-        if let Some(w) = o.degenerate()
-            && (quiet || csv)
-        {
-            eprintln!("crest: suite: WARNING: {w}");
+    if quiet || csv {
+        for o in &outcomes {
+            for w in o.failures().into_iter().chain(o.degenerate()) {
+                eprintln!("crest: suite: WARNING: {w}");
+            }
         }
     }
     if let Some(dir) = out {
@@ -836,7 +850,9 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
             dir.join("suite.json").display()
         );
     }
-    let all = outcomes.len() == plan.tests.len() && outcomes.iter().all(|o| o.complete);
+    // A test where no request completed measured nothing: the suite did not do its job.
+    let all = outcomes.len() == plan.tests.len()
+        && outcomes.iter().all(|o| o.complete && o.completed > 0);
     Ok(if all {
         ExitCode::SUCCESS
     } else {

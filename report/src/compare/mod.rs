@@ -127,6 +127,9 @@ pub struct RunEntry {
     pub run_id: String,
     /// Its report was whole (`complete`).
     pub complete: bool,
+    /// Requests that completed (all classes): none means it measured nothing, and it has
+    /// no latency to compare.
+    pub completed: u64,
     /// Position in the interleaved order (live mode), from 1.
     pub order: Option<usize>,
     /// (scope, metric) → value. Scopes: class names, `all` (several classes), `server`.
@@ -170,6 +173,7 @@ pub fn entry(report: &Report, source: &str, order: Option<usize>) -> RunEntry {
         source: source.to_string(),
         run_id: report.run_id.clone(),
         complete: report.complete,
+        completed: report.totals.summary.completed,
         order,
         values: BTreeMap::new(),
         samples: BTreeMap::new(),
@@ -178,6 +182,10 @@ pub fn entry(report: &Report, source: &str, order: Option<usize>) -> RunEntry {
     for (scope, s, h) in scopes {
         let lat = &s.latency_us;
         for m in Metric::CLIENT {
+            // No request completed: no latency (a 0 would read as the fastest run).
+            if s.completed == 0 && m.quantile().is_some() {
+                continue;
+            }
             let x = match m {
                 Metric::P50 => lat.p50,
                 Metric::P90 => lat.p90,
@@ -317,6 +325,7 @@ pub fn compare(arms: Vec<Arm>, min_effect: f64, mode: &'static str) -> Compariso
         }
     }
     warnings.extend(incomplete_runs(&arms));
+    warnings.extend(empty_runs(&arms));
     Comparison {
         schema_version: 1,
         mode,
@@ -446,7 +455,23 @@ fn row(
     min_effect: f64,
 ) -> Row {
     let (n, m) = (base.runs.len(), b.runs.len());
-    let rel = stats::ratio(&va, &vb, ALPHA);
+    // A side at 0 in every run (a rate where nothing completed) has no ratio to the
+    // other, but is as far from it as can be: -100%, or B's side up from nothing.
+    let zero = |v: &[f64]| v.iter().all(|x| *x == 0.0);
+    let positive = |v: &[f64]| v.iter().all(|x| *x > 0.0);
+    let rel = stats::ratio(&va, &vb, ALPHA).or_else(|| {
+        let whole = |e: f64| stats::Shift {
+            estimate: e,
+            ci: shift.ci.map(|_| (e, e)),
+        };
+        if positive(&va) && zero(&vb) {
+            Some(whole(-1.0))
+        } else if zero(&va) && positive(&vb) {
+            Some(whole(f64::INFINITY))
+        } else {
+            None
+        }
+    });
     let (cv_a, cv_b) = (stats::cv(&va), stats::cv(&vb));
     let v = match &rel {
         Some(r) => stats::verdict(r, cv_a, cv_b, min_effect, callable),
@@ -515,6 +540,31 @@ fn incomplete_runs(arms: &[Arm]) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// A warning for each arm with runs where no request completed.
+fn empty_runs(arms: &[Arm]) -> Vec<String> {
+    arms.iter()
+        .filter_map(|arm| {
+            let empty = arm.runs.iter().filter(|r| r.completed == 0).count();
+            (empty > 0).then(|| {
+                format!(
+                    "{} ({}): {empty} of {} runs completed no request (every request failed or went unanswered): no latency to compare, and a rate of 0",
+                    arm.label,
+                    arm.target,
+                    arm.runs.len()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Whether a run of any arm completed no request (the comparison then has nothing to
+/// say about that arm's latency).
+pub fn any_empty_run(c: &Comparison) -> bool {
+    c.targets
+        .iter()
+        .any(|a| a.runs.iter().any(|r| r.completed == 0))
 }
 
 /// Classes first (by name), then `all`, then `server`.
@@ -632,6 +682,7 @@ mod tests {
             source: "x".into(),
             run_id: String::new(),
             complete: true,
+            completed: 1_000,
             order: None,
             values: values
                 .iter()
@@ -693,6 +744,41 @@ mod tests {
         assert!(p50.ci.is_none());
         assert!((p50.delta.unwrap() - 0.2).abs() < 1e-9);
         assert!(c.warnings.iter().any(|w| w.contains("too few")));
+    }
+
+    /// B answered nothing: no latency row for it (not "0µs, faster"), its rate called
+    /// lower (not "inconclusive"), a warning naming it, and `any_empty_run`.
+    #[test]
+    fn a_target_that_completed_nothing_is_named_and_has_no_latency() {
+        let a = arm("A", &[100.0, 101.0, 99.0, 100.5]);
+        let mut b = arm("B", &[0.0; 4]);
+        for r in &mut b.runs {
+            r.completed = 0;
+            r.values.remove(&("main".to_string(), Metric::P50));
+            r.values
+                .insert(("main".to_string(), Metric::AchievedRate), 0.0);
+        }
+        let c = compare(vec![a, b], 0.02, "runs");
+        assert!(
+            c.rows.iter().all(|r| r.metric != Metric::P50),
+            "{:?}",
+            c.rows
+        );
+        let rate = c
+            .rows
+            .iter()
+            .find(|r| r.metric == Metric::AchievedRate)
+            .unwrap();
+        assert_eq!(rate.words, "B lower");
+        assert_eq!(rate.delta, Some(-1.0));
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.starts_with("B (B): 4 of 4 runs completed no request")),
+            "{:?}",
+            c.warnings
+        );
+        assert!(any_empty_run(&c));
     }
 
     #[test]
