@@ -48,6 +48,15 @@ const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
 /// Connections being sniffed or handshaken at once; more wait in the kernel's backlog.
 const MAX_PENDING: usize = 256;
+/// HTTP/2 streams one connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`):
+/// a worker's session is one stream, an admin client's calls a few. A client that opens
+/// more has them refused (`RST_STREAM`) instead of costing the coordinator ~500 B each
+/// before any token is checked (3,000 connections × 1,000 streams grew it by 1.5 GB).
+const MAX_STREAMS: u32 = 8;
+/// Connections served at once (workers, relays, admin clients); more wait, handshaken,
+/// until one closes. With [`MAX_STREAMS`] this bounds what clients that never present a
+/// token can make the coordinator hold: a fleet larger than this goes through relays.
+const MAX_CONNECTIONS: usize = 4096;
 
 /// A registered worker as the coordinator sees it.
 #[derive(Debug, Clone)]
@@ -316,6 +325,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let router = tonic::transport::Server::builder()
+        .max_concurrent_streams(Some(MAX_STREAMS))
         .http2_keepalive_interval(Some(crest_proto::SERVER_KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(crest_proto::KEEPALIVE_TIMEOUT))
         .add_service(pb::coordinator_server::CoordinatorServer::new(hub))
@@ -412,15 +422,91 @@ where
         + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Result<IO, std::io::Error>>(16);
+    let (tx, mut admitted) = mpsc::channel::<Result<IO, std::io::Error>>(16);
     let accept = tokio::spawn(accept_loop(listener, log, move |stream, peer, log| {
         handle(stream, peer, log, tx.clone())
     }));
+    // Each connection served holds one of MAX_CONNECTIONS permits until tonic drops it.
+    let (serve_tx, serve_rx) = mpsc::channel::<Result<Counted<IO>, std::io::Error>>(1);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let gate = tokio::spawn(async move {
+        while let Some(io) = admitted.recv().await {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let counted = io.map(|io| Counted { io, _slot: permit });
+            if serve_tx.send(counted).await.is_err() {
+                return;
+            }
+        }
+    });
     let res = router
-        .serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown)
+        .serve_with_incoming_shutdown(ReceiverStream::new(serve_rx), shutdown)
         .await;
     accept.abort();
+    gate.abort();
     res
+}
+
+/// A served connection and its place among [`MAX_CONNECTIONS`], given back when tonic
+/// drops it (closed, or the server stopped).
+struct Counted<IO> {
+    io: IO,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl<IO: tonic::transport::server::Connected> tonic::transport::server::Connected for Counted<IO> {
+    type ConnectInfo = IO::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 /// The first byte of every TLS connection: a handshake record.

@@ -843,3 +843,93 @@ fn compare_with_a_target_that_never_answers_names_it_and_exits_1() {
         assert!(!line.contains("0µs"), "{line}");
     }
 }
+
+/// One HTTP/2 HEADERS frame opening `/crest.v1.Coordinator/Session` on `stream` (HPACK
+/// literals without indexing; END_HEADERS, not END_STREAM: it never finishes).
+fn open_session_frame(stream: u32) -> Vec<u8> {
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+    let mut literal = |index: u8, value: &[u8]| {
+        block.extend([index, value.len() as u8]);
+        block.extend_from_slice(value);
+    };
+    literal(0x04, b"/crest.v1.Coordinator/Session"); // :path
+    literal(0x01, b"localhost"); // :authority
+    // content-type, static index 31: a 4-bit prefix of 15, then 16.
+    block.extend([0x0f, 0x10, 16]);
+    block.extend_from_slice(b"application/grpc");
+    let mut frame = (block.len() as u32).to_be_bytes()[1..].to_vec();
+    frame.extend([0x01, 0x04]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend(block);
+    frame
+}
+
+/// An HTTP/2 client that opens hundreds of connections, each trying 1,000 streams that
+/// never finish, on the coordinator's `--listen` port before any worker joins: the
+/// coordinator's peak RSS stays bounded (it grew by ~500 B per stream, 1.5 GB in the
+/// hostile review), and a real worker still joins and the run completes.
+#[test]
+fn an_http2_stream_flood_on_the_control_port_is_bounded() {
+    const CONNS: usize = 300;
+    const STREAMS: u32 = 1_000;
+    const RSS_BOUND_KB: u64 = 120 * 1024;
+    let dir = TempDir::new("h2flood");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let out = dir.path().join("out");
+    let mut args = vec![
+        "run",
+        "--listen",
+        &listen,
+        "--workers",
+        "1",
+        "--wait-timeout",
+        "60s",
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+    ];
+    let out_s = out.to_str().unwrap().to_string();
+    args.extend(["--out", &out_s]);
+    let mut coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    let pid = coord.child.id();
+    let t0 = Instant::now();
+    let mut socks = Vec::new();
+    while socks.len() < CONNS && t0.elapsed() < Duration::from_secs(30) {
+        match TcpStream::connect(&listen) {
+            Ok(s) => socks.push(s),
+            Err(_) if socks.is_empty() => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("connection {}: {e}", socks.len()),
+        }
+    }
+    assert_eq!(socks.len(), CONNS, "the coordinator did not listen");
+    let mut frames = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    frames.extend([0, 0, 0, 0x04, 0, 0, 0, 0, 0]); // SETTINGS, empty
+    for k in 0..STREAMS {
+        frames.extend(open_session_frame(2 * k + 1));
+    }
+    for s in &mut socks {
+        s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+        // The coordinator may refuse streams or close the connection: either is fine.
+        let _ = s.write_all(&frames);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let peak = proc_status_kb(pid, "VmHWM:").unwrap_or(0);
+    assert!(
+        peak < RSS_BOUND_KB,
+        "the coordinator reached {peak} kB under {CONNS} x {STREAMS} streams"
+    );
+    drop(socks);
+    let mut worker = Proc::spawn(
+        &worker_bin(),
+        &strs(&worker_args(&listen, 0)),
+        dir.path(),
+        "worker",
+    );
+    let code = coord.wait(Duration::from_secs(60));
+    worker.kill();
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert_eq!(code, 0, "{err}");
+    let r = read_report(&out);
+    assert!(u(&r["totals"], "completed") > 0, "{}", r["totals"]);
+}
