@@ -142,6 +142,11 @@ fn each_bad_input_gets_its_exact_line() {
             &["--profile", &empty_name],
             r#"name "": the class at line 2 has an empty name or one with control characters; give it one like "small", or leave name out"#,
         ),
+        // A negative number is the flag's value, not an unknown flag.
+        (
+            &["--connections", "-5"],
+            r#"--connections "-5": cannot be negative; give a whole number"#,
+        ),
         // Endless files behind file flags: read up to a cap, then one line.
         (
             &["--target", "127.0.0.1:1", "--password-file", "/dev/zero"],

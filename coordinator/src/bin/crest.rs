@@ -249,14 +249,23 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     // `--help` shows each default from the one table the code reads.
-    let matches = Cli::command()
+    // A negative number is a value (`--connections -5` gets "cannot be negative"), not
+    // an unknown flag.
+    let mut cli = Cli::command()
         .mut_subcommand("run", crest::defaults::annotate)
         .mut_subcommand("suite", crest::defaults::annotate)
         .mut_subcommand("search", crest::defaults::annotate)
         .mut_subcommand("compare", |c| {
             crest::defaults::annotate(c).mut_arg("target", |a| a.action(ArgAction::Append))
-        })
-        .try_get_matches();
+        });
+    let names: Vec<String> = cli
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        cli = cli.mut_subcommand(name, |c| c.allow_negative_numbers(true));
+    }
+    let matches = cli.try_get_matches();
     // compare's repeated --target, and the run flags given to a compare of reports.
     let mut targets = Vec::new();
     let mut run_flags = Vec::new();

@@ -293,6 +293,15 @@ pub fn clap_line(e: &clap::Error) -> String {
         // "--rate <RATE>" → "--rate".
         let flag = arg.split_whitespace().next().unwrap_or(&arg);
         let why = match (std::error::Error::source(e), get(ContextKind::ValidValue)) {
+            // An unsigned number's parser (or its range) on "-5".
+            (Some(src), _)
+                if value.starts_with('-')
+                    && value[1..].bytes().all(|b| b.is_ascii_digit())
+                    && (src.to_string() == "invalid digit found in string"
+                        || src.to_string().contains(" is not in ")) =>
+            {
+                "cannot be negative; give a whole number".into()
+            }
             (Some(src), _) => src.to_string(),
             (None, Some(_)) => match e.get(ContextKind::ValidValue) {
                 Some(ContextValue::Strings(v)) => format!("expected one of {}", v.join(", ")),
