@@ -106,6 +106,14 @@ impl Steering {
         let open: Vec<usize> = (0..self.names.len())
             .filter(|&i| self.plan[i].is_some())
             .collect();
+        if let Some(at) = self.stopped_at {
+            // One stop ends the phase: a second, or a change after it, would be recorded
+            // as if it did something.
+            return Err(Refusal::Conflict(format!(
+                "the run was stopped at {:.3} s and is ending: nothing more to change",
+                at as f64 / 1e9
+            )));
+        }
         if *action == Action::Stop {
             return Ok(self.stop(by, asked_ns, at_ns, profiles));
         }
@@ -374,6 +382,17 @@ mod tests {
         assert_eq!((row.from_rps, row.to_rps), (1_000.0, 0.0));
         assert_eq!(p[0].as_ref().unwrap().duration_ns(), 3 * S);
         assert_eq!(s.stopped_at, Some(3 * S));
+        // A second stop, or any change after it, is refused and recorded nowhere.
+        for again in [Action::Stop, Action::Pause] {
+            match s.plan(&again, "admin", 4 * S, 4 * S, &mut p) {
+                Err(Refusal::Conflict(why)) => assert_eq!(
+                    why,
+                    "the run was stopped at 3.000 s and is ending: nothing more to change"
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(s.rows.len(), 1);
     }
 
     #[test]
