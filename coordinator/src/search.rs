@@ -524,7 +524,20 @@ fn base_config(
     base.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
     base.load.duration = Some(plan.window);
     base.pace.out = None;
-    to_config(base).map_err(|e| CompareError::Usage(e.to_string()))
+    let cfg = to_config(base).map_err(|e| CompareError::Usage(e.to_string()))?;
+    // An SLO on a class the run does not have could never be judged: say so before load.
+    for slo in &plan.slos {
+        if let Some(class) = &slo.class
+            && !cfg.classes.iter().any(|c| &c.name == class)
+        {
+            let names: Vec<&str> = cfg.classes.iter().map(|c| c.name.as_str()).collect();
+            return Err(CompareError::Usage(format!(
+                "--slo {slo}: the run has no class {class:?}; its classes: {}",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(cfg)
 }
 
 impl Search {

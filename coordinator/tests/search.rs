@@ -210,3 +210,21 @@ fn bad_search_input_is_one_line_naming_the_flag() {
         "--window 1ms: give 500ms to 1h",
     );
 }
+
+/// An SLO on a class the run does not have is refused before the first window (it ran a
+/// window, then advised searching lower).
+#[test]
+fn an_slo_on_an_unknown_class_is_refused_before_load() {
+    crest_fails(
+        &[
+            "search",
+            "--slo",
+            "nope:p99<=1ms",
+            "--min",
+            "100",
+            "--max",
+            "1000",
+        ],
+        r#"--slo nope:p99<=1.00ms: the run has no class "nope"; its classes: default"#,
+    );
+}
