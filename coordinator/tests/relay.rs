@@ -471,3 +471,22 @@ fn checkpoints_hold_every_worker_behind_a_relay() {
         report["server"]["agreement"]
     );
 }
+
+/// A relay pointed at its own `--listen` would wait on itself forever: one line, exit 2.
+#[test]
+fn a_relay_pointed_at_itself_is_refused() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    crest_fails(
+        &[
+            "relay",
+            "--listen",
+            &listen,
+            "--coordinator",
+            &format!("http://{listen}"),
+            "--workers",
+            "1",
+            "--insecure",
+        ],
+        &format!("--coordinator http://{listen}: is this relay's own --listen {listen}"),
+    );
+}

@@ -477,6 +477,36 @@ async fn signals() {
     }
 }
 
+/// A relay whose `--coordinator` is its own `--listen` would wait on itself forever: the
+/// line saying so, when the URL's host resolves to a local address on that port.
+async fn relay_to_itself(coordinator: &str, listen: std::net::SocketAddr) -> Option<String> {
+    let authority = coordinator
+        .split_once("://")
+        .map_or(coordinator, |(_, r)| r);
+    let authority = authority.split('/').next().unwrap_or(authority);
+    let addrs: Vec<std::net::SocketAddr> = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        tokio::net::lookup_host(authority),
+    )
+    .await
+    .ok()?
+    .ok()?
+    .collect();
+    let local = |ip: std::net::IpAddr| {
+        ip.is_loopback() || ip == listen.ip() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+    };
+    addrs
+        .iter()
+        .any(|a| {
+            a.port() == listen.port() && (listen.ip().is_unspecified() || a.ip() == listen.ip() || (listen.ip().is_loopback() && a.ip().is_loopback())) && local(a.ip())
+        })
+        .then(|| {
+            format!(
+                "--coordinator {coordinator}: is this relay's own --listen {listen}; give the address of the coordinator (crest run --listen) or of the relay above this one"
+            )
+        })
+}
+
 /// `crest relay`: until Ctrl-C or SIGTERM.
 async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
     let tls = match args.upstream.load_given() {
@@ -499,6 +529,9 @@ async fn relay_cmd(args: RelayArgs) -> anyhow::Result<ExitCode> {
         Ok(None) => {}
         Ok(Some(warning)) => tracing::warn!("{warning}"),
         Err(line) => return Ok(usage(line)),
+    }
+    if let Some(line) = relay_to_itself(&args.coordinator, args.listen).await {
+        return Ok(usage(line));
     }
     let l = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
