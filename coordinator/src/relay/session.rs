@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 /// Clock pings sent to a worker when it joins (the lowest-RTT answer sets its offset).
 const PINGS: u64 = 5;
 /// A worker whose clock is still unknown this long after the relay began waiting is named
-/// (and pinged again), every this long.
+/// (and pinged again), every this long; so is how many workers it still waits for.
 const UNANSWERED: Duration = Duration::from_secs(5);
 /// Waits between dials to an absent coordinator.
 const BACKOFF_MIN: Duration = Duration::from_millis(200);
@@ -128,7 +128,7 @@ pub async fn run(
                     Some(ev) => { idle_event(ev, &mut workers).await; }
                     None => break,
                 },
-                _ = waiting.tick() => unanswered(&workers).await,
+                _ = waiting.tick() => unanswered(&workers, cfg.workers).await,
             }
         }
         if workers.len() < cfg.workers || workers.iter().any(|w| w.clock.is_none()) {
@@ -238,7 +238,14 @@ async fn idle_event(ev: HubEvent, workers: &mut Vec<Worker>) -> bool {
 
 /// Says which workers have not answered a clock ping (the relay registers only once every
 /// worker's clock is known) and pings them again.
-async fn unanswered(workers: &[Worker]) {
+async fn unanswered(workers: &[Worker], wanted: usize) {
+    // A relay registers only once its workers are there: say what it waits for.
+    if workers.len() < wanted {
+        tracing::warn!(
+            "still waiting for workers: {} of {wanted} joined (crest-worker --coordinator pointed at this relay); the relay dials the coordinator once all have",
+            workers.len()
+        );
+    }
     for w in workers.iter().filter(|w| w.clock.is_none()) {
         tracing::warn!(
             worker = %w.link.info.name,
@@ -835,7 +842,7 @@ mod tests {
     async fn only_workers_without_a_clock_are_pinged_again() {
         let (known, mut known_rx) = worker(0, 1, Some(0));
         let (unknown, mut unknown_rx) = worker(1, 1, None);
-        unanswered(&[known, unknown]).await;
+        unanswered(&[known, unknown], 2).await;
         assert!(sent(&mut known_rx).is_empty());
         let got = sent(&mut unknown_rx);
         assert!(
