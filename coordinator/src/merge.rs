@@ -32,19 +32,10 @@ use prost::Message as _;
 use std::collections::BTreeMap;
 use std::ops::AddAssign;
 
-/// Per-command results, keyed by (class, command).
-pub type ByCommand = BTreeMap<(String, String), CmdStats>;
-
 /// Per-command sums as the books keep them, keyed by (class, command): every worker's
-/// every interval added bucket by bucket ([`CmdSum`]), full histograms made once, where
-/// they are read ([`full`]).
+/// every interval added bucket by bucket ([`CmdSum`]), full histograms made one class at a
+/// time, where they are read.
 pub type SumBy = BTreeMap<(String, String), CmdSum>;
-
-/// `sums` with full histograms, each sum freed as soon as it is converted (the report's
-/// peak holds one command's sums twice, not every command's).
-pub fn full(sums: SumBy) -> ByCommand {
-    sums.into_iter().map(|(k, v)| (k, v.to_stats())).collect()
-}
 
 /// Bytes of interval messages kept while they wait for every worker (their wire size plus
 /// a fixed overhead per command); past it the oldest pending interval is finalized.
@@ -79,7 +70,9 @@ pub fn class_pushes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>, class: &
 const PENDING_OVERHEAD: usize = 256;
 
 /// Results summed by command name across classes.
-pub fn by_name(by: &ByCommand) -> BTreeMap<String, CmdStats> {
+pub fn by_name<H: Samples>(
+    by: &BTreeMap<(String, String), CmdStatsOf<H>>,
+) -> BTreeMap<String, CmdStats> {
     let mut out: BTreeMap<String, CmdStats> = BTreeMap::new();
     for ((_, cmd), s) in by {
         *out.entry(cmd.clone()).or_default() += s;
@@ -87,11 +80,15 @@ pub fn by_name(by: &ByCommand) -> BTreeMap<String, CmdStats> {
     out
 }
 
-/// Results of one class, by command name.
-pub fn of_class(by: &ByCommand, class: &str) -> BTreeMap<String, CmdStats> {
+/// Results of one class, by command name, with full histograms (made for this class
+/// only: every class's at once is 0.8 MB per class × command).
+pub fn of_class<H: Samples>(
+    by: &BTreeMap<(String, String), CmdStatsOf<H>>,
+    class: &str,
+) -> BTreeMap<String, CmdStats> {
     by.iter()
         .filter(|((c, _), _)| c == class)
-        .map(|((_, cmd), s)| (cmd.clone(), s.clone()))
+        .map(|((_, cmd), s)| (cmd.clone(), s.to_stats()))
         .collect()
 }
 
@@ -510,6 +507,9 @@ pub struct RunBooks {
     /// The row being summed, kept from row to row so that a row allocates nothing (None
     /// while a row is being summed).
     scratch: Option<RowScratch>,
+    /// One class's latency of a row as a full histogram, for its hlog line (made when a
+    /// live hlog first needs it; one, not one per class).
+    class_hist: Option<Hist>,
 }
 
 /// What one timeline row is summed in: every command's results bucket by bucket, each
@@ -525,7 +525,6 @@ struct RowScratch {
     by_key: SumBy,
     classes: Vec<Dense>,
     stats: CmdStats,
-    class_hists: Vec<Hist>,
 }
 
 /// The timeline rows written since the progress line last read them, together: at
@@ -592,6 +591,7 @@ impl RunBooks {
                 lag_bound_ns: cfg.pacer.lag_bound_ns(),
             },
             scratch: None,
+            class_hist: None,
         }
     }
 
@@ -776,7 +776,7 @@ impl RunBooks {
     }
 
     /// One row and its hlog lines.
-    fn row(&mut self, k: u32, sum: &CmdStats, classes: &[Hist], due: f64, load: Load) {
+    fn row(&mut self, k: u32, sum: &CmdStats, classes: &[Dense], due: f64, load: Load) {
         let iv_s = self.interval_ns as f64 / 1e9;
         let t0 = u64::from(k).saturating_mul(self.interval_ns);
         let t1 = t0.saturating_add(self.interval_ns);
@@ -805,12 +805,14 @@ impl RunBooks {
             live.row(&p);
             live.hist(None, start_s, iv_s, &sum.latency);
             if self.classes.len() > 1 {
-                // An empty row has no class histograms: one empty histogram stands for all.
-                let empty = classes.is_empty().then(hist::new_hist);
+                // An empty row has no class histograms: an empty one stands for each.
+                let h = self.class_hist.get_or_insert_with(hist::new_hist);
                 for (i, c) in self.classes.iter().enumerate() {
-                    if let Some(h) = classes.get(i).or(empty.as_ref()) {
-                        live.hist(Some(c), start_s, iv_s, h);
+                    h.reset();
+                    if let Some(d) = classes.get(i) {
+                        d.add_to(h);
                     }
+                    live.hist(Some(c), start_s, iv_s, h);
                 }
             }
         }
@@ -835,7 +837,6 @@ impl RunBooks {
             mut by_key,
             mut classes,
             mut stats,
-            mut class_hists,
         } = self.scratch.take().unwrap_or_default();
         sum.clear();
         for s in by_key.values_mut() {
@@ -903,12 +904,7 @@ impl RunBooks {
                 let next = u32::try_from(self.timeline.len()).unwrap_or(u32::MAX);
                 self.empty_rows(next, k, &mut stats);
                 sum.to_stats_into(&mut stats);
-                class_hists.resize_with(classes_n.max(class_hists.len()), hist::new_hist);
-                for (h, d) in class_hists.iter_mut().zip(&classes[..classes_n]) {
-                    h.reset();
-                    d.add_to(h);
-                }
-                self.row(k, &stats, &class_hists[..classes_n], due, load);
+                self.row(k, &stats, &classes[..classes_n], due, load);
             }
             self.finalized_below = k.saturating_add(1);
         } else {
@@ -920,7 +916,6 @@ impl RunBooks {
             by_key,
             classes,
             stats,
-            class_hists,
         });
         bad
     }

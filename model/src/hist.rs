@@ -199,48 +199,185 @@ impl Sparse {
     }
 }
 
-/// A histogram with Crest's bounds kept as counts by bucket index: what the coordinator
-/// sums interval histograms into. Adding a [`Sparse`] is one addition per bucket (a
-/// [`Hist`] works out each value's bucket again and keeps its min, max and total up to date
-/// on every one); it becomes a [`Hist`] where percentiles are read ([`Dense::add_to`]).
+/// A histogram with Crest's bounds kept as counts by bucket index: what shards record
+/// into and what the worker and the coordinator sum intervals into. Adding a [`Sparse`] is
+/// one addition per bucket (a [`Hist`] works out each value's bucket again and keeps its
+/// min, max and total up to date on every one); it becomes a [`Hist`] where percentiles are
+/// read ([`Dense::add_to`]).
 ///
-/// Memory: the first sample allocates every bucket at once, zeroed by the allocator, so it
-/// holds only the pages its samples touched (a [`Hist`]'s constructor writes every one of
-/// its 270 KB of counts), and it never reallocates.
+/// Memory grows with the buckets it holds, not with Crest's bounds: nothing until the
+/// first sample; up to [`SMALL`] buckets as a sorted list (16 bytes a bucket, at most
+/// 1 KB); past that a table of [`PAGES`] page pointers (1 KB) and a page of [`PAGE`]
+/// counts (2 KB) per page a sample landed on. A command that answered a handful of
+/// requests in an interval holds a few hundred bytes, not the 270 KB of a [`Hist`] (which a
+/// profile of many classes × commands held per shard, interval and total: 0.8 MB per
+/// class × command for its three histograms, per copy).
 /// It keeps the span of buckets it has touched: reading and clearing walk only that span,
-/// and [`Dense::clear`] keeps the allocation, so a sum reused row after row allocates
-/// nothing.
-#[derive(Debug, Clone, Default)]
+/// and [`Dense::clear`] keeps its pages, so a sum reused row after row allocates nothing.
+#[derive(Debug, Clone)]
 pub struct Dense {
-    /// Empty, or one count per bucket of Crest's bounds.
-    counts: Vec<u64>,
+    /// While there is no `table`: the nonzero buckets, (index, count) by rising index.
+    small: Vec<(u32, u64)>,
+    /// Past [`SMALL`] buckets: one entry per page of Crest's bounds, None until a sample
+    /// lands on it.
+    table: Option<Box<Table>>,
     /// The touched buckets are within `lo..hi` (empty when `lo >= hi`).
     lo: usize,
     hi: usize,
     total: u64,
 }
 
+impl Default for Dense {
+    fn default() -> Self {
+        Self {
+            small: Vec::new(),
+            table: None,
+            // Empty: the first bucket touched sets both (a min and a max, no branch).
+            lo: usize::MAX,
+            hi: 0,
+            total: 0,
+        }
+    }
+}
+
+/// Buckets a [`Dense`] keeps as a list before it takes pages.
+pub const SMALL: usize = 64;
+/// Buckets in a page of a [`Dense`], as a power of two.
+const PAGE_SHIFT: u32 = 8;
+/// Buckets in a page of a [`Dense`] (2 KB of counts).
+pub const PAGE: usize = 1 << PAGE_SHIFT;
+/// One page of a [`Dense`]'s counts.
+type Page = [u64; PAGE];
+/// Pages in a [`Dense`] with Crest's bounds.
+pub const PAGES: usize = SLOTS.div_ceil(PAGE);
+/// A [`Dense`]'s page table (8 bytes a page: 1 KB).
+type Table = [Option<Box<Page>>; PAGES];
+/// Buckets in a histogram with Crest's bounds: 33 half-buckets of 2¹⁰ sub-buckets (the
+/// first bucket has two), checked against the crate in the tests.
+const SLOTS: usize = 33 << HALF_MAGNITUDE;
+/// The bucket a value past the bounds is counted in: the highest trackable value's (as
+/// the crate's `saturating_record` does).
+const TOP: usize = index_of(HIGHEST_NS);
+
+/// A new zeroed page, on the heap.
+#[cold]
+fn new_page() -> Box<Page> {
+    Box::new([0; PAGE])
+}
+
 /// Buckets in a histogram with Crest's bounds.
 fn slots() -> usize {
-    static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *SLOTS.get_or_init(|| new_hist().distinct_values())
+    SLOTS
 }
 
 impl Dense {
-    fn counts(&mut self) -> &mut [u64] {
-        if self.counts.is_empty() {
-            self.counts = vec![0; slots()];
-        }
-        &mut self.counts
+    /// Heap bytes it holds (its list's capacity, its page table and pages; not itself).
+    pub fn heap_bytes(&self) -> usize {
+        self.small.capacity() * std::mem::size_of::<(u32, u64)>()
+            + self
+                .table
+                .as_ref()
+                .map_or(0, |_| std::mem::size_of::<Table>())
+            + self.pages() * std::mem::size_of::<Page>()
     }
 
-    fn touch(&mut self, lo: usize, hi: usize) {
-        if self.lo >= self.hi {
-            (self.lo, self.hi) = (lo, hi);
-        } else {
-            self.lo = self.lo.min(lo);
-            self.hi = self.hi.max(hi);
+    /// From the list to pages; the table.
+    #[cold]
+    fn promote(&mut self) -> &mut Table {
+        let small = std::mem::take(&mut self.small);
+        let table = self
+            .table
+            .get_or_insert_with(|| Box::new(std::array::from_fn(|_| None)));
+        for (index, count) in small {
+            let index = index as usize;
+            if let Some(page) = table.get_mut(index >> PAGE_SHIFT) {
+                page.get_or_insert_with(new_page)[index & (PAGE - 1)] += count;
+            }
         }
+        table
+    }
+
+    /// Bucket `index` (below [`SLOTS`]) counts `n` more.
+    #[inline]
+    fn add_at(&mut self, index: usize, n: u64) {
+        let table = match &mut self.table {
+            Some(t) => t,
+            None => {
+                let key = index as u32;
+                match self.small.binary_search_by_key(&key, |e| e.0) {
+                    Ok(k) => {
+                        self.small[k].1 = self.small[k].1.saturating_add(n);
+                        return;
+                    }
+                    Err(k) if self.small.len() < SMALL => {
+                        self.small.insert(k, (key, n));
+                        return;
+                    }
+                    Err(_) => self.promote(),
+                }
+            }
+        };
+        if let Some(page) = table.get_mut(index >> PAGE_SHIFT) {
+            let c = &mut page.get_or_insert_with(new_page)[index & (PAGE - 1)];
+            *c = c.saturating_add(n);
+        }
+    }
+
+    #[inline]
+    fn touch(&mut self, lo: usize, hi: usize) {
+        self.lo = self.lo.min(lo);
+        self.hi = self.hi.max(hi);
+    }
+
+    /// Records `v` ns, a value past the bounds counted at the highest one (as
+    /// [`record`] does in a [`Hist`]).
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        self.record_n(v, 1);
+    }
+
+    /// Records `n` samples of `v` ns.
+    #[inline]
+    pub fn record_n(&mut self, v: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut index = index_of(v);
+        if index >= SLOTS {
+            index = TOP;
+        }
+        self.add_at(index, n);
+        self.touch(index, index + 1);
+        self.total = self.total.saturating_add(n);
+    }
+
+    /// The pages that hold its touched span, when it has pages, with the span's part of
+    /// each: (page, range within it).
+    fn spans(&self) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + use<> {
+        let (lo, hi) = match self.table {
+            Some(_) => (self.lo, self.hi),
+            None => (0, 0),
+        };
+        spans(lo, hi)
+    }
+
+    /// Every bucket it holds, (index, count) in rising order: the list's, or those of the
+    /// touched span on a page that exists (zeros included).
+    fn each(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let paged = self.spans().flat_map(move |(p, r)| {
+            let page = self.table.as_ref().and_then(|t| t.get(p)?.as_deref());
+            let base = (p << PAGE_SHIFT) + r.start;
+            page.map(|c| &c[r])
+                .unwrap_or(&[])
+                .iter()
+                .enumerate()
+                .map(move |(i, c)| (base + i, *c))
+        });
+        // One of the two is empty.
+        self.small
+            .iter()
+            .map(|&(i, c)| (i as usize, c))
+            .chain(paged)
     }
 
     /// `self += s`, exactly.
@@ -250,24 +387,54 @@ impl Dense {
         let (Some(&(lo, _)), Some(&(hi, _))) = (s.buckets.first(), s.buckets.last()) else {
             return;
         };
-        let counts = self.counts();
+        if self.table.is_none() && self.small.len() + s.buckets.len() > SMALL {
+            self.promote();
+        }
         for &(index, count) in &s.buckets {
-            if let Some(c) = counts.get_mut(index as usize) {
-                *c = c.saturating_add(count);
+            if (index as usize) < SLOTS && count > 0 {
+                self.add_at(index as usize, count);
             }
         }
-        self.touch(lo as usize, (hi as usize + 1).min(self.counts.len()));
+        self.touch(lo as usize, (hi as usize + 1).min(SLOTS));
         self.total = self.total.saturating_add(s.total);
     }
 
-    /// `self += o`, exactly.
+    /// `self += o`, exactly: bucket by bucket from `o`'s list, page by page over its
+    /// touched span.
     pub fn add_dense(&mut self, o: &Dense) {
         if o.lo >= o.hi {
             return;
         }
-        let counts = self.counts();
-        for (c, n) in counts[o.lo..o.hi].iter_mut().zip(&o.counts[o.lo..o.hi]) {
-            *c = c.saturating_add(*n);
+        match &o.table {
+            None => {
+                if self.table.is_none() && self.small.len() + o.small.len() > SMALL {
+                    self.promote();
+                }
+                for &(index, count) in &o.small {
+                    self.add_at(index as usize, count);
+                }
+            }
+            Some(src) => {
+                let table = match &mut self.table {
+                    Some(t) => t,
+                    None => self.promote(),
+                };
+                for (p, r) in o.spans() {
+                    let Some(Some(src)) = src.get(p) else {
+                        continue;
+                    };
+                    let (src, Some(dst)) = (&src[r.clone()], table.get_mut(p)) else {
+                        continue;
+                    };
+                    if src.iter().all(|c| *c == 0) {
+                        continue;
+                    }
+                    let dst = &mut dst.get_or_insert_with(new_page)[r];
+                    for (c, n) in dst.iter_mut().zip(src) {
+                        *c = c.saturating_add(*n);
+                    }
+                }
+            }
         }
         self.touch(o.lo, o.hi);
         self.total = self.total.saturating_add(o.total);
@@ -283,36 +450,62 @@ impl Dense {
         self.total == 0
     }
 
+    /// Pages allocated (each [`PAGE`] counts).
+    pub fn pages(&self) -> usize {
+        self.table
+            .as_ref()
+            .map_or(0, |t| t.iter().filter(|p| p.is_some()).count())
+    }
+
     /// Empties it, keeping its memory: only the touched span is zeroed.
     pub fn clear(&mut self) {
-        if self.lo < self.hi {
-            self.counts[self.lo..self.hi].fill(0);
+        self.small.clear();
+        let spans = self.spans();
+        if let Some(table) = &mut self.table {
+            for (p, r) in spans {
+                if let Some(Some(page)) = table.get_mut(p) {
+                    page[r].fill(0);
+                }
+            }
         }
-        (self.lo, self.hi, self.total) = (0, 0, 0);
+        (self.lo, self.hi, self.total) = (usize::MAX, 0, 0);
     }
 
     /// Its nonzero buckets: (the bucket's lowest value, its count), in value order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
-        span.iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| (value_at_index(self.lo + i), *c))
+        self.each()
+            .filter(|(_, c)| *c > 0)
+            .map(|(i, c)| (value_at_index(i), c))
+    }
+
+    /// The lowest value of its lowest nonzero bucket (0 when empty), as a [`Hist`]'s
+    /// `min()` reads.
+    pub fn min(&self) -> u64 {
+        self.iter().next().map_or(0, |(v, _)| v)
+    }
+
+    /// The highest value of its highest nonzero bucket (0 when empty), as a [`Hist`]'s
+    /// `max()` reads.
+    pub fn max(&self) -> u64 {
+        self.each()
+            .filter(|(_, c)| *c > 0)
+            .last()
+            .map_or(0, |(i, _)| value_at_index(i) + width_at_index(i) - 1)
+    }
+
+    /// The value at quantile `q`, as a [`Hist`] of the same samples reads it (made for the
+    /// reading: where one percentile is wanted, not on a hot path).
+    pub fn value_at_quantile(&self, q: f64) -> u64 {
+        self.to_hist().value_at_quantile(q)
     }
 
     /// The sum of its samples, ns, each read at the middle of its bucket: what a [`Hist`]
     /// of the same samples gives as `mean() × len()` (to rounding).
     pub fn sum_ns(&self) -> f64 {
-        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
-        span.iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| {
-                let index = self.lo + i;
-                // A bucket's width: 1 in the first, doubling with each one after.
-                let bucket = (index >> HALF_MAGNITUDE) as u32;
-                let width = 1u64 << (bucket.saturating_sub(1) + UNIT_MAGNITUDE);
-                (value_at_index(index) + (width >> 1)) as f64 * *c as f64
+        self.each()
+            .filter(|(_, c)| *c > 0)
+            .map(|(index, c)| {
+                (value_at_index(index) + (width_at_index(index) >> 1)) as f64 * c as f64
             })
             .sum()
     }
@@ -326,8 +519,7 @@ impl Dense {
 
     /// Its plain V2 encoding, as [`encode_wire`] makes it.
     pub fn encode_wire(&self) -> Vec<u8> {
-        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
-        encode_buckets(span.iter().enumerate().map(|(i, c)| (self.lo + i, *c)))
+        encode_buckets(self.each())
     }
 
     /// The same samples as a [`Hist`].
@@ -340,9 +532,8 @@ impl Dense {
     /// The same samples as a [`Sparse`]: its nonzero buckets only, for keeping.
     pub fn to_sparse(&self) -> Sparse {
         let mut s = Sparse::default();
-        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
-        for (i, c) in span.iter().enumerate() {
-            s.push(self.lo + i, *c);
+        for (i, c) in self.each() {
+            s.push(i, c);
         }
         s.seal();
         s
@@ -350,11 +541,30 @@ impl Dense {
 
     /// Its [`fingerprint`].
     pub fn fingerprint(&self) -> u64 {
-        let span = self.counts.get(self.lo..self.hi).unwrap_or(&[]);
-        span.iter().enumerate().fold(0u64, |a, (i, c)| {
-            a.wrapping_add(c.wrapping_mul(mix((self.lo + i) as u64)))
+        self.each().fold(0u64, |a, (i, c)| {
+            a.wrapping_add(c.wrapping_mul(mix(i as u64)))
         })
     }
+}
+
+/// The pages that hold buckets `lo..hi`, with the range's part of each: (page, range
+/// within it).
+fn spans(lo: usize, hi: usize) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+    let pages = if lo < hi {
+        (lo >> PAGE_SHIFT)..((hi - 1) >> PAGE_SHIFT) + 1
+    } else {
+        0..0
+    };
+    pages.map(move |p| {
+        let base = p << PAGE_SHIFT;
+        (p, lo.saturating_sub(base).min(PAGE)..(hi - base).min(PAGE))
+    })
+}
+
+/// The width of the bucket at `index`: 1 in the first, doubling with each one after.
+fn width_at_index(index: usize) -> u64 {
+    let bucket = (index >> HALF_MAGNITUDE) as u32;
+    1u64 << (bucket.saturating_sub(1) + UNIT_MAGNITUDE)
 }
 
 /// Equal when they hold the same samples (whatever their memory or touched span).
@@ -429,7 +639,7 @@ fn value_at_index(index: usize) -> u64 {
 /// The index of the bucket holding `value` in a histogram with Crest's bounds (one past
 /// the last bucket for a value past them): the crate's (private) index function, checked
 /// against [`value_at_index`] bucket by bucket in the tests.
-fn index_of(value: u64) -> usize {
+const fn index_of(value: u64) -> usize {
     // Sub-buckets in a bucket minus one: values under it are in bucket 0.
     let mask = (1u64 << (HALF_MAGNITUDE + 1)) - 1;
     let base = 64 - UNIT_MAGNITUDE - HALF_MAGNITUDE - 1;
@@ -1072,5 +1282,67 @@ mod tests {
         assert!(e.contains("significant digits"), "{e}");
         // The decoder still works after all that.
         assert_eq!(de.decode(&enc).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn dense_pages_cover_crests_bounds() {
+        assert_eq!(SLOTS, new_hist().distinct_values());
+        assert_eq!(PAGES * PAGE, SLOTS);
+    }
+
+    proptest! {
+        /// Recording into a [`Dense`] holds what recording into a [`Hist`] does, in a few
+        /// pages: same buckets, count, min, max and percentiles, values past the bounds
+        /// counted at the highest.
+        #[test]
+        fn dense_records_like_a_hist(
+            values in proptest::collection::vec(
+                prop_oneof![0u64..5_000, 0u64..20_000_000, 0u64..u64::MAX], 1..300)
+        ) {
+            let (mut dense, mut h) = (Dense::default(), new_hist());
+            for &v in &values {
+                dense.record(v);
+                record(&mut h, v);
+            }
+            prop_assert_eq!(dense.to_hist(), h.clone());
+            prop_assert_eq!(dense.len(), h.len());
+            prop_assert_eq!(dense.min(), h.min());
+            prop_assert_eq!(dense.max(), h.max());
+            for q in [0.0, 0.5, 0.99, 1.0] {
+                prop_assert_eq!(dense.value_at_quantile(q), h.value_at_quantile(q));
+            }
+            prop_assert_eq!(dense.fingerprint(), fingerprint(&h));
+            prop_assert_eq!(&dense.encode_wire(), &encode_wire(&h));
+            prop_assert!(dense.pages() <= values.len());
+            prop_assert_eq!(dense.pages() > 0, dense.iter().count() > SMALL);
+            let mut sum = Dense::default();
+            sum.add_dense(&dense);
+            sum.add_dense(&dense);
+            dense.clear();
+            prop_assert!(dense.is_empty());
+            prop_assert_eq!(dense.iter().count(), 0);
+            dense.add(&Sparse::of(&h));
+            dense.add(&Sparse::of(&h));
+            prop_assert_eq!(&sum, &dense);
+        }
+    }
+
+    #[test]
+    fn few_samples_take_bytes_not_a_histogram() {
+        let mut d = Dense::default();
+        assert_eq!(d.heap_bytes(), 0);
+        d.record(250_000);
+        d.record(260_000);
+        d.record(250_001);
+        assert_eq!((d.pages(), d.iter().count()), (0, 2));
+        assert!(d.heap_bytes() <= 64, "{}", d.heap_bytes());
+        // Past SMALL buckets it takes pages: one per 256 buckets it touched.
+        for v in 0..SMALL as u64 * 2 {
+            d.record(1_000 + v);
+        }
+        assert_eq!(d.iter().count(), SMALL * 2 + 2);
+        assert!(d.pages() <= 3, "{}", d.pages());
+        assert!(d.heap_bytes() < 8 * 1024, "{}", d.heap_bytes());
+        assert_eq!(d.to_hist().len(), d.len());
     }
 }

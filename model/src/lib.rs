@@ -19,7 +19,7 @@
 //! - [`plan`]: what a run plan is: classes, each shard's part, pacer, session.
 //! - [`built`]: a run plan as a worker runs it: the checked wire plan with workloads built.
 //! - [`clock`]: Unix time as the protocol carries it.
-//! - [`file`]: reading a file a user named, with a cap on its size.
+//! - [`file`](mod@file): reading a file a user named, with a cap on its size.
 //! - [`target`]: the target's address and the session every connection opens with (login,
 //!   database), parsed from `host:port` or a `redis://` URI; passwords as [`Secret`](target::Secret)s.
 

@@ -34,7 +34,7 @@ use crate::conn::{Conn, ConnId, NO_KEY, Pending, Reply};
 use crate::pace::Pace;
 use crate::route::{NO_SLOT, Routes};
 use crate::spec::Load;
-use crest_model::hist::{self, Hist};
+use crest_model::hist::Dense;
 use crest_model::rng::Rng;
 use crest_model::schedule::{Profile, Schedule, Steer};
 use crest_model::stats::{Kinds, Redirects, Stats, add_error};
@@ -187,8 +187,8 @@ pub struct NodeTally {
     pub errors: u64,
     /// Redirects it answered with.
     pub redirects: Redirects,
-    /// Latency of its completed requests (made on the first).
-    pub latency: Option<Hist>,
+    /// Latency of its completed requests (pages made as samples land).
+    pub latency: Dense,
 }
 
 /// Per-class state of a running shard.
@@ -771,7 +771,7 @@ impl ClassState {
         if p.measured && p.tries == 0 {
             let s = &mut self.interval.cmds[p.cmd as usize];
             s.sent += 1;
-            hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
+            s.schedule_lag.record(now.saturating_sub(p.intended));
         }
     }
 
@@ -800,7 +800,7 @@ impl ClassState {
             let s = &mut self.interval.cmds[p.cmd as usize];
             if r.early && p.tries == 0 {
                 s.sent += 1;
-                hist::record(&mut s.schedule_lag, now.saturating_sub(p.intended));
+                s.schedule_lag.record(now.saturating_sub(p.intended));
             }
         }
         let redo = match r.kind {
@@ -817,10 +817,10 @@ impl ClassState {
                     s.completed += 1;
                     s.misses += u64::from(r.misses);
                     let l = now.saturating_sub(p.intended);
-                    hist::record(&mut s.latency, l);
-                    hist::record(&mut s.service_time, now.saturating_sub(p.since()));
+                    s.latency.record(l);
+                    s.service_time.record(now.saturating_sub(p.since()));
                     t.completed += 1;
-                    hist::record(t.latency.get_or_insert_with(hist::new_hist), l);
+                    t.latency.record(l);
                 }
                 ReplyKind::Error { kind, message } => {
                     add_error(&mut s.errors, kinds.resolve(kind, message), 1);
@@ -941,7 +941,7 @@ impl ClassState {
         if matches!(failure, Failure::Timeout | Failure::TimeoutUnsent) {
             // A request given up on waited at least this long: keep it in the latency
             // histogram so timing out can never make the percentiles look better.
-            hist::record(&mut s.latency, now.saturating_sub(p.intended));
+            s.latency.record(now.saturating_sub(p.intended));
         }
         if let Some(n) = node {
             self.reach(usize::from(n) + 1);

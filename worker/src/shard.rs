@@ -46,7 +46,6 @@ use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::sys::sched::{Sched, SchedMeter};
 use crate::sys::stamp::{self, Clocks};
 use crate::target_tls::{self, Client, Handshakes};
-use crest_model::hist;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error};
@@ -675,9 +674,7 @@ impl Shard {
                 n.completed += t.completed;
                 n.errors += t.errors;
                 n.redirects += t.redirects;
-                if let Some(h) = &t.latency {
-                    hist::add(&mut n.latency, h);
-                }
+                t.latency.add_to(&mut n.latency);
             }
         }
         out.retain(|n| n.connections > 0 || n.completed + n.errors > 0 || !n.redirects.is_zero());
@@ -1108,7 +1105,7 @@ mod tests {
     use super::*;
     use crest_model::schedule::{Arrival, Profile, Schedule};
     use crest_model::shapes::{KeyDist, KeySpace, ValueSizes};
-    use crest_model::stats::CmdStats;
+    use crest_model::stats::CmdSum;
     use crest_model::stats::Stats;
     use crest_model::target::Session;
     use crest_model::workload::CmdDef;
@@ -1319,7 +1316,7 @@ mod tests {
         up: u32,
         connect_error: Option<String>,
         intervals: Vec<Stats>,
-        totals: CmdStats,
+        totals: CmdSum,
         in_flight: u64,
         unsent: u64,
         conn_errors: ErrorCounts,
@@ -1364,7 +1361,7 @@ mod tests {
             up: 0,
             connect_error: None,
             intervals: Vec::new(),
-            totals: CmdStats::default(),
+            totals: CmdSum::default(),
             in_flight: 0,
             unsent: 0,
             conn_errors: Vec::new(),

@@ -8,7 +8,7 @@ use super::measure::Measured;
 use super::member::{interval_ns, measured_ns};
 use super::target::Target;
 use crate::config::RunConfig;
-use crate::merge::{self, ByCommand, WorkerBooks};
+use crate::merge::{self, SumBy, WorkerBooks};
 use crate::server_stats::ServerStats;
 use crate::service::WorkerInfo;
 use crest_report::TimelinePoint;
@@ -30,8 +30,9 @@ pub struct RunResults {
     pub interrupted: bool,
     /// Every worker that took part, lost ones included.
     pub workers: Vec<WorkerResult>,
-    /// Run totals per (class, command).
-    pub totals: ByCommand,
+    /// Run totals per (class, command), summed bucket by bucket: full histograms are
+    /// made where a report reads them, one class at a time.
+    pub totals: SumBy,
     /// One row per interval of the measured span.
     pub timeline: Vec<TimelinePoint>,
     /// Interval messages that came after their timeline row was written.
@@ -144,7 +145,7 @@ pub(super) fn assemble(cfg: &RunConfig, target: &Target, fleet: Fleet, m: Measur
                 books: b,
             })
             .collect(),
-        totals: merge::full(books.totals),
+        totals: books.totals,
         timeline: books.timeline,
         late_intervals: books.late,
         server,

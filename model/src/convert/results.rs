@@ -3,11 +3,15 @@
 
 use super::check::{WireError, check_range};
 use crate::hist::{self, HistError, Sparse, SparseDecoder};
-use crate::stats::{CmdDelta, CmdStats, CmdStatsOf, ErrorCounts, NodeStats, Redirects, Samples};
+use crate::stats::{CmdDelta, CmdStatsOf, ErrorCounts, NodeStats, Redirects, Samples};
 use crest_proto::pb;
 
 /// Encodes one class's per-command results; `names[i]` names `cmds[i]`.
-pub fn stats_to_pb(class: &str, cmds: &[CmdStats], names: &[String]) -> Vec<pb::CommandStats> {
+pub fn stats_to_pb<H: Samples>(
+    class: &str,
+    cmds: &[CmdStatsOf<H>],
+    names: &[String],
+) -> Vec<pb::CommandStats> {
     cmds.iter()
         .zip(names)
         .map(|(s, name)| cmd_to_pb(class, name, s))
