@@ -933,3 +933,48 @@ fn an_http2_stream_flood_on_the_control_port_is_bounded() {
     let r = read_report(&out);
     assert!(u(&r["totals"], "completed") > 0, "{}", r["totals"]);
 }
+
+/// A profile of 50 classes × 10 commands: each class × command's results held three full
+/// HDR histograms (811 KB) per copy, so this passed 3 GB before any report; now they grow
+/// with their samples and the whole run (built-in target included) stays under 300 MB.
+#[test]
+fn a_profile_of_many_classes_and_commands_stays_small() {
+    const RSS_BOUND_KB: u64 = 300 * 1024;
+    let dir = TempDir::new("many-classes");
+    let cmds = "GET = 1, SET = 1, DEL = 1, EXISTS = 1, INCR = 1, HSET = 1, HGET = 1, LPUSH = 1, SADD = 1, ZADD = 1";
+    let profile: String = (0..50)
+        .map(|i| {
+            format!(
+                "[[class]]\nname = \"c{i}\"\nrate = 20\nconnections = 2\nmix = {{ {cmds} }}\nkeys = {{ count = 1000, prefix = \"k{i}:\" }}\n\n"
+            )
+        })
+        .collect();
+    let path = dir.path().join("many.toml");
+    std::fs::write(&path, profile).unwrap();
+    let out = dir.path().join("out");
+    let args = [
+        "run",
+        "--profile",
+        path.to_str().unwrap(),
+        "--duration",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let mut p = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    let pid = p.child.id();
+    let (t0, mut peak) = (Instant::now(), 0);
+    while p.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
+        peak = peak.max(proc_status_kb(pid, "VmHWM:").unwrap_or(0));
+        assert!(peak < RSS_BOUND_KB, "reached {peak} kB");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let code = p.wait(Duration::from_secs(5));
+    let err = read_log(dir.path(), "crest", "stderr");
+    assert_eq!(code, 0, "{err}");
+    println!("many-classes: peak RSS {peak} kB");
+    let r = read_report(&out);
+    assert_eq!(r["classes"].as_object().unwrap().len(), 50);
+    assert_balanced("many-classes", &r);
+    assert!(u(&r["totals"], "completed") > 500, "{}", r["totals"]);
+}
