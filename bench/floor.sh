@@ -73,6 +73,13 @@ static int dial(int port) {
   return fd;
 }
 
+/* Requests due by now, of n at `rate` per second from s0 (ns, CLOCK_MONOTONIC). */
+static long due_now(long long s0, long rate, long n) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+  long due = (t.tv_sec * 1000000000LL + t.tv_nsec - s0) / (1000000000LL / rate) + 1;
+  return due > n ? n : due;
+}
+
 /* Prints one figure; fails (no figure) when the window did not hold the work. */
 static void report(const char *what, long n, double c0, double t0, double min_wall) {
   double c = cpu() - c0, w = now() - t0;
@@ -145,9 +152,7 @@ static void uring_budget(int port, long rate, int conns, long secs, long w, int 
     io_uring_cq_advance(&ring, k); cqes += k;
     if (nb) io_uring_buf_ring_advance(br, nb);
     /* Sends due by now. */
-    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
-    long long el = t.tv_sec * 1000000000LL + t.tv_nsec - s0;
-    long due = el / (1000000000LL / rate) + 1; if (due > n) due = n;
+    long due = due_now(s0, rate, n);
     for (int tries = 0; sent < due && tries < conns; tries++, cur = (cur + 1) % conns) {
       long chunk = pipe - inflight[cur]; if (chunk > due - sent) chunk = due - sent; if (chunk > 64) chunk = 64;
       if (chunk <= 0) continue;
@@ -224,9 +229,7 @@ int main(int argc, char **argv) {
       long long dl = s0 + (long long)(++wakes) * w;
       struct timespec ts = {dl / 1000000000LL, dl % 1000000000LL};
       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-      struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
-      long long el = t.tv_sec * 1000000000LL + t.tv_nsec - s0;
-      long due = el / (1000000000LL / rate) + 1; if (due > n) due = n;
+      long due = due_now(s0, rate, n);
       for (int tries = 0; sent < due && tries < conns; tries++, cur = (cur + 1) % conns) {
         long chunk = pipe - inflight[cur]; if (chunk > due - sent) chunk = due - sent; if (chunk > 64) chunk = 64;
         if (chunk <= 0) continue;

@@ -265,11 +265,6 @@ fn new_page() -> Box<Page> {
     Box::new([0; PAGE])
 }
 
-/// Buckets in a histogram with Crest's bounds.
-fn slots() -> usize {
-    SLOTS
-}
-
 impl Dense {
     /// Heap bytes it holds (its list's capacity, its page table and pages; not itself).
     pub fn heap_bytes(&self) -> usize {
@@ -655,7 +650,7 @@ impl SparseDecoder {
         Self {
             inflate: flate2::Decompress::new(true),
             inflated: Vec::new(),
-            slots: slots(),
+            slots: SLOTS,
             pool: Vec::new(),
         }
     }

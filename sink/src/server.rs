@@ -423,13 +423,20 @@ mod tests {
         }
     }
 
-    /// Reads until EOF or a reset; the frames read (an error reply at most, here).
-    async fn read_to_end(client: &mut crate::test_support::Client) -> Vec<Frame> {
+    /// Reads until EOF or a reset and checks that exactly one frame came: an error
+    /// containing `needle`.
+    async fn one_error_then_eof(client: &mut crate::test_support::Client, needle: &str) {
         let mut frames = Vec::new();
         while let Some(frame) = client.read().await {
             frames.push(frame);
         }
-        frames
+        match frames.as_slice() {
+            [Frame::Error(e)] => {
+                let e = String::from_utf8_lossy(e);
+                assert!(e.contains(needle), "{e}");
+            }
+            other => panic!("expected one error, then EOF: {other:?}"),
+        }
     }
 
     #[tokio::test]
@@ -475,14 +482,7 @@ mod tests {
         let mut partial = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000000\r\n".to_vec();
         partial.extend(std::iter::repeat_n(b'v', 150_000));
         client.send_raw(&partial).await;
-        let frames = read_to_end(&mut client).await;
-        match frames.as_slice() {
-            [Frame::Error(e)] => {
-                let e = String::from_utf8_lossy(e);
-                assert!(e.contains("query buffer limit of 100000 bytes"), "{e}");
-            }
-            other => panic!("expected one error, then EOF: {other:?}"),
-        }
+        one_error_then_eof(&mut client, "query buffer limit of 100000 bytes").await;
     }
 
     #[tokio::test]
@@ -505,14 +505,7 @@ mod tests {
         let mut second = server.client().await;
         second.send_raw(&head).await;
         second.send_raw(&body).await;
-        let frames = read_to_end(&mut second).await;
-        match frames.as_slice() {
-            [Frame::Error(e)] => {
-                let e = String::from_utf8_lossy(e);
-                assert!(e.contains("past the sink's limit of 1000000 bytes"), "{e}");
-            }
-            other => panic!("expected one error, then EOF: {other:?}"),
-        }
+        one_error_then_eof(&mut second, "past the sink's limit of 1000000 bytes").await;
         // The first finishes its SET.
         first.send_raw(&vec![b'v'; 200_000]).await;
         first.send_raw(b"\r\n").await;
