@@ -212,8 +212,37 @@ fn server_report(
         first_rate,
         cluster,
         coordinator_calls: &results.coordinator_calls,
+        short: short_books(results),
+        refused: results
+            .error_messages
+            .iter()
+            .map(|(_, m)| m)
+            .find(|m| m.contains("max number of clients"))
+            .cloned(),
     };
     series::report(samples, &books)
+}
+
+/// Why the books hold less than reached the server: the workers lost (what each sent
+/// after its last interval is in no book) and an interrupt (what was in flight).
+fn short_books(results: &RunResults) -> Option<String> {
+    let lost: Vec<&str> = results
+        .workers
+        .iter()
+        .filter(|w| w.lost())
+        .map(|w| w.info.name.as_str())
+        .collect();
+    let lost = match lost.as_slice() {
+        [] => None,
+        [one] => Some(format!("worker {one} was lost")),
+        many => Some(format!("workers {} were lost", many.join(", "))),
+    };
+    match (lost, results.interrupted) {
+        (Some(l), true) => Some(format!("{l} and the run was interrupted")),
+        (Some(l), false) => Some(l),
+        (None, true) => Some("the run was interrupted".into()),
+        (None, false) => None,
+    }
 }
 
 /// The TLS the run spoke to its target, with the handshakes its workers made.

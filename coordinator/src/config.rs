@@ -207,6 +207,9 @@ pub struct RunConfig {
     pub control_tls: Option<crest_engine::control_tls::ServerTls>,
     /// Backlog bound per shard and class.
     pub backlog_limit: u64,
+    /// `--memory-budget`: the most one process of the run (this one, or a remote worker)
+    /// is estimated to need before the plan is refused (`orchestrate::budget`).
+    pub memory_budget: u64,
     /// Sample the target's `INFO` at every interval boundary (on unless
     /// `--no-server-stats`; a target that refuses `INFO` turns it off by itself).
     pub server_stats: bool,

@@ -44,6 +44,19 @@ pub const LOCAL_WORKERS: u32 = 1;
 /// Requests per shard and class allowed to wait for a free connection.
 pub const BACKLOG_LIMIT: u64 = 1_000_000;
 
+/// The default budget: half this machine's memory (`MemTotal` in `/proc/meminfo`), or
+/// 4 GiB where that cannot be read.
+pub fn memory_budget() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(4 << 30, |kb| kb * 1024 / 2)
+}
+
 /// Each default as `crest run --help` and the README show it: (flag id, shown value).
 pub const SHOWN: &[(&str, &str)] = &[
     ("rate", "1000"),

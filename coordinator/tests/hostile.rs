@@ -977,4 +977,132 @@ fn a_profile_of_many_classes_and_commands_stays_small() {
     assert_eq!(r["classes"].as_object().unwrap().len(), 50);
     assert_balanced("many-classes", &r);
     assert!(u(&r["totals"], "completed") > 500, "{}", r["totals"]);
+    // The estimate the budget is checked against holds what the run took, and is not
+    // wildly above it (a budget over an estimate 10× too high would refuse plans that fit).
+    let estimate_kb = estimate_kb(&args);
+    println!("many-classes: estimate {estimate_kb} kB");
+    assert!(
+        estimate_kb >= peak,
+        "estimate {estimate_kb} kB < peak {peak} kB"
+    );
+    assert!(
+        estimate_kb < peak * 10,
+        "estimate {estimate_kb} kB vs peak {peak} kB"
+    );
+}
+
+/// The estimate `crest run` refuses a plan with under `--memory-budget 1MB`, in kB: the
+/// run is refused before any load (exit 2) with one line naming it.
+fn estimate_kb(args: &[&str]) -> u64 {
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--memory-budget", "1MB"]);
+    let (code, _, err) = crest_bounded("budget", &args, Duration::from_secs(30));
+    assert_eq!(code, 2, "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("--memory-budget"))
+        .unwrap_or("");
+    assert_eq!(err.matches("the plan needs").count(), 1, "one line: {err}");
+    let about = line
+        .split("needs about ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no estimate in {err}"));
+    let mut words = about.split_whitespace();
+    let n: f64 = words.next().unwrap().parse().unwrap();
+    let unit = match words.next().unwrap() {
+        "KB" => 1.0,
+        "MB" => 1e3,
+        "GB" => 1e6,
+        u => panic!("unit {u} in {line}"),
+    };
+    (n * unit / 1.024) as u64
+}
+
+/// A plan over `--memory-budget` is refused before any load with one line naming the
+/// estimate, its largest part and what would fit; the same plan under a budget runs.
+#[test]
+fn a_plan_over_the_memory_budget_is_refused_before_load() {
+    let dir = TempDir::new("budget");
+    let profile: String = (0..500)
+        .map(|i| format!("[[class]]\nname = \"c{i}\"\nrate = 100000\nconnections = 1\nmix = {{ GET = 1, SET = 1 }}\n\n"))
+        .collect();
+    let path = dir.path().join("wide.toml");
+    std::fs::write(&path, profile).unwrap();
+    let args = [
+        "run",
+        "--profile",
+        path.to_str().unwrap(),
+        "--duration",
+        "10s",
+        "--threads",
+        "1",
+        "--memory-budget",
+        "500MB",
+    ];
+    let t0 = Instant::now();
+    let (code, _, err) = crest_bounded("budget", &args, Duration::from_secs(30));
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.matches("the plan needs").count(), 1, "{err}");
+    assert!(
+        err.contains("the plan needs about ")
+            && err.contains("in this process (")
+            && err.contains("for histograms of 1000 class × command pairs on 1 shard")
+            && err.contains("over the budget of 524.3 MB (--memory-budget)"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "refused before load"
+    );
+    // Nonsense budgets are refused as flags.
+    let (code, _, err) = crest_bounded(
+        "budget0",
+        &["run", "--memory-budget", "0"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        (code, err.trim()),
+        (
+            2,
+            "crest: --memory-budget \"0\": must be more than 0, e.g. 4GB"
+        )
+    );
+}
+
+/// `--interval 10ms` at 100 requests/s once grew to 0.9–2.9 GB in two runs of eight: each
+/// interval made three 270 KB histograms per command per shard, and a shard that fell
+/// behind the interval clock made them faster than its worker could take them. Intervals
+/// now cost what their samples hold; run after run, each stays small and whole.
+#[test]
+fn interval_10ms_stays_small_run_after_run() {
+    const RSS_BOUND_KB: u64 = 150 * 1024;
+    for i in 0..5 {
+        let dir = TempDir::new("interval-10ms");
+        let out = dir.path().join("out");
+        let args = [
+            "run",
+            "--rate",
+            "100",
+            "--duration",
+            "3s",
+            "--interval",
+            "10ms",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let mut p = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+        let pid = p.child.id();
+        let (t0, mut peak) = (Instant::now(), 0);
+        while p.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
+            peak = peak.max(peak_rss_kb(pid).unwrap_or(0));
+            assert!(peak < RSS_BOUND_KB, "run {i}: reached {peak} kB");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let code = p.wait(Duration::from_secs(5));
+        assert_eq!(code, 0, "{}", read_log(dir.path(), "crest", "stderr"));
+        let r = read_report(&out);
+        assert_eq!(r["timeline"].as_array().unwrap().len(), 300, "run {i}");
+        assert_balanced("interval-10ms", &r);
+        println!("interval-10ms run {i}: peak RSS {peak} kB");
+    }
 }

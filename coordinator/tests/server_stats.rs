@@ -413,6 +413,81 @@ fn used_memory(addr: &str) -> u64 {
         .unwrap()
 }
 
+/// A probe that blocks (BLPOP on a list nobody pushes to) costs its own checkpoint's
+/// reading and no other: the connection it held is dropped at the probe's deadline and the
+/// next checkpoint opens a new one, so every checkpoint has its `INFO memory`.
+#[test]
+fn a_blocking_probe_costs_one_reading_not_every_later_one() {
+    let server = Server::start(Kind::Redis);
+    let dir = TempDir::new("checkpoint-blocking");
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &server.addr(),
+            "--rate",
+            "max",
+            "--requests",
+            "200",
+            "--checkpoint-every",
+            "100",
+            "--probe",
+            "BLPOP crest:never-pushed 0",
+        ])
+        .run(0);
+    let cps = report["checkpoints"].as_array().unwrap();
+    assert_eq!(cps.len(), 2, "{cps:?}");
+    for c in cps {
+        assert!(
+            u(c, "used_memory") > 0,
+            "INFO memory read at every checkpoint: {c}"
+        );
+        assert!(
+            c["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no reply within")),
+            "the probe's own failure is named: {c}"
+        );
+    }
+    assert_eq!(u(&report["totals"], "completed"), 200);
+}
+
+/// A server that dies at a checkpoint (its probe is `SHUTDOWN NOSAVE`): the closed loop has
+/// no connection left to send on. Past `--timeout` with none it gives up the requests it
+/// has left as `timeout_unsent` (it used to wait for its 3,600 s bound), and the report
+/// adds up to the 2,000 asked for and says the server stopped answering.
+#[test]
+fn a_server_that_dies_at_a_checkpoint_ends_the_run_with_its_books_whole() {
+    let mut server = Server::start(Kind::Redis);
+    let dir = TempDir::new("checkpoint-dies");
+    let t0 = std::time::Instant::now();
+    let report = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &server.addr(),
+            "--rate",
+            "max",
+            "--requests",
+            "2000",
+            "--checkpoint-every",
+            "500",
+            "--probe",
+            "SHUTDOWN NOSAVE",
+            "--timeout",
+            "1s",
+            "--no-server-stats",
+        ])
+        .run(0);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(100));
+    let t = &report["totals"];
+    assert_eq!(u(t, "scheduled"), 2000, "{t}");
+    assert_eq!(u(t, "completed"), 500, "{t}");
+    assert_eq!(u(&t["errors_by_kind"], "timeout_unsent"), 1500, "{t}");
+    assert_balanced("checkpoint-dies", &report);
+    let cps = report["checkpoints"].as_array().unwrap();
+    assert!(!cps.is_empty(), "{cps:?}");
+    server.kill();
+}
+
 /// Checkpoints (the sorted-set study): 500 ZADDs of 1,000 sequential members, a
 /// checkpoint every 100 calls. At each the load is paused with every reply in, so the
 /// probe's ZCARD is exactly the members written so far, and `used_memory` is within 2% of

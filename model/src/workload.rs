@@ -765,10 +765,51 @@ impl Mixer {
         self.current[best] -= self.total;
         best
     }
+
+    /// `n` requests split over the commands by weight (floors, the rest one each to the
+    /// heaviest first): what `n` picks come to, without making them one by one.
+    pub fn shares(&self, n: u64) -> Vec<u64> {
+        let total = u128::try_from(self.total).unwrap_or(0).max(1);
+        let weight = |w: i64| u128::try_from(w).unwrap_or(0);
+        let mut out: Vec<u64> = self
+            .weights
+            .iter()
+            .map(|&w| u64::try_from(u128::from(n) * weight(w) / total).unwrap_or(u64::MAX))
+            .collect();
+        let mut left = n - out.iter().sum::<u64>().min(n);
+        let mut order: Vec<usize> = (0..out.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.weights[i]));
+        for i in order.into_iter().cycle().take(out.len() * 2) {
+            if left == 0 {
+                break;
+            }
+            if self.weights[i] > 0 {
+                out[i] += 1;
+                left -= 1;
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::Mixer;
+
+    #[test]
+    fn shares_split_a_count_by_weight_exactly() {
+        let m = Mixer {
+            weights: vec![1, 10, 0],
+            current: vec![0; 3],
+            total: 11,
+        };
+        assert_eq!(m.shares(0), vec![0, 0, 0]);
+        assert_eq!(m.shares(11), vec![1, 10, 0]);
+        assert_eq!(m.shares(1), vec![0, 1, 0]);
+        assert_eq!(m.shares(1500), vec![136, 1364, 0]);
+        assert_eq!(m.shares(u64::MAX).iter().sum::<u64>(), u64::MAX);
+    }
+
     use super::*;
     use crate::shapes::KeyDist;
     use crest_resp::Frame;

@@ -403,6 +403,32 @@ impl ClassState {
         }
     }
 
+    /// A closed loop bounded only by a count, with no connection up for longer than the
+    /// timeout (the server is gone): the measured requests it has left are never sent.
+    /// They fail as `timeout_unsent` (scheduled, and given up waiting for a connection),
+    /// split over the mix by weight, so the books still add up to the `--requests` asked
+    /// for, and the class stops. Returns how many; 0 for any other class.
+    pub fn give_up(&mut self) -> u64 {
+        let Arrivals::Closed {
+            until: None,
+            budget: Some(left),
+            gates,
+            ..
+        } = &mut self.arrivals
+        else {
+            return 0;
+        };
+        let n = std::mem::take(left);
+        gates.clear();
+        for (s, k) in self.interval.cmds.iter_mut().zip(self.mixer.shares(n)) {
+            if k > 0 {
+                s.scheduled += k;
+                add_error(&mut s.errors, Failure::TimeoutUnsent.kind(), k);
+            }
+        }
+        n
+    }
+
     /// Goes on past the checkpoint the class waits at.
     pub fn pass_gate(&mut self) {
         if let Arrivals::Closed { gates, .. } = &mut self.arrivals {

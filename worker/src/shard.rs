@@ -228,6 +228,10 @@ struct Shard {
     reported: u32,
     /// The last runtime change followed.
     steered: u32,
+    /// Per class, when it last had a connection up or was not waiting for one (ns since
+    /// the start): a count-bounded closed loop with none for longer than the timeout gives
+    /// up ([`Shard::give_up_unconnected`]).
+    alive: Vec<u64>,
 }
 
 /// Runs a shard to the end of its schedule (or until stopped) on the calling thread.
@@ -309,6 +313,7 @@ impl Shard {
             checkpoints: 0,
             reported: 0,
             steered: 0,
+            alive: Vec::new(),
             cfg,
         };
         s.make_conns();
@@ -374,6 +379,14 @@ impl Shard {
         self.classes.iter().any(|c| c.sending(now))
     }
 
+    /// Past the run's end and drain, or stopped: nothing more may go out.
+    fn over(&self, now: u64) -> bool {
+        self.stopped()
+            || self
+                .end
+                .is_some_and(|e| now >= e.saturating_add(self.cfg.drain.as_nanos() as u64))
+    }
+
     fn outstanding(&self) -> bool {
         self.classes.iter().any(ClassState::has_backlog)
             || self.conns.iter().any(|c| c.in_flight() > 0)
@@ -391,6 +404,7 @@ impl Shard {
         let mut next_sweep = SWEEP_NS;
         self.wait_for_start(&mut events);
         self.meter.start(self.now());
+        self.alive = vec![self.now(); self.classes.len()];
         let mut drain_end: Option<u64> = None;
         let drain = self.cfg.drain.as_nanos() as u64;
         loop {
@@ -454,6 +468,15 @@ impl Shard {
                 self.ep.wait(&mut events, t)
             };
             now = self.now();
+            // A shard frozen in its wait (SIGSTOP, a paused VM) and thawed after its run's
+            // end + drain, or stopped meanwhile: nothing more goes out, not even what
+            // waited in its backlogs (the coordinator has closed the books).
+            if self.stopped() {
+                return;
+            }
+            if self.over(now) {
+                break;
+            }
             // A turn that woke before anything was due and found no event (a polling
             // pacer's turn) was waiting for the clock as a whole; otherwise only the wait.
             self.meter.idle_ns += if n == 0 && !sent && wake > wait_from {
@@ -852,6 +875,7 @@ impl Shard {
     /// reconnects closed connections whose backoff has passed.
     fn sweep(&mut self, now: u64) {
         self.adopt_table(now);
+        self.give_up_unconnected(now);
         for c in &mut self.classes {
             c.expire_backlog(now, self.timeout);
         }
@@ -877,6 +901,39 @@ impl Shard {
                 }
                 Due::Retry => self.start_connect(id, now),
                 Due::Nothing => {}
+            }
+        }
+    }
+
+    /// A count-bounded closed-loop class has nothing to send with while every one of its
+    /// connections is down, and would wait for the server forever: past the timeout with
+    /// none up, it gives up what it has left as `timeout_unsent` ([`ClassState::give_up`]).
+    /// An open loop needs no such rule: its requests come due and time out on their own.
+    fn give_up_unconnected(&mut self, now: u64) {
+        let mut up = vec![false; self.classes.len()];
+        for c in &self.conns {
+            if matches!(c.state(), ConnState::Up)
+                && let Some(u) = up.get_mut(c.class.index())
+            {
+                *u = true;
+            }
+        }
+        for (i, class) in self.classes.iter_mut().enumerate() {
+            let Some(alive) = self.alive.get_mut(i) else {
+                continue;
+            };
+            if up[i] || class.is_open() || !class.sending(now) || class.at_gate(now) {
+                *alive = now;
+            } else if now.saturating_sub(*alive) > self.timeout {
+                let n = class.give_up();
+                if n > 0 {
+                    tracing::warn!(
+                        shard = self.cfg.index,
+                        class = i,
+                        requests = n,
+                        "no connection to the target for longer than the timeout: the closed loop gives up its requests left as timeout_unsent"
+                    );
+                }
             }
         }
     }
@@ -955,6 +1012,11 @@ impl Shard {
             return;
         }
         let now = self.now();
+        if self.over(now) {
+            // Frozen between scheduling and writing, and thawed too late: the loop ends
+            // at its next check; nothing is written meanwhile.
+            return;
+        }
         let mut dirty = std::mem::take(&mut self.dirty);
         for &id in &dirty {
             let conn = &mut self.conns[id.index()];

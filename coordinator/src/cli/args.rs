@@ -146,6 +146,11 @@ pub struct FleetArgs {
     /// TLS for the workers' control plane.
     #[command(flatten)]
     pub serve: crest_engine::control_tls::ServerFiles,
+    /// The most memory one process of the run (this one with its local workers, or each
+    /// remote worker) may need, e.g. 4GB: a plan estimated over it is refused before load
+    /// (default: half this machine's memory).
+    #[arg(long, value_parser = config::parse_size, allow_hyphen_values = true)]
+    pub memory_budget: Option<u64>,
 }
 
 /// How requests are timed and recorded: the rate, the pacer, the interval, time-outs,

@@ -113,6 +113,11 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             Duration::ZERO,
             Duration::from_secs(3600),
         )?,
+        memory_budget: match a.fleet.memory_budget {
+            Some(0) => return Err(err("--memory-budget", 0, "must be more than 0, e.g. 4GB")),
+            Some(b) => b,
+            None => defaults::memory_budget(),
+        },
         checkpoint_every: a.load.checkpoint_every.or(file.checkpoint_every),
         probe: a
             .load

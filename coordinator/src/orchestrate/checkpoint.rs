@@ -7,6 +7,7 @@
 //! study's "memory every 1,000,000 members", not an estimate between two samples.
 
 use super::member::Member;
+use super::target::Dial;
 use crate::server_stats::sampler::ask_within;
 use crest_engine::probe::Control;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};
@@ -28,6 +29,9 @@ const MAX_REPLY: usize = 1 << 20;
 pub struct Checkpoints {
     every: u64,
     total: u32,
+    /// How to open the connection again when a checkpoint lost it (a probe that blocked
+    /// past its deadline, a server that closed it); None in unit tests.
+    dial: Option<Dial>,
     conn: Option<Control>,
     probe: Vec<String>,
     /// Per worker: checkpoints it has reached (one past the highest index).
@@ -44,11 +48,18 @@ pub struct Checkpoints {
 impl Checkpoints {
     /// `total_requests` of the class, a checkpoint every `every`; `conn` is set up as the
     /// shards' connections are.
-    pub fn new(conn: Control, every: u64, total_requests: u64, probe: Vec<String>) -> Self {
+    pub fn new(
+        dial: impl Into<Option<Dial>>,
+        conn: Control,
+        every: u64,
+        total_requests: u64,
+        probe: Vec<String>,
+    ) -> Self {
         let now = Instant::now();
         Self {
             every,
             total: u32::try_from(total_requests / every.max(1)).unwrap_or(u32::MAX),
+            dial: dial.into(),
             conn: Some(conn),
             probe,
             reached: Vec::new(),
@@ -110,7 +121,16 @@ impl Checkpoints {
 
     async fn ask(&mut self, args: &[&[u8]]) -> Result<Frame, String> {
         if self.conn.is_none() {
-            return Err("no connection (an earlier checkpoint lost it)".into());
+            // An earlier checkpoint lost it: a new one, so one blocked probe or a server
+            // that closed the connection costs one reading, not every later one.
+            let Some(dial) = &self.dial else {
+                return Err("no connection (an earlier checkpoint lost it)".into());
+            };
+            self.conn = Some(
+                dial.open()
+                    .await
+                    .map_err(|e| format!("no connection: {e}"))?,
+            );
         }
         let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
         *self.calls.entry(name).or_insert(0) += 1;
@@ -229,7 +249,7 @@ mod tests {
         let conn = crest_engine::probe::control(addr, "fake", &Session::default(), None, NAME)
             .await
             .unwrap();
-        Checkpoints::new(conn, every, total, words(probe))
+        Checkpoints::new(None, conn, every, total, words(probe))
     }
 
     /// The checkpoints a worker was told to release, in order.

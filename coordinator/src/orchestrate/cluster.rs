@@ -154,7 +154,16 @@ impl Fleet {
                 )));
             }
         }
-        Ok(())
+        let shards = self.members.iter().map(|m| m.link.info.shards);
+        let (local, remote): (Vec<u32>, Vec<u32>) = match cfg.workers {
+            Workers::Local { .. } => (shards.collect(), Vec::new()),
+            Workers::Remote { .. } => (Vec::new(), shards.collect()),
+        };
+        let est = super::budget::estimate(cfg, &local, &remote);
+        match super::budget::check(&est, cfg.memory_budget) {
+            Some(line) => Err(RunError::Usage(line)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -173,16 +173,18 @@ async fn checkpoints(cfg: &RunConfig, target: &Target) -> Result<Option<Checkpoi
     let (Some(every), Some(class)) = (cfg.checkpoint_every, cfg.classes.first()) else {
         return Ok(None);
     };
-    let (conn, _) = target::control_to(cfg, target.builtin_port, checkpoint::NAME)
+    let cannot = |e: String| {
+        RunError::Usage(format!(
+            "--checkpoint-every: cannot reach the target to read it at the checkpoints: {e}"
+        ))
+    };
+    let dial = target::Dial::to(cfg, target.builtin_port, checkpoint::NAME)
         .await
-        .map_err(|e| {
-            RunError::Usage(format!(
-                "--checkpoint-every: cannot reach the target to read it at the checkpoints: {e}"
-            ))
-        })?;
+        .map_err(cannot)?;
+    let conn = dial.open().await.map_err(cannot)?;
     let probe = cfg.probe.clone().unwrap_or_default();
     let total = class.requests.unwrap_or(0);
-    Ok(Some(Checkpoints::new(conn, every, total, probe)))
+    Ok(Some(Checkpoints::new(dial, conn, every, total, probe)))
 }
 
 /// The measured phase's books, with `timeline.csv` and `latency.hlog` written as it goes

@@ -32,6 +32,7 @@
 //! - [`steer`]: runtime changes (rate, pause, resume, stop) as one instant on the run's
 //!   clock for every worker, spliced into the books' profiles, rows for the report.
 
+pub mod budget;
 mod checkpoint;
 mod cluster;
 mod collect;

@@ -414,6 +414,15 @@ pub struct Books<'a> {
     /// Commands the coordinator sent the target itself in the span (checkpoints' `INFO
     /// memory` and probe), lower case → calls: taken out of the server's counts.
     pub coordinator_calls: &'a BTreeMap<String, u64>,
+    /// Why the report's books hold less than reached the server, if they do: a worker
+    /// lost (what it sent after its last interval is in no book) or the run interrupted
+    /// (what was in flight when it stopped). A server that counted more is then expected:
+    /// its counts are shown, not judged.
+    pub short: Option<String>,
+    /// The server's first words when it refused connections (`ERR max number of clients
+    /// reached`): requests written on them were answered without being run, so a server
+    /// that counted fewer than were sent is explained.
+    pub refused: Option<String>,
 }
 
 /// Builds the `server` section from the samples; the second value is the truth check's
@@ -462,8 +471,38 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         Some(_) => None,
         None => Some(agreement.iter().all(|a| a.agrees)),
     };
+    let (unchecked, agrees) = match (&books.short, agrees) {
+        // Every command the server counted more of than the books: what the books lack.
+        (Some(why), Some(false)) if agreement.iter().all(|a| a.agrees || a.difference > 0) => (
+            Some(format!(
+                "{why}, so the server counted requests the report does not have ({}): shown, not judged",
+                agreement
+                    .iter()
+                    .filter(|a| !a.agrees)
+                    .map(|a| format!("{} {}", a.command, signed(a.difference)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None,
+        ),
+        _ => (unchecked, agrees),
+    };
     let problem = match agrees {
-        Some(false) => Some(disagreement_words(&agreement, &other_commands)),
+        Some(false) => Some(match &books.refused {
+            Some(words)
+                if agreement
+                    .iter()
+                    .all(|a| a.agrees || a.difference < 0) =>
+            {
+                disagreement_words(&agreement, &other_commands).replace(
+                    ANOTHER_CLIENT,
+                    &format!(
+                        "the server refused connections (\"{words}\"): requests written on them were answered without being run"
+                    ),
+                )
+            }
+            _ => disagreement_words(&agreement, &other_commands),
+        }),
         _ => None,
     };
     let sampler_usec = total_sampler_usec(baseline, last);
@@ -729,6 +768,9 @@ fn differs(a: &Agreement) -> String {
     )
 }
 
+/// What a disagreement is put down to when nothing else explains it.
+const ANOTHER_CLIENT: &str = "another client is using this server, or requests went missing";
+
 /// The truth check's problem line: the commands that disagree first, then the rest.
 pub fn disagreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -> String {
     let bad: Vec<String> = agreement
@@ -737,10 +779,7 @@ pub fn disagreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>
         .map(differs)
         .collect();
     let good: Vec<Agreement> = agreement.iter().filter(|a| a.agrees).cloned().collect();
-    let mut line = format!(
-        "server disagrees: {}: another client is using this server, or requests went missing",
-        bad.join(", ")
-    );
+    let mut line = format!("server disagrees: {}: {ANOTHER_CLIENT}", bad.join(", "));
     let rest = agreement_words(&good, other);
     if !rest.is_empty() {
         line.push_str(&format!("; agrees: {rest}"));
@@ -886,7 +925,63 @@ mod tests {
             first_rate: 100.0,
             cluster: false,
             coordinator_calls: &NONE,
+            short: None,
+            refused: None,
         }
+    }
+
+    /// A lost worker or an interrupt explains a server that counted more; refused
+    /// connections one that counted fewer; neither explains the other direction.
+    #[test]
+    fn the_truth_check_names_a_lost_worker_or_refused_connections() {
+        let series = Series {
+            samples: vec![
+                sample(Mark::BeforeLoad, 1, -1.0, &info(0, 1, 0.0, 0)),
+                sample(Mark::Boundary(1), 2, 1.0, &info(100, 2, 0.0, 0)),
+                sample(Mark::Final, 3, 2.0, &info(205, 3, 0.0, 0)),
+            ],
+            ..Series::default()
+        };
+        let fewer: BTreeMap<String, Sent> = [("SET".to_string(), summary(150, 150))].into();
+        let more: BTreeMap<String, Sent> = [("SET".to_string(), summary(260, 260))].into();
+        let lost = Books {
+            short: Some("worker w1 was lost".into()),
+            ..books(&fewer, false)
+        };
+        let (r, problem) = report(&series, &lost).unwrap();
+        assert_eq!((problem, r.agrees), (None, None));
+        let why = r.unchecked.unwrap();
+        assert!(
+            why.starts_with("worker w1 was lost, so the server counted"),
+            "{why}"
+        );
+        assert!(why.contains("SET +55"), "{why}");
+        // A lost worker does not explain requests the server never saw.
+        let lost_more = Books {
+            short: Some("worker w1 was lost".into()),
+            ..books(&more, false)
+        };
+        let (r, problem) = report(&series, &lost_more).unwrap();
+        assert_eq!(r.agrees, Some(false));
+        assert!(problem.unwrap().contains("another client"));
+        let refused = Books {
+            refused: Some("ERR max number of clients reached".into()),
+            ..books(&more, false)
+        };
+        let (_, problem) = report(&series, &refused).unwrap();
+        let p = problem.unwrap();
+        assert!(
+            p.contains("the server refused connections (\"ERR max number of clients reached\")"),
+            "{p}"
+        );
+        assert!(!p.contains("another client"), "{p}");
+        // Refused connections do not explain more than was sent.
+        let refused_fewer = Books {
+            refused: Some("ERR max number of clients reached".into()),
+            ..books(&fewer, false)
+        };
+        let (_, problem) = report(&series, &refused_fewer).unwrap();
+        assert!(problem.unwrap().contains("another client"));
     }
 
     static NONE: BTreeMap<String, u64> = BTreeMap::new();
