@@ -48,7 +48,12 @@ pub fn parse_targets(list: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut out: Vec<(String, String)> = Vec::new();
     for (i, t) in list.iter().enumerate() {
         let (label, addr) = match t.split_once('=') {
-            Some((l, a)) if is_label(l) && !a.is_empty() => (l.to_string(), a.to_string()),
+            Some((l, "")) if is_label(l) => {
+                return Err(format!(
+                    "--target {t}: no address after the label; give LABEL=HOST:PORT, e.g. {l}=127.0.0.1:6379"
+                ));
+            }
+            Some((l, a)) if is_label(l) => (l.to_string(), a.to_string()),
             _ => (
                 char::from(b'A' + u8::try_from(i % 26).unwrap_or(0)).to_string(),
                 t.clone(),

@@ -343,14 +343,15 @@ impl RunConfig {
 /// Checks a class's settings that the parsers cannot check alone.
 ///
 /// # Errors
-/// [`ConfigError`] naming the field (prefixed with the class name when `in_file`).
+/// [`ConfigError`] naming the field (its flag; for a profile's class, the class and its key).
 pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
     check_sizes(c, from_flags)?;
     check_load(c, from_flags)
 }
 
-/// An error about class `c`'s setting: named by its flag for the flags' class, by its
-/// profile key (and the class) for a profile's.
+/// An error about class `c`'s setting: named by its flag for the flags' class, by the
+/// class and its profile key for a profile's (`class "a": connections "0": need at least
+/// 1 connection`).
 fn class_error(
     c: &ClassConfig,
     from_flags: bool,
@@ -359,7 +360,7 @@ fn class_error(
         if from_flags {
             ConfigError::new(flag, v, why)
         } else {
-            ConfigError::new(key, format!("{v} (class {})", c.name), why)
+            ConfigError::new("class", &c.name, format!("{key} {v:?}: {why}"))
         }
     }
 }

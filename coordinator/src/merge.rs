@@ -745,6 +745,16 @@ impl RunBooks {
         self.kinds.all()
     }
 
+    /// Removes the live files when no timeline row was written to them yet (a run refused
+    /// before its first interval leaves nothing in `--out`).
+    pub fn discard_unused_live(&mut self) {
+        if self.timeline.is_empty()
+            && let Some(live) = self.live.take()
+        {
+            live.remove();
+        }
+    }
+
     /// The live files' errors (each names its file), for the end of the run.
     pub fn live_errors(&self) -> Vec<String> {
         self.live.as_ref().map(Live::errors).unwrap_or_default()

@@ -198,6 +198,14 @@ impl Live {
         self.hlog.flush();
     }
 
+    /// Closes and removes both files (a run that never got past its refusals).
+    pub fn remove(self) {
+        for f in [self.timeline, self.hlog] {
+            drop(f.out);
+            let _ = std::fs::remove_file(&f.path);
+        }
+    }
+
     /// The write errors so far, each naming its file.
     pub fn errors(&self) -> Vec<String> {
         [&self.timeline.error, &self.hlog.error]

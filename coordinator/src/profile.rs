@@ -428,7 +428,40 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 /// # Errors
 /// A message with the file position.
 pub fn parse_file(text: &str) -> Result<FileToml, String> {
-    toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+    toml::from_str(text).map_err(|e| toml_error(&e, text))
+}
+
+/// Most characters of the profile a TOML error quotes (its message, the line it is on):
+/// a 100,000-deep array is one line, and the error stays one short line.
+const EXCERPT: usize = 200;
+
+/// A TOML error on one line: where (line and column), what, and the start of the line
+/// it is on, each cut at [`EXCERPT`] characters.
+fn toml_error(e: &toml::de::Error, text: &str) -> String {
+    let what = excerpt(&e.message().trim_end().replace('\n', " "), EXCERPT);
+    let Some(span) = e.span() else {
+        return format!("TOML parse error: {what}");
+    };
+    let mut at = span.start.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let column = text[start..at].chars().count() + 1;
+    let source = excerpt(text[start..end].trim_end_matches('\r'), EXCERPT);
+    format!(
+        "TOML parse error at line {}, column {column}: {what} (the line: {source:?})",
+        line_of(text, at)
+    )
+}
+
+/// The first `max` characters of `s`, with an ellipsis when it goes on.
+pub fn excerpt(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 /// Turns a class's rate settings into segments (None for closed loop).
@@ -595,6 +628,28 @@ pub fn parse_value_sizes(s: &str) -> Result<ValueSizes, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TOML error is one short line however long the line it is on: where, what, and
+    /// the line cut at 200 characters.
+    #[test]
+    fn a_toml_error_quotes_at_most_a_short_excerpt() {
+        let deep = format!("x = {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let e = parse_file(&deep).unwrap_err();
+        assert!(e.len() < 600, "{} bytes: {}", e.len(), excerpt(&e, 300));
+        assert!(e.starts_with("TOML parse error at line 1, column "), "{e}");
+        assert!(
+            e.contains(&format!("(the line: \"x = {}…\")", "[".repeat(196))),
+            "{e}"
+        );
+        let e = parse_file("duration = \"2s\"\n[[class]]\nnme = \"a\"\n").unwrap_err();
+        assert!(
+            e.starts_with("TOML parse error at line 3, column 1: unknown field `nme`"),
+            "{e}"
+        );
+        assert!(e.ends_with("(the line: \"nme = \\\"a\\\"\")"), "{e}");
+        assert_eq!(excerpt("µµµ", 2), "µµ…");
+        assert_eq!(excerpt("µµ", 2), "µµ");
+    }
 
     #[test]
     fn stages_parse_holds_and_ramps() {

@@ -501,6 +501,16 @@ fn base_config(
             plan.min, plan.max
         )));
     }
+    // The highest rate any class may ask for, said of the flag that asks it.
+    let most = crest_model::convert::limits::MAX_RATE;
+    for (flag, rate) in [("--min", plan.min), ("--max", plan.max)] {
+        if rate > most {
+            return Err(CompareError::Usage(format!(
+                "{flag} {rate}: a search may climb to at most {most:e} requests/s; give e.g. {flag} {}",
+                if flag == "--min" { 1_000 } else { 1_000_000 }
+            )));
+        }
+    }
     if let Some(dir) = out {
         output::check_writable(dir).map_err(CompareError::Usage)?;
     }
@@ -524,7 +534,13 @@ fn base_config(
     base.pace.rate = Some(crate::config::RateArg::Rps(plan.max));
     base.load.duration = Some(plan.window);
     base.pace.out = None;
-    let cfg = to_config(base).map_err(|e| CompareError::Usage(e.to_string()))?;
+    let cfg = to_config(base).map_err(|mut e| {
+        // The rate checked is --max's (search refuses --rate itself).
+        if e.flag == "--rate" {
+            e.flag = "--max";
+        }
+        CompareError::Usage(e.to_string())
+    })?;
     // An SLO on a class the run does not have could never be judged: say so before load.
     for slo in &plan.slos {
         if let Some(class) = &slo.class

@@ -140,12 +140,18 @@ pub fn select(all: Vec<Test>, list: Option<&str>) -> Result<Vec<Test>, String> {
         .filter(|w| !w.is_empty())
         .collect();
     let known = |w: &str| all.iter().any(|t| t.name == w) || matches!(w, "ping" | "lrange");
+    let names: Vec<&str> = all
+        .iter()
+        .map(|t| t.name)
+        .filter(|n| *n != "lrange_prepare")
+        .collect();
+    if wanted.is_empty() {
+        return Err(format!(
+            "-t {list:?}: an empty test list; give some of: ping, {}, lrange (or leave -t out for all)",
+            names.join(", ")
+        ));
+    }
     if let Some(bad) = wanted.iter().find(|w| !known(w) || *w == "lrange_prepare") {
-        let names: Vec<&str> = all
-            .iter()
-            .map(|t| t.name)
-            .filter(|n| *n != "lrange_prepare")
-            .collect();
         return Err(format!(
             "-t {list}: no test {bad:?} in this suite; give some of: ping, {}, lrange",
             names.join(", ")
@@ -453,7 +459,10 @@ pub async fn run(
         if let Some(d) = &cfg.out {
             crate::output::check_writable(d).map_err(CompareError::Usage)?;
         }
-        let Some(report) = run_one(&cfg, &interrupt, None).await? else {
+        let Some(report) = run_one(&cfg, &interrupt, None)
+            .await
+            .map_err(in_suite_words)?
+        else {
             break;
         };
         let o = Outcome::of(test.clone(), &report);
@@ -499,10 +508,46 @@ fn base_config(mut base: RunArgs, plan: &Plan) -> Result<crate::config::RunConfi
     base.pace.out = None;
     // Said as the first test's, as it would be by the first test to run.
     let title = first.map_or("", |t| t.title.as_str());
-    let mut cfg =
-        crate::cli::to_config(base).map_err(|e| CompareError::Usage(format!("{title}: {e}")))?;
+    let mut cfg = crate::cli::to_config(base).map_err(|e| match suite_flag(e.flag) {
+        // A setting of every test: said with the suite's flag, as typed.
+        Some(flag) => CompareError::Usage(format!("{flag} {}: {}", e.value, e.why)),
+        None => CompareError::Usage(format!("{title}: {e}")),
+    })?;
     cfg.quiet = true;
     Ok(cfg)
+}
+
+/// The suite's flags for the `crest run` flags it sets from them.
+const SUITE_FLAGS: [(&str, &str); 3] = [
+    ("--connections", "-c"),
+    ("--pipeline", "-P"),
+    ("--keys", "-r"),
+];
+
+/// The suite's own flag (valkey-benchmark's) for a `crest run` flag it sets from one.
+fn suite_flag(run_flag: &str) -> Option<&'static str> {
+    SUITE_FLAGS
+        .iter()
+        .find(|(run, _)| *run == run_flag)
+        .map(|(_, suite)| *suite)
+}
+
+/// A test's run refused (the fleet cannot carry `-c`, a worker's open-file limit), said
+/// with the suite's flags and without the class (a suite has one, `default`).
+fn in_suite_words(e: CompareError) -> CompareError {
+    let words = |line: String| {
+        let mut line = line
+            .replace(" (class default)", "")
+            .replace("use fewer --connections", "use a smaller -c");
+        for (run, suite) in SUITE_FLAGS {
+            line = line.replace(run, suite);
+        }
+        line
+    };
+    match e {
+        CompareError::Usage(m) => CompareError::Usage(words(m)),
+        CompareError::Failed(m) => CompareError::Failed(words(m)),
+    }
 }
 
 #[cfg(test)]
@@ -555,6 +600,13 @@ mod tests {
                 .unwrap_err()
                 .contains("no test \"xadd\"")
         );
+        for empty in ["", ",,", " , "] {
+            let e = select(all.clone(), Some(empty)).unwrap_err();
+            assert!(
+                e.contains(": an empty test list; give some of: ping, "),
+                "{e}"
+            );
+        }
         assert_eq!(select(all, None).unwrap().len(), 20);
     }
 }

@@ -61,6 +61,38 @@ fn each_bad_input_gets_its_exact_line() {
     )
     .unwrap();
     let empty_name = empty_name.to_string_lossy().into_owned();
+    let file = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let class = |body: &str| format!("duration = \"1s\"\n[[class]]\n{body}\n");
+    let conn0 = file(
+        "conn0.toml",
+        &class("name = \"a\"\nrate = 10\nconnections = 0"),
+    );
+    let getx = file(
+        "getx.toml",
+        &class("name = \"a\"\nrate = 10\nmix = { GETT = 1 }"),
+    );
+    let rate_neg = file("rate-neg.toml", &class("name = \"a\"\nrate = -1"));
+    let bidi = file("bidi.toml", &class("name = \"a\\u202eevil\"\nrate = 10"));
+    let zwsp = file("zwsp.toml", &class("name = \"a\\u200b\"\nrate = 10"));
+    let deep = file(
+        "deep.toml",
+        &format!("x = {}{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+    );
+    let deep_line = format!(
+        r#"--profile "{deep}": TOML parse error at line 1, column 84: recursion limit exceeded (the line: "x = {}…")"#,
+        "[".repeat(196)
+    );
+    let suite_tests = "ping, ping_inline, ping_mbulk, set, get, incr, lpush, rpush, lpop, rpop, sadd, hset, spop, zadd, zpopmin, lrange_100, lrange_300, lrange_500, lrange_600, mset, lrange";
+    let empty_t = format!(
+        r#"-t "": an empty test list; give some of: {suite_tests} (or leave -t out for all)"#
+    );
+    let commas_t = format!(
+        r#"-t ",,": an empty test list; give some of: {suite_tests} (or leave -t out for all)"#
+    );
     let table: &[(&[&str], &str)] = &[
         (
             &["--duration", "0s"],
@@ -140,7 +172,7 @@ fn each_bad_input_gets_its_exact_line() {
         ),
         (
             &["--profile", &empty_name],
-            r#"name "": the class at line 2 has an empty name or one with control characters; give it one like "small", or leave name out"#,
+            r#"name "": the class at line 2 has an empty name; give it one like "small", or leave name out"#,
         ),
         // A negative number is the flag's value, not an unknown flag.
         (
@@ -164,16 +196,113 @@ fn each_bad_input_gets_its_exact_line() {
             &["--threads", "2", "--rate", "1e9"],
             "--rate (class default): a peak of 1000000000 requests/s is 500000000 per shard over the 2 shards the workers run; a shard schedules at most 5000000/s: use at least 200 shards (more workers or threads) or a lower rate",
         ),
+        // A profile's class setting: the class, then its key and value.
+        (
+            &["--profile", &conn0],
+            r#"class "a": connections "0": need at least 1 connection"#,
+        ),
+        (
+            &["--profile", &getx],
+            r#"class "a": mix "GETT": unknown command "GETT"; known: GET SET DEL EXISTS INCR EXPIRE MGET MSET HSET HGET HGETALL LPUSH RPUSH LPOP RPOP LRANGE SADD SREM SISMEMBER ZADD ZREM ZRANGE ZRANGEBYSCORE ZCARD PING SPOP ZPOPMIN XADD or a template like "SET __key__ __value__ EX 60""#,
+        ),
+        (
+            &["--profile", &rate_neg],
+            r#"class "a": at line 2: `rate` = -1: must be ≥ 0"#,
+        ),
+        // Format characters hide in a class name as control characters do.
+        (
+            &["--profile", &bidi],
+            r#"name "a\u{202e}evil": the class at line 2 has an invisible character U+202E in its name (control and format characters are refused); give it one like "small", or leave name out"#,
+        ),
+        (
+            &["--profile", &zwsp],
+            r#"name "a\u{200b}": the class at line 2 has an invisible character U+200B in its name (control and format characters are refused); give it one like "small", or leave name out"#,
+        ),
+        // A 100,000-deep array: the line is quoted up to 200 characters.
+        (&["--profile", &deep], deep_line.as_str()),
+        // compare, suite and search name their own flags.
+        (
+            &["compare", "a=", "b.json"],
+            "a=: no file after the label; give LABEL=FILE, e.g. a=runs/1/report.json",
+        ),
+        (
+            &["compare", "--target", "a=", "--target", "b=127.0.0.1:1"],
+            "--target a=: no address after the label; give LABEL=HOST:PORT, e.g. a=127.0.0.1:6379",
+        ),
+        (
+            &["suite", "--suite", "redis-7.0", "-t", ""],
+            empty_t.as_str(),
+        ),
+        (
+            &["suite", "--suite", "redis-7.0", "-t", ",,"],
+            commas_t.as_str(),
+        ),
+        (
+            &["suite", "--suite", "redis-7.0", "-t", "get", "-P", "0"],
+            "-P 0: need at least 1 request in flight per connection",
+        ),
+        (
+            &[
+                "suite",
+                "--suite",
+                "redis-7.0",
+                "-t",
+                "get",
+                "-P",
+                "1000000",
+            ],
+            "-P 1000000: at most 65536 requests in flight per connection",
+        ),
+        (
+            &["suite", "--suite", "redis-7.0", "-t", "get", "-r", "0"],
+            "-r 0: the keyspace needs at least 1 key",
+        ),
+        (
+            &[
+                "suite",
+                "--suite",
+                "redis-7.0",
+                "-t",
+                "get",
+                "--threads",
+                "1",
+                "-c",
+                "1000000",
+            ],
+            "-c 1000000: 1000000 per shard over the 1 shards the workers run; a shard opens at most 65536: add workers or threads, or use fewer connections",
+        ),
+        (
+            &[
+                "search", "--slo", "p99<=1ms", "--min", "100", "--max", "1e12",
+            ],
+            "--max 1000000000000: a search may climb to at most 1e9 requests/s; give e.g. --max 1000000",
+        ),
+        (
+            &[
+                "search", "--slo", "p99<=1ms", "--min", "1e12", "--max", "1e12",
+            ],
+            "--min 1000000000000: a search may climb to at most 1e9 requests/s; give e.g. --min 1000",
+        ),
     ];
     for (flags, line) in table {
-        let mut args = vec!["run"];
+        // `crest run` unless the row names another command.
+        let mut args = match flags.first() {
+            Some(&("compare" | "suite" | "search")) => vec![],
+            _ => vec!["run"],
+        };
         args.extend_from_slice(flags);
         let err = crest_fails(&args, line);
         // Errors found once workers registered follow the lines that say so.
         let last = err.trim_end().lines().last().unwrap_or_default();
         assert_eq!(last, format!("crest: {line}"), "{flags:?}: {err}");
+        // A suite without --target says which built-in target it starts first.
+        let lines = err
+            .trim_end()
+            .lines()
+            .filter(|l| !l.starts_with("crest: no --target given"))
+            .count();
         if !flags.contains(&"1e9") {
-            assert_eq!(err.trim_end().lines().count(), 1, "{flags:?}: {err}");
+            assert_eq!(lines, 1, "{flags:?}: {err}");
         }
     }
 }
@@ -201,14 +330,62 @@ fn connections_beyond_the_open_file_limit_are_refused_up_front() {
     );
 }
 
+/// A run refused by its worker before the first interval (here its open-file limit): the
+/// refusal printed once (not also as the in-process worker's warning), and nothing left
+/// in `--out` (no header-only `timeline.csv` or `latency.hlog`).
+#[test]
+fn a_run_refused_before_it_starts_leaves_no_files_and_says_it_once() {
+    let dir = TempDir::new("refused-out");
+    let out = dir.path().join("out");
+    let run = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" run --connections 1000 --duration 1s --out "$1""#)
+        .arg(crest_bin())
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches("open files, but the limit is 256").count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("run refused"), "{err}");
+    assert_no_files(&out);
+}
+
+/// What a refused run left in `dir` (created by the run's check that it can write
+/// there): nothing.
+fn assert_no_files(dir: &std::path::Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{} holds {left:?}", dir.display());
+}
+
 /// A server that wants a password: one line with the server's own words, exit 2, before
-/// the run starts (not a report of `NOAUTH=...` and exit 0).
+/// the run starts (not a report of `NOAUTH=...` and exit 0), said once, no files left.
 #[test]
 fn a_server_that_wants_a_password_stops_the_run_before_it_starts() {
     let server = Server::start(Kind::Redis);
     server.command(&[b"CONFIG", b"SET", b"requirepass", b"s3cret"]);
     let target = format!("127.0.0.1:{}", server.port);
-    let err = crest_fails(&["run", "--target", &target, "--duration", "2s"], "NOAUTH");
+    let dir = TempDir::new("noauth-out");
+    let out = dir.path().join("out");
+    let out_s = out.to_string_lossy().into_owned();
+    let err = crest_fails(
+        &[
+            "run",
+            "--target",
+            &target,
+            "--duration",
+            "2s",
+            "--out",
+            &out_s,
+        ],
+        "NOAUTH",
+    );
     assert_eq!(
         err.trim_end().lines().last().unwrap_or_default(),
         format!(
@@ -216,4 +393,7 @@ fn a_server_that_wants_a_password_stops_the_run_before_it_starts() {
         ),
         "{err}"
     );
+    assert_eq!(err.matches("refuses the generator").count(), 1, "{err}");
+    assert!(!err.contains("run refused"), "{err}");
+    assert_no_files(&out);
 }

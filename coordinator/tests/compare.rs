@@ -305,3 +305,53 @@ fn bad_compare_input_is_one_line() {
         "cannot read it",
     );
 }
+
+/// Reports with no class in common (two classes against `default`): the comparison says
+/// so, naming both sides' classes, compares no class, and exits 1.
+#[test]
+fn reports_without_a_class_in_common_are_said_so() {
+    let dir = TempDir::new("compare-classes");
+    let profile = dir.path().join("two.toml");
+    std::fs::write(
+        &profile,
+        "duration = \"1s\"\n[[class]]\nname = \"c0\"\nrate = 100\nconnections = 2\n[[class]]\nname = \"c1\"\nrate = 100\nconnections = 2\n",
+    )
+    .unwrap();
+    let profile = profile.to_string_lossy().into_owned();
+    let run = |name: &str, load: &[&str]| -> String {
+        let out = dir.path().join(name);
+        let out_s = out.to_string_lossy().into_owned();
+        let mut args = vec!["run", "--threads", "1", "--out", &out_s];
+        args.extend_from_slice(load);
+        let done = Command::new(crest_bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(0), "{args:?}: {err}");
+        format!("{name}={}", out.join("report.json").display())
+    };
+    let a = run("a", &["--profile", &profile]);
+    let b = run(
+        "b",
+        &["--rate", "100", "--duration", "1s", "--connections", "2"],
+    );
+    let (c, stdout) = compare(&dir, &[&a, &b], 1);
+    let want = "a and b have no class in common (a: c0, c1; b: default): no class's latency or rate is compared, only the server's figures; compare reports made with the same classes";
+    assert!(
+        c["warnings"].as_array().unwrap().iter().any(|w| w == want),
+        "{}\n{stdout}",
+        c["warnings"]
+    );
+    assert!(stdout.contains(want), "{stdout}");
+    assert!(
+        c["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["scope"] == "server"),
+        "{}",
+        c["rows"]
+    );
+}

@@ -55,6 +55,10 @@ pub struct AgentConfig {
     pub cores: Vec<core_affinity::CoreId>,
     /// Stop dialling after a session ends (used by in-process workers).
     pub once: bool,
+    /// In the coordinator's own process (`crest run`'s local workers): the coordinator
+    /// prints why a run was refused, so the worker logs it at debug, not as a second
+    /// warning of the same line.
+    pub in_process: bool,
     /// TLS material for an `https://` coordinator (`None`: the system's CAs, no client
     /// certificate). Must be `None` for an `http://` one.
     pub tls: Option<ClientTls>,
@@ -197,7 +201,11 @@ impl uplink::Below for Shards<'_> {
         match m {
             In::Start(s) => {
                 if let Err(reason) = start_run(self.cfg, s, &mut self.run).await {
-                    tracing::warn!(reason = %reason.reason, "run refused");
+                    if self.cfg.in_process {
+                        tracing::debug!(reason = %reason.reason, "run refused");
+                    } else {
+                        tracing::warn!(reason = %reason.reason, "run refused");
+                    }
                     out.push(Out::Failed(reason))?;
                 }
             }

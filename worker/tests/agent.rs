@@ -132,6 +132,7 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
                 token: String::new(),
                 cores: vec![core_affinity::CoreId { id: 0 }],
                 once: true,
+                in_process: false,
                 tls: None,
             },
             async {

@@ -648,13 +648,18 @@ async fn compare_cmd(
         .targets
         .iter()
         .all(|a| a.runs.iter().all(|r| r.complete));
-    // A run where nothing completed measured nothing: the warning names it; so does the
-    // exit code.
-    Ok(if all_complete && !comparison::any_empty_run(&comparison) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    // A run where nothing completed measured nothing, and targets without a class in
+    // common compare no class: the warning names it; so does the exit code.
+    Ok(
+        if all_complete
+            && !comparison::any_empty_run(&comparison)
+            && !comparison::any_without_common_class(&comparison)
+        {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
 }
 
 /// `crest search`.

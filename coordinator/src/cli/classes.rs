@@ -356,13 +356,25 @@ pub(super) fn build_classes(
             let c = sc.get_ref();
             let line = profile::line_of(text, sc.span().start);
             let name = c.name.clone().unwrap_or_else(|| format!("class{}", i + 1));
-            let at = |e: String| err("class", format!("{name} (line {line})"), e);
-            if name.trim().is_empty() || name.chars().any(char::is_control) {
+            let at = |e: String| err("class", &name, format!("at line {line}: {e}"));
+            if name.trim().is_empty() {
                 return Err(err(
                     "name",
                     &name,
                     format!(
-                        "the class at line {line} has an empty name or one with control characters; give it one like \"small\", or leave name out"
+                        "the class at line {line} has an empty name; give it one like \"small\", or leave name out"
+                    ),
+                ));
+            }
+            // A format character (a bidi override, a zero-width space) hides in a
+            // terminal as a control character does, and can reverse the summary's row.
+            if let Some(c) = name.chars().find(|&c| c.is_control() || is_format(c)) {
+                return Err(err(
+                    "name",
+                    &name,
+                    format!(
+                        "the class at line {line} has an invisible character U+{:04X} in its name (control and format characters are refused); give it one like \"small\", or leave name out",
+                        u32::from(c)
                     ),
                 ));
             }
@@ -444,4 +456,55 @@ pub(super) fn scale(
         }
     }
     Ok(())
+}
+
+/// Unicode's format characters (general category Cf, Unicode 16): invisible, and some
+/// (the bidi overrides U+202A to U+202E, U+2066 to U+2069) reorder the text around them.
+pub(crate) fn is_format(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x00AD
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_format;
+
+    #[test]
+    fn format_characters_are_known() {
+        for c in [
+            '\u{202e}',
+            '\u{200b}',
+            '\u{2066}',
+            '\u{feff}',
+            '\u{ad}',
+            '\u{e0041}',
+        ] {
+            assert!(is_format(c), "{c:?}");
+        }
+        for c in ['a', ' ', 'é', '\u{2010}', '\u{1f600}', '\t'] {
+            assert!(!is_format(c), "{c:?}");
+        }
+    }
 }

@@ -200,6 +200,7 @@ fn start_local_workers(
             token: token.to_string(),
             cores: mine,
             once: true,
+            in_process: true,
             // Loopback: the in-process workers dial a plaintext listener of their own.
             tls: None,
         };

@@ -96,7 +96,16 @@ pub(super) async fn run(
         .checkpoints(checkpoints.as_mut())
         .control(&mut control)
         .run(events, interrupt)
-        .await?;
+        .await;
+    let ended = match ended {
+        Ok(e) => e,
+        Err(e) => {
+            // Refused before its first interval (a worker's open-file limit, a server
+            // that wants a password): no header-only files left in --out.
+            books.discard_unused_live();
+            return Err(e);
+        }
+    };
     if let Some(s) = sampler {
         server = ServerStats::Sampled(s.finish().await);
     }

@@ -366,6 +366,9 @@ fn pair_warnings(base: &Arm, b: &Arm) -> Vec<String> {
         &base.version,
         &b.version,
     ));
+    if let Some(w) = no_class_in_common(base, b) {
+        warnings.push(w);
+    }
     let (n, m) = (base.runs.len(), b.runs.len());
     if stats::critical(n, m, ALPHA).is_none() {
         warnings.push(format!(
@@ -374,6 +377,59 @@ fn pair_warnings(base: &Arm, b: &Arm) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// The classes an arm's runs measured (every scope but `all` and `server`).
+fn classes(arm: &Arm) -> std::collections::BTreeSet<&str> {
+    arm.runs
+        .iter()
+        .flat_map(|r| r.samples.keys())
+        .map(String::as_str)
+        .filter(|s| *s != "all")
+        .collect()
+}
+
+/// The warning when `base` and `b` share no class: no class's latency or rate is
+/// compared (only the totals when both have several classes, and the server's figures).
+fn no_class_in_common(base: &Arm, b: &Arm) -> Option<String> {
+    let (ca, cb) = (classes(base), classes(b));
+    if ca.is_empty() || cb.is_empty() || !ca.is_disjoint(&cb) {
+        return None;
+    }
+    let names = |c: &std::collections::BTreeSet<&str>| {
+        let mut shown = c.iter().copied().take(5).collect::<Vec<_>>().join(", ");
+        if c.len() > 5 {
+            shown.push_str(&format!(", … ({} in all)", c.len()));
+        }
+        shown
+    };
+    let both_all = [base, b]
+        .iter()
+        .all(|a| a.runs.iter().all(|r| r.samples.contains_key("all")));
+    Some(format!(
+        "{} and {} have no class in common ({}: {}; {}: {}): no class's latency or rate is compared, only {}the server's figures; compare reports made with the same classes",
+        base.label,
+        b.label,
+        base.label,
+        names(&ca),
+        b.label,
+        names(&cb),
+        if both_all {
+            "the totals (all) and "
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Whether a target shares no class with the baseline (the comparison then says nothing
+/// about any class).
+pub fn any_without_common_class(c: &Comparison) -> bool {
+    c.targets
+        .get(1..)
+        .unwrap_or_default()
+        .iter()
+        .any(|b| no_class_in_common(&c.targets[0], b).is_some())
 }
 
 /// One metric of one scope compared: (scope, metric, A's values, B's values, the
@@ -623,6 +679,16 @@ pub fn arms_from_files(specs: &[String]) -> Result<(Vec<Arm>, Vec<String>), Stri
     let mut reports: Vec<(String, Report)> = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         let (label, path) = match spec.split_once('=') {
+            _ if spec.is_empty() => {
+                return Err(
+                    "\"\": an empty report name; give report.json files of earlier runs".into(),
+                );
+            }
+            Some((l, "")) if is_label(l) => {
+                return Err(format!(
+                    "{spec}: no file after the label; give LABEL=FILE, e.g. {l}=runs/1/report.json"
+                ));
+            }
             Some((l, p)) if is_label(l) => (Some(l.to_string()), p),
             _ => (None, spec.as_str()),
         };
@@ -779,6 +845,34 @@ mod tests {
             c.warnings
         );
         assert!(any_empty_run(&c));
+    }
+
+    /// Reports with no class in common: a warning naming both sides' classes, no class
+    /// row, and `any_without_common_class`; one class in common says nothing.
+    #[test]
+    fn targets_without_a_class_in_common_are_said_so() {
+        let a = arm("A", &[100.0, 101.0]);
+        let mut b = arm("B", &[100.0, 101.0]);
+        for r in &mut b.runs {
+            r.values = r
+                .values
+                .iter()
+                .map(|((_, m), v)| (("default".to_string(), *m), *v))
+                .collect();
+            r.samples = [("default".to_string(), 1_000_000)].into();
+        }
+        let c = compare(vec![a.clone(), b], 0.02, "reports");
+        assert!(c.rows.is_empty(), "{:?}", c.rows);
+        assert!(
+            c.warnings.iter().any(|w| w
+                == "A and B have no class in common (A: main; B: default): no class's latency or rate is compared, only the server's figures; compare reports made with the same classes"),
+            "{:?}",
+            c.warnings
+        );
+        assert!(any_without_common_class(&c));
+        let same = compare(vec![a.clone(), a], 0.02, "reports");
+        assert!(!any_without_common_class(&same));
+        assert!(!same.warnings.iter().any(|w| w.contains("no class")));
     }
 
     #[test]

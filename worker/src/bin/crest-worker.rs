@@ -95,6 +95,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         token: args.token.secret,
         cores,
         once: false,
+        in_process: false,
         tls,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
