@@ -47,11 +47,14 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let classes = class_reports(cfg, &results, &class_target, duration_s);
     let total = merge::all_commands(all);
     let nodes = merge::nodes(members.iter().map(|m| &m.books));
+    // Slots routed: `--cluster`, more than one node, a node with a share of the slots, or
+    // a redirect followed (only slot routing follows them: a one-node cluster that
+    // answers MOVED to itself has all 16,384 slots).
     let cluster = cfg.cluster == crest_model::target::ClusterMode::On
         || nodes.len() > 1
         || nodes
             .iter()
-            .any(|n| n.slots != u32::from(crest_model::slot::SLOTS));
+            .any(|n| n.slots != u32::from(crest_model::slot::SLOTS) || !n.redirects.is_zero());
     let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
     let server = server_report(cfg, &results, &timeline, &commands, cluster);
     let (server, server_problem) = match server {

@@ -151,6 +151,7 @@ pub async fn run_all(
         output::check_writable(dir).map_err(CompareError::Usage)?;
     }
     let configs = configs(args, plan)?;
+    probe_all(&configs, plan).await?;
     let seed = configs.first().map_or(0, |c| c.seed);
     let sequence = order(plan.targets.len(), plan.runs);
     let mut arms: Vec<Arm> = plan
@@ -228,6 +229,32 @@ pub async fn run_all(
         );
     }
     Ok(c)
+}
+
+/// Probes every target before the first run, as each run's workers will (a target found
+/// dead after the others' runs would waste them): with in-process workers a target that
+/// cannot be reached or refuses the generator stops the comparison, named by its flag;
+/// remote workers may reach what this machine cannot, so there it is a warning.
+///
+/// # Errors
+/// [`CompareError::Usage`] naming the target and what is wrong.
+async fn probe_all(configs: &[crate::config::RunConfig], plan: &Plan) -> Result<(), CompareError> {
+    for (cfg, (label, addr)) in configs.iter().zip(&plan.targets) {
+        let Err(why) = orchestrate::probe_target(cfg).await else {
+            continue;
+        };
+        match cfg.workers {
+            crate::config::Workers::Local { .. } => {
+                return Err(CompareError::Usage(format!(
+                    "--target {label}={addr}: {why} (every target is probed before the first run: no run was made)"
+                )));
+            }
+            crate::config::Workers::Remote { .. } => eprintln!(
+                "crest compare: warning: --target {label}={addr}: {why} (from this machine; the remote workers may reach it)"
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// Every target's configuration, made and checked once before the first request, all

@@ -5,7 +5,7 @@
 //! against the built-in target.
 
 use crate::support::{
-    Pki, Proc, TempDir, crest_bin, free_port, read_log, read_report, strs, u, worker_bin,
+    Pki, Proc, Server, TempDir, crest_bin, free_port, read_log, read_report, strs, u, worker_bin,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -376,6 +376,51 @@ fn a_worker_dialling_a_closed_port_says_connection_refused() {
     let log = read_log(dir.path(), "worker", "stderr");
     assert_eq!(log.matches(&line).count(), 1, "{log}");
     assert!(!log.contains("transport error"), "{log}");
+}
+
+/// A TLS worker to a port that takes the connection and never answers (a plaintext
+/// service that waits for a line, like Redis): the dial gives up at its deadline with a
+/// line saying what to check, where it sat silent for ever; it keeps retrying.
+#[test]
+fn a_tls_worker_to_a_port_that_never_answers_says_so_at_its_deadline() {
+    let dir = TempDir::new("tls-silent");
+    let pki = Pki::new(dir.path());
+    // Never accepted: the kernel completes the connection, nothing ever answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let mut w = worker(&dir, &url, &["--control-ca", p(&pki.ca)]);
+    let line = format!(
+        "no TLS answer from {url} within 10s: is the coordinator started with --control-cert? (use http:// for a plaintext control port)"
+    );
+    wait_for_log(&dir, "worker", &line, Duration::from_secs(60));
+    assert!(w.child.try_wait().unwrap().is_none(), "it keeps retrying");
+    w.kill();
+}
+
+/// A plaintext worker to a TLS port that is not a coordinator (Redis's, which resets
+/// what is not TLS): a line naming TLS as the likely cause, and it keeps retrying.
+#[test]
+fn a_plaintext_worker_to_a_tls_port_is_told_it_may_be_tls() {
+    let dir = TempDir::new("plain-to-tls-port");
+    let pki = Pki::new(dir.path());
+    let Some(server) = Server::with_tls(&pki, false) else {
+        eprintln!("SKIP: this redis-server has no TLS support");
+        return;
+    };
+    let url = format!("http://{}", server.tls_addr());
+    let mut w = worker(&dir, &url, &[]);
+    let log = wait_for_log(
+        &dir,
+        "worker",
+        "if the coordinator serves TLS (crest run --control-cert), dial https://… with --control-ca",
+        Duration::from_secs(30),
+    );
+    assert!(
+        log.contains(&format!("cannot reach the coordinator at {url}: ")),
+        "{log}"
+    );
+    assert!(w.child.try_wait().unwrap().is_none(), "it keeps retrying");
+    w.kill();
 }
 
 /// The token never crosses the network in the clear by default: a plaintext URL to a

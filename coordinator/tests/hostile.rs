@@ -68,18 +68,31 @@ impl Drop for Hostile {
 /// Reads requests off `s`, calling `answer` for each complete one (n counts from 0), until
 /// the peer closes, `stop` is set, or `answer` returns false.
 fn each_request(
-    mut s: TcpStream,
+    s: TcpStream,
     stop: &AtomicBool,
     mut answer: impl FnMut(&mut TcpStream, u64) -> bool,
 ) {
-    let (mut buf, mut chunk, mut n) = (Vec::new(), vec![0u8; 64 * 1024], 0);
+    let mut n = 0;
+    each_command(s, stop, |s, _| {
+        let go = answer(s, n);
+        n += 1;
+        go
+    });
+}
+
+/// [`each_request`], `answer` given each request's arguments.
+fn each_command(
+    mut s: TcpStream,
+    stop: &AtomicBool,
+    mut answer: impl FnMut(&mut TcpStream, &[Vec<u8>]) -> bool,
+) {
+    let (mut buf, mut chunk) = (Vec::new(), vec![0u8; 64 * 1024]);
     while !stop.load(Ordering::Relaxed) {
-        while let Ok(Some((_, len))) = crest_resp::parse_request(&buf) {
+        while let Ok(Some((args, len))) = crest_resp::parse_request(&buf) {
             buf.drain(..len);
-            if !answer(&mut s, n) {
+            if !answer(&mut s, &args) {
                 return;
             }
-            n += 1;
         }
         match s.read(&mut chunk) {
             Ok(0) => return,
@@ -1105,4 +1118,180 @@ fn interval_10ms_stays_small_run_after_run() {
         assert_balanced("interval-10ms", &r);
         println!("interval-10ms run {i}: peak RSS {peak} kB");
     }
+}
+
+/// A fake cluster node: `HELLO` says `mode cluster`, `CLUSTER SLOTS` gives every slot to
+/// 127.0.0.1:`owner` (None: to itself), setup commands are accepted, and every other
+/// command (the load) gets what `load` makes of the node's own port.
+fn fake_cluster_node(owner: Option<u16>, load: fn(u16) -> Vec<u8>) -> Hostile {
+    use crest_resp::Frame;
+    let bulk = |s: &str| Frame::Bulk(s.as_bytes().to_vec());
+    Hostile::start(move |s, stop| {
+        let me = s.local_addr().unwrap().port();
+        each_command(s, stop, |s, args| {
+            let word = args
+                .first()
+                .map(|a| String::from_utf8_lossy(a).to_uppercase())
+                .unwrap_or_default();
+            let frame = match word.as_str() {
+                "HELLO" => Some(Frame::Array(vec![
+                    bulk("server"),
+                    bulk("fake"),
+                    bulk("mode"),
+                    bulk("cluster"),
+                ])),
+                "ECHO" => Some(Frame::Bulk(args.get(1).cloned().unwrap_or_default())),
+                "CLUSTER" => Some(Frame::Array(vec![Frame::Array(vec![
+                    Frame::Integer(0),
+                    Frame::Integer(16383),
+                    Frame::Array(vec![
+                        bulk("127.0.0.1"),
+                        Frame::Integer(i64::from(owner.unwrap_or(me))),
+                        bulk("fake-node-id"),
+                    ]),
+                ])])),
+                "CLIENT" | "SELECT" | "AUTH" => Some(Frame::Simple(b"OK".to_vec())),
+                "PING" => Some(Frame::Simple(b"PONG".to_vec())),
+                _ => None,
+            };
+            let bytes = match frame {
+                Some(f) => {
+                    let mut out = Vec::new();
+                    f.encode(&mut out);
+                    out
+                }
+                None => load(me),
+            };
+            s.write_all(&bytes).is_ok()
+        })
+    })
+}
+
+/// A cluster whose slot table names a node that is down: the run stops before load naming
+/// that node and where it came from (it named the seed, which is up).
+#[test]
+fn a_slot_table_naming_a_dead_node_names_that_node() {
+    let dead = free_port();
+    let seed = fake_cluster_node(Some(dead), |_| b"+OK\r\n".to_vec());
+    let (code, out, err) = crest_bounded(
+        "cluster-dead-node",
+        &[
+            "run",
+            "--target",
+            &seed.addr,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--no-server-stats",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        format!(
+            "crest: --target: worker local-0: cannot connect to cluster node 127.0.0.1:{dead} (connect: refused), which the seed {} named in its slot table (CLUSTER SLOTS); the seed is up: that node is down, or the cluster announces an address this worker cannot reach (cluster-announce-ip/port); check the address and that the server is up",
+            seed.addr
+        ),
+        "{err}"
+    );
+}
+
+/// A node that answers every request `MOVED` to itself: each request gives up after 16
+/// redirects under the server's word with the server's line as its first message (it was
+/// ""), a line says the redirect pointed back to the node that sent it, and the report
+/// says the target was loaded as a cluster (it said `cluster: false` beside 3,200
+/// redirects followed).
+#[test]
+fn moved_to_itself_forever_is_named_a_redirect_loop() {
+    let node = fake_cluster_node(None, |me| {
+        format!("-MOVED 1234 127.0.0.1:{me}\r\n").into_bytes()
+    });
+    let o = run_watched(
+        "moved-to-itself",
+        &node.addr,
+        &[
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "2",
+            "--ratio",
+            "0:1",
+            "--timeout",
+            "2s",
+            "--no-server-stats",
+        ],
+        Duration::from_secs(60),
+    );
+    let r = &o.report;
+    assert_balanced("moved-to-itself", r);
+    let failed = kind(r, "MOVED");
+    assert!(failed > 0, "{}", r["totals"]);
+    assert_eq!(u(&r["totals"], "completed"), 0, "{}", r["totals"]);
+    let moved_line = format!("MOVED 1234 {}", node.addr);
+    assert_eq!(
+        r["error_messages"]["MOVED"],
+        moved_line.as_str(),
+        "{}",
+        r["error_messages"]
+    );
+    assert_eq!(r["cluster"], true, "{}", r["nodes"]);
+    // 16 redirects each (more: requests still going round when the run ended).
+    assert!(u(&r["nodes"][0], "moved") >= failed * 16, "{}", r["nodes"]);
+    assert!(
+        o.stdout
+            .contains(&format!("MOVED={failed} (\"{moved_line}\")")),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains(&format!(
+            "redirect loop: {failed} requests gave up after 16 redirects (MOVED); the redirect (\"{moved_line}\") pointed back to the node that sent it: {} names itself",
+            node.addr
+        )),
+        "{}",
+        o.stdout
+    );
+}
+
+/// A live compare probes every target before its first run: a dead one is named by its
+/// flag at once, exit 2, and no run is made (the first target's whole runs came first).
+#[test]
+fn compare_probes_every_target_before_the_first_run() {
+    let answering =
+        Hostile::start(|s, stop| each_request(s, stop, |s, _| s.write_all(b"+OK\r\n").is_ok()));
+    let dead = format!("127.0.0.1:{}", free_port());
+    let a = format!("ok={}", answering.addr);
+    let b = format!("dead={dead}");
+    let (code, out, err) = crest_bounded(
+        "compare-dead",
+        &[
+            "compare",
+            "--target",
+            &a,
+            "--target",
+            &b,
+            "--runs",
+            "2",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--command",
+            "PING",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(
+        err.trim_end().lines().last().unwrap_or_default(),
+        format!(
+            "crest: --target dead={dead}: cannot connect to target {dead}: connection refused; check the address and that the server is up (every target is probed before the first run: no run was made)"
+        )
+    );
+    assert!(!err.contains("run 1/"), "{err}");
 }

@@ -354,6 +354,48 @@ fn tls_to_a_plaintext_port_says_it_is_not_tls() {
     no_load(&server);
 }
 
+/// A server whose certificate is a self-signed CA certificate (CA:TRUE, what `openssl req
+/// -x509` makes): refused before load in words that say how to fix it, not the verifier's
+/// `Other(OtherError(CaUsedAsEndEntity))`.
+#[test]
+fn a_ca_certificate_as_the_servers_own_is_refused_in_words() {
+    let dir = TempDir::new("tls-ca-leaf");
+    let pki = Pki::ca_as_server(dir.path());
+    let Some(server) = tls_server(&pki, false) else {
+        return;
+    };
+    let target = server.tls_addr();
+    tls_run(&dir, &target, "500", &["--tls", "--cacert", p(&pki.ca)]).run(2);
+    assert_eq!(
+        last_line(&dir),
+        format!(
+            "crest: --target: worker local-0: TLS to target {target} failed: the server's certificate is a CA certificate (CA:TRUE, as `openssl req -x509` makes by default) used as the server's own: issue the server a certificate signed by that CA (CA:FALSE, its names in subjectAltName) as tls-cert-file, and give --cacert the CA, or --tls-skip-verify to accept any certificate (with no protection)"
+        )
+    );
+    no_load(&server);
+}
+
+/// Plaintext to a TLS port: Redis resets the connection on the probe's first command;
+/// the port answers a TLS hello, so the run stops before load saying --tls is missing
+/// (it ran with every request disconnected, exit 0).
+#[test]
+fn plaintext_to_a_tls_port_is_refused_naming_tls() {
+    let dir = TempDir::new("plain-to-tls");
+    let pki = Pki::new(dir.path());
+    let Some(server) = tls_server(&pki, false) else {
+        return;
+    };
+    let target = server.tls_addr();
+    tls_run(&dir, &target, "500", &[]).run(2);
+    assert_eq!(
+        last_line(&dir),
+        format!(
+            "crest: --target: worker local-0: {target} closed the connection on the first command without a reply, and answers a TLS handshake: it is a TLS port; add --tls (and --cacert, the CA that signed its certificate), or give a rediss:// target"
+        )
+    );
+    no_load(&server);
+}
+
 /// Connections the server drops mid-run reconnect and resume their TLS sessions (one
 /// handshake each, from the worker's shared session cache); every request is in exactly
 /// one bucket of the books.

@@ -217,6 +217,11 @@ pub enum RedirectKind {
     Ask,
 }
 
+/// Most times a worker sends one request in a cluster (redirects and retries included):
+/// then it fails with the server's word for the last refusal (`MOVED`, `ASK`,
+/// `TRYAGAIN`...), so a redirect loop ends.
+pub const MAX_REDIRECTS: u8 = 16;
+
 /// A `MOVED` or `ASK` error reply, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Redirect<'a> {

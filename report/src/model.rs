@@ -682,7 +682,9 @@ pub struct Report {
     /// True when every connection turned on client-side caching (`CLIENT TRACKING on`).
     pub tracking: bool,
     /// True when the target was loaded as a Redis Cluster (`--cluster`, or a seed that
-    /// said it is one): requests routed by slot.
+    /// said it is one): requests routed by slot. Read from the nodes (more than one, a
+    /// share of the slots, or a redirect followed), so a one-node cluster owning every
+    /// slot that never redirected reads false.
     pub cluster: bool,
     /// Per target node (one for a single node): its slots, its share of the requests,
     /// its errors, redirects and latency, so one hot or slow node stands out.

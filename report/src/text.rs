@@ -139,6 +139,9 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "errors by kind: {}", kinds.join(" "));
         }
+        if let Some(line) = self.redirect_loop() {
+            let _ = writeln!(out, "{line}");
+        }
         let pushes: u64 = self.classes.values().map(|c| c.pushes).sum();
         if pushes > 0 {
             let invalidations: u64 = self.classes.values().map(|c| c.invalidations).sum();

@@ -237,6 +237,44 @@ impl Report {
         (timing, counts)
     }
 
+    /// The plain sentence for requests that gave up after following redirects
+    /// ([`crest_model::topology::MAX_REDIRECTS`] sends each): how many, and where the
+    /// first one pointed; when that is the one node that redirected, the node sent them
+    /// back to itself (a loop no routing can end). None when no request gave up so.
+    pub fn redirect_loop(&self) -> Option<String> {
+        let redirecting: Vec<&str> = self
+            .nodes
+            .iter()
+            .filter(|n| n.moved + n.asked > 0)
+            .map(|n| n.addr.as_str())
+            .collect();
+        if redirecting.is_empty() {
+            return None;
+        }
+        let t = &self.totals.summary;
+        let (word, n) = ["MOVED", "ASK"]
+            .iter()
+            .find_map(|w| t.errors_by_kind.get(*w).map(|n| (*w, *n)))
+            .filter(|(_, n)| *n > 0)?;
+        let max = crest_model::topology::MAX_REDIRECTS;
+        let mut line =
+            format!("redirect loop: {n} requests gave up after {max} redirects ({word})");
+        let message = self.error_messages.get(word).map(String::as_str);
+        let to = message
+            .and_then(|m| crest_model::topology::parse_redirect(m.as_bytes()))
+            .map(|r| r.addr);
+        match (message, to) {
+            (Some(m), Some(to)) if redirecting == [to] => line.push_str(&format!(
+                "; the redirect (\"{m}\") pointed back to the node that sent it: {to} names itself as the owner of a slot it does not serve; check its cluster state (CLUSTER SLOTS, CLUSTER NODES) and its cluster-announce-ip/port (an address that leads to another node, through a NAT or a proxy?)"
+            )),
+            (Some(m), _) => line.push_str(&format!(
+                "; the first was \"{m}\": the nodes sent them round, disagreeing about who owns the slots (a resharding that does not settle, or an announced address that leads to another node?); check CLUSTER SLOTS on each"
+            )),
+            (None, _) => {}
+        }
+        Some(line)
+    }
+
     /// The plain sentence for a server that stopped answering (issue #8): the trailing
     /// timeline points with requests due or failing but no reply, and the requests that
     /// timed out before they could be written. None while replies kept coming.

@@ -77,4 +77,25 @@ impl Pki {
             client_key: write("client.key", &client_key),
         }
     }
+
+    /// [`Pki::new`], but the server's certificate is a self-signed CA certificate (CA:TRUE,
+    /// for localhost and 127.0.0.1: what `openssl req -x509` makes by default), and it is
+    /// the CA too.
+    pub fn ca_as_server(dir: &Path) -> Self {
+        let mut pki = Self::new(dir);
+        let key = KeyPair::generate().unwrap();
+        let mut p =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, "localhost");
+        let cert = p.self_signed(&key).unwrap();
+        let cert_path = dir.join("ca-as-server.pem");
+        let key_path = dir.join("ca-as-server.key");
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        pki.ca.clone_from(&cert_path);
+        pki.server_cert = cert_path;
+        pki.server_key = key_path;
+        pki
+    }
 }

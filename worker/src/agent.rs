@@ -8,7 +8,9 @@
 //! Dialling: `http://` is plaintext, `https://` is TLS ([`crate::control_tls`]). A dial that
 //! fails is worded by [`crate::control_tls::explain_dial`]: a closed port or a plaintext/TLS
 //! mismatch is retried with backoff (one line per cause, then one per 30 s); a certificate
-//! problem, like a refusal, ends the agent: retrying cannot fix it.
+//! problem, like a refusal, ends the agent: retrying cannot fix it. A dial nobody answers
+//! (TLS to a port that waits for a line) ends at [`crate::uplink::DIAL_DEADLINE`] with its
+//! own line, and is retried too.
 
 use crate::assemble;
 use crate::control_tls::ClientTls;
@@ -865,8 +867,12 @@ impl ActiveRun {
     fn on_event(&mut self, ev: ShardEvent) -> (Vec<Out>, bool) {
         match ev {
             ShardEvent::Connected {
-                up, want, error, ..
-            } => self.on_connected(up, want, error),
+                up,
+                want,
+                error,
+                node,
+                ..
+            } => self.on_connected(up, want, error, node),
             ShardEvent::Steered { shard, seq, at_ns } => {
                 (self.on_steered(shard, seq, at_ns), false)
             }
@@ -902,14 +908,24 @@ impl ActiveRun {
     }
 
     /// A shard's first connects: when it wanted connections and none came up, the run
-    /// fails (and is over).
-    fn on_connected(&self, up: u32, want: u32, error: Option<String>) -> (Vec<Out>, bool) {
+    /// fails (and is over). In a cluster the line names the node that failed, which the
+    /// seed's slot table named (the seed itself answered the probe).
+    fn on_connected(
+        &self,
+        up: u32,
+        want: u32,
+        error: Option<String>,
+        node: Option<String>,
+    ) -> (Vec<Out>, bool) {
         if up == 0 && want > 0 {
-            let reason = format!(
-                "cannot connect to target {}: {}",
-                self.target,
-                error.unwrap_or_else(|| "no connection came up".into())
-            );
+            let error = error.unwrap_or_else(|| "no connection came up".into());
+            let reason = match node {
+                Some(node) => format!(
+                    "cannot connect to cluster node {node} ({error}), which the seed {} named in its slot table (CLUSTER SLOTS); the seed is up: that node is down, or the cluster announces an address this worker cannot reach (cluster-announce-ip/port)",
+                    self.target
+                ),
+                None => format!("cannot connect to target {}: {error}", self.target),
+            };
             let failed = convert::run_failed(&self.run_id, FailureKind::TargetUnreachable, reason);
             return (vec![Out::Failed(failed)], true);
         }

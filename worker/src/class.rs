@@ -37,7 +37,7 @@ use crate::spec::Load;
 use crest_model::hist::Dense;
 use crest_model::rng::Rng;
 use crest_model::schedule::{Profile, Schedule, Steer};
-use crest_model::stats::{Kinds, Redirects, Stats, add_error};
+use crest_model::stats::{Kinds, Redirects, Stats, add_error, clean_message};
 use crest_model::topology::{RedirectKind, parse_redirect};
 use crest_model::workload::{Cursor, Mixer, Wire, Workload};
 use crest_resp::ReplyKind;
@@ -52,7 +52,7 @@ pub const MAX_PER_TURN: usize = 4096;
 const IDLE_SCAN: usize = 8;
 /// Most times one request is sent (redirects and retries included); then it fails with
 /// the server's word for the last refusal.
-pub const MAX_TRIES: u8 = 16;
+pub const MAX_TRIES: u8 = crest_model::topology::MAX_REDIRECTS;
 /// First back-off after `TRYAGAIN`, `CLUSTERDOWN` or `LOADING`; it doubles per try, to
 /// [`BACKOFF_MAX_NS`].
 const BACKOFF_MIN_NS: u64 = 5_000_000;
@@ -138,6 +138,9 @@ pub struct Redirected {
     pub redo: Redo,
     /// The server's first word, to fail it with when it cannot be sent again.
     pub word: &'static str,
+    /// The server's whole error line (cleaned, bounded), the kind's first message when
+    /// the request fails with `word`.
+    pub message: Box<str>,
 }
 
 /// Where a running class's requests come from.
@@ -830,11 +833,13 @@ impl ClassState {
             }
         }
         let redo = match r.kind {
-            ReplyKind::Error { kind, message } if cluster => redo_of(kind, message),
+            ReplyKind::Error { kind, message } if cluster => {
+                redo_of(kind, message).map(|(redo, word)| (redo, word, message))
+            }
             _ => None,
         };
-        if let Some((redo, word)) = redo {
-            self.set_aside(p, node, redo, word);
+        if let Some((redo, word, message)) = redo {
+            self.set_aside(p, node, redo, word, message);
         } else if p.measured {
             let s = &mut self.interval.cmds[p.cmd as usize];
             let t = &mut self.nodes[usize::from(node)];
@@ -865,7 +870,7 @@ impl ClassState {
     }
 
     /// A redirect or refusal: counted, and the request kept to be sent again.
-    fn set_aside(&mut self, p: Pending, from: u16, redo: Redo, word: &'static str) {
+    fn set_aside(&mut self, p: Pending, from: u16, redo: Redo, word: &'static str, message: &[u8]) {
         if p.measured {
             let s = &mut self.interval.cmds[p.cmd as usize].redirects;
             let t = &mut self.nodes[usize::from(from)].redirects;
@@ -893,13 +898,16 @@ impl ClassState {
             from,
             redo,
             word,
+            message: clean_message(message).into_boxed_str(),
         });
     }
 
     /// Sends a redirected request again (the shard has updated the routes): to `ask`'s
     /// node with `ASKING` for an `ASK`, to its slot's owner otherwise, after a back-off for
     /// `later`. One past [`MAX_TRIES`], or older than the timeout, it fails with the
-    /// server's `word` or as `timeout`.
+    /// server's `word` (counted under `kinds`, the server's line its first message) or as
+    /// `timeout`.
+    #[allow(clippy::too_many_arguments)]
     pub fn resend(
         &mut self,
         r: Redirected,
@@ -907,11 +915,12 @@ impl ClassState {
         later: bool,
         now: u64,
         timeout: u64,
+        kinds: &mut Kinds,
         out: &mut Outbox<'_>,
     ) {
         let q = r.q;
         if q.tries >= MAX_TRIES {
-            self.fail_word(q, r.word, r.from);
+            self.fail_word(q, r.word, &r.message, r.from, kinds);
             return;
         }
         if now.saturating_sub(q.intended) > timeout {
@@ -938,10 +947,19 @@ impl ClassState {
         }
     }
 
-    /// Fails `q` with the server's word (a redirect loop, or a refusal to the end).
-    pub fn fail_word(&mut self, q: Queued, word: &str, node: u16) {
+    /// Fails `q` with the server's word (a redirect loop, or a refusal to the end), its
+    /// line `message` the kind's first message in `kinds`.
+    pub fn fail_word(
+        &mut self,
+        q: Queued,
+        word: &str,
+        message: &str,
+        node: u16,
+        kinds: &mut Kinds,
+    ) {
         if q.intended >= self.warmup {
-            add_error(&mut self.interval.cmds[q.cmd as usize].errors, word, 1);
+            let kind = kinds.resolve(word.as_bytes(), message.as_bytes());
+            add_error(&mut self.interval.cmds[q.cmd as usize].errors, kind, 1);
             self.reach(usize::from(node) + 1);
             self.nodes[usize::from(node)].errors += 1;
         }
@@ -1542,7 +1560,15 @@ mod tests {
         let n = rig.routes.redirect_target(addr, r.from).unwrap();
         assert_eq!(n, to);
         rig.routes.moved(slot, n);
-        class.resend(r, None, false, 2 * MS, u64::MAX, &mut rig.out());
+        class.resend(
+            r,
+            None,
+            false,
+            2 * MS,
+            u64::MAX,
+            &mut Kinds::default(),
+            &mut rig.out(),
+        );
         let (id2, p2) = only_request(&rig);
         assert_eq!(rig.conns[id2.index()].node, to);
         assert_eq!((p2.intended, p2.key, p2.tries), (p.intended, p.key, 1));
@@ -1582,7 +1608,15 @@ mod tests {
             Redo::Ask { addr } => rig.routes.redirect_target(addr, r.from).unwrap(),
             other => panic!("{other:?}"),
         };
-        class.resend(r, Some(n), false, 2 * MS, u64::MAX, &mut rig.out());
+        class.resend(
+            r,
+            Some(n),
+            false,
+            2 * MS,
+            u64::MAX,
+            &mut Kinds::default(),
+            &mut rig.out(),
+        );
         let target = ConnId(u32::from(to));
         let w = rig.written(target);
         assert!(
@@ -1632,11 +1666,27 @@ mod tests {
         assert_eq!(class.interval().cmds[0].redirects.retried, 2);
         let timeout = 20 * MS;
         let first = class.redirected.remove(0);
-        class.resend(first, None, true, 2 * MS, timeout, &mut rig.out());
+        class.resend(
+            first,
+            None,
+            true,
+            2 * MS,
+            timeout,
+            &mut Kinds::default(),
+            &mut rig.out(),
+        );
         assert_eq!(class.unsent(), 2, "one parked, one still set aside");
         // Past its timeout, the other one is given up.
         let second = class.redirected.remove(0);
-        class.resend(second, None, true, 30 * MS, timeout, &mut rig.out());
+        class.resend(
+            second,
+            None,
+            true,
+            30 * MS,
+            timeout,
+            &mut Kinds::default(),
+            &mut rig.out(),
+        );
         assert_eq!(errors(class.interval(), "timeout"), 1);
         // The back-off (5 ms) is over at 8 ms: the parked one goes out again.
         class.unpark(3 * MS, &mut rig.out());
@@ -1657,6 +1707,7 @@ mod tests {
     fn a_redirect_loop_ends_with_the_servers_word() {
         let mut class = open(1, 1, 0, 8);
         let mut rig = Rig::cluster(1, &mut class);
+        let mut kinds = Kinds::default();
         class.send_due(0, 0, u64::MAX, &mut rig.out());
         for i in 0..u64::from(MAX_TRIES) + 1 {
             let Some((id, p)) = rig
@@ -1679,10 +1730,16 @@ mod tests {
                 i * MS,
             );
             let r = class.redirected.pop().unwrap();
-            class.resend(r, None, false, i * MS, u64::MAX, &mut rig.out());
+            class.resend(r, None, false, i * MS, u64::MAX, &mut kinds, &mut rig.out());
         }
         let s = &class.interval().cmds[0];
         assert_eq!(errors(class.interval(), "MOVED"), 1);
+        // The server's line is the kind's first message (it was lost, shown as "").
+        let m = kinds.message("MOVED").unwrap();
+        assert!(
+            m.starts_with("MOVED ") && m.contains(" 127.0.0.1:700"),
+            "{m}"
+        );
         assert_eq!(s.redirects.moved, u64::from(MAX_TRIES));
         assert_eq!(s.completed + s.error_total(), s.scheduled);
     }

@@ -402,6 +402,89 @@ pub struct DialFailure {
     pub fatal: bool,
 }
 
+/// Whose certificate a verifier rejected, for [`rejected_certificate`]'s words.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer<'a> {
+    /// Whose it is: `the server`, `the coordinator`.
+    pub who: &'a str,
+    /// Where its certificate is set: `tls-cert-file`, `--control-cert`.
+    pub cert_setting: &'a str,
+    /// The flag that names the CA to trust: `--cacert`, `--control-ca`.
+    pub ca_flag: &'a str,
+    /// The way to accept any certificate, if there is one (`--tls-skip-verify`).
+    pub skip: Option<&'a str>,
+}
+
+/// What is wrong with a certificate the verifier rejected and what would be right, as the
+/// rest of a sentence that begins "{who}'s certificate ". Covers what the callers do not
+/// word themselves (an unknown issuer, a name, expiry): a CA certificate used as a
+/// server's own (`openssl req -x509` makes CA:TRUE by default), a bad signature, a purpose
+/// or algorithm the verifier does not accept; webpki's other refusals by name.
+pub(crate) fn rejected_certificate(c: &CertificateError, p: Peer<'_>) -> String {
+    let Peer {
+        who,
+        cert_setting,
+        ca_flag,
+        skip,
+    } = p;
+    let or_skip = skip
+        .map(|s| format!(", or {s} to accept any certificate (with no protection)"))
+        .unwrap_or_default();
+    let reissue = format!("reissue it ({cert_setting}){or_skip}");
+    #[allow(deprecated)]
+    match c {
+        CertificateError::Other(o) => match o.to_string().as_str() {
+            "CaUsedAsEndEntity" => format!(
+                "is a CA certificate (CA:TRUE, as `openssl req -x509` makes by default) used as {who}'s own: issue {who} a certificate signed by that CA (CA:FALSE, its names in subjectAltName) as {cert_setting}, and give {ca_flag} the CA{or_skip}"
+            ),
+            "EndEntityUsedAsCa" => format!(
+                "chain has a certificate that is not a CA (CA:FALSE) in a CA's place: give {ca_flag} the CA that signed {who}'s certificate, or {reissue}"
+            ),
+            "NameConstraintViolation" => {
+                format!("names something its CA may not vouch for (name constraints): {reissue}")
+            }
+            "PathLenConstraintViolated" | "MaximumPathDepthExceeded" => {
+                format!("chain is longer than its CAs allow: {reissue}")
+            }
+            "UnsupportedCertVersion" => {
+                format!("is not an X.509 v3 certificate: {reissue} as v3")
+            }
+            other => format!("was rejected by the verifier ({other}): {reissue}"),
+        },
+        CertificateError::BadSignature => format!(
+            "does not carry a valid signature of the CA that should have signed it ({ca_flag} may hold another CA of the same name, e.g. one made again): give {ca_flag} the CA that signed it, or {reissue}"
+        ),
+        CertificateError::BadEncoding => format!("does not parse (malformed DER): {reissue}"),
+        CertificateError::Revoked => format!("has been revoked: {reissue}"),
+        CertificateError::UnhandledCriticalExtension => {
+            format!("has a critical extension the verifier does not know: {reissue} without it")
+        }
+        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+            format!(
+                "is not for this use (its extendedKeyUsage lacks serverAuth): {reissue} with extendedKeyUsage serverAuth"
+            )
+        }
+        CertificateError::UnsupportedSignatureAlgorithm
+        | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
+        | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => format!(
+            "is signed with an algorithm the verifier does not accept (SHA-1 or MD5, say): {reissue} signed with SHA-256 or better"
+        ),
+        CertificateError::UnknownIssuer => format!(
+            "is not signed by a CA that is trusted: give {ca_flag} the CA that signed it{or_skip}"
+        ),
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!("is not valid for the name dialled: {reissue} with that name in subjectAltName")
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            format!("has expired: {reissue}")
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "is not valid yet: check both clocks".to_string()
+        }
+        other => format!("was rejected by the verifier ({other:?}): {reissue}"),
+    }
+}
+
 /// The HTTP/2 `INADEQUATE_SECURITY` error code: a TLS coordinator answers a plaintext
 /// client with a GOAWAY carrying it (RFC 9113 §7).
 pub const INADEQUATE_SECURITY: u32 = 0xc;
@@ -502,6 +585,33 @@ pub fn explain_dial(url: &str, tls: bool, err: &(dyn StdError + 'static)) -> Dia
     }
 }
 
+/// Words a dial to `url` that got no answer within `within`: the TCP connection came up,
+/// then nothing (a TLS dial to a port that does not speak TLS, a plaintext dial to one
+/// that waits for a TLS hello). Retried: the coordinator may be starting.
+pub fn no_answer(url: &str, tls: bool, within: std::time::Duration) -> DialFailure {
+    let line = if tls {
+        format!(
+            "no TLS answer from {url} within {within:?}: is the coordinator started with --control-cert? (use http:// for a plaintext control port)"
+        )
+    } else {
+        format!(
+            "no HTTP/2 answer from {url} within {within:?}: is it a crest coordinator's --listen port? (if the coordinator serves TLS, crest run --control-cert, dial https://… with --control-ca)"
+        )
+    };
+    DialFailure { line, fatal: false }
+}
+
+/// Words a session the coordinator at `url` did not open within `within` (the connection
+/// and its handshakes were up).
+pub fn no_session(url: &str, within: std::time::Duration) -> DialFailure {
+    DialFailure {
+        line: format!(
+            "the coordinator at {url} took the connection but did not open the session within {within:?}: is it a crest coordinator's --listen port, and not overloaded?"
+        ),
+        fatal: false,
+    }
+}
+
 fn alert_by_name(name: &str) -> Option<AlertDescription> {
     use AlertDescription as A;
     [
@@ -530,7 +640,15 @@ fn certificate_problem(url: &str, e: &rustls::Error) -> DialFailure {
                 ),
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => "has expired: reissue it".to_string(),
                 CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => "is not valid yet: check both clocks".to_string(),
-                other => format!("was rejected ({other:?})"),
+                other => rejected_certificate(
+                    other,
+                    Peer {
+                        who: "the coordinator",
+                        cert_setting: "--control-cert",
+                        ca_flag: "--control-ca",
+                        skip: None,
+                    },
+                ),
             };
             fatal(format!(
                 "TLS to the coordinator at {url} failed: the coordinator's certificate {what}"
@@ -693,6 +811,49 @@ mod tests {
         assert!(f.fatal);
         assert!(
             f.line.contains("requires a client certificate"),
+            "{}",
+            f.line
+        );
+    }
+
+    /// A CA certificate (CA:TRUE) as the coordinator's own: words, not the verifier's
+    /// `Other(OtherError(CaUsedAsEndEntity))`.
+    #[test]
+    fn a_ca_certificate_as_the_coordinators_own_is_named() {
+        #[derive(Debug)]
+        struct CaUsedAsEndEntity;
+        impl std::fmt::Display for CaUsedAsEndEntity {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{self:?}")
+            }
+        }
+        impl StdError for CaUsedAsEndEntity {}
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::Other(rustls::OtherError(
+                Arc::new(CaUsedAsEndEntity),
+            ))),
+        );
+        let f = explain_dial("https://10.0.0.1:7600", true, &io);
+        assert!(f.fatal);
+        assert_eq!(
+            f.line,
+            "TLS to the coordinator at https://10.0.0.1:7600 failed: the coordinator's certificate is a CA certificate (CA:TRUE, as `openssl req -x509` makes by default) used as the coordinator's own: issue the coordinator a certificate signed by that CA (CA:FALSE, its names in subjectAltName) as --control-cert, and give --control-ca the CA"
+        );
+    }
+
+    #[test]
+    fn a_dial_nobody_answers_names_the_likely_mismatch() {
+        let within = std::time::Duration::from_secs(10);
+        let f = no_answer("https://h:1", true, within);
+        assert!(!f.fatal);
+        assert_eq!(
+            f.line,
+            "no TLS answer from https://h:1 within 10s: is the coordinator started with --control-cert? (use http:// for a plaintext control port)"
+        );
+        let f = no_answer("http://h:1", false, within);
+        assert!(
+            f.line.contains("dial https://… with --control-ca"),
             "{}",
             f.line
         );

@@ -12,6 +12,9 @@
 //! Over TLS the probe handshakes with the run's own client configuration first, so a
 //! certificate the worker cannot trust, a name it is not valid for, or a server that
 //! wants a client certificate stops the run with a line saying which flag fixes it.
+//! Without TLS, a connection closed or reset before any reply may be a TLS port (Redis
+//! resets plaintext there) or a server that drops every connection: a TLS hello
+//! ([`speaks_tls`]) tells them apart, and only the TLS port stops the run.
 //!
 //! [`control`] opens the same connection (TLS, login, database: the same `conn::Setup`
 //! steps) and keeps it for the caller's own questions ([`Control::ask`]): the
@@ -64,8 +67,8 @@ pub enum Refusal {
         /// What would be right.
         hint: &'static str,
     },
-    /// The TLS handshake failed, or the server ended the session with an alert: one
-    /// line naming the fix.
+    /// The TLS handshake failed, or the server ended the session with an alert, or a
+    /// plaintext probe met a TLS port: one line naming the fix.
     #[error("{0}")]
     Tls(String),
 }
@@ -84,6 +87,9 @@ enum Heard {
     /// The server accepted the TCP connection but did not answer the TLS handshake
     /// within this long.
     NoHandshake(Duration),
+    /// The server closed the connection, or sent something that is not RESP, before any
+    /// reply at all (what a TLS port does with plaintext).
+    NoReply,
 }
 
 /// The hint for a setup step the server refused with error line `reply`.
@@ -196,9 +202,14 @@ pub async fn probe(
                 "TLS to target {target} failed: the server closed the connection during or right after the handshake; if it requires a client certificate (tls-auth-clients yes), give --cert and --key"
             )))
         }
+        // Plaintext met a close or a reset before any reply: a TLS port does that (Redis
+        // resets), and so does a server that drops every connection. A TLS hello tells
+        // them apart.
+        Ok(Err(e)) if tls.is_none() && closed(&e) => plaintext_closed(addr, target).await,
+        Ok(Ok(Heard::NoReply)) if tls.is_none() => plaintext_closed(addr, target).await,
         // Other I/O trouble (a reset, a close): the shards meet it too and count it.
         Ok(Err(_)) => Ok(false),
-        Ok(Ok(Heard::Fine)) => Ok(false),
+        Ok(Ok(Heard::Fine | Heard::NoReply)) => Ok(false),
         Ok(Ok(Heard::Answer(hello))) => Ok(ask_cluster && says_cluster(&hello)),
         Ok(Ok(Heard::SetupRefused(step, message))) => {
             let hint = setup_hint(step, &message);
@@ -210,6 +221,54 @@ pub async fn probe(
                 None => Ok(false),
             }
         }
+    }
+}
+
+/// Whether an I/O error is the peer closing or resetting the connection.
+fn closed(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe
+    )
+}
+
+/// How long a TLS hello to a port that closed on plaintext is given (connect included): a
+/// TLS server answers it within a round trip.
+const SNIFF_WITHIN: Duration = Duration::from_millis(600);
+
+/// A plaintext probe of `addr` met a close before any reply: refused when the port
+/// answers a TLS hello (a TLS port: `--tls` is missing), passed otherwise (a server that
+/// drops connections: the run counts what it does).
+async fn plaintext_closed(addr: SocketAddr, target: &str) -> Result<bool, Refusal> {
+    if speaks_tls(addr, SNIFF_WITHIN).await {
+        return Err(Refusal::Tls(format!(
+            "{target} closed the connection on the first command without a reply, and answers a TLS handshake: it is a TLS port; add --tls (and --cacert, the CA that signed its certificate), or give a rediss:// target"
+        )));
+    }
+    Ok(false)
+}
+
+/// Whether `addr` answers a TLS hello with TLS within `within`: the handshake completes
+/// (any certificate is accepted: this only asks whether the port speaks TLS), or fails
+/// on a TLS record (an alert). A close, a reset, silence or bytes that are not TLS: no.
+pub async fn speaks_tls(addr: SocketAddr, within: Duration) -> bool {
+    let Some(config) = target_tls::any_certificate() else {
+        return false;
+    };
+    let name = tokio_rustls::rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let hello = async {
+        let s = tokio::net::TcpStream::connect(addr).await?;
+        tokio_rustls::TlsConnector::from(config)
+            .connect(name, s)
+            .await
+    };
+    match tokio::time::timeout(within, hello).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => {
+            target_tls::tls_error(&e).is_some_and(|t| target_tls::kind(t) != "tls: not_tls")
+        }
+        Err(_) => false,
     }
 }
 
@@ -264,7 +323,7 @@ pub async fn cluster_slots(
             Slots::Failed(format!("{addr} refused the login: {m}"))
         }
         Ok(Ok(Heard::NoHandshake(_))) => Slots::Failed(format!("{addr}: no TLS handshake")),
-        Ok(Ok(Heard::Fine)) => {
+        Ok(Ok(Heard::Fine | Heard::NoReply)) => {
             Slots::Failed(format!("{addr} closed without answering CLUSTER SLOTS"))
         }
     }
@@ -350,11 +409,13 @@ async fn set_up<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> std::io::Result<Option<Heard>> {
     if let Some(setup) = setup {
         let (mut bytes, mut step) = setup.first();
+        let mut replied = false;
         loop {
             s.write_all(bytes).await?;
             let Some(len) = read_reply(s, buf, MAX_PROBE_REPLY).await? else {
-                return Ok(Some(Heard::Fine));
+                return Ok(Some(if replied { Heard::Fine } else { Heard::NoReply }));
             };
+            replied = true;
             let reply = match resp::scan_reply(&buf[..len]) {
                 Ok(Scan::Reply { kind, .. }) => kind,
                 _ => return Ok(Some(Heard::Fine)),
@@ -385,6 +446,8 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
     if let Some(heard) = set_up(&mut s, setup, &mut buf, Some(&mut hello)).await? {
         return Ok(heard);
     }
+    // No setup: the question is the first command.
+    let first_command = setup.is_none();
     s.write_all(q.command).await?;
     let first = match read_reply(&mut s, &mut buf, q.limit).await? {
         Some(len) => match resp::scan_reply(&buf[..len]) {
@@ -397,6 +460,7 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
                 Heard::Answer(std::mem::take(&mut buf))
             }
         },
+        None if first_command => Heard::NoReply,
         None => Heard::Fine,
     };
     let (Heard::Answer(_), Some(then)) = (&first, q.then) else {

@@ -214,6 +214,9 @@ struct Shard {
     timeout: u64,
     intervals: Intervals,
     conn_errors: ErrorCounts,
+    /// The node of the first connection that went down (its error is the first of
+    /// `conn_errors`): the one a failed start names in a cluster.
+    first_down: Option<u16>,
     /// TLS handshakes completed.
     handshakes: Handshakes,
     /// The thread's work in the open interval.
@@ -253,6 +256,7 @@ pub fn run(mut cfg: ShardConfig) {
                 up: 0,
                 want,
                 error: Some(format!("epoll: {e}")),
+                node: None,
             });
         }
     }
@@ -306,6 +310,7 @@ impl Shard {
             timeout: cfg.timeout.as_nanos() as u64,
             intervals: Intervals::new(warmup, cfg.interval, end),
             conn_errors: Vec::new(),
+            first_down: None,
             handshakes: Handshakes::default(),
             meter: LoadMeter::default(),
             kinds: Kinds::default(),
@@ -756,11 +761,18 @@ impl Shard {
                     }
                 })
         });
+        // In a cluster the nodes come from the seed's slot table: name the one that failed.
+        let node = self
+            .first_down
+            .filter(|_| up < want && self.routes.is_cluster())
+            .and_then(|n| self.routes.nodes.get(usize::from(n)))
+            .map(|n| n.name.clone());
         let _ = self.cfg.out.send(ShardEvent::Connected {
             shard: self.cfg.index,
             up,
             want,
             error,
+            node,
         });
     }
 
@@ -805,6 +817,7 @@ impl Shard {
     fn conn_down(&mut self, id: ConnId, now: u64, conn_error: &str, failure: Failure) {
         add_error(&mut self.conn_errors, conn_error, 1);
         let conn = &mut self.conns[id.index()];
+        self.first_down.get_or_insert(conn.node);
         let class = &mut self.classes[conn.class.index()];
         let node = Some(conn.node);
         conn.close(now, |p, written| {
@@ -963,6 +976,8 @@ impl Shard {
     /// back-off.
     fn redo(&mut self, class: usize, now: u64) {
         let list = std::mem::take(&mut self.classes[class].redirected);
+        // A request that gives up is counted under the server's word, with its line.
+        let mut kinds = std::mem::take(&mut self.kinds);
         for r in list {
             let (ask, later) = match &r.redo {
                 Redo::Moved { slot, addr } => {
@@ -991,8 +1006,9 @@ impl Shard {
             };
             let timeout = self.timeout;
             let (classes, mut out) = self.outbox();
-            classes[class].resend(r, ask, later, now, timeout, &mut out);
+            classes[class].resend(r, ask, later, now, timeout, &mut kinds, &mut out);
         }
+        self.kinds = kinds;
         self.flush_dirty();
     }
 

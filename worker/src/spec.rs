@@ -131,6 +131,9 @@ pub enum ShardEvent {
         want: u32,
         /// The first connect error, if any connection failed.
         error: Option<String>,
+        /// In a cluster, the node (`host:port` as the slot table names it) whose
+        /// connection failed first.
+        node: Option<String>,
     },
     /// Results of one interval (1 s by default), by completion time, one [`Stats`] per class.
     Interval {

@@ -217,6 +217,20 @@ impl Client {
     }
 }
 
+/// A client configuration that accepts any certificate and presents none: for asking
+/// whether a port speaks TLS at all, never for load. None if rustls refuses the
+/// provider's defaults (it does not).
+pub fn any_certificate() -> Option<Arc<ClientConfig>> {
+    let b = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .ok()?;
+    Some(Arc::new(
+        b.dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny))
+            .with_no_client_auth(),
+    ))
+}
+
 /// The system's CA certificates (those that parse; a broken one is skipped, as curl does).
 fn system_roots() -> RootCertStore {
     let mut roots = RootCertStore::empty();
@@ -366,7 +380,21 @@ pub fn explain(target: &str, name: &str, e: &rustls::Error) -> String {
         "tls: certificate_required" | "tls: handshake_failure" => "the server requires a client certificate (tls-auth-clients yes): give --cert and --key".to_string(),
         "tls: client_certificate_refused" => "the server refused the client certificate: give --cert a certificate signed by the server's tls-ca-cert-file".to_string(),
         "tls: not_tls" => "the server does not speak TLS on this port: drop --tls (and use redis:// rather than rediss://), or give its tls-port".to_string(),
-        _ => format!("{e}"),
+        _ => match e {
+            rustls::Error::InvalidCertificate(c) => format!(
+                "the server's certificate {}",
+                crate::control_tls::rejected_certificate(
+                    c,
+                    crate::control_tls::Peer {
+                        who: "the server",
+                        cert_setting: "tls-cert-file",
+                        ca_flag: "--cacert",
+                        skip: Some("--tls-skip-verify"),
+                    },
+                )
+            ),
+            _ => format!("{e}"),
+        },
     };
     format!("TLS to target {target} failed: {what}")
 }
@@ -579,6 +607,56 @@ mod tests {
         );
         assert_eq!(tls_error(&io).map(kind), Some("tls: certificate_required"));
         assert!(tls_error(&std::io::Error::other("x")).is_none());
+    }
+
+    /// The verifier's own refusal of a CA-flagged self-signed certificate (what `openssl
+    /// req -x509` makes) and of one signed by another CA, worded with the fix.
+    #[test]
+    fn a_ca_certificate_used_as_the_servers_own_is_named() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_leaf = p.self_signed(&key).unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(ca_leaf.der().clone()).unwrap();
+        let v = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .unwrap();
+        let e = v
+            .verify_server_cert(
+                ca_leaf.der(),
+                &[],
+                &ServerName::try_from("localhost").unwrap(),
+                &[],
+                UnixTime::now(),
+            )
+            .unwrap_err();
+        assert_eq!(kind(&e), "tls: bad_certificate");
+        let line = explain("127.0.0.1:6380", "localhost", &e);
+        assert_eq!(
+            line,
+            "TLS to target 127.0.0.1:6380 failed: the server's certificate is a CA certificate (CA:TRUE, as `openssl req -x509` makes by default) used as the server's own: issue the server a certificate signed by that CA (CA:FALSE, its names in subjectAltName) as tls-cert-file, and give --cacert the CA, or --tls-skip-verify to accept any certificate (with no protection)"
+        );
+        assert!(!line.contains("Other("), "{line}");
+        for (c, hint) in [
+            (
+                CertificateError::BadSignature,
+                "give --cacert the CA that signed it",
+            ),
+            (
+                CertificateError::InvalidPurpose,
+                "extendedKeyUsage serverAuth",
+            ),
+            (CertificateError::Revoked, "has been revoked"),
+            (CertificateError::BadEncoding, "malformed DER"),
+        ] {
+            let line = explain("h:1", "h", &rustls::Error::InvalidCertificate(c));
+            assert!(
+                line.starts_with("TLS to target h:1 failed: the server's certificate "),
+                "{line}"
+            );
+            assert!(line.contains(hint), "{line}");
+        }
     }
 
     #[test]

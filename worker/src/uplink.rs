@@ -27,6 +27,11 @@ use tokio_stream::wrappers::ReceiverStream;
 /// them (HTTP/2 flow control pushes back when its merging falls behind).
 pub const MAX_OUTBOX_BYTES: usize = 64 << 20;
 
+/// How long a dial may take, from the TCP connect to the coordinator's answer to the
+/// session (TLS and HTTP/2 handshakes included): a coordinator on the same network
+/// answers in milliseconds.
+pub const DIAL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why a session ended other than normally.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -110,14 +115,21 @@ pub async fn session<B: Below>(
     let failed = |e: &(dyn std::error::Error + 'static)| {
         SessionError::Dial(control_tls::explain_dial(dial.url, dial.tls, e))
     };
-    let channel = dial.endpoint.connect().await.map_err(|e| failed(&e))?;
+    // A peer that accepts the connection and never answers (a TLS dial to a plaintext
+    // port that waits for a line, a plaintext dial to a port that waits for a TLS hello)
+    // would hold the dial forever and say nothing: it gets DIAL_DEADLINE in all.
+    let deadline = tokio::time::Instant::now() + DIAL_DEADLINE;
+    let channel = tokio::time::timeout_at(deadline, dial.endpoint.connect())
+        .await
+        .map_err(|_| SessionError::Dial(control_tls::no_answer(dial.url, dial.tls, DIAL_DEADLINE)))?
+        .map_err(|e| failed(&e))?;
     let mut client = CoordinatorClient::new(channel);
     let (tx, rx) = mpsc::channel::<pb::WorkerMessage>(256);
     let mut out = Outbox::new(tx);
     out.push(Out::Register(register))?;
-    let mut inbound = client
-        .session(ReceiverStream::new(rx))
+    let mut inbound = tokio::time::timeout_at(deadline, client.session(ReceiverStream::new(rx)))
         .await
+        .map_err(|_| SessionError::Dial(control_tls::no_session(dial.url, DIAL_DEADLINE)))?
         .map_err(|e| failed(&e))?
         .into_inner();
     let mut heartbeat = tokio::time::interval(WORKER_HEARTBEAT);

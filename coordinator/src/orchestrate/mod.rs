@@ -46,7 +46,7 @@ mod target;
 
 pub use member::{RunError, SILENCE};
 pub use results::{RunResults, WorkerResult};
-pub use target::control_to;
+pub use target::{control_to, probe_target};
 
 use crate::config::{RunConfig, Workers};
 use crate::service::{self, Hub, HubEvent};

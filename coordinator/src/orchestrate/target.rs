@@ -182,6 +182,31 @@ pub async fn control_to(
     Ok((dial.open().await?, dial.shown))
 }
 
+/// Probes the target of `cfg` from the coordinator as a worker does before each run
+/// (connect, TLS, login, database, a harmless question: `crest_engine::probe::probe`):
+/// `crest compare` checks every target so before its first run. A slow target passes.
+///
+/// # Errors
+/// One line: the name does not resolve, the connection is refused, or the server refuses
+/// the generator (the probe's words and what would be right).
+pub async fn probe_target(cfg: &RunConfig) -> Result<(), String> {
+    let (addr, shown) = sampler_target(cfg, None).await?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    crest_engine::probe::probe(addr, &shown, &cfg.session, tls.as_ref(), false)
+        .await
+        .map(|_| ())
+        .map_err(|e| match e {
+            crest_engine::probe::Refusal::Unreachable { .. } => {
+                format!("{e}; check the address and that the server is up")
+            }
+            _ => e.to_string(),
+        })
+}
+
 /// The address the coordinator dials for its own requests, and its name for messages:
 /// the target, or the built-in target on loopback.
 pub(super) async fn sampler_target(

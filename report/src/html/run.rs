@@ -97,6 +97,9 @@ fn errors_section(out: &mut String, r: &Report) {
         }
         out.push_str("</table>");
     }
+    if let Some(line) = r.redirect_loop() {
+        let _ = write!(out, "<p class=\"warn\">{}</p>", esc(&line));
+    }
     if !r.connection_errors.is_empty() {
         let _ = write!(
             out,
