@@ -9,8 +9,8 @@ use std::io::Write;
 pub struct Sample {
     /// Seconds since the start.
     pub elapsed_s: f64,
-    /// Scheduled length.
-    pub total_s: f64,
+    /// Scheduled length (None: a phase bounded by a request count, with no known end).
+    pub total_s: Option<f64>,
     /// Rate the profile asked for in the last row written (None: closed loop only).
     pub target_rate: Option<f64>,
     /// Non-error replies per second over the rows written since the last line.
@@ -49,9 +49,9 @@ impl Progress {
     /// Formats one sample as a line.
     pub fn line(s: &Sample) -> String {
         format!(
-            "{:>5.1}s/{:.0}s  target {:>11}  achieved {:>9.0}/s  p99 {:>8}  errors {}  workers {}/{}",
+            "{:>5.1}s{}  target {:>11}  achieved {:>9.0}/s  p99 {:>8}  errors {}  workers {}/{}",
             s.elapsed_s,
-            s.total_s,
+            s.total_s.map_or_else(String::new, |t| format!("/{t:.0}s")),
             s.target_rate
                 .map_or_else(|| "max".to_string(), |r| format!("{r:.0}/s")),
             s.achieved_rate,
@@ -65,9 +65,9 @@ impl Progress {
     /// Shows a sample.
     pub fn show(&mut self, s: &Sample) {
         let mut err = std::io::stderr().lock();
-        if self.tty {
+        if let (true, Some(total_s)) = (self.tty, s.total_s) {
             let width = 24usize;
-            let frac = (s.elapsed_s / s.total_s.max(1e-9)).clamp(0.0, 1.0);
+            let frac = (s.elapsed_s / total_s.max(1e-9)).clamp(0.0, 1.0);
             let filled = (frac * width as f64).round() as usize;
             let _ = write!(
                 err,
@@ -76,6 +76,9 @@ impl Progress {
                 " ".repeat(width - filled),
                 Self::line(s)
             );
+            self.drawn = true;
+        } else if self.tty {
+            let _ = write!(err, "\r\x1b[2K{}", Self::line(s));
             self.drawn = true;
         } else {
             let _ = writeln!(err, "{}", Self::line(s));
@@ -99,7 +102,7 @@ mod tests {
     fn sample() -> Sample {
         Sample {
             elapsed_s: 3.26,
-            total_s: 10.0,
+            total_s: Some(10.0),
             target_rate: Some(1000.0),
             achieved_rate: 998.4,
             p99_us: 1530.0,
@@ -128,6 +131,22 @@ mod tests {
         };
         assert!(
             Progress::line(&s).contains("  target         max  achieved"),
+            "{}",
+            Progress::line(&s)
+        );
+    }
+
+    /// A phase bounded by a request count (a prefill, `--requests`) has no length to show:
+    /// no `/3600s` from its unbounded phase, and no asked rate.
+    #[test]
+    fn a_count_bounded_phase_shows_no_length() {
+        let s = Sample {
+            total_s: None,
+            target_rate: None,
+            ..sample()
+        };
+        assert!(
+            Progress::line(&s).starts_with("  3.3s  target         max  achieved"),
             "{}",
             Progress::line(&s)
         );

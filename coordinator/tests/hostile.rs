@@ -1295,3 +1295,47 @@ fn compare_probes_every_target_before_the_first_run() {
     );
     assert!(!err.contains("run 1/"), "{err}");
 }
+
+/// A prefill the target takes none of (every write refused, or never answered) stops the
+/// run before its measured part with one line naming the errors, exit 2: the run used to
+/// go ahead against an empty keyspace and exit 0.
+#[test]
+fn a_prefill_that_wrote_nothing_stops_the_run() {
+    let refusing = Hostile::start(|s, stop| {
+        each_request(s, stop, |s, _| s.write_all(b"-ERR read only\r\n").is_ok())
+    });
+    let silent = Hostile::start(|s, stop| each_request(s, stop, |_, _| true));
+    for (h, words) in [
+        (&refusing, "(errors ERR=200; first ERR: \"ERR read only\")"),
+        (&silent, "(errors timeout=200)"),
+    ] {
+        let (code, _, err) = crest_bounded(
+            "prefill-nothing",
+            &[
+                "run",
+                "--target",
+                &h.addr,
+                "--prefill",
+                "--keys",
+                "200",
+                "--rate",
+                "100",
+                "--duration",
+                "1s",
+                "--timeout",
+                "1s",
+                "--no-server-stats",
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, 2, "{err}");
+        let line = format!(
+            "crest: --prefill: the target took none of the 200 keys {words}: it does not take writes; fix the target or run without --prefill"
+        );
+        assert!(err.contains(&line), "{err}");
+        assert!(
+            !err.contains("/3600s"),
+            "no length for a count-bounded phase: {err}"
+        );
+    }
+}

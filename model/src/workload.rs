@@ -113,6 +113,9 @@ pub enum WorkloadError {
     /// An empty template.
     #[error("command template is empty")]
     EmptyTemplate,
+    /// A quote opened and not closed, or closed and not followed by a space.
+    #[error("{0}")]
+    Quotes(String),
     /// A word shaped like a placeholder that is none (a typo would be sent literally).
     #[error("unknown placeholder {0}; known: {list}", list = PLACEHOLDERS.join(" "))]
     UnknownPlaceholder(String),
@@ -135,6 +138,75 @@ pub const PLACEHOLDERS: [&str; 9] = [
     "__data__",
     "__rand12__",
 ];
+
+/// `spec`'s words as `redis-cli` splits a line (its `sdssplitargs`): each with whether it
+/// was quoted.
+fn split_args(spec: &str) -> Result<Vec<(Vec<u8>, bool)>, WorkloadError> {
+    let b = spec.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let (mut word, quote) = (Vec::new(), b[i]);
+        let quoted = quote == b'"' || quote == b'\'';
+        if quoted {
+            i += 1;
+            loop {
+                let Some(&c) = b.get(i) else {
+                    return Err(WorkloadError::Quotes(format!(
+                        "{spec:?}: a {} quote is not closed; close it, or escape it with a backslash inside the other kind of quotes",
+                        if quote == b'"' { "double" } else { "single" }
+                    )));
+                };
+                i += 1;
+                match (quote, c) {
+                    (q, c) if c == q => break,
+                    (b'"', b'\\') => {
+                        let e = b.get(i).copied().unwrap_or(b'\\');
+                        i += 1;
+                        match e {
+                            b'n' => word.push(b'\n'),
+                            b'r' => word.push(b'\r'),
+                            b't' => word.push(b'\t'),
+                            b'x' => match (
+                                b.get(i).and_then(|&c| hex(c)),
+                                b.get(i + 1).and_then(|&c| hex(c)),
+                            ) {
+                                (Some(h), Some(l)) => {
+                                    word.push(h << 4 | l);
+                                    i += 2;
+                                }
+                                _ => word.extend_from_slice(b"x"),
+                            },
+                            other => word.push(other),
+                        }
+                    }
+                    (b'\'', b'\\') if b.get(i) == Some(&b'\'') => {
+                        word.push(b'\'');
+                        i += 1;
+                    }
+                    (_, c) => word.push(c),
+                }
+            }
+            if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+                return Err(WorkloadError::Quotes(format!(
+                    "{spec:?}: a closing quote must be followed by a space (as redis-cli reads it); put the whole word in quotes"
+                )));
+            }
+        } else {
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                word.push(b[i]);
+                i += 1;
+            }
+        }
+        out.push((word, quoted));
+    }
+    Ok(out)
+}
 
 /// `__word__`: two underscores, letters, digits or underscores, two underscores.
 fn is_placeholder_shaped(w: &str) -> bool {
@@ -254,18 +326,25 @@ impl CmdDef {
         Ok(Self::counted(name, head, group, times, tail))
     }
 
-    /// A template: words separated by spaces; `__key__`, `__value__`, `__field__`,
+    /// A template: words separated by spaces, quoted as `redis-cli` quotes them (a word in
+    /// "double quotes" may hold spaces and the escapes `\"`, `\\`, `\n`, `\r`, `\t`,
+    /// `\xHH`; in 'single quotes' only `\'`); `__key__`, `__value__`, `__field__`,
     /// `__member__`, `__score__`, `__ttl__` and valkey-benchmark's `__rand_int__` (a key
-    /// index) are placeholders, everything else is sent as written.
+    /// index) are placeholders, everything else (and any quoted word) is sent as written.
     ///
     /// # Errors
     /// [`WorkloadError::EmptyTemplate`] when there are no words,
-    /// [`WorkloadError::UnknownPlaceholder`] for a word like `__nope__`.
+    /// [`WorkloadError::UnknownPlaceholder`] for a word like `__nope__`,
+    /// [`WorkloadError::Quotes`] for a quote left open.
     pub fn template(spec: &str) -> Result<Self, WorkloadError> {
-        let head: Vec<Part> = spec
-            .split_whitespace()
-            .map(|w| {
-                Ok(match w {
+        let head: Vec<Part> = split_args(spec)?
+            .into_iter()
+            .map(|(w, quoted)| {
+                if quoted {
+                    return Ok(Part::Lit(w));
+                }
+                let w = String::from_utf8_lossy(&w);
+                Ok(match w.as_ref() {
                     "__key__" | "__rand_int__" => Part::Key,
                     "__value__" | "__data__" => Part::Value,
                     "__field__" => Part::Field,
@@ -795,6 +874,33 @@ impl Mixer {
 #[cfg(test)]
 mod tests {
     use super::Mixer;
+
+    #[test]
+    fn templates_take_quotes_as_redis_cli_does() {
+        use super::{Part, split_args};
+        let words = |s: &str| -> Vec<String> {
+            split_args(s)
+                .unwrap()
+                .into_iter()
+                .map(|(w, _)| String::from_utf8(w).unwrap())
+                .collect()
+        };
+        assert_eq!(words(r#"SET "a b" __value__"#), ["SET", "a b", "__value__"]);
+        assert_eq!(
+            words(r#"SET 'it\'s' "q\"\x41\n""#),
+            ["SET", "it's", "q\"A\n"]
+        );
+        assert_eq!(words("  GET   k  "), ["GET", "k"]);
+        assert_eq!(words(r#"SET "" x"#), ["SET", "", "x"]);
+        for bad in [r#"SET "a b"#, "SET 'a", r#"SET "a"b"#] {
+            let e = split_args(bad).unwrap_err().to_string();
+            assert!(e.contains("quote"), "{bad}: {e}");
+        }
+        // A quoted placeholder is sent as written.
+        let def = super::CmdDef::template(r#"SET "__key__" __value__"#).unwrap();
+        assert_eq!(def.head[1], Part::Lit(b"__key__".to_vec()));
+        assert_eq!(def.head[2], Part::Value);
+    }
 
     #[test]
     fn shares_split_a_count_by_weight_exactly() {

@@ -2,7 +2,7 @@
 //! interval once every live worker is past it), lost workers out, live progress, and an
 //! abort to everyone when the user interrupts or a worker fails.
 
-use super::member::{GRACE, Member, RunError, SILENCE, interrupted};
+use super::member::{GRACE, Member, RunError, SILENCE, UNBOUNDED_PHASE, interrupted};
 use super::steer::{Control, LEAD};
 use crate::admin::{Binned, ClassRate, Counters, WorkerView};
 use crate::config::RunConfig;
@@ -506,10 +506,13 @@ fn progress_sample(
     duration: Duration,
 ) -> Option<Sample> {
     let w = books.take_window()?;
+    // A phase bounded by a request count (a prefill, `--requests`) has no end to show, and
+    // sends closed loop whatever the run's classes do.
+    let timed = duration < UNBOUNDED_PHASE;
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
-        total_s: duration.as_secs_f64(),
-        target_rate: (!cfg.closed_loop()).then_some(w.target_rate),
+        total_s: timed.then(|| duration.as_secs_f64()),
+        target_rate: (timed && !cfg.closed_loop()).then_some(w.target_rate),
         achieved_rate: w.achieved_rate,
         p99_us: w.p99_us,
         errors: books.totals.values().map(CmdSum::error_total).sum(),

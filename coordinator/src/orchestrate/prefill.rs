@@ -58,11 +58,47 @@ pub(super) async fn run(
         m.finished_at = None;
     }
     let t = merge::all_commands(&books.totals);
-    eprintln!(
-        "crest: prefill: {}",
-        line(t.completed, t.error_total(), t0.elapsed())
-    );
-    Ok(())
+    let (written, errors) = (t.completed, t.error_total());
+    eprintln!("crest: prefill: {}", line(written, errors, t0.elapsed()));
+    let kinds: Vec<String> = t.errors.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let words = match books.error_messages().into_iter().next() {
+        Some((kind, m)) => format!(" (errors {}; first {kind}: \"{m}\")", kinds.join(" ")),
+        None if !kinds.is_empty() => format!(" (errors {})", kinds.join(" ")),
+        None => String::new(),
+    };
+    match verdict(keys, written) {
+        Verdict::Nothing => Err(RunError::Usage(format!(
+            "--prefill: the target took none of the {keys} keys{words}: it does not take writes; fix the target or run without --prefill"
+        ))),
+        Verdict::Partly(missing) => {
+            eprintln!(
+                "crest: warning: --prefill: {missing} of the {keys} keys were not written{words}: reads of them will miss"
+            );
+            Ok(())
+        }
+        Verdict::Whole => Ok(()),
+    }
+}
+
+/// What a prefill came to.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Every key written.
+    Whole,
+    /// Some keys (this many) not written.
+    Partly(u64),
+    /// No key written: the run stops.
+    Nothing,
+}
+
+fn verdict(keys: u64, written: u64) -> Verdict {
+    if keys > 0 && written == 0 {
+        Verdict::Nothing
+    } else if written < keys {
+        Verdict::Partly(keys - written)
+    } else {
+        Verdict::Whole
+    }
 }
 
 /// The prefill phase's plan: one closed-loop class per prefill class, its key count the
@@ -95,5 +131,14 @@ mod tests {
         assert_eq!(l, "100000 keys written in 2.5 s (40000/s), 3 errors");
         // An instant prefill does not divide by zero.
         assert!(line(0, 0, Duration::ZERO).starts_with("0 keys written in 0.0 s (0/s)"));
+    }
+
+    /// A prefill that wrote nothing stops the run; one that wrote part of the keys warns.
+    #[test]
+    fn a_prefill_that_wrote_nothing_stops_the_run() {
+        assert_eq!(verdict(1000, 0), Verdict::Nothing);
+        assert_eq!(verdict(1000, 990), Verdict::Partly(10));
+        assert_eq!(verdict(1000, 1000), Verdict::Whole);
+        assert_eq!(verdict(0, 0), Verdict::Whole);
     }
 }
