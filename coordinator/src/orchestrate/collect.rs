@@ -511,7 +511,7 @@ fn progress_sample(
     let timed = duration < UNBOUNDED_PHASE;
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
-        total_s: timed.then(|| duration.as_secs_f64()),
+        total_s: timed.then_some(duration.as_secs_f64()),
         target_rate: (timed && !cfg.closed_loop()).then_some(w.target_rate),
         achieved_rate: w.achieved_rate,
         p99_us: w.p99_us,
