@@ -43,6 +43,13 @@ fn worker_killed_mid_run_is_marked_lost_and_the_run_completes() {
     assert_eq!(report["checks"]["intervals_match_totals"], false);
     let stdout = read_log(dir.path(), "crest", "stdout");
     assert!(stdout.contains("LOST"), "{stdout}");
+    // The server counted what the lost worker sent after its last interval: that is the
+    // lost worker's doing, not another client's, and is shown, not judged.
+    assert!(!stdout.contains("another client"), "{stdout}");
+    if report["server"]["agrees"].is_null() {
+        let why = report["server"]["unchecked"].as_str().unwrap_or("");
+        assert!(why.is_empty() || why.contains("worker w1 was lost"), "{why}");
+    }
 }
 
 /// The coordinator killed mid-run: the workers' dead man's switch stops the load, so the
