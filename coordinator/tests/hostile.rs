@@ -974,15 +974,7 @@ fn a_profile_of_many_classes_and_commands_stays_small() {
         "--out",
         out.to_str().unwrap(),
     ];
-    let mut p = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
-    let pid = p.child.id();
-    let (t0, mut peak) = (Instant::now(), 0);
-    while p.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
-        peak = peak.max(proc_status_kb(pid, "VmHWM:").unwrap_or(0));
-        assert!(peak < RSS_BOUND_KB, "reached {peak} kB");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let code = p.wait(Duration::from_secs(5));
+    let (code, peak) = crest_under_rss(dir.path(), &args, RSS_BOUND_KB, "many-classes");
     let err = read_log(dir.path(), "crest", "stderr");
     assert_eq!(code, 0, "{err}");
     println!("many-classes: peak RSS {peak} kB");
@@ -1002,6 +994,20 @@ fn a_profile_of_many_classes_and_commands_stays_small() {
         estimate_kb < peak * 10,
         "estimate {estimate_kb} kB vs peak {peak} kB"
     );
+}
+
+/// Runs `crest ARGS` in `dir` (at most 60 s), its peak RSS held under `bound_kb` the
+/// whole time: (exit code, peak RSS in kB).
+fn crest_under_rss(dir: &std::path::Path, args: &[&str], bound_kb: u64, what: &str) -> (i32, u64) {
+    let mut p = Proc::spawn(&crest_bin(), args, dir, "crest");
+    let pid = p.child.id();
+    let (t0, mut peak) = (Instant::now(), 0);
+    while p.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
+        peak = peak.max(peak_rss_kb(pid).unwrap_or(0));
+        assert!(peak < bound_kb, "{what}: reached {peak} kB");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (p.wait(Duration::from_secs(5)), peak)
 }
 
 /// The estimate `crest run` refuses a plan with under `--memory-budget 1MB`, in kB: the
@@ -1103,15 +1109,7 @@ fn interval_10ms_stays_small_run_after_run() {
             "--out",
             out.to_str().unwrap(),
         ];
-        let mut p = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
-        let pid = p.child.id();
-        let (t0, mut peak) = (Instant::now(), 0);
-        while p.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
-            peak = peak.max(peak_rss_kb(pid).unwrap_or(0));
-            assert!(peak < RSS_BOUND_KB, "run {i}: reached {peak} kB");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let code = p.wait(Duration::from_secs(5));
+        let (code, peak) = crest_under_rss(dir.path(), &args, RSS_BOUND_KB, &format!("run {i}"));
         assert_eq!(code, 0, "{}", read_log(dir.path(), "crest", "stderr"));
         let r = read_report(&out);
         assert_eq!(r["timeline"].as_array().unwrap().len(), 300, "run {i}");
