@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crest_resp::{Frame, parse_request};
+use crest_resp::{Frame, Scan, parse_request, scan_reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -136,6 +136,11 @@ async fn serve_connection(stream: &mut TcpStream, sink: &Sink, conn: &mut Conn) 
     let mut input = Vec::with_capacity(READ_CHUNK);
     let mut output = Vec::with_capacity(READ_CHUNK);
     let mut held = Held { sink, bytes: 0 };
+    // How long `input` must be before an unfinished request there can be complete: a
+    // request of many elements arriving over many reads is scanned again only once that
+    // many bytes are in (parsing it from its start after every read was quadratic, and
+    // copied its elements each time).
+    let mut complete_at = 0usize;
     loop {
         if input.capacity() - input.len() < READ_CHUNK / 2 {
             input.reserve(READ_CHUNK);
@@ -158,11 +163,21 @@ async fn serve_connection(stream: &mut TcpStream, sink: &Sink, conn: &mut Conn) 
             stream.write_all(&output).await?;
             return stream.shutdown().await;
         }
+        if input.len() < complete_at {
+            continue;
+        }
+        complete_at = 0;
         let mut consumed = 0;
         let mut close = false;
         loop {
             match parse_request(&input[consumed..]) {
-                Ok(None) => break,
+                Ok(None) => {
+                    // An array cut off: the least it can still need, without copying.
+                    if let Ok(Scan::Incomplete { need }) = scan_reply(&input[consumed..]) {
+                        complete_at = need;
+                    }
+                    break;
+                }
                 Ok(Some((args, used))) => {
                     consumed += used;
                     if let Flow::Close = cmd::execute(sink, args, conn, &mut output) {
@@ -467,6 +482,29 @@ mod tests {
         .await;
         let mut good = server.client().await;
         assert_eq!(good.call(&["PING"]).await, simple("PONG"));
+    }
+
+    /// A request of 40,001 elements in 100-byte writes is waited for, not parsed from its
+    /// start after every read, and runs whole once its last byte is in.
+    #[tokio::test]
+    async fn a_large_request_in_small_pieces_runs_whole() {
+        let server = Server::start().await;
+        let mut client = server.client().await;
+        let pairs = 20_000;
+        let mut req = format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * pairs).into_bytes();
+        for i in 0..pairs {
+            let (k, v) = (format!("k{i}"), format!("v{i}"));
+            req.extend(format!("${}\r\n{k}\r\n${}\r\n{v}\r\n", k.len(), v.len()).bytes());
+        }
+        for piece in req.chunks(100) {
+            client.send_raw(piece).await;
+        }
+        assert_eq!(client.read().await, Some(simple("OK")));
+        assert_eq!(
+            client.call(&["GET", "k19999"]).await,
+            Frame::Bulk(b"v19999".to_vec())
+        );
+        assert_eq!(server.sink.buffered_input.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test]
