@@ -55,7 +55,12 @@ impl Progress {
             s.target_rate
                 .map_or_else(|| "max".to_string(), |r| format!("{r:.0}/s")),
             s.achieved_rate,
-            human_us(s.p99_us),
+            // Nothing completed and nothing timed out in the window: no latency to show.
+            if s.p99_us == 0.0 && s.achieved_rate == 0.0 {
+                "–".to_string()
+            } else {
+                human_us(s.p99_us)
+            },
             s.errors,
             s.alive,
             s.workers
@@ -147,6 +152,21 @@ mod tests {
         };
         assert!(
             Progress::line(&s).starts_with("  3.3s  target         max  achieved"),
+            "{}",
+            Progress::line(&s)
+        );
+    }
+
+    /// A window where nothing completed shows no latency, not `0µs`.
+    #[test]
+    fn a_window_with_nothing_completed_shows_no_latency() {
+        let s = Sample {
+            achieved_rate: 0.0,
+            p99_us: 0.0,
+            ..sample()
+        };
+        assert!(
+            Progress::line(&s).contains("p99        –  "),
             "{}",
             Progress::line(&s)
         );

@@ -294,7 +294,7 @@ impl Coordinator for Hub {
                     }
                     Ok(Some(_)) => {}
                     Ok(None) => break "session closed".to_string(),
-                    Err(s) => break format!("session error: {}", s.message()),
+                    Err(s) => break crest_proto::broken_session("the worker", s.message()),
                 }
             };
             let _ = events.send(HubEvent::Left(id, reason)).await;

@@ -102,3 +102,47 @@ pub fn worker_endpoint(url: &str) -> Result<tonic::transport::Endpoint, tonic::t
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT))
 }
+
+/// A session that broke, in words: `peer` (e.g. "worker w1", "the coordinator") and
+/// what the transport said. A broken HTTP/2 stream or connection is what a process that
+/// died or a network that was cut looks like from the other end, so it is said that way,
+/// with the transport's own words after it.
+pub fn broken_session(peer: &str, transport: &str) -> String {
+    let t = transport.to_ascii_lowercase();
+    let cut = [
+        "error reading a body from connection",
+        "connection reset",
+        "broken pipe",
+        "connection closed",
+        "stream no longer needed",
+        "keep-alive timed out",
+        "operation was canceled",
+    ];
+    if cut.iter().any(|c| t.contains(c)) {
+        format!(
+            "the connection to {peer} was lost: its process ended or the network was cut ({transport})"
+        )
+    } else {
+        format!("the session with {peer} ended: {transport}")
+    }
+}
+
+#[cfg(test)]
+mod words_tests {
+    use super::broken_session;
+
+    #[test]
+    fn a_broken_stream_reads_as_a_lost_peer() {
+        assert_eq!(
+            broken_session(
+                "worker wA",
+                "h2 protocol error: error reading a body from connection"
+            ),
+            "the connection to worker wA was lost: its process ended or the network was cut (h2 protocol error: error reading a body from connection)"
+        );
+        assert_eq!(
+            broken_session("the coordinator", "something else"),
+            "the session with the coordinator ended: something else"
+        );
+    }
+}

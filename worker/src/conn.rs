@@ -452,6 +452,9 @@ pub struct Reply<'a> {
 pub enum Fault {
     /// A complete reply with nothing in flight.
     UnexpectedReply,
+    /// An error reply with nothing in flight: the server refusing the connection itself,
+    /// as Redis does past `maxclients` (`-ERR max number of clients reached` on accept).
+    RefusedByServer,
     /// Bytes that are not RESP.
     ProtocolError,
     /// A reply larger than the connection may buffer (or than the shard's read budget
@@ -464,6 +467,7 @@ impl Fault {
     pub fn kind(self) -> &'static str {
         match self {
             Fault::UnexpectedReply => "unexpected_reply",
+            Fault::RefusedByServer => "refused_by_server",
             Fault::ProtocolError => "protocol_error",
             Fault::TooLarge => "reply_too_large",
         }
@@ -519,7 +523,10 @@ pub fn match_replies<'a>(
             }
             Ok(Scan::Reply { kind, len, nils }) => {
                 let Some(req) = inflight.pop_front() else {
-                    return Matched::Fault(Fault::UnexpectedReply);
+                    return Matched::Fault(match kind {
+                        ReplyKind::Error { .. } => Fault::RefusedByServer,
+                        _ => Fault::UnexpectedReply,
+                    });
                 };
                 let early = inflight.len() < *unwritten;
                 if early {
@@ -1635,6 +1642,14 @@ mod tests {
         assert!(seen.is_empty());
         assert_eq!(m, Matched::Fault(Fault::UnexpectedReply));
         assert_eq!(Fault::UnexpectedReply.kind(), "unexpected_reply");
+        // An error nobody asked for is the server refusing the connection (maxclients).
+        let (_, m) = matched(
+            b"-ERR max number of clients reached\r\n",
+            &mut VecDeque::new(),
+            &mut 0,
+        );
+        assert_eq!(m, Matched::Fault(Fault::RefusedByServer));
+        assert_eq!(Fault::RefusedByServer.kind(), "refused_by_server");
     }
 
     #[test]

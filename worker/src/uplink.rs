@@ -148,9 +148,9 @@ pub async fn session<B: Below>(
                     Ok(None) => return Ok("the coordinator closed the session".into()),
                     // Before the welcome it is a dial problem (a TLS alert, a GOAWAY).
                     Err(e) if !welcomed => return Err(failed(&e)),
-                    Err(e) if below.busy() => return Err(SessionError::LostMidRun(e.message().to_string())),
+                    Err(e) if below.busy() => return Err(SessionError::LostMidRun(crest_proto::broken_session("the coordinator", e.message()))),
                     // The coordinator went away between runs: its `crest run` is over.
-                    Err(e) => return Ok(e.message().to_string()),
+                    Err(e) => return Ok(crest_proto::broken_session("the coordinator", e.message())),
                 };
                 last_heard = Instant::now();
                 match m.msg {

@@ -61,15 +61,32 @@ pub(super) async fn run(
     let (written, errors) = (t.completed, t.error_total());
     eprintln!("crest: prefill: {}", line(written, errors, t0.elapsed()));
     let kinds: Vec<String> = t.errors.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    let words = match books.error_messages().into_iter().next() {
+    let unanswered = keys.saturating_sub(written.saturating_add(errors));
+    let first = books.error_messages().into_iter().next();
+    let words = match &first {
         Some((kind, m)) => format!(" (errors {}; first {kind}: \"{m}\")", kinds.join(" ")),
         None if !kinds.is_empty() => format!(" (errors {})", kinds.join(" ")),
         None => String::new(),
     };
     match verdict(keys, written) {
-        Verdict::Nothing => Err(RunError::Usage(format!(
-            "--prefill: the target took none of the {keys} keys{words}: it does not take writes; fix the target or run without --prefill"
-        ))),
+        Verdict::Nothing => Err(RunError::Usage(match first {
+            // The server said why: its words.
+            Some(_) => format!(
+                "--prefill: the target took none of the {keys} keys: it refused every write{words}; fix the target or run without --prefill"
+            ),
+            // Nothing came back at all.
+            None => {
+                let mut what = kinds;
+                if unanswered > 0 {
+                    what.push(format!("{unanswered} unanswered"));
+                }
+                format!(
+                    "--prefill: the target took none of the {keys} keys: it answered none of them in {:.1} s ({}); check that it is up and speaks RESP, or run without --prefill",
+                    t0.elapsed().as_secs_f64(),
+                    what.join(", ")
+                )
+            }
+        })),
         Verdict::Partly(missing) => {
             eprintln!(
                 "crest: warning: --prefill: {missing} of the {keys} keys were not written{words}: reads of them will miss"
