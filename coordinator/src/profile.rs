@@ -603,6 +603,9 @@ pub fn parse_key_dist(s: &str) -> Result<KeysToml, String> {
 /// A message saying what would be right.
 pub fn parse_value_sizes(s: &str) -> Result<ValueSizes, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err("a size cannot be negative; give e.g. 1024, 1k, 100-4096 or 100:3,4k:1".into());
+    }
     let v = if t.contains(',') || t.contains(':') {
         let mut list = Vec::new();
         for item in t.split(',') {

@@ -179,6 +179,11 @@ fn each_bad_input_gets_its_exact_line() {
             &["--connections", "-5"],
             r#"--connections "-5": cannot be negative; give a whole number"#,
         ),
+        // A negative size with a unit is the flag's value too.
+        (
+            &["--value-size", "-1k"],
+            r#"--value-size "-1k": a size cannot be negative; give e.g. 1024, 1k, 100-4096 or 100:3,4k:1"#,
+        ),
         // Endless files behind file flags: read up to a cap, then one line.
         (
             &["--target", "127.0.0.1:1", "--password-file", "/dev/zero"],

@@ -265,7 +265,7 @@ fn main() -> ExitCode {
     for name in names {
         cli = cli.mut_subcommand(name, |c| c.allow_negative_numbers(true));
     }
-    let matches = cli.try_get_matches();
+    let matches = cli.try_get_matches_from(crest::cli::negative_values(std::env::args_os()));
     // compare's repeated --target, and the run flags given to a compare of reports.
     let mut targets = Vec::new();
     let mut run_flags = Vec::new();

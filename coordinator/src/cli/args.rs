@@ -232,7 +232,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub key_dist: Option<String>,
     /// Value size: 1024, 1k, a range 100-4096, or weighted 100:3,4k:1.
-    #[arg(long)]
+    #[arg(long, value_parser = value_size_arg)]
     pub value_size: Option<String>,
     /// Connections across the whole cluster (spread over every shard).
     #[arg(long, env = "CREST_CONNECTIONS")]
@@ -276,6 +276,39 @@ pub struct LoadArgs {
     /// A command sent at every checkpoint, its reply recorded, e.g. "ZCARD growth".
     #[arg(long)]
     pub probe: Option<String>,
+}
+
+/// `--value-size` checked as it is parsed (so `-1k`, joined to it by [`negative_values`],
+/// is refused in its own words).
+fn value_size_arg(s: &str) -> Result<String, String> {
+    crate::profile::parse_value_sizes(s).map(|_| s.to_string())
+}
+
+/// The command line with each `--flag -N…` (a word of a minus and a digit after a flag)
+/// joined as `--flag=-N…`: `--value-size -1k` is that flag's (bad) value, refused in its
+/// words, not an unknown flag `-1`. Whole negative numbers clap takes as values already.
+pub fn negative_values(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut out: Vec<std::ffi::OsString> = Vec::new();
+    for a in args {
+        let joins = a.to_str().is_some_and(|s| {
+            let b = s.as_bytes();
+            b.len() > 1 && b[0] == b'-' && b[1].is_ascii_digit()
+        });
+        if joins
+            && let Some(prev) = out.last_mut()
+            && prev
+                .to_str()
+                .is_some_and(|p| p.starts_with("--") && p.len() > 2 && !p.contains('='))
+        {
+            prev.push("=");
+            prev.push(&a);
+            continue;
+        }
+        out.push(a);
+    }
+    out
 }
 
 /// A command-line error from clap as Crest's one line (without the `crest: ` prefix):
