@@ -309,7 +309,12 @@ impl Report {
 
 /// One row of the summary table: a command, class or the total.
 fn summary_row(out: &mut String, name: &str, s: &Summary) {
-    let [p50, p90, p99, p999, p9999, max] = s.latency_us.cells();
+    // No sample at all (nothing completed, nothing timed out): no latency, not 0µs.
+    let [p50, p90, p99, p999, p9999, max] = if s.latency_us.max == 0.0 {
+        std::array::from_fn(|_| "–".to_string())
+    } else {
+        s.latency_us.cells()
+    };
     let _ = writeln!(
         out,
         "{:<16} {:>10} {:>21} {p50:>8} {p90:>8} {p99:>8} {p999:>8} {p9999:>8} {max:>8} {:>8} {:>8}",
@@ -319,4 +324,35 @@ fn summary_row(out: &mut String, name: &str, s: &Summary) {
         s.errors,
         s.misses
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Percentiles, RedirectCounts, Target};
+
+    /// A command with no latency sample (nothing completed, nothing timed out: every
+    /// request redirected away, say) shows no latency, not `0µs`.
+    #[test]
+    fn a_row_with_no_sample_shows_no_latency() {
+        let s = Summary {
+            scheduled: 200,
+            sent: 200,
+            completed: 0,
+            misses: 0,
+            errors: 200,
+            errors_by_kind: [("MOVED".to_string(), 200)].into(),
+            backlogged: 0,
+            redirects: RedirectCounts::default(),
+            target_rate: Target::Max,
+            achieved_rate: 0.0,
+            latency_us: Percentiles::default(),
+            service_time_us: Percentiles::default(),
+            schedule_lag_us: Percentiles::default(),
+        };
+        let mut out = String::new();
+        summary_row(&mut out, "GET", &s);
+        assert!(!out.contains("0µs"), "{out}");
+        assert_eq!(out.matches('–').count(), 6, "{out}");
+    }
 }
