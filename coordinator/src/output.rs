@@ -156,6 +156,7 @@ pub struct Live {
     timeline: LiveFile,
     hlog: LiveFile,
     line: String,
+    dir: std::path::PathBuf,
 }
 
 impl Live {
@@ -175,6 +176,7 @@ impl Live {
                 files::hlog_header(run_id, started_at).as_bytes(),
             )?,
             line: String::new(),
+            dir: dir.to_path_buf(),
         })
     }
 
@@ -198,12 +200,15 @@ impl Live {
         self.hlog.flush();
     }
 
-    /// Closes and removes both files (a run that never got past its refusals).
+    /// Closes and removes both files, and the folder when that leaves it empty (a run that
+    /// never got past its refusals leaves nothing behind).
     pub fn remove(self) {
         for f in [self.timeline, self.hlog] {
             drop(f.out);
             let _ = std::fs::remove_file(&f.path);
         }
+        // Fails, and so keeps it, unless it is empty.
+        let _ = std::fs::remove_dir(&self.dir);
     }
 
     /// The write errors so far, each naming its file.

@@ -360,13 +360,14 @@ fn a_run_refused_before_it_starts_leaves_no_files_and_says_it_once() {
     assert_no_files(&out);
 }
 
-/// What a refused run left in `dir` (created by the run's check that it can write
-/// there): nothing.
+/// What a refused run left of `dir` (created by the run's check that it can write
+/// there): nothing, not even the folder.
 fn assert_no_files(dir: &std::path::Path) {
     let left: Vec<_> = std::fs::read_dir(dir)
         .map(|d| d.map(|e| e.unwrap().file_name()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{} holds {left:?}", dir.display());
+    assert!(!dir.exists(), "{} is left behind, empty", dir.display());
 }
 
 /// A server that wants a password: one line with the server's own words, exit 2, before

@@ -66,6 +66,9 @@ pub(super) async fn run(
     let for_member = |m: &_| target.for_member(cfg, m);
     let (run_id, start_local, started_at) =
         phase::start(cfg, &fleet.members, &plan, fleet.shards, &for_member).await?;
+    if let ServerStats::Unavailable(why) = &server {
+        eprintln!("crest: server stats off: {why}");
+    }
     if !cfg.quiet {
         eprintln!("crest: run {run_id}: {}", started_line(cfg, fleet));
     }
@@ -166,10 +169,9 @@ async fn sampler(cfg: &RunConfig, target: &Target) -> (Option<Sampler>, ServerSt
             s.sample(Mark::BeforeLoad, None).await;
             (Some(s), ServerStats::Off)
         }
-        Err(why) => {
-            eprintln!("crest: server stats off: {why}");
-            (None, ServerStats::Unavailable(why))
-        }
+        // Said once the plans are accepted: a target the workers cannot reach either is
+        // refused in one line of its own, not announced twice.
+        Err(why) => (None, ServerStats::Unavailable(why)),
     }
 }
 
