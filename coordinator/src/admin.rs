@@ -144,7 +144,8 @@ pub struct ClassRate {
 /// What the API serves: the run as the collect loop last published it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Board {
-    /// `starting`, `prefill`, `running`, `done`.
+    /// `starting`, `prefill`, `running`, `stopping` (a stop was accepted: the phase drains
+    /// and ends), `done`.
     pub phase: &'static str,
     /// Run id (empty before the measured phase).
     pub run_id: String,
@@ -238,7 +239,8 @@ impl Admin {
     /// [`Refusal`] when it does not apply now or is wrong.
     pub async fn request(&self, action: Action, by: &'static str) -> Result<ChangeRow, Refusal> {
         let phase = self.board.lock().map(|b| b.phase).unwrap_or("done");
-        if phase != "running" {
+        // A stopping run still answers: the phase itself says why nothing more applies.
+        if phase != "running" && phase != "stopping" {
             return Err(Refusal::Conflict(format!(
                 "the run is {phase}: changes apply to its measured phase only"
             )));

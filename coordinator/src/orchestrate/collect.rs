@@ -454,7 +454,12 @@ pub(super) fn publish(
         })
         .collect();
     admin.publish(|b| {
-        b.phase = "running";
+        // A stop was accepted: the phase drains and ends; /status says so at once.
+        b.phase = if c.stopped_by.is_some() {
+            "stopping"
+        } else {
+            "running"
+        };
         b.run_id = run_id.to_string();
         b.elapsed_s = elapsed.as_secs_f64();
         b.duration_s = duration.as_secs_f64();
