@@ -1058,7 +1058,6 @@ fn a_plan_over_the_memory_budget_is_refused_before_load() {
         "--memory-budget",
         "500MB",
     ];
-    let t0 = Instant::now();
     let (code, _, err) = crest_bounded("budget", &args, Duration::from_secs(30));
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.matches("the plan needs").count(), 1, "{err}");
@@ -1070,8 +1069,8 @@ fn a_plan_over_the_memory_budget_is_refused_before_load() {
         "{err}"
     );
     assert!(
-        t0.elapsed() < Duration::from_secs(20),
-        "refused before load"
+        !err.contains("crest: run "),
+        "refused before the run started: {err}"
     );
     // Nonsense budgets are refused as flags.
     let (code, _, err) = crest_bounded(

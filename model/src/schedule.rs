@@ -95,6 +95,14 @@ impl Profile {
         }])
     }
 
+    /// The highest rate any segment asks for, requests per second.
+    pub fn peak_rps(&self) -> f64 {
+        self.segments
+            .iter()
+            .map(|s| s.from_rps.max(s.to_rps))
+            .fold(0.0, f64::max)
+    }
+
     /// The segments, in order.
     pub fn segments(&self) -> &[Segment] {
         &self.segments

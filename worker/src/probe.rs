@@ -527,6 +527,66 @@ impl std::fmt::Debug for Control {
     }
 }
 
+/// How to open a [`Control`] connection to one target, kept to open it again after it was
+/// lost (a sample or a checkpoint probe past its deadline drops the connection).
+#[derive(Clone)]
+pub struct Dial {
+    addr: SocketAddr,
+    /// The target as the user named it, for messages.
+    pub shown: String,
+    session: Session,
+    tls: Option<Client>,
+    name: String,
+}
+
+impl std::fmt::Debug for Dial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dial")
+            .field("addr", &self.addr)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dial {
+    /// Connections to `addr` (`shown` in messages), set up as `session` says, over `tls`
+    /// when given, named `name` in `CLIENT LIST`.
+    pub fn new(
+        addr: SocketAddr,
+        shown: &str,
+        session: &Session,
+        tls: Option<Client>,
+        name: &str,
+    ) -> Self {
+        Self {
+            addr,
+            shown: shown.to_string(),
+            session: session.clone(),
+            tls,
+            name: name.to_string(),
+        }
+    }
+
+    /// A new connection ([`control`]) within `within`.
+    ///
+    /// # Errors
+    /// Why the target cannot be reached, in one line.
+    pub async fn open(&self, within: Duration) -> Result<Control, String> {
+        tokio::time::timeout(
+            within,
+            control(
+                self.addr,
+                &self.shown,
+                &self.session,
+                self.tls.as_ref(),
+                &self.name,
+            ),
+        )
+        .await
+        .map_err(|_| format!("no connection to {} within {within:?}", self.shown))?
+    }
+}
+
 /// Opens a [`Control`] connection to `addr` named `name` (`CLIENT LIST`), set up as
 /// `session` says (its `tracking` is ignored: a control connection wants no pushes), over
 /// `tls` when given. The caller bounds the time it may take.

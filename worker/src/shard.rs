@@ -384,12 +384,11 @@ impl Shard {
         self.classes.iter().any(|c| c.sending(now))
     }
 
-    /// Past the run's end and drain, or stopped: nothing more may go out.
-    fn over(&self, now: u64) -> bool {
-        self.stopped()
-            || self
-                .end
-                .is_some_and(|e| now >= e.saturating_add(self.cfg.drain.as_nanos() as u64))
+    /// Past the run's end and drain (a shard that was frozen, then thawed): nothing more
+    /// may go out.
+    fn past_end(&self, now: u64) -> bool {
+        self.end
+            .is_some_and(|e| now >= e.saturating_add(self.cfg.drain.as_nanos() as u64))
     }
 
     fn outstanding(&self) -> bool {
@@ -422,7 +421,7 @@ impl Shard {
             }
             let turn = now;
             // A shard that wakes after its run's end + drain (it was frozen) sends nothing.
-            if self.end.is_some_and(|e| now >= e.saturating_add(drain)) {
+            if self.past_end(now) {
                 break;
             }
             // 1. Schedule everything that is due; closed-loop classes fill free slots.
@@ -479,7 +478,7 @@ impl Shard {
             if self.stopped() {
                 return;
             }
-            if self.over(now) {
+            if self.past_end(now) {
                 break;
             }
             // A turn that woke before anything was due and found no event (a polling
@@ -1028,7 +1027,7 @@ impl Shard {
             return;
         }
         let now = self.now();
-        if self.over(now) {
+        if self.stopped() || self.past_end(now) {
             // Frozen between scheduling and writing, and thawed too late: the loop ends
             // at its next check; nothing is written meanwhile.
             return;

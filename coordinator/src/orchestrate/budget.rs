@@ -25,9 +25,10 @@
 //! of 50 classes × 10 commands: 62 MB estimated, 31 MB measured; 20 classes × 10 commands
 //! at 2,000 requests/s each: see the closing note of the issue that added it).
 
-use crate::config::RunConfig;
+use crate::config::{ClassConfig, RunConfig};
 use crate::merge::{MAX_PENDING_BYTES, PENDING_BYTES_PER_WORKER};
 use crest_model::hist::{PAGE, SMALL};
+use crest_model::schedule::Profile;
 use std::fmt::Write as _;
 
 /// A process with nothing to do.
@@ -147,19 +148,40 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
+/// Per command of class `c` at `peak` requests/s (None: closed loop, no bound): the
+/// samples of one interval and of a run `measured` seconds long, split by the mix's weights.
+fn samples(
+    cfg: &RunConfig,
+    c: &ClassConfig,
+    peak: Option<f64>,
+    measured: f64,
+) -> impl Iterator<Item = (Option<u64>, Option<u64>)> {
+    let weights = c.shape.weights();
+    let sum = weights
+        .values()
+        .map(|w| f64::from(*w))
+        .sum::<f64>()
+        .max(1.0);
+    let interval = cfg.interval.as_secs_f64();
+    weights.into_values().map(move |w| {
+        let share = f64::from(w) / sum;
+        (
+            peak.map(|r| (r * share * interval).ceil() as u64),
+            peak.map(|r| (r * share * measured).ceil() as u64),
+        )
+    })
+}
+
 /// A worker's part of the plan: what its `shards` of the fleet's `total_shards` hold.
 pub fn worker(cfg: &RunConfig, shards: u32, total_shards: u32) -> Footprint {
     let total_shards = u64::from(total_shards.max(1));
     let shards = u64::from(shards);
-    let interval = cfg.interval.as_secs_f64();
     let measured = cfg.duration.as_secs_f64() + cfg.warmup.as_secs_f64();
     let mut f = Footprint {
         shard_count: shards,
         ..Footprint::default()
     };
     for c in &cfg.classes {
-        let commands = c.shape.weights();
-        let weight_sum: u64 = commands.values().map(|w| u64::from(*w)).sum::<u64>().max(1);
         let value = c.shape.values.max();
         let conns = u64::from(c.connections).div_ceil(total_shards);
         let big = value > 4096 || c.shape.batch > 64 || c.shape.range > 64;
@@ -167,21 +189,15 @@ pub fn worker(cfg: &RunConfig, shards: u32, total_shards: u32) -> Footprint {
         f.conn_count += shards * conns;
         f.shards += shards * 2 * value.min(1 << 30);
         // The peak rate one shard sends for this class (None: closed loop, as fast as it goes).
-        let peak = c.profile.as_ref().map(|p| {
-            p.segments()
-                .iter()
-                .map(|s| s.from_rps.max(s.to_rps))
-                .fold(0.0, f64::max)
-                / total_shards as f64
-        });
+        let peak = c
+            .profile
+            .as_ref()
+            .map(|p| p.peak_rps() / total_shards as f64);
         let queue = peak.map_or(cfg.backlog_limit, |r| {
             ((r * cfg.timeout.as_secs_f64()).ceil() as u64).min(cfg.backlog_limit)
         });
-        f.backlog += shards * queue.min(cfg.backlog_limit) * QUEUED * 2;
-        for w in commands.values() {
-            let share = u64::from(*w) as f64 / weight_sum as f64;
-            let per_iv = peak.map(|r| (r * share * interval).ceil() as u64);
-            let per_run = peak.map(|r| (r * share * measured).ceil() as u64);
+        f.backlog += shards * queue * QUEUED * 2;
+        for (per_iv, per_run) in samples(cfg, c, peak, measured) {
             // A shard: the interval's and the run's; the agent: the same summed over its
             // shards (the worker's samples, so up to `shards` times as many).
             let shard = 3 * (dense(per_iv) + dense(per_run)) + 2 * CMD;
@@ -203,18 +219,8 @@ pub fn coordinator(cfg: &RunConfig, workers: u64) -> Footprint {
     let measured = cfg.duration.as_secs_f64();
     let mut f = Footprint::default();
     for c in &cfg.classes {
-        let commands = c.shape.weights();
-        let weight_sum: u64 = commands.values().map(|w| u64::from(*w)).sum::<u64>().max(1);
-        let peak = c.profile.as_ref().map(|p| {
-            p.segments()
-                .iter()
-                .map(|s| s.from_rps.max(s.to_rps))
-                .fold(0.0, f64::max)
-        });
-        for w in commands.values() {
-            let share = u64::from(*w) as f64 / weight_sum as f64;
-            let per_iv = peak.map(|r| (r * share * interval).ceil() as u64);
-            let per_run = peak.map(|r| (r * share * measured).ceil() as u64);
+        let peak = c.profile.as_ref().map(Profile::peak_rps);
+        for (per_iv, per_run) in samples(cfg, c, peak, measured) {
             f.histograms += 3 * (dense(per_iv) + dense(per_run)) + (2 + workers) * CMD;
         }
         // A class's latency for the row and the live hlog.

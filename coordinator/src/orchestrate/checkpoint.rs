@@ -7,9 +7,10 @@
 //! study's "memory every 1,000,000 members", not an estimate between two samples.
 
 use super::member::Member;
-use super::target::Dial;
+use super::target;
 use crate::server_stats::sampler::ask_within;
 use crest_engine::probe::Control;
+use crest_engine::probe::Dial;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};
 use crest_report::CheckpointRow;
 use crest_report::server::info::Info;
@@ -127,7 +128,7 @@ impl Checkpoints {
                 return Err("no connection (an earlier checkpoint lost it)".into());
             };
             self.conn = Some(
-                dial.open()
+                target::open(dial)
                     .await
                     .map_err(|e| format!("no connection: {e}"))?,
             );

@@ -9,6 +9,7 @@ use crest_engine::agent;
 use crest_model::clock::unix_ns;
 use crest_model::convert;
 use crest_model::convert::limits;
+use crest_model::schedule::Profile;
 use crest_proto::pb::{self, coordinator_message::Msg as Out, worker_message::Msg as In};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -132,12 +133,7 @@ impl Fleet {
                     limits::MAX_CONNECTIONS_PER_SHARD
                 )));
             }
-            let peak = c.profile.as_ref().map_or(0.0, |p| {
-                p.segments()
-                    .iter()
-                    .map(|s| s.from_rps.max(s.to_rps))
-                    .fold(0.0, f64::max)
-            });
+            let peak = c.profile.as_ref().map_or(0.0, Profile::peak_rps);
             let per_shard_rate = peak / shards;
             if per_shard_rate > limits::MAX_RATE_PER_SHARD {
                 let need = (peak / limits::MAX_RATE_PER_SHARD).ceil();

@@ -189,10 +189,10 @@ async fn checkpoints(cfg: &RunConfig, target: &Target) -> Result<Option<Checkpoi
             "--checkpoint-every: cannot reach the target to read it at the checkpoints: {e}"
         ))
     };
-    let dial = target::Dial::to(cfg, target.builtin_port, checkpoint::NAME)
+    let dial = target::dial(cfg, target.builtin_port, checkpoint::NAME)
         .await
         .map_err(cannot)?;
-    let conn = dial.open().await.map_err(cannot)?;
+    let conn = target::open(&dial).await.map_err(cannot)?;
     let probe = cfg.probe.clone().unwrap_or_default();
     let total = class.requests.unwrap_or(0);
     Ok(Some(Checkpoints::new(dial, conn, every, total, probe)))

@@ -5,6 +5,7 @@
 
 use super::member::{Member, RunError};
 use crate::config::{RunConfig, Workers};
+use crest_engine::probe::Dial;
 use crest_model::target::Verify;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -98,72 +99,31 @@ fn warn_tls(cfg: &RunConfig) {
     }
 }
 
-/// How the coordinator dials the run's target for a connection of its own, kept so the
-/// connection can be opened again after it was lost (a checkpoint whose probe blocked).
-#[derive(Clone)]
-pub struct Dial {
-    addr: SocketAddr,
-    /// The target as the user named it, for messages.
-    pub shown: String,
-    session: crest_model::target::Session,
-    tls: Option<crest_engine::target_tls::Client>,
-    name: String,
+/// How long the coordinator's own connection to the target may take to open.
+const DIAL_WAIT: Duration = Duration::from_secs(5);
+
+/// How to reach the run's target (or the built-in target on `builtin_port`) with
+/// connections named `name` in `CLIENT LIST`, set up as every shard connection is (TLS,
+/// login, database, protocol): kept so a lost connection can be opened again.
+///
+/// # Errors
+/// Why the target cannot be resolved or its TLS set up, in one line.
+pub async fn dial(cfg: &RunConfig, builtin_port: Option<u16>, name: &str) -> Result<Dial, String> {
+    let (addr, shown) = sampler_target(cfg, builtin_port).await?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    Ok(Dial::new(addr, &shown, &cfg.session, tls, name))
 }
 
-impl std::fmt::Debug for Dial {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dial")
-            .field("addr", &self.addr)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Dial {
-    /// How to reach the run's target (or the built-in target on `builtin_port`) with a
-    /// connection named `name` in `CLIENT LIST`.
-    ///
-    /// # Errors
-    /// Why the target cannot be resolved or its TLS set up, in one line.
-    pub async fn to(
-        cfg: &RunConfig,
-        builtin_port: Option<u16>,
-        name: &str,
-    ) -> Result<Self, String> {
-        let (addr, shown) = sampler_target(cfg, builtin_port).await?;
-        let tls = cfg
-            .tls
-            .as_ref()
-            .map(crest_engine::target_tls::Client::new)
-            .transpose()?;
-        Ok(Self {
-            addr,
-            shown,
-            session: cfg.session.clone(),
-            tls,
-            name: name.to_string(),
-        })
-    }
-
-    /// A connection set up as every shard connection is (TLS, login, database,
-    /// protocol), within 5 s.
-    ///
-    /// # Errors
-    /// Why the target cannot be reached, in one line.
-    pub async fn open(&self) -> Result<crest_engine::probe::Control, String> {
-        tokio::time::timeout(
-            Duration::from_secs(5),
-            crest_engine::probe::control(
-                self.addr,
-                &self.shown,
-                &self.session,
-                self.tls.as_ref(),
-                &self.name,
-            ),
-        )
-        .await
-        .map_err(|_| format!("no connection to {} within 5s", self.shown))?
-    }
+/// [`dial`]'s first connection, within 5 s.
+///
+/// # Errors
+/// Why the target cannot be reached, in one line.
+pub async fn open(dial: &Dial) -> Result<crest_engine::probe::Control, String> {
+    dial.open(DIAL_WAIT).await
 }
 
 /// A connection to the run's target (or the built-in target on `builtin_port`) set up as
@@ -178,8 +138,8 @@ pub async fn control_to(
     builtin_port: Option<u16>,
     name: &str,
 ) -> Result<(crest_engine::probe::Control, String), String> {
-    let dial = Dial::to(cfg, builtin_port, name).await?;
-    Ok((dial.open().await?, dial.shown))
+    let dial = dial(cfg, builtin_port, name).await?;
+    Ok((open(&dial).await?, dial.shown))
 }
 
 /// Probes the target of `cfg` from the coordinator as a worker does before each run

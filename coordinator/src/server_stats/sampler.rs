@@ -2,7 +2,7 @@
 //! `INFO`), [`Sampler::clock`] (a task sampling at every boundary) and
 //! [`Running::finish`] (stop, one last sample, the [`Series`]).
 
-use crest_engine::probe::{self, Control};
+use crest_engine::probe::{Control, Dial};
 use crest_engine::target_tls::Client;
 use crest_model::target::Session;
 use crest_report::server::info::{Info, Snap};
@@ -42,10 +42,8 @@ const EVERYTHING: &[&[u8]] = &[b"INFO", b"everything"];
 /// The sampler between samples.
 #[derive(Debug)]
 pub struct Sampler {
-    addr: SocketAddr,
-    target: String,
-    session: Session,
-    tls: Option<Client>,
+    /// How its connection is opened, and opened again after a failed sample.
+    dial: Dial,
     conn: Option<Control>,
     ask: &'static [&'static [u8]],
     timeout: Duration,
@@ -108,10 +106,7 @@ impl Sampler {
     ) -> Result<Self, String> {
         let tls = tls.map(Client::new).transpose()?;
         let mut s = Sampler {
-            addr,
-            target: target.to_string(),
-            session: session.clone(),
-            tls,
+            dial: Dial::new(addr, target, session, tls, NAME),
             conn: None,
             ask: SECTIONS,
             timeout: REPLY_TIMEOUT.min(interval.max(Duration::from_millis(100))),
@@ -149,24 +144,7 @@ impl Sampler {
     }
 
     async fn open(&mut self) -> Result<(), String> {
-        let c = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            probe::control(
-                self.addr,
-                &self.target,
-                &self.session,
-                self.tls.as_ref(),
-                NAME,
-            ),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "no connection to {} within {CONNECT_TIMEOUT:?}",
-                self.target
-            )
-        })??;
-        self.conn = Some(c);
+        self.conn = Some(self.dial.open(CONNECT_TIMEOUT).await?);
         Ok(())
     }
 
@@ -643,7 +621,7 @@ mod tests {
         })
         .await;
         let session = Session::default();
-        let open = || probe::control(addr, "fake", &session, None, NAME);
+        let open = || crest_engine::probe::control(addr, "fake", &session, None, NAME);
         let limit = Duration::from_secs(1);
         let mut conn = Some(open().await.unwrap());
         assert_eq!(
