@@ -363,7 +363,7 @@ fn class_reports(
             let pushes = merge::class_pushes(books, &c.name);
             let report = ClassReport {
                 summary: Summary::of(&sum, t, duration_s),
-                commands: commands(&by, &c.shape.weights(), t, duration_s),
+                commands: commands(&by, &c.shape.weights(cfg.protocol), t, duration_s),
                 resp: cfg.session.resp.version(),
                 pushes: pushes.0,
                 invalidations: pushes.1,

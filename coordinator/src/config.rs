@@ -7,6 +7,7 @@ use crest_model::convert::limits;
 use crest_model::plan::{Pacer, Shape};
 use crest_model::schedule::{Arrival, Profile, Segment};
 use crest_model::shapes::KeyDist;
+use crest_model::target::Protocol;
 use crest_model::workload::CmdDef;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -176,6 +177,11 @@ pub struct RunConfig {
     pub tls: Option<crest_model::target::Tls>,
     /// One node or a Redis Cluster (auto: what the seed says).
     pub cluster: crest_model::target::ClusterMode,
+    /// What the connections speak: RESP, or memcached's text or meta protocol.
+    pub protocol: Protocol,
+    /// A memcached target's servers, `target` first (one for a single server); empty for
+    /// RESP.
+    pub ring: Vec<String>,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).
@@ -344,9 +350,13 @@ impl RunConfig {
 ///
 /// # Errors
 /// [`ConfigError`] naming the field (its flag; for a profile's class, the class and its key).
-pub fn check_class(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
+pub fn check_class(
+    c: &ClassConfig,
+    from_flags: bool,
+    protocol: Protocol,
+) -> Result<(), ConfigError> {
     check_sizes(c, from_flags)?;
-    check_load(c, from_flags)
+    check_load(c, from_flags, protocol)
 }
 
 /// An error about class `c`'s setting: named by its flag for the flags' class, by the
@@ -426,7 +436,7 @@ fn check_sizes(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
 }
 
 /// The mix, TTL, rates and key distribution: what the class sends and how fast.
-fn check_load(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
+fn check_load(c: &ClassConfig, from_flags: bool, protocol: Protocol) -> Result<(), ConfigError> {
     let f = class_error(c, from_flags);
     if c.shape.mix.len() > limits::MAX_MIX {
         return Err(f(
@@ -490,8 +500,24 @@ fn check_load(c: &ClassConfig, from_flags: bool) -> Result<(), ConfigError> {
         ));
     }
     for (cmd, _) in &c.shape.mix {
-        CmdDef::parse(cmd, c.shape.batch, c.shape.ttl, c.shape.range)
+        CmdDef::parse_in(protocol, cmd, c.shape.batch, c.shape.ttl, c.shape.range)
             .map_err(|e| f("--mix", "mix", cmd.clone(), &e.to_string()))?;
+    }
+    if protocol.is_memcache() {
+        // The longest key the run names: the prefix and the last key's number.
+        let mut longest = c.shape.keys.prefix.clone().into_bytes();
+        longest.extend_from_slice(c.shape.keys.count.saturating_sub(1).to_string().as_bytes());
+        crest_memcache::text::check_key(&longest).map_err(|e| {
+            f(
+                "--key-prefix",
+                "key_prefix",
+                c.shape.keys.prefix.clone(),
+                &format!(
+                    "{e} (the longest key: {:?})",
+                    String::from_utf8_lossy(&longest)
+                ),
+            )
+        })?;
     }
     if let KeyDist::Zipf(s) = c.shape.keys.dist
         && s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)

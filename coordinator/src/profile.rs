@@ -387,6 +387,8 @@ pub struct FileToml {
     pub tracking: Option<bool>,
     /// A Redis Cluster (true), one node (false); absent: what the seed says.
     pub cluster: Option<bool>,
+    /// memcached's meta protocol (true) to a `memcache://` target; else its text protocol.
+    pub meta: Option<bool>,
     /// Sample the target's INFO at every interval (default true; false as
     /// `--no-server-stats`).
     pub server_stats: Option<bool>,

@@ -449,7 +449,7 @@ pub async fn run(
         let mut cfg = base.clone();
         let class = &mut cfg.classes[0];
         class.shape.mix = vec![(test.command.clone(), 1)];
-        crate::config::check_class(class, true).map_err(|mut e| {
+        crate::config::check_class(class, true, base.protocol).map_err(|mut e| {
             e.flag = "--command";
             CompareError::Usage(format!("{}: {e}", test.title))
         })?;

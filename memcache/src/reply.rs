@@ -34,6 +34,13 @@ pub enum Expect {
     Line,
     /// A meta command's reply: a header line, and the value after a `VA` header.
     Meta,
+    /// `keys` quiet `mg`s then `mn`: a meta reply for each key that has something to say
+    /// (a hit, an error; a quiet miss says nothing), then `MN`. The meta protocol's
+    /// multi-get.
+    MetaQuiet {
+        /// Keys asked for.
+        keys: u32,
+    },
 }
 
 /// Bytes that can never become the reply the request expects.
@@ -132,7 +139,48 @@ pub fn scan_reply(buf: &[u8], expect: Expect) -> Result<Scan<'_>, McError> {
     match expect {
         Expect::Values { keys } => values(buf, keys),
         Expect::Line => status(buf),
-        Expect::Meta => meta(buf),
+        Expect::Meta => meta(buf, 0).map(|(s, _)| s),
+        Expect::MetaQuiet { keys } => meta_quiet(buf, keys),
+    }
+}
+
+/// Meta replies up to and including `MN`: hits are values, the keys that said nothing (or
+/// `EN`) are nils, and the first error, if any, is the reply's kind (the others after it
+/// still answered).
+fn meta_quiet(buf: &[u8], keys: u32) -> Result<Scan<'_>, McError> {
+    let (mut at, mut hits, mut answered) = (0usize, 0u32, 0u32);
+    let mut error = None;
+    loop {
+        let (scan, code) = meta(buf, at)?;
+        let (kind, len) = match scan {
+            Scan::Reply { kind, len, .. } => (kind, len),
+            other => return Ok(other),
+        };
+        if code == *b"MN" {
+            let nils = keys.saturating_sub(hits);
+            let kind = match error {
+                Some(e) => e,
+                None if hits == 0 && keys <= 1 => ReplyKind::Nil,
+                None => ReplyKind::Value,
+            };
+            return Ok(Scan::Reply {
+                kind,
+                len,
+                nils: if keys <= 1 { 0 } else { nils },
+            });
+        }
+        answered += 1;
+        if answered > keys.max(1) {
+            return Err(McError::TooManyValues(keys));
+        }
+        match kind {
+            ReplyKind::Error { .. } => {
+                error.get_or_insert(kind);
+            }
+            ReplyKind::Nil => {}
+            _ => hits += 1,
+        }
+        at = len;
     }
 }
 
@@ -193,17 +241,23 @@ fn status(buf: &[u8]) -> Result<Scan<'_>, McError> {
     let kind = match line {
         b"STORED" | b"DELETED" | b"TOUCHED" | b"OK" => ReplyKind::Value,
         b"NOT_FOUND" | b"NOT_STORED" | b"EXISTS" => ReplyKind::Nil,
-        n if number(n).is_some() => ReplyKind::Value,
+        n if number(n).is_some() || n.starts_with(b"VERSION ") => ReplyKind::Value,
         other => error_of(other).ok_or_else(|| McError::Unexpected(shown(other)))?,
     };
     Ok(Scan::Reply { kind, len, nils: 0 })
 }
 
-fn meta(buf: &[u8]) -> Result<Scan<'_>, McError> {
-    let (line, next) = match line_at(buf, 0)? {
+/// One meta reply starting at `from`: its scan (`len` counted from the buffer's start)
+/// and its two-letter code.
+fn meta(buf: &[u8], from: usize) -> Result<(Scan<'_>, [u8; 2]), McError> {
+    let (line, next) = match line_at(buf, from)? {
         Line::Done(l, n) => (l, n),
-        Line::Need(need) => return Ok(Scan::Incomplete { need }),
+        Line::Need(need) => return Ok((Scan::Incomplete { need }, [0; 2])),
     };
+    let two = [
+        line.first().copied().unwrap_or(0),
+        line.get(1).copied().unwrap_or(0),
+    ];
     let code = line.get(..2).unwrap_or(line);
     let flags_follow = line.len() == 2 || line.get(2) == Some(&b' ');
     let kind = match code {
@@ -216,14 +270,17 @@ fn meta(buf: &[u8]) -> Result<Scan<'_>, McError> {
                 .and_then(|rest| rest.split(|&b| b == b' ').next())
                 .and_then(number)
                 .ok_or_else(|| McError::BadHeader(shown(line)))?;
-            return Ok(match value_end(buf, next, size)? {
-                Ok(len) => Scan::Reply {
-                    kind: ReplyKind::Value,
-                    len,
-                    nils: 0,
+            return Ok((
+                match value_end(buf, next, size)? {
+                    Ok(len) => Scan::Reply {
+                        kind: ReplyKind::Value,
+                        len,
+                        nils: 0,
+                    },
+                    Err(need) => Scan::Incomplete { need },
                 },
-                Err(need) => Scan::Incomplete { need },
-            });
+                two,
+            ));
         }
         _ => None,
     };
@@ -231,11 +288,14 @@ fn meta(buf: &[u8]) -> Result<Scan<'_>, McError> {
         Some(k) => k,
         None => error_of(line).ok_or_else(|| McError::Unexpected(shown(line)))?,
     };
-    Ok(Scan::Reply {
-        kind,
-        len: next,
-        nils: 0,
-    })
+    Ok((
+        Scan::Reply {
+            kind,
+            len: next,
+            nils: 0,
+        },
+        two,
+    ))
 }
 
 #[cfg(test)]
@@ -347,6 +407,41 @@ mod tests {
                 kind: b"CLIENT_ERROR",
                 message: b"CLIENT_ERROR bad command line format"
             }
+        );
+    }
+
+    #[test]
+    fn a_quiet_meta_multi_get_ends_at_mn_with_its_misses_as_nils() {
+        let q = |keys| Expect::MetaQuiet { keys };
+        // Three keys, one hit: two nils.
+        let b = b"VA 2 t-1\r\nhi\r\nMN\r\n";
+        assert_eq!(reply(b, q(3)), (ReplyKind::Value, b.len(), 2));
+        // Nothing found: every key a nil; one key: the reply itself is a nil.
+        assert_eq!(reply(b"MN\r\n", q(3)), (ReplyKind::Value, 4, 3));
+        assert_eq!(reply(b"MN\r\n", q(1)), (ReplyKind::Nil, 4, 0));
+        // An error for one key is the reply's kind; the rest is read to MN.
+        let b = b"CLIENT_ERROR bad data chunk\r\nVA 1\r\nx\r\nMN\r\n";
+        let (kind, len, nils) = reply(b, q(2));
+        assert!(matches!(
+            kind,
+            ReplyKind::Error {
+                kind: b"CLIENT_ERROR",
+                ..
+            }
+        ));
+        assert_eq!((len, nils), (b.len(), 1));
+        // Incomplete anywhere before MN: wait for the exact bytes of a value.
+        assert_eq!(need(b"VA 10\r\n01", q(2)), 19);
+        assert_eq!(need(b"VA 1\r\nx\r\nM", q(2)), 11);
+        // More answers than keys: refused.
+        assert_eq!(
+            scan_reply(b"HD\r\nHD\r\nHD\r\nMN\r\n", q(2)),
+            Err(McError::TooManyValues(2))
+        );
+        // `version` answers a line.
+        assert_eq!(
+            reply(b"VERSION 1.6.18\r\n", Expect::Line).0,
+            ReplyKind::Value
         );
     }
 

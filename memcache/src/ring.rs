@@ -68,6 +68,24 @@ impl Ring {
         Self { points, servers: n }
     }
 
+    /// The ring of `host:port` addresses (`[v6]:port` too), every weight 1; an address
+    /// without a port is on memcached's default port.
+    pub fn of_addrs(addrs: &[String]) -> Self {
+        let parts: Vec<(&str, u16, u32)> = addrs
+            .iter()
+            .map(|a| match a.rsplit_once(':') {
+                Some((h, p)) if !h.ends_with(':') => (h, p.parse().unwrap_or(DEFAULT_PORT), 1),
+                _ => (a.as_str(), DEFAULT_PORT, 1),
+            })
+            .collect();
+        Self::new(&parts)
+    }
+
+    /// How many servers the ring places keys on.
+    pub fn servers(&self) -> usize {
+        self.servers
+    }
+
     /// The server (its index in the list given) that holds `key`.
     pub fn server_of(&self, key: &[u8]) -> usize {
         self.server_of_hash(key_hash(key))

@@ -5,6 +5,7 @@ use crate::convert::WireError;
 use crate::plan::{ClassPlan, Load, RunPlan};
 use crate::schedule::Profile;
 use crate::shapes::KeySpace;
+use crate::target::Protocol;
 use crate::workload::{Workload, WorkloadError};
 use crest_proto::pb;
 use std::time::Duration;
@@ -47,11 +48,12 @@ pub struct ClassSpec {
 pub type Plan = RunPlan<ClassSpec>;
 
 impl ClassSpec {
-    /// Builds one checked class; `seed` seeds its workload.
+    /// Builds one checked class for a target speaking `protocol`; `seed` seeds its
+    /// workload.
     ///
     /// # Errors
     /// [`PlanError::Workload`] naming the class when a command or shape does not build.
-    pub fn build(c: &ClassPlan, seed: u64) -> Result<Self, PlanError> {
+    pub fn build(c: &ClassPlan, seed: u64, protocol: Protocol) -> Result<Self, PlanError> {
         let wl = |e| PlanError::Workload(c.name.clone(), e);
         let shape = &c.shape;
         let keys = KeySpace::new(
@@ -61,7 +63,7 @@ impl ClassSpec {
         )
         .map_err(|e| wl(e.into()))?;
         let workload = Workload::new(
-            shape.commands().map_err(wl)?,
+            shape.commands(protocol).map_err(wl)?,
             keys,
             shape.values.clone(),
             shape.members,
@@ -106,6 +108,7 @@ impl Plan {
             });
         }
         let seed = p.shards.first().map_or(0, |s| s.seed);
-        p.try_map_classes(|c| ClassSpec::build(c, seed))
+        let protocol = p.protocol;
+        p.try_map_classes(|c| ClassSpec::build(c, seed, protocol))
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::schedule::{Arrival, Profile};
 use crate::shapes::{KeyDist, ValueSizes};
-use crate::target::{ClusterMode, Session, Tls};
+use crate::target::{ClusterMode, Protocol, Session, Tls};
 use crate::workload::{CmdDef, WorkloadError};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -96,16 +96,16 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The mix's commands, parsed with this shape's batch, TTL and range.
+    /// The mix's commands in `protocol`, parsed with this shape's batch, TTL and range.
     ///
     /// # Errors
-    /// [`WorkloadError`] for a command that does not parse.
-    pub fn commands(&self) -> Result<Vec<(CmdDef, u32)>, WorkloadError> {
+    /// [`WorkloadError`] for a command that does not parse (or that `protocol` lacks).
+    pub fn commands(&self, protocol: Protocol) -> Result<Vec<(CmdDef, u32)>, WorkloadError> {
         self.mix
             .iter()
             .map(|(name, weight)| {
                 Ok((
-                    CmdDef::parse(name, self.batch, self.ttl, self.range)?,
+                    CmdDef::parse_in(protocol, name, self.batch, self.ttl, self.range)?,
                     *weight,
                 ))
             })
@@ -114,10 +114,10 @@ impl Shape {
 
     /// Weight of each command in the mix, by the name the report counts it under (a
     /// template under its command word; a command given twice adds up).
-    pub fn weights(&self) -> BTreeMap<String, u32> {
+    pub fn weights(&self, protocol: Protocol) -> BTreeMap<String, u32> {
         let mut m = BTreeMap::new();
         for (c, w) in &self.mix {
-            let name = CmdDef::parse(c, 1, None, 1)
+            let name = CmdDef::parse_in(protocol, c, 1, None, 1)
                 .map(|d| d.name)
                 .unwrap_or_else(|_| c.clone());
             *m.entry(name).or_default() += w;
@@ -200,6 +200,10 @@ pub struct RunPlan<C = ClassPlan> {
     pub tls: Option<Tls>,
     /// One node or a cluster.
     pub cluster: ClusterMode,
+    /// What the connections speak.
+    pub protocol: Protocol,
+    /// A memcached target's servers (`target` first); empty for RESP.
+    pub ring: Vec<String>,
 }
 
 impl<C> RunPlan<C> {
@@ -224,6 +228,8 @@ impl<C> RunPlan<C> {
             session: self.session,
             tls: self.tls,
             cluster: self.cluster,
+            protocol: self.protocol,
+            ring: self.ring,
         })
     }
 }
@@ -256,13 +262,13 @@ mod tests {
     #[test]
     fn a_shape_parses_its_mix_and_sums_its_weights() {
         let s = shape(&[("GET", 3), ("SET", 1), ("GET", 2)]);
-        let cmds = s.commands().unwrap();
+        let cmds = s.commands(Protocol::Resp).unwrap();
         assert_eq!(cmds.len(), 3);
         assert_eq!((cmds[0].0.name.as_str(), cmds[0].1), ("GET", 3));
         assert_eq!(
-            s.weights(),
+            s.weights(Protocol::Resp),
             BTreeMap::from([("GET".to_string(), 5), ("SET".to_string(), 1)])
         );
-        assert!(shape(&[("NOSUCHCMD", 1)]).commands().is_err());
+        assert!(shape(&[("NOSUCHCMD", 1)]).commands(Protocol::Resp).is_err());
     }
 }

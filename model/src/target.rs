@@ -3,7 +3,8 @@
 //! (who to authenticate as, which database to select).
 //!
 //! A target is given as `host:port` or as a URI, `redis://[user[:password]@]host[:port][/db]`
-//! ([`parse_target`]). The password is a [`Secret`]: its `Debug` never shows it, so no log
+//! ([`parse_target`]), or as `memcache://host[:port][,host[:port]…]`: one memcached server,
+//! or a ring of them that keys are placed on by consistent hashing ([`Protocol`]). The password is a [`Secret`]: its `Debug` never shows it, so no log
 //! line, error or report can print it by accident; only the bytes sent to the server
 //! ([`Secret::expose`]) carry it.
 
@@ -13,6 +14,39 @@ use std::fmt;
 pub const DEFAULT_USER: &str = "default";
 /// Port of a URI without one.
 pub const DEFAULT_PORT: u16 = 6379;
+/// Port of a `memcache://` server without one.
+pub const MEMCACHE_PORT: u16 = 11211;
+/// Most servers a `memcache://` ring may list (as many nodes as a cluster may have).
+pub const MAX_RING: usize = crate::topology::MAX_NODES;
+
+/// What a run's connections speak: RESP to a Redis-protocol server, or memcached's text
+/// or meta protocol to one memcached server or a ring of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// RESP (2 or 3, as the [`Session`] says).
+    #[default]
+    Resp,
+    /// memcached's text protocol (`get`, `set`, …).
+    McText,
+    /// memcached's meta protocol (`mg`, `ms`, `md`, `ma`, `mn`).
+    McMeta,
+}
+
+impl Protocol {
+    /// Whether the target is memcached.
+    pub fn is_memcache(self) -> bool {
+        !matches!(self, Protocol::Resp)
+    }
+
+    /// How the report, the summary and errors name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Resp => "resp",
+            Protocol::McText => "memcache-text",
+            Protocol::McMeta => "memcache-meta",
+        }
+    }
+}
 /// Highest database index `SELECT` may name (Redis keeps it in an `int`).
 pub const MAX_DB: u32 = i32::MAX as u32;
 
@@ -199,6 +233,23 @@ pub struct TargetSpec {
     pub db: Option<u32>,
     /// The URI's scheme asks for TLS (`rediss://`, `valkeys://`).
     pub tls: bool,
+    /// `memcache://`: every server of the ring, `addr` first (one for a single server);
+    /// empty for a Redis-protocol target.
+    pub ring: Vec<String>,
+}
+
+impl TargetSpec {
+    /// A plain `host:port` (or a URI's) with nothing else said.
+    fn addr_only(addr: String) -> Self {
+        Self {
+            addr,
+            user: None,
+            password: None,
+            db: None,
+            tls: false,
+            ring: Vec::new(),
+        }
+    }
 }
 
 /// `s` with a URI's password replaced by `***`, safe to quote in an error line: whatever
@@ -231,13 +282,7 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
             );
         }
         return match s.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>())) {
-            Some((h, Ok(_))) if !h.is_empty() => Ok(TargetSpec {
-                addr: s.to_string(),
-                user: None,
-                password: None,
-                db: None,
-                tls: false,
-            }),
+            Some((h, Ok(_))) if !h.is_empty() => Ok(TargetSpec::addr_only(s.to_string())),
             _ => Err(
                 "expected host:port or redis://[user[:password]@]host[:port][/db], e.g. 127.0.0.1:6379"
                     .into(),
@@ -247,9 +292,10 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
     let tls = match scheme.to_ascii_lowercase().as_str() {
         "redis" | "valkey" => false,
         "rediss" | "valkeys" => true,
+        "memcache" | "memcached" => return parse_ring(rest),
         _ => {
             return Err(format!(
-                "unknown scheme {scheme}://; expected redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)"
+                "unknown scheme {scheme}://; expected redis://[user[:password]@]host[:port][/db] (rediss:// for TLS) or memcache://host[:port][,host[:port]…]"
             ));
         }
     };
@@ -312,6 +358,49 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
         password,
         db,
         tls,
+        ring: Vec::new(),
+    })
+}
+
+/// The servers of `memcache://host[:port][,host[:port]…]` (after the scheme): each at most
+/// once, at most [`MAX_RING`]. memcached has no login or database in its URI.
+fn parse_ring(rest: &str) -> Result<TargetSpec, String> {
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains('@') {
+        return Err(
+            "memcached has no user or password in its target (SASL is not supported); give memcache://host:port".into(),
+        );
+    }
+    if rest.contains(['/', '?', '#']) {
+        return Err(
+            "a memcache:// target has no database or parameters; give memcache://host[:port][,host[:port]…]".into(),
+        );
+    }
+    let mut ring: Vec<String> = Vec::new();
+    for part in rest.split(',') {
+        if part.is_empty() {
+            return Err(
+                "an empty server in the list; give memcache://host[:port][,host[:port]…]".into(),
+            );
+        }
+        let (host, port) = split_host_port_or(part, MEMCACHE_PORT)?;
+        let addr = format!("{host}:{port}");
+        if ring.contains(&addr) {
+            return Err(format!(
+                "server {addr} is listed twice; each server of a ring once"
+            ));
+        }
+        ring.push(addr);
+    }
+    if ring.len() > MAX_RING {
+        return Err(format!(
+            "{} servers in the ring; at most {MAX_RING}",
+            ring.len()
+        ));
+    }
+    Ok(TargetSpec {
+        ring: ring.clone(),
+        ..TargetSpec::addr_only(ring[0].clone())
     })
 }
 
@@ -326,6 +415,11 @@ pub fn host_of(addr: &str) -> &str {
 
 /// `host[:port]` of a URI (`[::1]:6380` for IPv6), the port defaulting to 6379.
 fn split_host_port(s: &str) -> Result<(&str, u16), String> {
+    split_host_port_or(s, DEFAULT_PORT)
+}
+
+/// `host[:port]`, the port defaulting to `default`.
+fn split_host_port_or(s: &str, default: u16) -> Result<(&str, u16), String> {
     let bad_port = |p: &str| format!("port {p:?} is not a number 1 to 65535");
     let (host, port) = if let Some(v6) = s.strip_prefix('[') {
         let (inner, after) = v6.split_once(']').ok_or_else(|| {
@@ -346,7 +440,7 @@ fn split_host_port(s: &str) -> Result<(&str, u16), String> {
         return Err("no host; expected redis://[user[:password]@]host[:port][/db]".into());
     }
     let port = match port {
-        None => DEFAULT_PORT,
+        None => default,
         Some(p) => p
             .parse::<u16>()
             .ok()
@@ -429,6 +523,33 @@ mod tests {
             spec("redis://u:p@ss@h:2").password,
             Some(Secret::new("p@ss"))
         );
+    }
+
+    #[test]
+    fn memcache_targets_are_one_server_or_a_ring() {
+        let t = spec("memcache://10.0.0.5");
+        assert_eq!(t.addr, "10.0.0.5:11211");
+        assert_eq!(t.ring, vec!["10.0.0.5:11211"]);
+        let t = spec("memcached://a:1,b,[::1]:3/");
+        assert_eq!(t.addr, "a:1");
+        assert_eq!(t.ring, vec!["a:1", "b:11211", "[::1]:3"]);
+        assert!(spec("redis://h:1").ring.is_empty() && spec("h:1").ring.is_empty());
+        for (s, want) in [
+            ("memcache://u:hunter2@h", "SASL"),
+            ("memcache://h:1/2", "no database"),
+            ("memcache://h:1,,h:2", "empty server"),
+            ("memcache://h:1,h:1", "listed twice"),
+            ("memcache://h:0", "port"),
+            ("memcache://", "empty server"),
+        ] {
+            let e = parse_target(s).unwrap_err();
+            assert!(e.contains(want), "{s}: {e}");
+            assert!(!e.contains("hunter2"), "{s}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_RING).map(|i| format!("h:{}", i + 1)).collect();
+        let e = parse_target(&format!("memcache://{}", many.join(","))).unwrap_err();
+        assert!(e.contains("at most"), "{e}");
+        assert!(Protocol::McMeta.is_memcache() && !Protocol::Resp.is_memcache());
     }
 
     #[test]

@@ -8,10 +8,21 @@
 //! Every command, built-in or a user template like `SET __key__ __value__ EX 60`, is a list
 //! of [`Part`]s with an optional repeated group (`MSET k v k v ...`, `ZADD key s m s m ...`),
 //! so one encoder serves them all without allocating.
+//!
+//! The same parts speak memcached ([`Protocol::McText`], [`Protocol::McMeta`]): a command
+//! is then words on a line (`get k`, `ms k 100 T60`), a value's part writes its length on
+//! the line and its bytes after it, and [`Part::Eol`] starts another line (the meta
+//! multi-get: a quiet `mg` per key, then `mn`). Each memcached command knows the reply it
+//! expects ([`Expect`]), since memcached's replies do not say their own shape. With a ring
+//! of servers ([`Workload::on_ring`]) a key's "slot" is its server on the ring, so the
+//! engine routes a ring exactly as it routes a cluster.
 
 use crate::rng::Rng;
 use crate::shapes::{KeySpace, ValueSizes};
 use crate::slot;
+use crate::target::Protocol;
+use crest_memcache::Expect;
+use crest_memcache::ring::Ring;
 use std::sync::Arc;
 
 /// The largest value Redis accepts (proto-max-bulk-len's default).
@@ -49,6 +60,13 @@ pub const BUILTINS: &[&str] = &[
     "XADD",
 ];
 
+/// Built-in commands of a memcached target (text and meta protocols alike; the report
+/// counts them under these names).
+pub const MC_BUILTINS: &[&str] = &[
+    "GET", "GETS", "GAT", "GATS", "MGET", "SET", "ADD", "REPLACE", "APPEND", "PREPEND", "CAS",
+    "DEL", "INCR", "DECR", "TOUCH", "PING",
+];
+
 /// One argument of a command.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
@@ -70,6 +88,20 @@ pub enum Part {
     /// placeholder replaced by a number drawn uniformly below the keyspace's size, zero
     /// padded to 12 digits (`key:000000001234`), each occurrence drawn anew.
     Padded(Vec<u8>, Vec<u8>),
+    /// memcached: the end of a line (and of the value after it, if the line had one); the
+    /// parts after it start a new line.
+    Eol,
+}
+
+/// How a command's parts go on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// A RESP array of bulk strings.
+    Resp,
+    /// RESP's inline form: words and spaces, then CRLF.
+    Inline,
+    /// memcached: words and spaces on a line, each value's bytes after its line.
+    Mc,
 }
 
 /// The embedded placeholder of [`Part::Padded`].
@@ -89,8 +121,10 @@ pub struct CmdDef {
     tail: Vec<Part>,
     /// Whether it names a key.
     has_key: bool,
-    /// Sent inline (words and spaces, then CRLF) instead of as a RESP array.
-    inline: bool,
+    /// How it is written.
+    form: Form,
+    /// memcached: the reply it expects; None for RESP (whose replies say their shape).
+    expect: Option<Expect>,
     /// Keys it names (a batch's count included).
     keys: u32,
 }
@@ -119,6 +153,13 @@ pub enum WorkloadError {
     /// A word shaped like a placeholder that is none (a typo would be sent literally).
     #[error("unknown placeholder {0}; known: {list}", list = PLACEHOLDERS.join(" "))]
     UnknownPlaceholder(String),
+    /// A command the memcached target does not have (a Redis command, or an unknown one).
+    #[error("{0} is not a memcached command; a memcache:// target takes {list} or a template like \"get __key__\"", list = MC_BUILTINS.join(" "))]
+    NotMemcache(String),
+    /// A memcached template that would make the server answer nothing or something Crest
+    /// cannot pair with it.
+    #[error("{0}")]
+    McTemplate(String),
     /// Cluster mode with multi-key commands over a keyspace too large to index by slot.
     #[error(
         "--keys {0} is too many for multi-key commands in cluster mode (at most {MAX_SLOT_INDEX_KEYS}); use fewer keys, --batch 1, or a hash tag in --key-prefix (e.g. 'crest:{{t}}:', which puts every key on one node)"
@@ -222,6 +263,197 @@ fn lit(s: &str) -> Part {
 }
 
 impl CmdDef {
+    /// [`CmdDef::parse`] for a target speaking `protocol`: a memcached target takes
+    /// [`MC_BUILTINS`] and memcached templates (`get __key__`, `ms __key__ __value__ T60`).
+    ///
+    /// # Errors
+    /// [`WorkloadError::NotMemcache`] for a Redis-only or unknown command,
+    /// [`WorkloadError::McTemplate`] for a template whose reply cannot be paired with it.
+    pub fn parse_in(
+        protocol: Protocol,
+        spec: &str,
+        batch: u32,
+        ttl: Option<u64>,
+        range: u32,
+    ) -> Result<Self, WorkloadError> {
+        match protocol {
+            Protocol::Resp => Self::parse(spec, batch, ttl, range),
+            Protocol::McText => Self::memcache(spec, false, batch, ttl),
+            Protocol::McMeta => Self::memcache(spec, true, batch, ttl),
+        }
+    }
+
+    /// A memcached command: a built-in by name (text or meta spelling), or a template.
+    fn memcache(
+        spec: &str,
+        meta: bool,
+        batch: u32,
+        ttl: Option<u64>,
+    ) -> Result<Self, WorkloadError> {
+        let t = spec.trim();
+        if t.starts_with(INLINE) {
+            return Err(WorkloadError::McTemplate(format!(
+                "{t:?}: 'inline:' is RESP's; a memcached template is already a line (e.g. \"get __key__\")"
+            )));
+        }
+        if t.contains(char::is_whitespace) || t.contains("__") {
+            return Self::mc_template(t);
+        }
+        let name = t.to_ascii_uppercase();
+        let b = batch.max(1);
+        // SET without a TTL stores for good (exptime 0); a touch without one sets 60 s,
+        // as EXPIRE does for Redis.
+        let exptime = ttl.unwrap_or(0).to_string();
+        let touch = ttl.unwrap_or(60).to_string();
+        let tflag = |t: &str| lit(&format!("T{t}"));
+        let one = |head: Vec<Part>, e: Expect| (head, vec![], 0, vec![], e);
+        let store = |verb: &str, mode: &str| {
+            if meta {
+                let mut h = vec![lit("ms"), Part::Key, Part::Value];
+                if ttl.is_some() {
+                    h.push(tflag(&exptime));
+                }
+                if !mode.is_empty() {
+                    h.push(lit(mode));
+                }
+                one(h, Expect::Meta)
+            } else {
+                one(
+                    vec![lit(verb), Part::Key, lit("0"), lit(&exptime), Part::Value],
+                    Expect::Line,
+                )
+            }
+        };
+        let get = |verb: &str, flags: &[Part]| {
+            if meta {
+                let mut h = vec![lit("mg"), Part::Key];
+                h.extend_from_slice(flags);
+                one(h, Expect::Meta)
+            } else {
+                let mut h = vec![lit(verb)];
+                if verb.starts_with("gat") {
+                    h.push(lit(&touch));
+                }
+                h.push(Part::Key);
+                one(h, Expect::Values { keys: 1 })
+            }
+        };
+        let (head, group, times, tail, expect) = match name.as_str() {
+            "GET" => get("get", &[lit("v")]),
+            "GETS" => get("gets", &[lit("v"), lit("c")]),
+            "GAT" => get("gat", &[lit("v"), tflag(&touch)]),
+            "GATS" => get("gats", &[lit("v"), lit("c"), tflag(&touch)]),
+            "MGET" if meta => (
+                vec![],
+                vec![lit("mg"), Part::Key, lit("v"), lit("q"), Part::Eol],
+                b,
+                vec![lit("mn")],
+                Expect::MetaQuiet { keys: b },
+            ),
+            "MGET" => (
+                vec![lit("get")],
+                vec![Part::Key],
+                b,
+                vec![],
+                Expect::Values { keys: b },
+            ),
+            "SET" => store("set", ""),
+            "ADD" => store("add", "ME"),
+            "REPLACE" => store("replace", "MR"),
+            "APPEND" => store("append", "MA"),
+            "PREPEND" => store("prepend", "MP"),
+            // A compare-and-swap against a CAS value no item has (1): it exercises the
+            // server's compare path and is answered EXISTS or NOT_FOUND (a miss).
+            "CAS" if meta => {
+                let (mut h, g, n, tl, e) = store("", "");
+                h.insert(3, lit("C1"));
+                (h, g, n, tl, e)
+            }
+            "CAS" => one(
+                vec![
+                    lit("cas"),
+                    Part::Key,
+                    lit("0"),
+                    lit(&exptime),
+                    Part::Value,
+                    lit("1"),
+                ],
+                Expect::Line,
+            ),
+            "DEL" | "DELETE" if meta => one(vec![lit("md"), Part::Key], Expect::Meta),
+            "DEL" | "DELETE" => one(vec![lit("delete"), Part::Key], Expect::Line),
+            "INCR" if meta => one(vec![lit("ma"), Part::Key], Expect::Meta),
+            "INCR" => one(vec![lit("incr"), Part::Key, lit("1")], Expect::Line),
+            "DECR" if meta => one(vec![lit("ma"), Part::Key, lit("MD")], Expect::Meta),
+            "DECR" => one(vec![lit("decr"), Part::Key, lit("1")], Expect::Line),
+            "TOUCH" if meta => one(vec![lit("mg"), Part::Key, tflag(&touch)], Expect::Meta),
+            "TOUCH" => one(vec![lit("touch"), Part::Key, lit(&touch)], Expect::Line),
+            "PING" if meta => one(vec![lit("mn")], Expect::Meta),
+            "PING" => one(vec![lit("version")], Expect::Line),
+            _ => return Err(WorkloadError::NotMemcache(t.to_string())),
+        };
+        let name = if name == "DELETE" { "DEL".into() } else { name };
+        let mut def = Self::counted(name, head, group, times, tail);
+        def.form = Form::Mc;
+        def.expect = Some(expect);
+        Ok(def)
+    }
+
+    /// A memcached template: one line of words (placeholders as for Redis; `__value__`
+    /// writes the value's length on the line and its bytes after it). Its reply is known
+    /// by its first word: `get`/`gets`/`gat`/`gats` answer values then `END`, a meta
+    /// command (`mg`, `ms`, `md`, `ma`, `mn`, `me`) one meta reply, anything else one line.
+    fn mc_template(t: &str) -> Result<Self, WorkloadError> {
+        let mut def = Self::template(t)?;
+        let verb = match def.head.first() {
+            Some(Part::Lit(w)) => String::from_utf8_lossy(w).into_owned(),
+            _ => String::new(),
+        };
+        let words: Vec<&[u8]> = def
+            .head
+            .iter()
+            .filter_map(|p| match p {
+                Part::Lit(w) => Some(w.as_slice()),
+                _ => None,
+            })
+            .collect();
+        if let Some(w) = words
+            .iter()
+            .find(|w| w.iter().any(|b| b.is_ascii_control() || *b == b' '))
+        {
+            return Err(WorkloadError::McTemplate(format!(
+                "{t:?}: the word {:?} holds a space or control character, which a memcached line cannot carry",
+                String::from_utf8_lossy(w)
+            )));
+        }
+        let meta = matches!(verb.as_str(), "mg" | "ms" | "md" | "ma" | "mn" | "me");
+        if words.contains(&&b"noreply"[..]) || (meta && words.contains(&&b"q"[..])) {
+            return Err(WorkloadError::McTemplate(format!(
+                "{t:?}: noreply and quiet (q) requests are answered with nothing, so their latency cannot be measured; leave the flag out (--batch with MGET sends a quiet multi-get ended by mn)"
+            )));
+        }
+        if def.head.iter().filter(|p| **p == Part::Value).count() > 1 {
+            return Err(WorkloadError::McTemplate(format!(
+                "{t:?}: a memcached command carries at most one value"
+            )));
+        }
+        let expect = match verb.as_str() {
+            "get" | "gets" | "gat" | "gats" => Expect::Values {
+                keys: def.keys.max(1),
+            },
+            _ if meta => Expect::Meta,
+            _ => Expect::Line,
+        };
+        def.form = Form::Mc;
+        def.expect = Some(expect);
+        Ok(def)
+    }
+
+    /// The reply a memcached command expects (None: RESP).
+    pub fn expect(&self) -> Option<Expect> {
+        self.expect
+    }
+
     /// A built-in command, or a template (any text with spaces or `__placeholders__`).
     ///
     /// # Errors
@@ -240,7 +472,7 @@ impl CmdDef {
                     "{t} (an inline command takes no placeholders)"
                 )));
             }
-            def.inline = true;
+            def.form = Form::Inline;
             return Ok(def);
         }
         if t.contains(char::is_whitespace) || t.contains("__") {
@@ -386,7 +618,8 @@ impl CmdDef {
             times,
             tail,
             has_key: keys > 0,
-            inline: false,
+            form: Form::Resp,
+            expect: None,
             keys,
         }
     }
@@ -416,6 +649,20 @@ pub struct Workload {
     tag_slot: Option<u16>,
     /// Cluster mode with multi-key commands: the keyspace by slot.
     same_slot: Option<Arc<SlotKeys>>,
+    /// A ring of memcached servers: each key's server stands for its slot.
+    ring: Option<Arc<RingKeys>>,
+}
+
+/// The most keys whose server on a ring is computed once, up front (2 bytes each); a
+/// larger keyspace hashes each request's key as it is drawn (one MD5, about 0.2 µs).
+pub const MAX_RING_INDEX_KEYS: u64 = 4_000_000;
+
+/// Keys placed on a ring: the ring, and each key's server when the keyspace is small
+/// enough to index.
+#[derive(Debug)]
+struct RingKeys {
+    ring: Ring,
+    server: Vec<u16>,
 }
 
 /// Where [`Workload::encode_to`] writes a request: small parts are copied into `bytes`,
@@ -487,8 +734,40 @@ impl Workload {
             // it hold no braces).
             tag_slot,
             same_slot: None,
+            ring: None,
             keys,
         })
+    }
+
+    /// The reply each command expects, in mix order, for a memcached workload (None for
+    /// RESP).
+    pub fn expects(&self) -> Option<Vec<Expect>> {
+        self.commands.iter().map(|c| c.0.expect).collect()
+    }
+
+    /// Places the keys on `ring` (a memcached target of several servers): from now on a
+    /// key's "slot" ([`Workload::key_slot`]) is its server's index on the ring, and a
+    /// multi-get's keys (after [`Workload::for_cluster`]) all live on its first key's
+    /// server. A key prefix's hash tag means nothing to a ring.
+    pub fn on_ring(&mut self, ring: Ring) {
+        self.tag_slot = None;
+        let mut rk = RingKeys {
+            ring,
+            server: Vec::new(),
+        };
+        if self.keys.count <= MAX_RING_INDEX_KEYS {
+            let mut name = Vec::with_capacity(self.keys.prefix.len() + 20);
+            rk.server = (0..self.keys.count)
+                .map(|k| {
+                    name.clear();
+                    name.extend_from_slice(&self.keys.prefix);
+                    let mut d = [0u8; 20];
+                    name.extend_from_slice(digits(k, &mut d));
+                    rk.ring.server_of(&name) as u16
+                })
+                .collect();
+        }
+        self.ring = Some(Arc::new(rk));
     }
 
     /// The shared bytes every value is a prefix of (as long as the largest value).
@@ -542,6 +821,14 @@ impl Workload {
     pub fn key_slot(&self, k: u64) -> u16 {
         if let Some(s) = self.tag_slot {
             return s;
+        }
+        if let Some(r) = &self.ring {
+            if let Some(&s) = r.server.get(k as usize) {
+                return s;
+            }
+            let mut d = [0u8; 20];
+            let name = [self.keys.prefix.as_slice(), digits(k, &mut d)].concat();
+            return r.ring.server_of(&name) as u16;
         }
         let mut name = [0u8; 20];
         let d = digits(k, &mut name);
@@ -598,7 +885,10 @@ impl Workload {
         out: &mut impl Wire,
     ) {
         let def = &self.commands[cmd].0;
-        if def.inline {
+        if def.form == Form::Mc {
+            return self.encode_mc(def, key, rng, cur, out);
+        }
+        if def.form == Form::Inline {
             let b = out.bytes();
             for (i, p) in def.head.iter().enumerate() {
                 if let Part::Lit(w) = p {
@@ -631,6 +921,124 @@ impl Workload {
         }
         for p in &def.tail {
             self.part(p, rng, cur, &mut st, out);
+        }
+    }
+
+    /// A memcached command: its words on lines, each line's value after it.
+    #[inline]
+    fn encode_mc(
+        &self,
+        def: &CmdDef,
+        key: Option<u64>,
+        rng: &mut Rng,
+        cur: &mut Cursor,
+        out: &mut impl Wire,
+    ) {
+        let mut st = Draws {
+            member: None,
+            first: key,
+            first_used: false,
+            slot: None,
+        };
+        let mut line = McLine {
+            start: true,
+            value: None,
+        };
+        for p in &def.head {
+            self.mc_part(p, rng, cur, &mut st, &mut line, out);
+        }
+        for _ in 0..def.times {
+            for p in &def.group {
+                self.mc_part(p, rng, cur, &mut st, &mut line, out);
+            }
+        }
+        for p in &def.tail {
+            self.mc_part(p, rng, cur, &mut st, &mut line, out);
+        }
+        if !line.start {
+            self.mc_part(&Part::Eol, rng, cur, &mut st, &mut line, out);
+        }
+    }
+
+    #[inline]
+    fn mc_part(
+        &self,
+        p: &Part,
+        rng: &mut Rng,
+        cur: &mut Cursor,
+        st: &mut Draws,
+        line: &mut McLine,
+        wire: &mut impl Wire,
+    ) {
+        if let Part::Eol = p {
+            wire.bytes().extend_from_slice(b"\r\n");
+            if let Some(n) = line.value.take() {
+                wire.value(&self.value, n);
+                wire.bytes().extend_from_slice(b"\r\n");
+            }
+            line.start = true;
+            return;
+        }
+        let out = wire.bytes();
+        if !line.start {
+            out.push(b' ');
+        }
+        line.start = false;
+        let mut d = [0u8; 20];
+        match p {
+            Part::Lit(b) => out.extend_from_slice(b),
+            Part::Key => {
+                let k = self.key_of(rng, cur, st);
+                out.extend_from_slice(&self.keys.prefix);
+                out.extend_from_slice(digits(k, &mut d));
+            }
+            Part::Value => {
+                let n = self.values.next(rng) as usize;
+                out.extend_from_slice(digits(n as u64, &mut d));
+                line.value = Some(n);
+            }
+            Part::Field => {
+                out.push(b'f');
+                out.extend_from_slice(digits(rng.below(self.members), &mut d));
+            }
+            Part::Score => {
+                let n = self.next_member(rng, cur);
+                st.member = Some(n);
+                out.extend_from_slice(digits(n, &mut d));
+            }
+            Part::Member => {
+                let n = st
+                    .member
+                    .take()
+                    .unwrap_or_else(|| self.next_member(rng, cur));
+                out.push(b'm');
+                out.extend_from_slice(digits(n, &mut d));
+            }
+            Part::Ttl => out.extend_from_slice(&self.ttl),
+            Part::Padded(before, after) => {
+                let digits = digits(rng.below(self.keys.count.max(1)), &mut d);
+                out.extend_from_slice(before);
+                out.extend(std::iter::repeat_n(
+                    b'0',
+                    12usize.saturating_sub(digits.len()),
+                ));
+                out.extend_from_slice(digits);
+                out.extend_from_slice(after);
+            }
+            Part::Eol => {}
+        }
+    }
+
+    /// The request's next key: its first (drawn with the request, or now), then any other
+    /// in the first's slot.
+    #[inline]
+    fn key_of(&self, rng: &mut Rng, cur: &mut Cursor, st: &mut Draws) -> u64 {
+        if st.first_used {
+            self.next_key(rng, cur, st)
+        } else {
+            st.first_used = true;
+            *st.first
+                .get_or_insert_with(|| self.keys.next(rng, &mut cur.key, cur.stride))
         }
     }
 
@@ -679,17 +1087,10 @@ impl Workload {
         match p {
             Part::Lit(b) => bulk(out, b),
             Part::Key => {
-                let k = if st.first_used {
-                    self.next_key(rng, cur, st)
-                } else {
-                    // The first key was drawn with the request (or is drawn now).
-                    st.first_used = true;
-                    *st.first
-                        .get_or_insert_with(|| self.keys.next(rng, &mut cur.key, cur.stride))
-                };
+                let k = self.key_of(rng, cur, st);
                 prefixed_number(out, &self.keys.prefix, k);
             }
-            Part::Value => {}
+            Part::Value | Part::Eol => {}
             Part::Field => prefixed_number(out, b"f", rng.below(self.members)),
             Part::Score => {
                 // A score and the member after it share one number, so ZRANGEBYSCORE ranges
@@ -726,6 +1127,14 @@ impl Workload {
             }
         }
     }
+}
+
+/// Where a memcached request's encoding is on its line.
+struct McLine {
+    /// The next word starts the line (no space before it).
+    start: bool,
+    /// The line carries a value of this length, written after its CRLF.
+    value: Option<usize>,
 }
 
 /// What one request's parts share while it is encoded.
@@ -1190,5 +1599,167 @@ mod tests {
         let mut one = w(&[("GET", 1), ("SET", 1)], 8, None);
         assert!(!one.multi_key());
         one.for_cluster().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod memcache_tests {
+    use super::*;
+    use crate::shapes::KeyDist;
+
+    fn mc(proto: Protocol, cmd: &str, batch: u32, ttl: Option<u64>) -> Workload {
+        Workload::new(
+            vec![(CmdDef::parse_in(proto, cmd, batch, ttl, 1).unwrap(), 1)],
+            KeySpace::new(10, "k:", KeyDist::Sequential).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            ttl,
+            1,
+        )
+        .unwrap()
+    }
+
+    fn line(w: &Workload) -> String {
+        let mut out = Vec::new();
+        let mut cur = Cursor {
+            stride: 1,
+            ..Cursor::default()
+        };
+        w.encode(0, &mut Rng::new(1), &mut cur, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn text_commands_are_lines_with_values_after_them() {
+        let t = Protocol::McText;
+        assert_eq!(line(&mc(t, "GET", 1, None)), "get k:0\r\n");
+        assert_eq!(line(&mc(t, "gets", 1, None)), "gets k:0\r\n");
+        assert_eq!(line(&mc(t, "GAT", 1, Some(30))), "gat 30 k:0\r\n");
+        let v = line(&mc(t, "SET", 1, None));
+        assert!(
+            v.starts_with("set k:0 0 0 3\r\n") && v.ends_with("\r\n") && v.len() == 20,
+            "{v:?}"
+        );
+        assert!(line(&mc(t, "ADD", 1, Some(60))).starts_with("add k:0 0 60 3\r\n"));
+        assert!(line(&mc(t, "CAS", 1, None)).starts_with("cas k:0 0 0 3 1\r\n"));
+        assert_eq!(line(&mc(t, "DEL", 1, None)), "delete k:0\r\n");
+        assert_eq!(line(&mc(t, "DECR", 1, None)), "decr k:0 1\r\n");
+        assert_eq!(line(&mc(t, "TOUCH", 1, None)), "touch k:0 60\r\n");
+        assert_eq!(line(&mc(t, "PING", 1, None)), "version\r\n");
+        let m = mc(t, "MGET", 3, None);
+        assert_eq!(line(&m), "get k:0 k:1 k:2\r\n");
+        assert_eq!(m.expects(), Some(vec![Expect::Values { keys: 3 }]));
+        assert_eq!(mc(t, "SET", 1, None).expects(), Some(vec![Expect::Line]));
+        assert_eq!(w_resp().expects(), None);
+    }
+
+    fn w_resp() -> Workload {
+        Workload::new(
+            vec![(CmdDef::parse("GET", 1, None, 1).unwrap(), 1)],
+            KeySpace::new(10, "k:", KeyDist::Uniform).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn meta_commands_and_the_quiet_multi_get() {
+        let m = Protocol::McMeta;
+        assert_eq!(line(&mc(m, "GET", 1, None)), "mg k:0 v\r\n");
+        assert_eq!(line(&mc(m, "GATS", 1, Some(5))), "mg k:0 v c T5\r\n");
+        let s = line(&mc(m, "SET", 1, Some(60)));
+        assert!(s.starts_with("ms k:0 3 T60\r\n") && s.len() == 19, "{s:?}");
+        assert!(line(&mc(m, "ADD", 1, None)).starts_with("ms k:0 3 ME\r\n"));
+        assert!(line(&mc(m, "CAS", 1, None)).starts_with("ms k:0 3 C1\r\n"));
+        assert_eq!(line(&mc(m, "DEL", 1, None)), "md k:0\r\n");
+        assert_eq!(line(&mc(m, "DECR", 1, None)), "ma k:0 MD\r\n");
+        assert_eq!(line(&mc(m, "TOUCH", 1, None)), "mg k:0 T60\r\n");
+        assert_eq!(line(&mc(m, "PING", 1, None)), "mn\r\n");
+        let g = mc(m, "MGET", 2, None);
+        assert_eq!(line(&g), "mg k:0 v q\r\nmg k:1 v q\r\nmn\r\n");
+        assert_eq!(g.expects(), Some(vec![Expect::MetaQuiet { keys: 2 }]));
+    }
+
+    #[test]
+    fn memcached_templates_and_refusals() {
+        let t = Protocol::McText;
+        let w = mc(t, "set __key__ 5 0 __value__", 1, None);
+        let s = line(&w);
+        assert!(s.starts_with("set k:0 5 0 3\r\n"), "{s:?}");
+        assert_eq!(w.expects(), Some(vec![Expect::Line]));
+        assert_eq!(
+            mc(t, "gets __key__ __key__", 1, None).expects(),
+            Some(vec![Expect::Values { keys: 2 }])
+        );
+        assert_eq!(
+            mc(Protocol::McMeta, "mg __key__ s v", 1, None).expects(),
+            Some(vec![Expect::Meta])
+        );
+        for (p, bad, want) in [
+            (t, "HSET", "not a memcached command"),
+            (t, "EXPIRE", "not a memcached command"),
+            (t, "set __key__ 0 0 __value__ noreply", "noreply"),
+            (Protocol::McMeta, "mg __key__ v q", "quiet"),
+            (t, "inline:get k", "inline"),
+            (
+                t,
+                "set __key__ 0 0 __value__ __value__",
+                "at most one value",
+            ),
+            (t, "get \"a b\"", "space"),
+        ] {
+            let e = CmdDef::parse_in(p, bad, 1, None, 1)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn on_a_ring_a_keys_slot_is_its_server_and_multi_gets_stay_on_one() {
+        let servers: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:11211")).collect();
+        let ring = Ring::of_addrs(&servers);
+        let mut w = Workload::new(
+            vec![(
+                CmdDef::parse_in(Protocol::McText, "MGET", 4, None, 1).unwrap(),
+                1,
+            )],
+            KeySpace::new(1000, "k:", KeyDist::Uniform).unwrap(),
+            ValueSizes::Fixed(3),
+            1,
+            false,
+            None,
+            1,
+        )
+        .unwrap();
+        w.on_ring(ring.clone());
+        w.for_cluster().unwrap();
+        let mut seen = [0u32; 3];
+        for k in 0..1000u64 {
+            let s = w.key_slot(k);
+            assert_eq!(usize::from(s), ring.server_of(format!("k:{k}").as_bytes()));
+            seen[usize::from(s)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 200), "{seen:?}");
+        let mut rng = Rng::new(7);
+        for _ in 0..50 {
+            let mut cur = Cursor::default();
+            let first = w.draw_key(0, &mut rng, &mut cur);
+            let mut out = Vec::new();
+            w.encode_keyed(0, first, &mut rng, &mut cur, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let servers: std::collections::BTreeSet<usize> = text
+                .trim_end()
+                .split(' ')
+                .skip(1)
+                .map(|k| ring.server_of(k.as_bytes()))
+                .collect();
+            assert_eq!(servers.len(), 1, "{text}");
+        }
     }
 }

@@ -49,7 +49,9 @@ pub mod pb {
 /// `Interval.shard_preemptions`, `shard_queued_ns` and `shard_steal_ns` (why an interval
 /// was off pace); an
 /// older worker would report none, and its late intervals would be blamed on the pacer.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// Version 9: `RunPlan.memcache` (a memcached target, one server or a ring); an older
+/// worker would send RESP to a memcached server.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

@@ -202,6 +202,8 @@ mod tests {
             session: Default::default(),
             tls: None,
             cluster: Default::default(),
+            protocol: Default::default(),
+            ring: Vec::new(),
         }
     }
 

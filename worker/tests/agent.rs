@@ -89,6 +89,8 @@ fn good_plan() -> RunPlan {
         session: Default::default(),
         tls: None,
         cluster: Default::default(),
+        protocol: Default::default(),
+        ring: Vec::new(),
     }
 }
 

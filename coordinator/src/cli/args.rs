@@ -115,6 +115,10 @@ pub struct TargetArgs {
     /// Load the target as one node even if it is a cluster node (redirects count as errors).
     #[arg(long)]
     pub no_cluster: bool,
+    /// Speak memcached's meta protocol (mg/ms/md/ma/mn) to a memcache:// target instead
+    /// of its text protocol (get/set/delete/incr...).
+    #[arg(long, env = "CREST_META")]
+    pub meta: bool,
 }
 
 /// Who sends the load: in-process or remote workers, and the control plane they dial.

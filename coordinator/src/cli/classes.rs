@@ -10,6 +10,7 @@ use crest_model::convert::limits;
 use crest_model::plan::{KeySpec, Shape};
 use crest_model::schedule::{Profile, Segment};
 use crest_model::shapes::ValueSizes;
+use crest_model::target::Protocol;
 use std::time::Duration;
 
 /// One class's settings before the defaults: each field is given or not. The flags make
@@ -225,6 +226,7 @@ pub(super) fn classes_and_length(
     a: &RunArgs,
     file: &FileToml,
     text: &str,
+    protocol: Protocol,
 ) -> Result<(Vec<ClassConfig>, Duration), ConfigError> {
     let file_dur = file_duration(&file.duration, "duration")?;
     let mut duration = a.load.duration.or(file_dur);
@@ -264,7 +266,7 @@ pub(super) fn classes_and_length(
     }
     let mut names = std::collections::HashSet::new();
     for c in &classes {
-        check_class(c, from_flags).map_err(|mut e| {
+        check_class(c, from_flags, protocol).map_err(|mut e| {
             // The flags' mix came from --command when it was given: name that flag.
             if let (true, "--mix", Some(cmd)) = (from_flags, e.flag, &a.load.command) {
                 e.flag = "--command";

@@ -10,7 +10,8 @@ use crest_model::target::{self, DEFAULT_USER, Login, Resp, Secret, Session, Tls,
 use std::path::PathBuf;
 
 /// The target's address and the session every connection opens with, from `--target`
-/// (a `redis://` URI may carry a user, a password and a database), `--user`,
+/// (a `redis://` URI may carry a user, a password and a database; a `memcache://` one
+/// lists a ring's servers, returned last), `--user`,
 /// `--password`/`CREST_PASSWORD`, `--password-file`, `--db` and the profile file's
 /// `target`, `user`, `password_file`, `db` (a flag, or a URI given as a flag, wins over
 /// the file). Within a layer each is given in one place: a password from two sources, or
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 pub(super) fn target_session(
     a: &RunArgs,
     file: &FileToml,
-) -> Result<(Option<String>, Session, bool), ConfigError> {
+) -> Result<(Option<String>, Session, bool, Vec<String>), ConfigError> {
     let raw = a.target.target.as_ref().or(file.target.as_ref());
     let spec = raw
         .map(|t| target::parse_target(t).map_err(|e| err("--target", target::redacted(t), e)))
@@ -118,7 +119,8 @@ pub(super) fn target_session(
         ));
     }
     let tls = spec.as_ref().is_some_and(|s| s.tls);
-    Ok((spec.map(|s| s.addr), session, tls))
+    let ring = spec.as_ref().map(|s| s.ring.clone()).unwrap_or_default();
+    Ok((spec.map(|s| s.addr), session, tls, ring))
 }
 
 /// The password, given one way only: `--password` (or CREST_PASSWORD), `--password-file`

@@ -20,9 +20,76 @@ use crate::profile::{self, FileToml};
 use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::Arrival;
-use crest_model::target::ClusterMode;
+use crest_model::target::{ClusterMode, Protocol};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// What the connections speak: memcached's text protocol for a `memcache://` target, its
+/// meta protocol with `--meta` (profile `meta = true`), RESP otherwise.
+fn protocol(a: &RunArgs, file: &FileToml, ring: &[String]) -> Result<Protocol, ConfigError> {
+    let meta = a.target.meta || file.meta == Some(true);
+    match (ring.is_empty(), meta) {
+        (false, true) => Ok(Protocol::McMeta),
+        (false, false) => Ok(Protocol::McText),
+        (true, false) => Ok(Protocol::Resp),
+        (true, true) => Err(err(
+            "--meta",
+            "on",
+            "is memcached's meta protocol: give --target memcache://host:port",
+        )),
+    }
+}
+
+/// A memcached target refuses what only a Redis-protocol server has: a login, a database,
+/// RESP3 and client tracking, cluster mode.
+fn refuse_redis_only(
+    a: &RunArgs,
+    file: &FileToml,
+    session: &crest_model::target::Session,
+    cluster: ClusterMode,
+) -> Result<(), ConfigError> {
+    let why = "applies to Redis-protocol servers only; a memcache:// target has no";
+    if session.login.is_some() {
+        let flag = if a.target.user.is_some() {
+            "--user"
+        } else {
+            "--password"
+        };
+        return Err(err(
+            flag,
+            "***",
+            format!("{why} login (SASL is not supported)"),
+        ));
+    }
+    if session.db != 0 {
+        return Err(err("--db", session.db, format!("{why} databases")));
+    }
+    if a.target.resp.is_some() || file.resp.is_some() {
+        return Err(err(
+            "--resp",
+            session.resp.version(),
+            format!(
+                "{why} RESP; it speaks memcached's text protocol, or its meta protocol with --meta"
+            ),
+        ));
+    }
+    if session.tracking {
+        return Err(err("--tracking", "on", format!("{why} client tracking")));
+    }
+    if cluster != ClusterMode::Auto {
+        let flag = if cluster == ClusterMode::On {
+            "--cluster"
+        } else {
+            "--no-cluster"
+        };
+        return Err(err(
+            flag,
+            "on",
+            format!("{why} cluster mode; list the servers of a ring as memcache://a:11211,b:11211"),
+        ));
+    }
+    Ok(())
+}
 
 /// Builds the run configuration from flags and, when given, a profile file.
 ///
@@ -35,14 +102,23 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         .warmup
         .or(file_duration(&file.warmup, "warmup")?)
         .unwrap_or(defaults::WARMUP);
-    let (classes, duration) = classes_and_length(&a, &file, &text)?;
-    let (target, session, uri_tls) = target_session(&a, &file)?;
+    let (target, session, uri_tls, ring) = target_session(&a, &file)?;
+    let protocol = protocol(&a, &file, &ring)?;
+    let (classes, duration) = classes_and_length(&a, &file, &text, protocol)?;
     let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
     let workers = workers(&a)?;
     let cluster = match (a.target.cluster, a.target.no_cluster, file.cluster) {
         (true, _, _) | (false, false, Some(true)) => ClusterMode::On,
         (_, true, _) | (false, false, Some(false)) => ClusterMode::Off,
         (false, false, None) => ClusterMode::Auto,
+    };
+    if protocol.is_memcache() {
+        refuse_redis_only(&a, &file, &session, cluster)?;
+    }
+    let cluster = if protocol.is_memcache() {
+        ClusterMode::Off
+    } else {
+        cluster
     };
     if cluster == ClusterMode::On && target.is_none() {
         return Err(err(
@@ -62,6 +138,8 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         session,
         tls,
         cluster,
+        protocol,
+        ring,
         classes,
         duration,
         warmup,

@@ -156,7 +156,7 @@ fn samples(
     peak: Option<f64>,
     measured: f64,
 ) -> impl Iterator<Item = (Option<u64>, Option<u64>)> {
-    let weights = c.shape.weights();
+    let weights = c.shape.weights(cfg.protocol);
     let sum = weights
         .values()
         .map(|w| f64::from(*w))

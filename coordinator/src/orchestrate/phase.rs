@@ -150,9 +150,10 @@ pub(super) fn plans(
                     part
                 })
                 .collect();
+            let target = target_for(m);
             RunPlan {
                 run_id: run_id.to_string(),
-                target: target_for(m),
+
                 classes: phase.classes.clone(),
                 arrival: cfg.arrival,
                 pacer: cfg.pacer,
@@ -166,9 +167,26 @@ pub(super) fn plans(
                 session: cfg.session.clone(),
                 tls: cfg.tls.clone(),
                 cluster: cfg.cluster,
+                protocol: cfg.protocol,
+                ring: ring_for(cfg, &target),
+                target,
             }
         })
         .collect()
+}
+
+/// A memcached plan's ring as `target` reaches it (the built-in target's address may be
+/// the worker's own): the configured servers with the first one replaced by `target`.
+fn ring_for(cfg: &RunConfig, target: &str) -> Vec<String> {
+    if !cfg.protocol.is_memcache() {
+        return Vec::new();
+    }
+    let mut ring = cfg.ring.clone();
+    match ring.first_mut() {
+        Some(first) => *first = target.to_string(),
+        None => ring.push(target.to_string()),
+    }
+    ring
 }
 
 /// How far ahead the common start is: the workers' floor (in-process or remote) plus the

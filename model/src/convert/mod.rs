@@ -25,7 +25,7 @@ mod tests {
     use crate::plan::{ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart};
     use crate::schedule::{Arrival, Profile, Segment};
     use crate::shapes::{KeyDist, ValueSizes};
-    use crate::target::{ClusterMode, Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
+    use crate::target::{ClusterMode, Login, MAX_DB, Protocol, Resp, Secret, Session, Tls, Verify};
     use crest_proto::pb;
     use proptest::prelude::*;
     use std::time::Duration;
@@ -218,6 +218,12 @@ mod tests {
                         }),
                         cluster: [ClusterMode::Auto, ClusterMode::Off, ClusterMode::On]
                             [(db % 3) as usize],
+                        protocol: [Protocol::Resp, Protocol::McText, Protocol::McMeta]
+                            [(backlog % 3) as usize],
+                        ring: match backlog % 3 {
+                            0 => Vec::new(),
+                            k => (0..k).map(|i| format!("127.0.0.{}:6379", i + 1)).collect(),
+                        },
                     }
                 },
             )
@@ -342,6 +348,8 @@ mod tests {
                 verify: Verify::Full,
             }),
             cluster: ClusterMode::On,
+            protocol: Protocol::Resp,
+            ring: Vec::new(),
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
@@ -349,6 +357,18 @@ mod tests {
         let cases: &[(&str, Edit)] = &[
             ("total_shards", |p| p.total_shards = u32::MAX),
             ("cluster", |p| p.cluster = 7),
+            ("memcache.ring", |p| {
+                p.memcache = Some(pb::Memcache {
+                    meta: false,
+                    ring: vec!["10.0.0.1:11211".into()],
+                })
+            }),
+            ("memcache.ring", |p| {
+                p.memcache = Some(pb::Memcache {
+                    meta: false,
+                    ring: vec![p.target.clone(), p.target.clone()],
+                })
+            }),
             ("total_shards", |p| p.total_shards = 0),
             ("timeout_ns", |p| p.timeout_ns = u64::MAX),
             ("timeout_ns", |p| p.timeout_ns = 0),

@@ -5,7 +5,9 @@ use super::check::{WireError, check_len, check_range, check_str, duration, limit
 use crate::plan::{ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart};
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
-use crate::target::{ClusterMode, Login, MAX_DB, Resp, Secret, Session, Tls, Verify};
+use crate::target::{
+    ClusterMode, Login, MAX_DB, MAX_RING, Protocol, Resp, Secret, Session, Tls, Verify,
+};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -405,6 +407,10 @@ impl From<&RunPlan> for pb::RunPlan {
                 ClusterMode::Off => pb::ClusterMode::ClusterOff,
                 ClusterMode::On => pb::ClusterMode::ClusterOn,
             } as i32,
+            memcache: p.protocol.is_memcache().then(|| pb::Memcache {
+                meta: p.protocol == Protocol::McMeta,
+                ring: p.ring.clone(),
+            }),
         }
     }
 }
@@ -659,6 +665,34 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 Ok(pb::ClusterMode::ClusterOn) => ClusterMode::On,
                 Err(_) => return Err(WireError::new("cluster", p.cluster, "auto, off or on")),
             },
+            protocol: match &p.memcache {
+                None => Protocol::Resp,
+                Some(m) if m.meta => Protocol::McMeta,
+                Some(_) => Protocol::McText,
+            },
+            ring: match &p.memcache {
+                None => Vec::new(),
+                Some(m) => ring(m, &p.target)?,
+            },
         })
     }
+}
+
+/// A memcached plan's servers: 1 to [`MAX_RING`] names, each once, the target first.
+fn ring(m: &pb::Memcache, target: &str) -> Result<Vec<String>, WireError> {
+    check_len("memcache.ring", m.ring.len(), MAX_RING)?;
+    if m.ring.first().map(String::as_str) != Some(target) {
+        return Err(WireError::new(
+            "memcache.ring",
+            m.ring.len(),
+            "the target's address first",
+        ));
+    }
+    for (i, s) in m.ring.iter().enumerate() {
+        check_str(&format!("memcache.ring[{i}]"), s, limits::MAX_NAME)?;
+        if m.ring[..i].contains(s) {
+            return Err(WireError::new("memcache.ring", s, "each server once"));
+        }
+    }
+    Ok(m.ring.clone())
 }
