@@ -14,6 +14,27 @@ use crest_report::{
 };
 use std::collections::BTreeMap;
 
+/// Per target node; a memcached ring's servers carry the share of the keys the ring gives
+/// each (its hash space) where a cluster's nodes carry their slots'.
+fn node_reports(
+    cfg: &RunConfig,
+    nodes: &[crest_model::stats::NodeStats],
+    completed: u64,
+) -> Vec<crest_report::NodeReport> {
+    let mut all = crest_report::NodeReport::all(nodes, completed);
+    if cfg.protocol.is_memcache() {
+        let shares = crest_memcache::ring::Ring::of_addrs(&cfg.ring).shares();
+        for n in &mut all {
+            let at = cfg.ring.iter().position(|s| *s == n.addr);
+            n.slots = 0;
+            n.slot_share = at
+                .and_then(|i| shares.get(i))
+                .map_or(0.0, |s| (s * 1e4).round() / 1e4);
+        }
+    }
+    all
+}
+
 /// Builds the report of a run from its configuration and what its workers measured: the
 /// run totals (merged by addition as the intervals came, never averaged), the timeline laid
 /// out during the run, each worker's row, and the books' self-checks.
@@ -50,11 +71,12 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     // Slots routed: `--cluster`, more than one node, a node with a share of the slots, or
     // a redirect followed (only slot routing follows them: a one-node cluster that
     // answers MOVED to itself has all 16,384 slots).
-    let cluster = cfg.cluster == crest_model::target::ClusterMode::On
-        || nodes.len() > 1
-        || nodes
-            .iter()
-            .any(|n| n.slots != u32::from(crest_model::slot::SLOTS) || !n.redirects.is_zero());
+    let cluster = !cfg.protocol.is_memcache()
+        && (cfg.cluster == crest_model::target::ClusterMode::On
+            || nodes.len() > 1
+            || nodes
+                .iter()
+                .any(|n| n.slots != u32::from(crest_model::slot::SLOTS) || !n.redirects.is_zero()));
     let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
     let server = server_report(cfg, &results, &timeline, &commands, cluster);
     let (server, server_problem) = match server {
@@ -79,6 +101,8 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         crest_version: env!("CARGO_PKG_VERSION").into(),
         target: if results.builtin_target {
             "builtin".into()
+        } else if cfg.ring.len() > 1 {
+            format!("memcache://{}", cfg.ring.join(","))
         } else {
             cfg.target.clone().unwrap_or_default()
         },
@@ -87,9 +111,10 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         db: cfg.session.db,
         tls: tls_report(cfg, &results),
         resp: cfg.session.resp.version(),
+        protocol: cfg.protocol.name().into(),
         tracking: cfg.session.tracking,
         cluster,
-        nodes: crest_report::NodeReport::all(&nodes, total.completed),
+        nodes: node_reports(cfg, &nodes, total.completed),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {

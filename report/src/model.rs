@@ -584,7 +584,8 @@ pub struct NodeReport {
     pub primary: bool,
     /// Slots it owned there (16,384 for a single node).
     pub slots: u32,
-    /// `slots` / 16,384.
+    /// `slots` / 16,384; on a memcached ring (`slots` 0), the share of the ring's hash
+    /// space the server holds, which is its expected share of the keys.
     pub slot_share: f64,
     /// Requests it answered with a non-error reply.
     pub completed: u64,
@@ -600,6 +601,10 @@ pub struct NodeReport {
     pub connections: u32,
     /// Latency of its completed requests, from intended time.
     pub latency_us: Percentiles,
+}
+
+fn resp_protocol() -> String {
+    "resp".into()
 }
 
 impl NodeReport {
@@ -679,6 +684,10 @@ pub struct Report {
     pub tls: Option<TlsReport>,
     /// The protocol every connection spoke: 2 (RESP2) or 3 (RESP3, `HELLO 3`).
     pub resp: u32,
+    /// What the connections spoke: `resp`, or memcached's `memcache-text` or
+    /// `memcache-meta` (then `resp` means nothing, and `nodes` are the ring's servers).
+    #[serde(default = "resp_protocol")]
+    pub protocol: String,
     /// True when every connection turned on client-side caching (`CLIENT TRACKING on`).
     pub tracking: bool,
     /// True when the target was loaded as a Redis Cluster (`--cluster`, or a seed that

@@ -66,6 +66,8 @@ impl Report {
         self.totals_lines(&mut out);
         if self.cluster {
             self.nodes_table(&mut out);
+        } else if self.is_ring() {
+            self.ring_table(&mut out);
         }
         self.run_lines(&mut out);
         self.notes(&mut out);
@@ -257,6 +259,39 @@ impl Report {
                 out,
                 "stopped through the {by} API after {:.1} s: the workers ended there, drained and reported; this report covers that span",
                 self.duration_s
+            );
+        }
+    }
+
+    /// Whether the target was a ring of memcached servers.
+    fn is_ring(&self) -> bool {
+        self.protocol.starts_with("memcache") && self.nodes.len() > 1
+    }
+
+    /// A memcached ring's servers, one row each: the share of the keys the ring gives it
+    /// beside the share of the requests it answered, errors, latency.
+    fn ring_table(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "ring: {} memcached servers, keys placed by libmemcached's ketama (MD5, 160 points each)",
+            self.nodes.len()
+        );
+        let _ = writeln!(
+            out,
+            "{:<22} {:>7} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}",
+            "server", "ring%", "completed", "req%", "p50", "p99", "p99.9", "errors", "conns"
+        );
+        for n in &self.nodes {
+            let [p50, _, p99, p999, _, _] = n.latency_us.cells();
+            let _ = writeln!(
+                out,
+                "{:<22} {:>6.2}% {:>10} {:>6.2}% {p50:>8} {p99:>8} {p999:>8} {:>8} {:>6}",
+                n.addr,
+                n.slot_share * 100.0,
+                n.completed,
+                n.request_share * 100.0,
+                n.errors,
+                n.connections
             );
         }
     }

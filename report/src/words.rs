@@ -360,8 +360,11 @@ impl Report {
         if self.db != 0 {
             parts.push(format!("db {}", self.db));
         }
-        if self.resp != 2 {
-            parts.push(format!("RESP{}", self.resp));
+        match self.protocol.as_str() {
+            "memcache-text" => parts.push("memcached text protocol".into()),
+            "memcache-meta" => parts.push("memcached meta protocol".into()),
+            _ if self.resp != 2 => parts.push(format!("RESP{}", self.resp)),
+            _ => {}
         }
         if self.tracking {
             parts.push("tracking".into());

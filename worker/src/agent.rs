@@ -360,6 +360,9 @@ struct Probed {
 
 /// Probes the target: resolves its name, sets up its TLS client and checks that it answers.
 async fn probe_target(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::RunFailed> {
+    if plan.protocol.is_memcache() {
+        return probe_ring(plan, refuse).await;
+    }
     let target = tokio::net::lookup_host(plan.target.as_str())
         .await
         .map_err(|e| refuse.unreachable(format!("cannot resolve target {}: {e}", plan.target)))?
@@ -396,6 +399,68 @@ async fn probe_target(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::Run
     })
 }
 
+/// Probes every server of a memcached target at once (`version`): one that refuses
+/// connections or answers as no memcached does stops the run, naming it.
+async fn probe_ring(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::RunFailed> {
+    let tls = plan
+        .tls
+        .as_ref()
+        .map(Client::new)
+        .transpose()
+        .map_err(|e| refuse.with(FailureKind::BadPlan, e))?;
+    let mut probes = tokio::task::JoinSet::new();
+    let mut first = None;
+    for (i, server) in plan.ring.iter().enumerate() {
+        let addr = tokio::net::lookup_host(server.as_str())
+            .await
+            .map_err(|e| {
+                refuse.unreachable(format!("cannot resolve memcached server {server}: {e}"))
+            })?
+            .next()
+            .ok_or_else(|| {
+                refuse.unreachable(format!("memcached server {server} resolves to no address"))
+            })?;
+        first.get_or_insert(addr);
+        let (server, tls) = (server.clone(), tls.clone());
+        probes.spawn(async move {
+            (
+                i,
+                crate::probe::probe_memcache(addr, &server, tls.as_ref()).await,
+            )
+        });
+    }
+    let mut refusals: Vec<(usize, crate::probe::Refusal)> = Vec::new();
+    while let Some(done) = probes.join_next().await {
+        if let Ok((i, Err(e))) = done {
+            refusals.push((i, e));
+        }
+    }
+    refusals.sort_by_key(|r| r.0);
+    if let Some((_, e)) = refusals.into_iter().next() {
+        let of_ring = if plan.ring.len() > 1 {
+            format!(" ({} servers in the ring)", plan.ring.len())
+        } else {
+            String::new()
+        };
+        return Err(match e {
+            crate::probe::Refusal::Unreachable { .. } => {
+                refuse.unreachable(format!("{e}{of_ring}"))
+            }
+            _ => refuse.with(FailureKind::TargetRefused, format!("{e}{of_ring}")),
+        });
+    }
+    Ok(Probed {
+        addr: first.ok_or_else(|| {
+            refuse.with(
+                FailureKind::BadPlan,
+                "a memcached plan with no server".into(),
+            )
+        })?,
+        tls,
+        seed_is_cluster: false,
+    })
+}
+
 /// Discovers the cluster topology: the seed's slot table when the plan asks for a cluster
 /// (or leaves it open and the seed is a cluster node), with every class's workload readied
 /// for it. None: one node.
@@ -416,6 +481,9 @@ async fn discover_topology(
     let limit = lead
         .saturating_sub(Duration::from_millis(250))
         .clamp(Duration::from_millis(500), crate::probe::SLOTS_TIMEOUT);
+    if plan.protocol.is_memcache() {
+        return ring_topology(plan, refuse).await;
+    }
     let topology = match plan.cluster {
         ClusterMode::Off => None,
         ClusterMode::Auto if !probed.seed_is_cluster => None,
@@ -431,6 +499,29 @@ async fn discover_topology(
         }
     }
     Ok(topology)
+}
+
+/// A ring of memcached servers as the shards route it: each server a node owning one
+/// "slot", each class's keys placed on the ring (libmemcached's ketama) and its multi-gets
+/// kept on one server. One server: no routing at all.
+async fn ring_topology(
+    plan: &mut Plan,
+    refuse: Refuse<'_>,
+) -> Result<Option<Arc<route::Shared>>, pb::RunFailed> {
+    if plan.ring.len() < 2 {
+        return Ok(None);
+    }
+    let resolved = route::Resolved::ring(&plan.ring)
+        .await
+        .map_err(|e| refuse.unreachable(e))?;
+    let ring = crest_memcache::ring::Ring::of_addrs(&plan.ring);
+    for c in &mut plan.classes {
+        c.workload.on_ring(ring.clone());
+        c.workload
+            .for_cluster()
+            .map_err(|e| refuse.with(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
+    }
+    Ok(Some(route::Shared::new(resolved)))
 }
 
 /// Checks the open-file limit: one file per connection (in a cluster, every shard connects
@@ -507,7 +598,7 @@ fn spawn_run(
     } = probed;
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    if let Some(shared) = &topology {
+    if let Some(shared) = topology.as_ref().filter(|_| !plan.protocol.is_memcache()) {
         tokio::spawn(route::refresh(
             shared.clone(),
             stop.clone(),
@@ -691,6 +782,8 @@ fn add_classes(into: &mut Vec<Stats>, from: &[Stats]) {
 struct ActiveRun {
     run_id: String,
     target: String,
+    /// The target is a ring of memcached servers (its nodes are the ring's, not a cluster's).
+    ring: bool,
     classes: Vec<ClassNames>,
     warmup_ns: u64,
     interval_ns: u64,
@@ -775,6 +868,7 @@ impl ActiveRun {
         ActiveRun {
             run_id: plan.run_id.clone(),
             target: plan.target.clone(),
+            ring: plan.protocol.is_memcache(),
             classes,
             warmup_ns,
             interval_ns: plan.interval.as_nanos() as u64,
@@ -920,6 +1014,9 @@ impl ActiveRun {
         if up == 0 && want > 0 {
             let error = error.unwrap_or_else(|| "no connection came up".into());
             let reason = match node {
+                Some(node) if self.ring => format!(
+                    "cannot connect to memcached server {node} of the ring ({error}); it answered the probe a moment ago"
+                ),
                 Some(node) => format!(
                     "cannot connect to cluster node {node} ({error}), which the seed {} named in its slot table (CLUSTER SLOTS); the seed is up: that node is down, or the cluster announces an address this worker cannot reach (cluster-announce-ip/port)",
                     self.target

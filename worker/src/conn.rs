@@ -29,6 +29,13 @@
 //! [`match_replies`]: they are not requests of the run and count nowhere but, when the
 //! server refuses a step, as one connection error of its kind (`setup: WRONGPASS`).
 //!
+//! A memcached connection ([`Conn::speaking`]) matches replies the same way, but a
+//! memcached reply does not say its own shape: the request at the front of the queue says
+//! what it expects (its command's [`Expect`]), and [`crest_memcache::scan_reply`] reads
+//! exactly that (a miss is a nil, a multi-get's missing keys are its nils). It has no
+//! setup and no push frames, and its large values are buffered (within the reply cap), not
+//! streamed past.
+//!
 //! RESP3 push frames (invalidations, pub/sub) come between replies, never inside them, and
 //! answer no request: [`match_replies`] hands them to their own callback and goes on, so a
 //! push can neither take a request's reply nor be an unexpected reply on an idle
@@ -40,6 +47,7 @@ use crate::sys::epoll::{Epoll, Interest};
 use crate::sys::error_kind;
 use crate::sys::stamp;
 use crate::target_tls::{self, Client, Handshakes};
+use crest_memcache::{Expect, McError};
 use crest_model::stats::clean_message;
 use crest_model::target::{DEFAULT_USER, Resp, Session, client_name};
 use crest_model::workload::Wire;
@@ -497,11 +505,15 @@ pub enum Matched {
 /// it (and everything before it) as sent. RESP3 push frames answer no request: they go to
 /// `on_push` (with whether each is an `invalidate`), and the matching goes on after them,
 /// also with nothing in flight.
+///
+/// `expects`: None for RESP; for memcached, the reply each command index expects (the
+/// front request's decides how the next bytes are read).
 #[inline]
 pub fn match_replies<'a>(
     buf: &'a [u8],
     inflight: &mut VecDeque<Pending>,
     unwritten: &mut usize,
+    expects: Option<&[Expect]>,
     mut on_reply: impl FnMut(Reply<'a>),
     mut on_push: impl FnMut(bool),
 ) -> Matched {
@@ -510,7 +522,11 @@ pub fn match_replies<'a>(
         if at == buf.len() {
             return Matched::All;
         }
-        match resp::scan_reply(&buf[at..]) {
+        let scanned = match expects {
+            None => resp::scan_reply(&buf[at..]).map_err(|_| Fault::ProtocolError),
+            Some(table) => scan_memcache(&buf[at..], inflight.front(), table),
+        };
+        match scanned {
             Ok(Scan::Incomplete { need }) => {
                 return Matched::Partial {
                     consumed: at,
@@ -541,9 +557,28 @@ pub fn match_replies<'a>(
                     idle: inflight.is_empty(),
                 });
             }
-            Err(_) => return Matched::Fault(Fault::ProtocolError),
+            Err(f) => return Matched::Fault(f),
         }
     }
+}
+
+/// One memcached reply at the front of `buf`, read as `front` (the oldest request in
+/// flight) expects it. With nothing in flight the bytes are read as a status line, so a
+/// server's refusal (`SERVER_ERROR too many open connections`) is told from stray bytes.
+#[inline]
+fn scan_memcache<'a>(
+    buf: &'a [u8],
+    front: Option<&Pending>,
+    table: &[Expect],
+) -> Result<Scan<'a>, Fault> {
+    let expect = front
+        .and_then(|p| table.get(p.cmd as usize).copied())
+        .unwrap_or(Expect::Line);
+    crest_memcache::scan_reply(buf, expect).map_err(|e| match e {
+        _ if front.is_none() => Fault::UnexpectedReply,
+        McError::ValueTooLarge(_) => Fault::TooLarge,
+        _ => Fault::ProtocolError,
+    })
 }
 
 /// What one read brought.
@@ -628,6 +663,8 @@ pub struct Conn {
     setup: Option<Rc<Setup>>,
     /// The setup reply awaited, while [`ConnState::Setup`].
     step: Step,
+    /// memcached: the reply each command of the class expects (None: RESP).
+    expects: Option<Rc<[Expect]>>,
     /// Free-slot tokens of this connection on its class's list that stand for no free
     /// slot: the class filled a slot without taking its token (it kept writing to the
     /// connection it had just written to), so the next such many tokens popped are dropped.
@@ -666,7 +703,15 @@ impl Conn {
             owed_tokens: 0,
             setup: None,
             step: Step::Select,
+            expects: None,
         }
+    }
+
+    /// The same connection, speaking memcached: `expects` is the reply each of its class's
+    /// commands expects (None: RESP).
+    pub fn speaking(mut self, expects: Option<Rc<[Expect]>>) -> Self {
+        self.expects = expects;
+        self
     }
 
     /// The same connection, to node `node` of the shard's routes.
@@ -1066,6 +1111,7 @@ impl Conn {
             buf,
             &mut self.inflight,
             &mut self.unwritten,
+            self.expects.as_deref(),
             on_reply,
             on_push,
         ) {
@@ -1092,7 +1138,7 @@ impl Conn {
             return Ok(());
         }
         let pending = &self.rbuf[self.rstart..self.rend];
-        if let Some((header, len)) = resp::bulk_prefix(pending) {
+        if let Some((header, len)) = resp::bulk_prefix(pending).filter(|_| self.expects.is_none()) {
             let have = (pending.len() - header).min(len);
             // The buffer keeps `$0\r\n` and whatever came after the payload (part of its
             // CRLF); the final CRLF completes an empty bulk, matched as any value. It goes
@@ -1566,6 +1612,7 @@ mod tests {
             bytes,
             inflight,
             unwritten,
+            None,
             |r| {
                 let err = match r.kind {
                     ReplyKind::Value | ReplyKind::Nil => None,
@@ -2265,6 +2312,7 @@ mod tests {
                         &bytes[at..chunk_end],
                         &mut q,
                         &mut 0,
+                        None,
                         |r| seen.push((r.req.cmd, r.kind == ReplyKind::Nil, r.misses)),
                         |inv| pushes.push(inv),
                     );
@@ -2297,12 +2345,100 @@ mod tests {
             b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\ntk\r\n*3\r\n$1\r\na\r\n_\r\n_\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n",
             &mut q,
             &mut 0,
+            None,
             |r| seen.push(r.misses),
             |inv| pushes.push(inv),
         );
         assert_eq!(m, Matched::All);
         assert_eq!(seen, vec![2]);
         assert_eq!(pushes, vec![true, true]);
+    }
+
+    /// memcached replies are read as the front request's command expects, split at every
+    /// byte: a get's miss (a nil), a multi-get with one key of three found (two misses), a
+    /// store, a quiet meta multi-get, an error; with nothing in flight a SERVER_ERROR is
+    /// the server refusing the connection, anything else an unexpected reply.
+    #[test]
+    fn memcached_replies_follow_each_requests_expectation() {
+        let table = [
+            Expect::Values { keys: 1 },
+            Expect::Values { keys: 3 },
+            Expect::Line,
+            Expect::MetaQuiet { keys: 2 },
+            Expect::Meta,
+        ];
+        let bytes: &[u8] = b"END\r\nVALUE k:2 0 3\r\nabc\r\nEND\r\nSTORED\r\nVA 1\r\nx\r\nMN\r\nCLIENT_ERROR bad command line format\r\n";
+        for split in 0..=bytes.len() {
+            let mut q: VecDeque<_> = (0..5).map(|c| pending(u64::from(c) + 1, c)).collect();
+            let mut seen = Vec::new();
+            let mut at = 0;
+            for end in [split, bytes.len()] {
+                match match_replies(
+                    &bytes[at..end],
+                    &mut q,
+                    &mut 0,
+                    Some(&table),
+                    |r| {
+                        let kind = match r.kind {
+                            ReplyKind::Value => "value".to_string(),
+                            ReplyKind::Nil => "nil".to_string(),
+                            ReplyKind::Error { kind, .. } => {
+                                String::from_utf8_lossy(kind).into_owned()
+                            }
+                        };
+                        seen.push((r.req.cmd, kind, r.misses));
+                    },
+                    |_| panic!("no push in memcached"),
+                ) {
+                    Matched::All => at = end,
+                    Matched::Partial { consumed, .. } => at += consumed,
+                    Matched::Fault(f) => panic!("split {split}: {f:?}"),
+                }
+            }
+            let seen: Vec<(u32, &str, u32)> =
+                seen.iter().map(|(c, k, m)| (*c, k.as_str(), *m)).collect();
+            assert_eq!(
+                seen,
+                vec![
+                    (0, "nil", 1),
+                    (1, "value", 2),
+                    (2, "value", 0),
+                    (3, "value", 1),
+                    (4, "CLIENT_ERROR", 0)
+                ],
+                "split {split}"
+            );
+        }
+        let idle = |b: &[u8]| {
+            match_replies(
+                b,
+                &mut VecDeque::new(),
+                &mut 0,
+                Some(&table),
+                |_| {},
+                |_| {},
+            )
+        };
+        assert_eq!(
+            idle(b"SERVER_ERROR Too many open connections\r\n"),
+            Matched::Fault(Fault::RefusedByServer)
+        );
+        assert_eq!(idle(b"STORED\r\n"), Matched::Fault(Fault::UnexpectedReply));
+        assert_eq!(idle(b"garbage\r\n"), Matched::Fault(Fault::UnexpectedReply));
+        // A value too large for any memcached, and garbage where a reply was expected.
+        let mut q: VecDeque<_> = [pending(1, 0)].into();
+        let m = match_replies(
+            b"VALUE k 0 99999999999\r\n",
+            &mut q,
+            &mut 0,
+            Some(&table),
+            |_| {},
+            |_| {},
+        );
+        assert_eq!(m, Matched::Fault(Fault::TooLarge));
+        let mut q: VecDeque<_> = [pending(1, 2)].into();
+        let m = match_replies(b"HELLO\r\n", &mut q, &mut 0, Some(&table), |_| {}, |_| {});
+        assert_eq!(m, Matched::Fault(Fault::ProtocolError));
     }
 
     /// Over a socket pair: the setup's replies are taken by the setup alone; the

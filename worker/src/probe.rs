@@ -16,6 +16,10 @@
 //! resets plaintext there) or a server that drops every connection: a TLS hello
 //! ([`speaks_tls`]) tells them apart, and only the TLS port stops the run.
 //!
+//! A memcached target is probed with `version` ([`probe_memcache`]): it counts in none of
+//! memcached's command counters, and a Redis server answers it with an error, which tells
+//! a `memcache://` target that is not memcached from one that is.
+//!
 //! [`control`] opens the same connection (TLS, login, database: the same `conn::Setup`
 //! steps) and keeps it for the caller's own questions ([`Control::ask`]): the
 //! coordinator's server sampler (`INFO` at every interval boundary) is such a caller.
@@ -222,6 +226,84 @@ pub async fn probe(
             }
         }
     }
+}
+
+/// Longest `version` answer read: memcached's is `VERSION 1.6.21\r\n`.
+const MAX_VERSION_LINE: usize = 1024;
+
+/// Probes a memcached server: connects (and handshakes, over TLS), sends `version` and
+/// reads one line. `VERSION …` passes; an error line (a Redis server says `-ERR unknown
+/// command`) stops the run naming what answered; no answer within the probe's time is
+/// left to the shards, which count what they meet.
+///
+/// # Errors
+/// [`Refusal::Unreachable`] when the connection is refused, [`Refusal::Refused`] when the
+/// server answers as no memcached does, [`Refusal::Tls`] for a failed handshake.
+pub async fn probe_memcache(
+    addr: SocketAddr,
+    target: &str,
+    tls: Option<&Client>,
+) -> Result<(), Refusal> {
+    let budget = if tls.is_some() {
+        TLS_PROBE_TIMEOUT
+    } else {
+        PROBE_TIMEOUT
+    };
+    let asked = async {
+        let s = tokio::net::TcpStream::connect(addr).await?;
+        match tls {
+            None => version_line(s).await,
+            Some(c) => {
+                let connector = tokio_rustls::TlsConnector::from(c.config.clone());
+                version_line(connector.connect(c.name.clone(), s).await?).await
+            }
+        }
+    };
+    match tokio::time::timeout(budget, asked).await {
+        Err(_elapsed) => Ok(()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(Refusal::Unreachable {
+                addr,
+                why: "connection refused".into(),
+            })
+        }
+        Ok(Err(e)) if target_tls::tls_error(&e).is_some() => {
+            let name = tls.map(server_name).unwrap_or_default();
+            Err(Refusal::Tls(
+                target_tls::tls_error(&e)
+                    .map(|t| target_tls::explain(target, &name, t))
+                    .unwrap_or_default(),
+            ))
+        }
+        Ok(Err(_)) | Ok(Ok(None)) => Ok(()),
+        Ok(Ok(Some(line))) if line.starts_with("VERSION ") => Ok(()),
+        Ok(Ok(Some(line))) => Err(Refusal::Refused {
+            addr,
+            message: line,
+            hint: " (memcached answers `version` with VERSION …: is this a Redis-protocol server? give it as redis://host:port)",
+        }),
+    }
+}
+
+/// Sends `version` and reads one line (None: the server closed or sent more than
+/// [`MAX_VERSION_LINE`] bytes without a line end).
+async fn version_line<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+) -> std::io::Result<Option<String>> {
+    s.write_all(b"version\r\n").await?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 256];
+    while buf.len() < MAX_VERSION_LINE {
+        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+            return Ok(Some(clean_message(&buf[..i])));
+        }
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(None)
 }
 
 /// Whether an I/O error is the peer closing or resetting the connection.

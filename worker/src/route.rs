@@ -31,6 +31,29 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// A memcached ring's servers as a table the shards route by: a key's "slot" is its
+    /// server's index on the ring (`Workload::key_slot` after `Workload::on_ring`), so
+    /// slot `i` is owned by server `i`. Servers whose names do not resolve are refused.
+    ///
+    /// # Errors
+    /// The first server that does not resolve, and why.
+    pub async fn ring(servers: &[String]) -> Result<Self, String> {
+        let mut nodes = Vec::with_capacity(servers.len());
+        for s in servers {
+            let addr = match s.parse::<SocketAddr>() {
+                Ok(a) => a,
+                Err(_) => tokio::net::lookup_host(s.as_str())
+                    .await
+                    .map_err(|e| format!("cannot resolve memcached server {s}: {e}"))?
+                    .next()
+                    .ok_or_else(|| format!("memcached server {s} resolves to no address"))?,
+            };
+            nodes.push((s.clone(), addr, true));
+        }
+        let owner = (0..nodes.len() as u16).collect();
+        Ok(Self { nodes, owner })
+    }
+
     /// Resolves every node of `t` (a name that does not resolve is left out; its slots
     /// become unowned until a later table has it).
     pub async fn of(t: &Topology) -> Self {
@@ -186,15 +209,16 @@ impl Routes {
         }
     }
 
-    /// A cluster's table, as published in `shared`.
+    /// A cluster's table, as published in `shared` (or a memcached ring's, whose "slots"
+    /// are its servers: see [`Resolved::ring`]).
     pub fn cluster(shared: &Shared) -> Self {
+        let (v, t) = shared.current();
         let mut r = Self {
             nodes: Vec::new(),
-            owner: vec![NO_NODE; usize::from(SLOTS)],
+            owner: vec![NO_NODE; t.owner.len().max(1)],
             version: 0,
             walk: 0,
         };
-        let (v, t) = shared.current();
         r.adopt(v, &t);
         r
     }
@@ -218,8 +242,9 @@ impl Routes {
             return Some(0);
         }
         let s = if slot == NO_SLOT {
-            // A stride coprime with 16,384 visits every slot once per cycle.
-            self.walk = (self.walk.wrapping_add(5_471)) % SLOTS;
+            // A prime stride visits every slot once per cycle (16,384 slots, or a ring's
+            // servers).
+            self.walk = ((u32::from(self.walk) + 5_471) % self.owner.len() as u32) as u16;
             self.walk
         } else {
             slot

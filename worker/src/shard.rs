@@ -46,6 +46,7 @@ use crate::sys::epoll::{self, Epoll, Events, Ready};
 use crate::sys::sched::{Sched, SchedMeter};
 use crate::sys::stamp::{self, Clocks};
 use crate::target_tls::{self, Client, Handshakes};
+use crest_memcache::Expect;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
 use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error};
@@ -201,7 +202,7 @@ struct Shard {
     /// Where each request goes.
     routes: Routes,
     /// What a connection to a new node is made of: per class, its count and value bytes.
-    per_node: Vec<(u32, Arc<[u8]>)>,
+    per_node: Vec<NodeConns>,
     budget: Rc<ReadBudget>,
     setup: Option<Rc<Setup>>,
     tls: Option<Rc<Client>>,
@@ -262,6 +263,10 @@ pub fn run(mut cfg: ShardConfig) {
     }
 }
 
+/// What each class opens to every node: its connection count, the value bytes they
+/// write from, and (memcached) the reply each command expects.
+type NodeConns = (u32, Arc<[u8]>, Option<Rc<[Expect]>>);
+
 impl Shard {
     fn new(cfg: ShardConfig, classes: Vec<ShardClass>) -> io::Result<Self> {
         let warmup = cfg.warmup.as_nanos() as u64;
@@ -275,7 +280,11 @@ impl Shard {
         };
         let mut per_node = Vec::new();
         for c in classes.into_iter() {
-            per_node.push((c.connections, c.workload.value_bytes().clone()));
+            per_node.push((
+                c.connections,
+                c.workload.value_bytes().clone(),
+                c.workload.expects().map(Rc::from),
+            ));
             // Sequential keys and members interleave across the cluster's shards.
             let cursor = Cursor {
                 key: u64::from(cfg.global_index),
@@ -338,9 +347,10 @@ impl Shard {
     /// Makes every class's connections to `node`, closed.
     fn add_node_conns(&mut self, node: u16) {
         self.routes.nodes[usize::from(node)].opened = true;
-        for (i, (n, value)) in self.per_node.iter().enumerate() {
+        for (i, (n, value, expects)) in self.per_node.iter().enumerate() {
             self.conns.extend((0..*n).map(|_| {
                 Conn::new(ClassId(i as u32), value.clone(), Rc::clone(&self.budget))
+                    .speaking(expects.clone())
                     .at_node(node)
                     .with_setup(self.setup.clone())
                     .with_tls(self.tls.clone())
