@@ -10,65 +10,17 @@ use crest_memcache::reply::Expect;
 use crest_memcache::scan_reply;
 use crest_memcache::text::{self, Retrieve, Store};
 use crest_resp::{ReplyKind, Scan};
-use crest_testkit::net::free_port;
-use crest_testkit::proc::{Proc, TempDir};
-use crest_testkit::server::find_on_path;
+use crest_testkit::Memcached;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// A memcached of our own, stopped on drop.
-struct Memcached {
-    _proc: Proc,
-    _dir: TempDir,
-    port: u16,
-}
-
-impl Memcached {
-    fn start() -> Self {
-        let dir = TempDir::new("memcached");
-        let port = free_port();
-        let p = port.to_string();
-        let proc = Proc::spawn(
-            &find_on_path("memcached"),
-            &[
-                "-l",
-                "127.0.0.1",
-                "-p",
-                &p,
-                "-U",
-                "0",
-                "-t",
-                "1",
-                "-m",
-                "64",
-                "-u",
-                "root",
-            ],
-            dir.path(),
-            "memcached",
-        );
-        let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "memcached did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            _proc: proc,
-            _dir: dir,
-            port,
-        }
-    }
-
-    fn connect(&self) -> Conn {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Conn { s, buf: Vec::new() }
-    }
+/// A connection to `m` with a read deadline.
+fn connect(m: &Memcached) -> Conn {
+    let s = TcpStream::connect(("127.0.0.1", m.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    Conn { s, buf: Vec::new() }
 }
 
 struct Conn {
@@ -140,7 +92,7 @@ fn kinds(v: &[(String, u32)]) -> Vec<&str> {
 #[test]
 fn text_requests_are_answered_as_the_scanner_reads_them() {
     let m = Memcached::start();
-    let mut c = m.connect();
+    let mut c = connect(&m);
     let mut out = Vec::new();
     let v = b"hello";
     let e = vec![
@@ -196,7 +148,7 @@ fn text_requests_are_answered_as_the_scanner_reads_them() {
 #[test]
 fn meta_requests_are_answered_as_the_scanner_reads_them() {
     let m = Memcached::start();
-    let mut c = m.connect();
+    let mut c = connect(&m);
     let loud = Common::default();
     let value = Get {
         value: true,
@@ -256,7 +208,7 @@ fn meta_requests_are_answered_as_the_scanner_reads_them() {
 #[test]
 fn a_large_value_is_read_to_its_exact_end() {
     let m = Memcached::start();
-    let mut c = m.connect();
+    let mut c = connect(&m);
     let big = vec![b'v'; 1_000_000];
     let mut out = Vec::new();
     let set = text::store(&mut out, Store::Set, b"big", 0, 0, &big);
