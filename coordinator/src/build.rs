@@ -213,6 +213,7 @@ fn server_report(
     let ServerStats::Sampled(samples) = &results.server else {
         return None;
     };
+    let keys = keys_per_command(cfg, results);
     let first_rate = timeline.first().map_or(0.0, |p| {
         p.achieved_rate
             .max(p.scheduled as f64 / cfg.interval.as_secs_f64().max(1e-9))
@@ -223,6 +224,8 @@ fn server_report(
             let sent = series::Sent {
                 sent: s.sent,
                 answered: s.answered(),
+                completed: s.completed,
+                misses: s.misses,
             };
             (name.clone(), sent)
         })
@@ -247,8 +250,42 @@ fn server_report(
             .map(|(_, m)| m)
             .find(|m| m.contains("max number of clients"))
             .cloned(),
+        memcache: cfg
+            .protocol
+            .is_memcache()
+            .then_some(crest_report::server::memcache::McBooks {
+                meta: cfg.protocol == crest_model::target::Protocol::McMeta,
+                keys: &keys,
+            }),
     };
     series::report(samples, &books)
+}
+
+/// memcached counts a multi-get once per key: per command that names several keys a
+/// request (`MGET` with `--batch`), the keys of its requests over every class (each
+/// class's requests times its own batch).
+fn keys_per_command(
+    cfg: &RunConfig,
+    results: &RunResults,
+) -> BTreeMap<String, crest_report::server::memcache::Keys> {
+    let mut keys: BTreeMap<String, crest_report::server::memcache::Keys> = BTreeMap::new();
+    if !cfg.protocol.is_memcache() {
+        return keys;
+    }
+    for c in &cfg.classes {
+        let Ok(defs) = c.shape.commands(cfg.protocol) else {
+            continue;
+        };
+        let by = merge::of_class(&results.totals, &c.name);
+        for (def, _) in defs.iter().filter(|(d, _)| d.keys() > 1) {
+            if let Some(s) = by.get(&def.name) {
+                let k = keys.entry(def.name.clone()).or_default();
+                k.sent += s.sent * u64::from(def.keys());
+                k.completed += s.completed * u64::from(def.keys());
+            }
+        }
+    }
+    keys
 }
 
 /// Why the books hold less than reached the server: the workers lost (what each sent

@@ -20,6 +20,7 @@ mod failure;
 mod hostile;
 mod html;
 mod inprocess;
+mod memcache_stats;
 mod netns;
 mod redis_cluster;
 mod relay;

@@ -449,6 +449,11 @@ impl CmdDef {
         Ok(def)
     }
 
+    /// Keys one request names (a batch's count included).
+    pub fn keys(&self) -> u32 {
+        self.keys
+    }
+
     /// The reply a memcached command expects (None: RESP).
     pub fn expect(&self) -> Option<Expect> {
         self.expect

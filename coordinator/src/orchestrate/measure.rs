@@ -157,6 +157,34 @@ async fn sampler(cfg: &RunConfig, target: &Target) -> (Option<Sampler>, ServerSt
         return (None, ServerStats::Off);
     }
     let connected = match target::sampler_target(cfg, target.builtin_port).await {
+        Ok((addr, shown)) if cfg.protocol.is_memcache() => {
+            // Every server of a ring: its figures are the sum of theirs.
+            let mut addrs = vec![addr];
+            for s in cfg.ring.iter().skip(1) {
+                match tokio::net::lookup_host(s.as_str())
+                    .await
+                    .map(|mut a| a.next())
+                {
+                    Ok(Some(a)) => addrs.push(a),
+                    _ => {
+                        return (
+                            None,
+                            ServerStats::Unavailable(format!(
+                                "memcached server {s} does not resolve"
+                            )),
+                        );
+                    }
+                }
+            }
+            let shown = if cfg.ring.len() > 1 {
+                format!("memcache://{}", cfg.ring.join(","))
+            } else {
+                shown
+            };
+            Sampler::connect_memcache(&addrs, &shown, cfg.tls.as_ref(), cfg.interval)
+                .await
+                .map_err(|why| format!("{why} (--no-server-stats says so up front)"))
+        }
         Ok((addr, shown)) => {
             Sampler::connect(addr, &shown, &cfg.session, cfg.tls.as_ref(), cfg.interval)
                 .await

@@ -54,15 +54,29 @@
 //!   No truth check (null, said why, no problem) when the final sample is missing (the
 //!   server stopped answering), the server restarted (`run_id` changed) or a counter
 //!   went down (`CONFIG RESETSTAT`): the client's figures stand.
+//! - **memcached** (issue #28): [`Sampler::connect_memcache`] opens one plain connection
+//!   (TLS with the run's client configuration) to every server of the ring, with no
+//!   setup, and asks `stats` at every sample (`stats settings` once at connect: the worker
+//!   threads, the report's `io_threads`; `item_size_max` and `maxconns` have no place in
+//!   the report). The replies are read to `END`, bounded in size and by the same reply
+//!   timeout (a late reply drops the connections), and summed over the ring into the same
+//!   snapshot an `INFO` gives ([`crest_report::server::memcache`]: the field mapping, what
+//!   each memcached request moves, and the truth check per counter family). memcached
+//!   counts the sampler's `stats` in no command counter, so nothing is taken out. The
+//!   whole ring is sampled, so its check is judged (a Redis Cluster's is not: the seed
+//!   only); the report has no per-server place for a ring's figures, so only the sums are
+//!   kept.
 //! - **Cost.** A sample keeps only what it reads, as numbers ([`info::Snap`](crest_report::server::info::Snap): about 1 kB
 //!   with the command, error and database lines), plus the interval's row in the report.
 //!
 //! # Layout
-//! - [`sampler`]: the connection and the clock (this crate).
+//! - [`sampler`]: the connection and the clock (this crate); `memcache`: its connections
+//!   to a memcached ring.
 //! - [`crest_report::server::info`]: one `INFO` reply parsed; [`crest_report::server::series`]:
 //!   samples → per-interval rows, totals, the truth check; the report's `server` section
 //!   (the report library: a saved report is judged and shown without a connection).
 
+mod memcache;
 pub mod sampler;
 
 pub use crest_report::server::{Series, ServerReport, ServerRow};

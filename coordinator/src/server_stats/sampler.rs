@@ -1,7 +1,9 @@
-//! The sampler's connection and clock: [`Sampler::connect`], [`Sampler::sample`] (one
-//! `INFO`), [`Sampler::clock`] (a task sampling at every boundary) and
-//! [`Running::finish`] (stop, one last sample, the [`Series`]).
+//! The sampler's connection and clock: [`Sampler::connect`] (a Redis-protocol target) or
+//! [`Sampler::connect_memcache`] (a memcached server or ring), [`Sampler::sample`] (one
+//! `INFO`, or one `stats` of every server), [`Sampler::clock`] (a task sampling at every
+//! boundary) and [`Running::finish`] (stop, one last sample, the [`Series`]).
 
+use super::memcache::{self, Failure};
 use crest_engine::probe::{Control, Dial};
 use crest_engine::target_tls::Client;
 use crest_model::target::Session;
@@ -42,10 +44,7 @@ const EVERYTHING: &[&[u8]] = &[b"INFO", b"everything"];
 /// The sampler between samples.
 #[derive(Debug)]
 pub struct Sampler {
-    /// How its connection is opened, and opened again after a failed sample.
-    dial: Dial,
-    conn: Option<Control>,
-    ask: &'static [&'static [u8]],
+    link: Link,
     timeout: Duration,
     series: Series,
     /// When each sample's reply came, beside `series.samples`.
@@ -53,6 +52,21 @@ pub struct Sampler {
     /// `INFO`s written so far.
     seq: u64,
     missed: u32,
+}
+
+/// What the sampler asks, and on which connections.
+#[derive(Debug)]
+enum Link {
+    /// A Redis-protocol target: `INFO` on one control connection.
+    Resp {
+        /// How its connection is opened, and opened again after a failed sample (boxed:
+        /// the largest part by far).
+        dial: Box<Dial>,
+        conn: Option<Control>,
+        ask: &'static [&'static [u8]],
+    },
+    /// memcached: `stats` on one connection to every server of the ring, summed.
+    Memcache(Vec<memcache::Server>),
 }
 
 /// One request on `conn` and its reply within `timeout` (at most `max` bytes); a timeout,
@@ -105,24 +119,26 @@ impl Sampler {
         interval: Duration,
     ) -> Result<Self, String> {
         let tls = tls.map(Client::new).transpose()?;
-        let mut s = Sampler {
-            dial: Dial::new(addr, target, session, tls, NAME),
-            conn: None,
-            ask: SECTIONS,
-            timeout: REPLY_TIMEOUT.min(interval.max(Duration::from_millis(100))),
-            series: Series::default(),
-            at: Vec::new(),
-            seq: 0,
-            missed: 0,
-        };
-        s.open().await?;
+        let dial = Dial::new(addr, target, session, tls, NAME);
+        let conn = Some(dial.open(CONNECT_TIMEOUT).await?);
+        let mut s = Sampler::new(
+            Link::Resp {
+                dial: Box::new(dial),
+                conn,
+                ask: SECTIONS,
+            },
+            interval,
+        );
         if let Err(first) = s.info().await {
             // A server that is silent or gone: no sampling. One that refuses the
             // sections (an older server takes one): try `INFO everything`.
-            if s.conn.is_none() {
+            let Link::Resp { conn, ask, .. } = &mut s.link else {
+                return Err(first);
+            };
+            if conn.is_none() {
                 return Err(format!("the target does not answer INFO ({first})"));
             }
-            s.ask = EVERYTHING;
+            *ask = EVERYTHING;
             s.info()
                 .await
                 .map_err(|_| format!("the target does not answer INFO ({first})"))?;
@@ -143,28 +159,100 @@ impl Sampler {
         Ok(s)
     }
 
-    async fn open(&mut self) -> Result<(), String> {
-        self.conn = Some(self.dial.open(CONNECT_TIMEOUT).await?);
-        Ok(())
+    /// Connects to every server of a memcached target (`addrs`: its ring, in order;
+    /// `target` as the user named it), over `tls` when given, checks that each answers
+    /// `stats` with memcached's counters, and reads `stats settings` once (the worker
+    /// threads, as the report's `io_threads` when every server has the same number).
+    ///
+    /// # Errors
+    /// Why the target cannot be sampled, in one line.
+    pub async fn connect_memcache(
+        addrs: &[SocketAddr],
+        target: &str,
+        tls: Option<&crest_model::target::Tls>,
+        interval: Duration,
+    ) -> Result<Self, String> {
+        if addrs.is_empty() {
+            return Err(format!("{target}: no server to sample"));
+        }
+        let tls = tls.map(Client::new).transpose()?;
+        let mut ring: Vec<memcache::Server> = addrs
+            .iter()
+            .map(|a| memcache::Server::new(*a, tls.clone()))
+            .collect();
+        memcache::open(&mut ring, CONNECT_TIMEOUT).await?;
+        let mut s = Sampler::new(Link::Memcache(ring), interval);
+        s.info()
+            .await
+            .map_err(|e| format!("the target does not answer stats ({e})"))?;
+        if let Link::Memcache(ring) = &mut s.link {
+            // Connections dropped by a failed settings request open again at the next
+            // sample; the settings are then unknown, nothing else.
+            if let Ok(replies) = memcache::ask_all(ring, memcache::SETTINGS, s.timeout).await {
+                let threads: Vec<Option<u64>> = replies
+                    .iter()
+                    .map(|t| crest_report::server::memcache::settings_threads(t))
+                    .collect();
+                s.series.io_threads = threads
+                    .first()
+                    .copied()
+                    .flatten()
+                    .filter(|n| threads.iter().all(|t| *t == Some(*n)));
+            }
+        }
+        s.series.unanswered = 0;
+        Ok(s)
     }
 
-    /// One request and its reply; a timeout or a broken connection drops the connection.
+    /// A sampler on `link` before its first sample; its reply timeout follows `interval`.
+    fn new(link: Link, interval: Duration) -> Self {
+        Sampler {
+            link,
+            timeout: REPLY_TIMEOUT.min(interval.max(Duration::from_millis(100))),
+            series: Series::default(),
+            at: Vec::new(),
+            seq: 0,
+            missed: 0,
+        }
+    }
+
+    /// One request and its reply on a Redis-protocol target; a timeout or a broken
+    /// connection drops the connection.
     async fn request(&mut self, args: &[&[u8]]) -> Result<Frame, String> {
-        ask_within(&mut self.conn, args, self.timeout, MAX_INFO).await
+        match &mut self.link {
+            Link::Resp { conn, .. } => ask_within(conn, args, self.timeout, MAX_INFO).await,
+            Link::Memcache(_) => Err("not a Redis-protocol target".into()),
+        }
     }
 
-    /// One `INFO`, counted in `seq` (and in `unanswered` when no reply came); `last`
-    /// asks for the latency percentiles too (and keeps them).
+    /// One sample's reply, counted in `seq` (and in `unanswered` when no reply came): an
+    /// `INFO` (`last` asks for the latency percentiles too, and keeps them), or one
+    /// `stats` of every memcached server, summed.
     async fn info_at(&mut self, last: bool) -> Result<Snap, String> {
-        if self.conn.is_none() {
-            self.open().await?;
+        let (dial, conn, ask) = match &mut self.link {
+            Link::Resp { dial, conn, ask } => (dial, conn, *ask),
+            Link::Memcache(ring) => {
+                memcache::open(ring, CONNECT_TIMEOUT).await?;
+                self.seq += 1;
+                return match memcache::sample(ring, self.timeout).await {
+                    Ok(snap) => Ok(snap),
+                    Err(Failure::Unanswered(e)) => {
+                        self.series.unanswered += 1;
+                        Err(e)
+                    }
+                    Err(e) => Err(e.words()),
+                };
+            }
+        };
+        if conn.is_none() {
+            *conn = Some(dial.open(CONNECT_TIMEOUT).await?);
         }
         self.seq += 1;
-        let mut ask = self.ask.to_vec();
-        if last && self.ask == SECTIONS {
-            ask.push(FINAL_SECTION);
+        let mut args = ask.to_vec();
+        if last && ask == SECTIONS {
+            args.push(FINAL_SECTION);
         }
-        match self.request(&ask).await {
+        match ask_within(conn, &args, self.timeout, MAX_INFO).await {
             Ok(f) => text(f).and_then(|t| {
                 // A server that understood the question lists its commands under this
                 // header, even when it has run none yet.
@@ -187,7 +275,7 @@ impl Sampler {
         }
     }
 
-    /// One `INFO` of the usual sections.
+    /// One sample's reply (`INFO` of the usual sections).
     async fn info(&mut self) -> Result<Snap, String> {
         self.info_at(false).await
     }
@@ -363,6 +451,24 @@ mod tests {
         Sampler::connect(addr, "fake", &Session::default(), None, interval).await
     }
 
+    impl Sampler {
+        /// What a Redis-protocol sampler asks.
+        fn ask(&self) -> &'static [&'static [u8]] {
+            match &self.link {
+                Link::Resp { ask, .. } => ask,
+                Link::Memcache(_) => &[],
+            }
+        }
+
+        /// Every connection is open.
+        fn connected(&self) -> bool {
+            match &self.link {
+                Link::Resp { conn, .. } => conn.is_some(),
+                Link::Memcache(ring) => ring.iter().all(memcache::Server::connected),
+            }
+        }
+    }
+
     /// `connect` asks for the sections in one `INFO` and reads `io-threads`; a sample
     /// keeps the fields the series reads, the latency percentiles only in the final one.
     #[tokio::test]
@@ -370,7 +476,7 @@ mod tests {
         let (addr, mut seen) = serve(redis).await;
         let mut s = connect(addr, INTERVAL).await.unwrap();
         assert_eq!(s.series.io_threads, Some(4));
-        assert_eq!(s.ask, SECTIONS);
+        assert_eq!(s.ask(), SECTIONS);
         assert_eq!(s.timeout, INTERVAL);
         assert_eq!(
             commands(&mut seen),
@@ -437,7 +543,7 @@ mod tests {
         })
         .await;
         let mut s = connect(addr, INTERVAL).await.unwrap();
-        assert_eq!(s.ask, EVERYTHING);
+        assert_eq!(s.ask(), EVERYTHING);
         assert_eq!(s.series.io_threads, None);
         assert_eq!(s.series.unanswered, 0);
         s.sample(Mark::Final, None).await;
@@ -504,7 +610,7 @@ mod tests {
         let (addr, mut seen) = serve(redis_but(|i| i == 1, || Act::Silent)).await;
         let mut s = connect(addr, Duration::from_millis(250)).await.unwrap();
         s.sample(Mark::BeforeLoad, None).await;
-        assert!(s.conn.is_none());
+        assert!(!s.connected());
         assert_eq!(s.series.unanswered, 1);
         assert_eq!(
             s.series.notes,
@@ -669,6 +775,180 @@ mod tests {
         assert_eq!(
             text(Frame::Integer(1)),
             Err("INFO answered something other than text".into())
+        );
+    }
+
+    /// What a fake memcached does with its `stats` number `i` (from 0, over all its
+    /// connections).
+    #[derive(Clone, Copy)]
+    enum Mc {
+        /// Answers a `stats` whose `cmd_get` is `base + i`.
+        Counts(u64),
+        /// Never answers.
+        Silent,
+        /// Writes `STAT` lines without end (past the size limit), then nothing.
+        Endless,
+        /// Answers as a Redis server would.
+        Resp,
+        /// Answers a `stats` with no memcached counters.
+        NotMemcached,
+    }
+
+    /// A fake memcached on 127.0.0.1: `stats` as `act(i)` says, `stats settings` with
+    /// `threads`; the number of `stats` it was asked.
+    async fn memcached(
+        act: impl Fn(usize) -> Mc + Send + Sync + 'static,
+        threads: u64,
+    ) -> (SocketAddr, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let (act, count) = (Arc::new(act), asked.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let (act, count) = (act.clone(), count.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+                            let line: Vec<u8> = buf.drain(..=nl).collect();
+                            let out = if line.starts_with(b"stats settings") {
+                                format!(
+                                    "STAT maxconns 1024\r\nSTAT num_threads {threads}\r\nSTAT item_size_max 1048576\r\nEND\r\n"
+                                )
+                            } else {
+                                match act(count.fetch_add(1, Ordering::SeqCst)) {
+                                    Mc::Counts(n) => {
+                                        let i = count.load(Ordering::SeqCst) as u64;
+                                        format!(
+                                            "STAT pid 42\r\nSTAT uptime 5\r\nSTAT time 105\r\nSTAT version 1.6.18\r\nSTAT rusage_user 0.100000\r\nSTAT rusage_system 0.000000\r\nSTAT curr_connections 1\r\nSTAT cmd_get {}\r\nSTAT cmd_set 0\r\nSTAT bytes 64\r\nEND\r\n",
+                                            n + i
+                                        )
+                                    }
+                                    Mc::Silent => String::new(),
+                                    Mc::Endless => "STAT x 1\r\n".repeat(8000),
+                                    Mc::Resp => "-ERR unknown command 'stats'\r\n".into(),
+                                    Mc::NotMemcached => "STAT pid 1\r\nEND\r\n".into(),
+                                }
+                            };
+                            if s.write_all(out.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                    }
+                });
+            }
+        });
+        (addr, asked)
+    }
+
+    use std::sync::Arc;
+
+    /// A ring of two: each asked `stats` at every sample, the replies summed; the threads
+    /// read once; nothing taken out of the counts (memcached counts no `stats`).
+    #[tokio::test]
+    async fn memcache_a_ring_is_sampled_whole_and_summed() {
+        let (a, asked_a) = memcached(|_| Mc::Counts(100), 4).await;
+        let (b, asked_b) = memcached(|_| Mc::Counts(1000), 4).await;
+        let mut s = Sampler::connect_memcache(&[a, b], "memcache://fake", None, INTERVAL)
+            .await
+            .unwrap();
+        assert_eq!(s.series.io_threads, Some(4));
+        assert_eq!(s.series.unanswered, 0);
+        assert!(s.connected());
+        s.sample(Mark::BeforeLoad, None).await;
+        s.sample(Mark::Final, None).await;
+        assert_eq!(s.series.notes, Vec::<String>::new());
+        let [before, last] = &s.series.samples[..] else {
+            panic!("{:?}", s.series.samples)
+        };
+        assert_eq!((before.seq, last.seq), (1, 2));
+        // The second stats of each: 100 + 2 and 1000 + 2.
+        assert_eq!(before.info.commands["cmd_get"].calls, 1104);
+        assert_eq!(last.info.commands["cmd_get"].calls, 1106);
+        assert_eq!(before.info.cpu_us(), Some(200_000));
+        assert_eq!(before.info.uint("used_memory"), Some(128));
+        assert_eq!(before.info.text("memcached_version"), Some("1.6.18"));
+        assert_eq!(before.info.text("run_id"), Some("42@100,42@100"));
+        assert_eq!(asked_a.load(Ordering::SeqCst), 3);
+        assert_eq!(asked_b.load(Ordering::SeqCst), 3);
+        // Servers that disagree on their threads: none said.
+        let (c, _) = memcached(|_| Mc::Counts(0), 8).await;
+        let s = Sampler::connect_memcache(&[a, c], "memcache://fake", None, INTERVAL)
+            .await
+            .unwrap();
+        assert_eq!(s.series.io_threads, None);
+    }
+
+    /// A silent server fails the ring's sample at the reply timeout: noted, counted
+    /// unanswered, every connection dropped; the next sample connects again.
+    #[tokio::test]
+    async fn memcache_a_silent_server_fails_the_sample_and_the_ring_reconnects() {
+        let (a, _) = memcached(|_| Mc::Counts(0), 1).await;
+        let (b, _) = memcached(|i| if i == 1 { Mc::Silent } else { Mc::Counts(0) }, 1).await;
+        let interval = Duration::from_millis(200);
+        let mut s = Sampler::connect_memcache(&[a, b], "memcache://fake", None, interval)
+            .await
+            .unwrap();
+        s.sample(Mark::BeforeLoad, None).await;
+        assert!(s.series.samples.is_empty());
+        assert_eq!(s.series.unanswered, 1);
+        assert!(!s.connected());
+        assert_eq!(
+            s.series.notes,
+            vec![format!(
+                "sample BeforeLoad failed: {b}: no reply within the deadline"
+            )]
+        );
+        s.sample(Mark::Final, None).await;
+        assert_eq!(s.series.samples.len(), 1);
+        assert_eq!(s.series.samples[0].seq, 2);
+        assert!(s.connected());
+    }
+
+    /// A reply that never ends is read to the size limit, not further; a Redis server,
+    /// or a reply without memcached's counters, is not sampled; each in one line.
+    #[tokio::test]
+    async fn memcache_connect_refuses_what_is_not_memcached() {
+        let connect = |a: SocketAddr| async move {
+            Sampler::connect_memcache(&[a], "memcache://fake", None, INTERVAL)
+                .await
+                .unwrap_err()
+        };
+        let (a, _) = memcached(|_| Mc::Endless, 1).await;
+        assert_eq!(
+            connect(a).await,
+            format!("the target does not answer stats ({a}: a reply past 65536 bytes without END)")
+        );
+        let (a, _) = memcached(|_| Mc::Resp, 1).await;
+        assert_eq!(
+            connect(a).await,
+            format!("the target does not answer stats ({a}: -ERR unknown command 'stats')")
+        );
+        let (a, _) = memcached(|_| Mc::NotMemcached, 1).await;
+        assert_eq!(
+            connect(a).await,
+            format!("the target does not answer stats ({a}: its stats reply has no cmd_get)")
+        );
+        let (a, _) = memcached(|_| Mc::Silent, 1).await;
+        let e = Sampler::connect_memcache(&[a], "t", None, Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            format!("the target does not answer stats ({a}: no reply within the deadline)")
+        );
+        assert_eq!(
+            Sampler::connect_memcache(&[], "memcache://", None, INTERVAL)
+                .await
+                .unwrap_err(),
+            "memcache://: no server to sample"
         );
     }
 }

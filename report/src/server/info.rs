@@ -1,6 +1,7 @@
 //! One `INFO` reply, parsed: the plain `field:value` lines, `cmdstat_<command>` counters,
 //! `errorstat_<KIND>` counts and `db<N>` keyspace lines. Nothing is interpreted here beyond
 //! splitting; which field is a counter and which a gauge is [`super::series`]'s business.
+//! A memcached `stats` reply comes to the same [`Info`] through [`super::memcache`].
 
 use std::collections::BTreeMap;
 
@@ -43,6 +44,10 @@ pub struct Info {
     /// 7+ and Valkey) by lower-case command name: the server's own latency percentiles,
     /// µs, since its stats were last reset.
     pub latency: BTreeMap<String, BTreeMap<String, f64>>,
+    /// memcached's hit and miss counters (`get_hits`, `delete_misses`, `cas_badval`...),
+    /// which its truth check reads per family ([`super::memcache`]); empty for a
+    /// Redis-protocol server.
+    pub counters: BTreeMap<String, u64>,
 }
 
 /// `k=v,k=v` into pairs (values trimmed).
@@ -169,6 +174,7 @@ const TEXTS: &[&str] = &[
     "crest_sink",
     "mem_allocator",
     "run_id",
+    "memcached_version",
 ];
 /// The one decimal gauge a [`Snap`] keeps.
 const FRAG: &str = "mem_fragmentation_ratio";
@@ -190,6 +196,8 @@ pub struct Snap {
     pub dbs: BTreeMap<String, DbKeys>,
     /// As [`Info::latency`].
     pub latency: BTreeMap<String, BTreeMap<String, f64>>,
+    /// As [`Info::counters`].
+    pub counters: BTreeMap<String, u64>,
 }
 
 impl From<Info> for Snap {
@@ -203,6 +211,7 @@ impl From<Info> for Snap {
             errors: info.errors,
             dbs: info.dbs,
             latency: info.latency,
+            counters: info.counters,
         }
     }
 }

@@ -4,8 +4,11 @@
 //! A counter that went down between two samples (a server restart, `CONFIG RESETSTAT`)
 //! has no delta: the row names it in `counter_reset` and leaves the value null, never a
 //! negative or wrapped number; the truth check then says the counts cannot be compared.
+//! A memcached target's samples are the same snapshots; its truth check is per counter
+//! family ([`super::memcache`]) when [`Books::memcache`] says the run was memcached's.
 
 use super::info::{CmdCounters, Snap};
+use super::memcache::{self, FamilyCheck, McBooks};
 use crate::fmt::{grouped, round2};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -158,6 +161,12 @@ pub struct Agreement {
     /// ([`SETUP_COMMANDS`]: a workload of `ECHO` or `CLIENT ...`): the server's count
     /// holds every connection's and reconnect's setup, which no report counts.
     pub judged: bool,
+    /// A memcached run's family: `command` names it and its commands (`cmd_get (GET +
+    /// MGET keys)`), `sent` and `server` count as memcached counts (keys of a multi-get),
+    /// `answered` is the requests completed without an error (memcached counts no request
+    /// it answers with one). Absent for a Redis-protocol server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcache: Option<FamilyCheck>,
 }
 
 /// The name before `|`.
@@ -294,7 +303,8 @@ fn missing(index: Option<u32>, t_s: f64) -> ServerRow {
 /// The server as its `INFO server` and `INFO memory` describe it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerIdentity {
-    /// `valkey 8.1.8`, `redis 7.0.15`, or `crest-sink 7.0.0` for the built-in target.
+    /// `valkey 8.1.8`, `redis 7.0.15`, `memcached 1.6.18`, or `crest-sink 7.0.0` for the
+    /// built-in target.
     pub version: String,
     /// `redis_version` (Valkey reports the Redis version it is compatible with).
     pub redis_version: Option<String>,
@@ -316,6 +326,9 @@ impl ServerIdentity {
         let redis = info.text("redis_version").map(str::to_string);
         let valkey = info.text("valkey_version").map(str::to_string);
         let version = match (&valkey, &redis) {
+            (None, None) if let Some(m) = info.text("memcached_version") => {
+                format!("memcached {m}")
+            }
             (Some(v), _) => format!("valkey {v}"),
             (None, Some(r)) if info.text("crest_sink") == Some("1") => format!("crest-sink {r}"),
             (None, Some(r)) => format!("redis {r}"),
@@ -391,6 +404,10 @@ pub struct Sent {
     /// Requests the server answered: non-error replies and server error replies (not
     /// timeouts or disconnects, which the client decides).
     pub answered: u64,
+    /// Of them, non-error replies (memcached counts no request it answers with an error).
+    pub completed: u64,
+    /// Misses among them: nil replies, and a multi-get's missing keys.
+    pub misses: u64,
 }
 
 /// What the truth check needs from the rest of the report.
@@ -423,6 +440,9 @@ pub struct Books<'a> {
     /// reached`): requests written on them were answered without being run, so a server
     /// that counted fewer than were sent is explained.
     pub refused: Option<String>,
+    /// The target was memcached (its `stats` sampled): the truth check is per counter
+    /// family ([`memcache::agreement`]). None for a Redis-protocol target.
+    pub memcache: Option<McBooks<'a>>,
 }
 
 /// Builds the `server` section from the samples; the second value is the truth check's
@@ -462,7 +482,11 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         .filter(|s| matches!(s.mark, Mark::Boundary(_)))
         .map(|s| s.late_us)
         .fold(0.0, f64::max);
-    let (agreement, counted) = agreement(&total, books, boundary_allowance(series, books));
+    let allowance = boundary_allowance(series, books);
+    let (agreement, counted) = match &books.memcache {
+        Some(mc) => memcache::agreement(&total, &baseline.info, &last.info, books, mc, allowance),
+        None => agreement(&total, books, allowance),
+    };
     let other_commands = other_commands(&total, books, &counted);
     let restarted = baseline.info.text("run_id") != last.info.text("run_id");
     let went_down = went_down(&total, &intervals, drain.as_ref());
@@ -659,6 +683,7 @@ fn agreement(
                 || (answered.saturating_sub(allowance) <= server
                     && server <= s.sent.saturating_add(allowance)),
             judged: !is_setup(&lower),
+            memcache: None,
         });
     }
     (agreement, counted)
@@ -757,6 +782,17 @@ fn signed(d: i64) -> String {
 
 /// One command that disagrees, in words.
 fn differs(a: &Agreement) -> String {
+    if a.memcache.is_some() {
+        return format!(
+            "{} {} by the server vs {} sent by crest ({}; {} completed, the rest of the sent unanswered or answered with an error; boundary allowance {})",
+            a.command,
+            grouped(a.server),
+            grouped(a.sent),
+            signed(a.difference),
+            grouped(a.answered),
+            grouped(a.allowance)
+        );
+    }
     format!(
         "{} {} by the server vs {} sent by crest ({}; {} answered, the rest of the sent unanswered; boundary allowance {})",
         a.command,
@@ -792,6 +828,9 @@ pub fn agreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -
     let mut parts: Vec<String> = agreement
         .iter()
         .map(|a| {
+            if let Some(m) = &a.memcache {
+                return family_words(a, m);
+            }
             if !a.judged {
                 format!(
                     "{} {} by the server, {} sent (not judged: connection setup sends it too)",
@@ -827,6 +866,42 @@ pub fn agreement_words(agreement: &[Agreement], other: &BTreeMap<String, u64>) -
         parts.push(format!("commands crest did not send: {}", list.join(", ")));
     }
     parts.join(", ")
+}
+
+/// A memcached family's comparison in words: as a command's, with the server's hits and
+/// misses beside the report's misses.
+fn family_words(a: &Agreement, m: &FamilyCheck) -> String {
+    if let Some(why) = &m.not_judged {
+        return format!("{} {} sent (not judged: {why})", a.command, grouped(a.sent));
+    }
+    let head = if a.server == a.sent && a.answered == a.sent {
+        format!("{} {} = {}", a.command, grouped(a.server), grouped(a.sent))
+    } else if a.agrees {
+        format!(
+            "{} {} by the server, {} sent, {} completed (the rest unanswered or answered with an error{})",
+            a.command,
+            grouped(a.server),
+            grouped(a.sent),
+            grouped(a.answered),
+            if a.allowance > 0 {
+                format!(", ±{} at the warm-up's end", grouped(a.allowance))
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        differs(a)
+    };
+    match (m.server_hits, m.server_misses) {
+        (Some(h), Some(x)) => format!(
+            "{head} (hits {}, misses {} by the server; {} misses in the report)",
+            grouped(h),
+            grouped(x),
+            grouped(m.misses)
+        ),
+        _ if m.misses > 0 => format!("{head} ({} misses in the report)", grouped(m.misses)),
+        _ => head,
+    }
 }
 
 #[cfg(test)]
@@ -912,6 +987,8 @@ mod tests {
         Sent {
             sent,
             answered: completed,
+            completed,
+            misses: 0,
         }
     }
 
@@ -927,6 +1004,7 @@ mod tests {
             coordinator_calls: &NONE,
             short: None,
             refused: None,
+            memcache: None,
         }
     }
 
