@@ -13,49 +13,18 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// A memcached of our own (`-U 0`, two threads), stopped on drop.
+/// A memcached of our own (`-U 0`), stopped on drop, at a socket address.
 struct Memcached {
-    _proc: Proc,
-    _dir: TempDir,
+    _server: crest_testkit::Memcached,
     addr: SocketAddr,
 }
 
 impl Memcached {
     fn start() -> Self {
-        let dir = TempDir::new("memcached-stats");
-        let port = free_port();
-        let p = port.to_string();
-        let proc = Proc::spawn(
-            &find_on_path("memcached"),
-            &[
-                "-l",
-                "127.0.0.1",
-                "-p",
-                &p,
-                "-U",
-                "0",
-                "-t",
-                "2",
-                "-m",
-                "64",
-                "-u",
-                "root",
-            ],
-            dir.path(),
-            "memcached",
-        );
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let t0 = Instant::now();
-        while TcpStream::connect(addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "memcached did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let server = crest_testkit::Memcached::start();
+        let addr = server.addr().parse().unwrap();
         Self {
-            _proc: proc,
-            _dir: dir,
+            _server: server,
             addr,
         }
     }
@@ -170,7 +139,7 @@ async fn a_text_mix_on_a_ring_moves_the_counters_the_table_says() {
     .await;
     assert_eq!(series.notes, Vec::<String>::new());
     assert_eq!(series.unanswered, 0);
-    assert_eq!(series.io_threads, Some(2), "memcached -t 2 on both");
+    assert_eq!(series.io_threads, Some(1), "memcached -t 1 on both");
     let marks: Vec<Mark> = series.samples.iter().map(|s| s.mark).collect();
     assert_eq!(
         marks,

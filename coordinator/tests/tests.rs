@@ -21,6 +21,7 @@ mod hostile;
 mod html;
 mod inprocess;
 mod memcache_stats;
+mod memcached;
 mod netns;
 mod redis_cluster;
 mod relay;

@@ -1,0 +1,267 @@
+//! `crest run` against real memcached 1.6 servers (issue #28): the text and meta protocols
+//! at pipeline 1 and 8 with the server's own `stats` equal to the report's counts (a
+//! multi-get counted per key, misses as the server's), a ring of three servers with every
+//! key on the one libmemcached's ketama names and a server killed mid-run counted as that
+//! server's errors alone, and Redis-only settings refused before load.
+
+use crate::support::*;
+use crest_memcache::ring::Ring;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The counters a mix of GET, MGET (3 keys) and SET moves.
+fn counters(m: &Memcached) -> HashMap<String, u64> {
+    m.stats()
+}
+
+fn delta(after: &HashMap<String, u64>, before: &HashMap<String, u64>, k: &str) -> u64 {
+    after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0)
+}
+
+/// A command's (sent, completed, misses) in the report.
+fn books(r: &Value, cmd: &str) -> (u64, u64, u64) {
+    let c = &r["commands"][cmd];
+    (u(c, "sent"), u(c, "completed"), u(c, "misses"))
+}
+
+/// One protocol and pipeline depth against one memcached: every GET and every MGET key is
+/// one `cmd_get`, every SET one `cmd_set`, the server's misses are the report's, and the
+/// report's own truth check agrees.
+fn one_server(meta: bool, pipeline: &str) {
+    let m = Memcached::start();
+    let before = counters(&m);
+    let dir = TempDir::new(&format!("mc-{meta}-{pipeline}"));
+    let target = format!("memcache://{}", m.addr());
+    let mut args = vec![
+        "--target",
+        &target,
+        "--rate",
+        "1500",
+        "--duration",
+        "2s",
+        "--connections",
+        "4",
+        "--pipeline",
+        pipeline,
+        "--mix",
+        "SET=1,GET=4,MGET=1",
+        "--batch",
+        "3",
+        "--keys",
+        "500",
+    ];
+    if meta {
+        args.push("--meta");
+    }
+    let r = CrestRun::new(&dir).args(&args).run(0);
+    let after = counters(&m);
+    assert_eq!(
+        r["protocol"],
+        if meta {
+            "memcache-meta"
+        } else {
+            "memcache-text"
+        }
+    );
+    let (get_sent, get_done, get_miss) = books(&r, "GET");
+    let (mget_sent, mget_done, mget_miss) = books(&r, "MGET");
+    let (set_sent, set_done, _) = books(&r, "SET");
+    assert_eq!(get_sent + mget_sent + set_sent, 3000, "every request sent");
+    // Every request answered (nothing in flight at the end): the server's counts are exact.
+    let cmd_get = delta(&after, &before, "cmd_get");
+    let (lo, hi) = (get_done + 3 * mget_done, get_sent + 3 * mget_sent);
+    assert!(
+        (lo..=hi).contains(&cmd_get),
+        "cmd_get {cmd_get} outside the report's [{lo}, {hi}]"
+    );
+    let cmd_set = delta(&after, &before, "cmd_set");
+    assert!(
+        (set_done..=set_sent).contains(&cmd_set),
+        "cmd_set {cmd_set}"
+    );
+    if r["totals"]["in_flight"] == 0 && r["totals"]["errors"] == 0 {
+        assert_eq!(cmd_get, lo);
+        assert_eq!(cmd_set, set_done);
+        // Misses: a GET's miss is one, a multi-get's each missing key.
+        assert_eq!(delta(&after, &before, "get_misses"), get_miss + mget_miss);
+    }
+    assert!(
+        get_miss > 0 && get_done > get_miss,
+        "some hits, some misses"
+    );
+    assert_eq!(
+        r["server"]["agrees"], true,
+        "the truth check: {}",
+        r["server"]["agreement"]
+    );
+}
+
+#[test]
+fn text_protocol_pipeline_1_counts_as_memcached_does() {
+    one_server(false, "1");
+}
+
+#[test]
+fn text_protocol_pipeline_8_counts_as_memcached_does() {
+    one_server(false, "8");
+}
+
+#[test]
+fn meta_protocol_pipeline_1_counts_as_memcached_does() {
+    one_server(true, "1");
+}
+
+#[test]
+fn meta_protocol_pipeline_8_counts_as_memcached_does() {
+    one_server(true, "8");
+}
+
+/// A ring of three: the prefill writes every key once and each server holds exactly the
+/// keys ketama gives it (computed here from the ring); each server's `stats` count exactly
+/// the requests the report's per-server row completed; the shares of requests follow the
+/// ring's shares.
+#[test]
+fn a_ring_places_every_key_on_its_ketama_server() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::start()).collect();
+    let addrs: Vec<String> = servers.iter().map(Memcached::addr).collect();
+    let target = format!("memcache://{}", addrs.join(","));
+    let dir = TempDir::new("mc-ring");
+    let keys = 3000u64;
+    let r = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &target,
+            "--rate",
+            "1500",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--mix",
+            "GET=3,SET=1",
+            "--keys",
+            &keys.to_string(),
+            "--prefill",
+        ])
+        .run(0);
+    let ring = Ring::of_addrs(&addrs);
+    let mut want = vec![0u64; 3];
+    for k in 0..keys {
+        want[ring.server_of(format!("crest:{k}").as_bytes())] += 1;
+    }
+    let stats: Vec<_> = servers.iter().map(Memcached::stats).collect();
+    let items: Vec<u64> = stats.iter().map(|s| s["curr_items"]).collect();
+    assert_eq!(items, want, "each server holds the keys ketama gives it");
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    let shares = ring.shares();
+    for (i, a) in addrs.iter().enumerate() {
+        let n = nodes.iter().find(|n| n["addr"] == a.as_str()).unwrap();
+        // The server's own counts, less the prefill's sets (one per key it holds).
+        let served = stats[i]["cmd_get"] + stats[i]["cmd_set"] - want[i];
+        assert_eq!(served, u(n, "completed") + u(n, "errors"), "{a}: {n}");
+        assert!(
+            (f(n, "slot_share") - shares[i]).abs() < 1e-3,
+            "{a}: ring share {} vs {}",
+            n["slot_share"],
+            shares[i]
+        );
+        assert!(
+            (f(n, "request_share") - shares[i]).abs() < 0.06,
+            "{a}: request share {} vs the ring's {}",
+            n["request_share"],
+            shares[i]
+        );
+    }
+    assert_eq!(r["server"]["agrees"], true, "{}", r["server"]["agreement"]);
+}
+
+/// A server of the ring killed mid-run: its requests fail as connection errors counted on
+/// its row, the other two keep their load with no error, and the books still balance.
+#[test]
+fn a_server_killed_mid_run_costs_only_its_own_keys() {
+    let mut servers: Vec<Memcached> = (0..3).map(|_| Memcached::start()).collect();
+    let addrs: Vec<String> = servers.iter().map(Memcached::addr).collect();
+    let target = format!("memcache://{}", addrs.join(","));
+    let dir = TempDir::new("mc-ring-kill");
+    let mut p = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &target,
+            "--rate",
+            "1000",
+            "--duration",
+            "4s",
+            "--connections",
+            "2",
+            "--timeout",
+            "500ms",
+            "--mix",
+            "GET=1",
+            "--keys",
+            "1000",
+            "--no-server-stats",
+        ])
+        .spawn();
+    // Kill the last server once the run has sent to it (its counter moves).
+    let t0 = std::time::Instant::now();
+    while servers[2].stats().get("cmd_get").copied().unwrap_or(0) < 200 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no load reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    servers[2].kill();
+    assert_eq!(
+        p.wait(Duration::from_secs(120)),
+        0,
+        "{}",
+        read_log(dir.path(), "crest", "stderr")
+    );
+    let r = read_report(&dir.path().join("out"));
+    assert_balanced("ring kill", &r);
+    let nodes = r["nodes"].as_array().unwrap();
+    let row = |a: &str| nodes.iter().find(|n| n["addr"] == a).unwrap().clone();
+    let dead = row(&addrs[2]);
+    assert!(u(&dead, "errors") > 0, "the killed server's errors: {dead}");
+    for a in &addrs[..2] {
+        let n = row(a);
+        assert_eq!(u(&n, "errors"), 0, "{a} lost nothing: {n}");
+        assert!(u(&n, "completed") > 500, "{a} kept its load: {n}");
+    }
+}
+
+/// What only a Redis-protocol server has is refused before load, in one line.
+#[test]
+fn redis_only_settings_are_refused_for_a_memcached_target() {
+    for (args, needle) in [
+        (&["--mix", "HSET=1"][..], "HSET is not a memcached command"),
+        (&["--db", "2"][..], "--db"),
+        (&["--resp", "3"][..], "--resp"),
+        (&["--cluster"][..], "--cluster"),
+        (&["--key-prefix", "a b:"][..], "space"),
+    ] {
+        let mut all = vec![
+            "run",
+            "--target",
+            "memcache://127.0.0.1:1",
+            "--duration",
+            "1s",
+        ];
+        all.extend_from_slice(args);
+        crest_fails(&all, needle);
+    }
+    crest_fails(
+        &[
+            "run",
+            "--target",
+            "127.0.0.1:1",
+            "--meta",
+            "--duration",
+            "1s",
+        ],
+        "memcache://",
+    );
+}
