@@ -4,7 +4,6 @@
 //! get), the sampler's own `stats` move no command counter, a ring's servers are summed,
 //! and the truth check agrees family by family.
 
-use crate::support::*;
 use crest::server_stats::Sampler;
 use crest_report::server::memcache::{Keys, McBooks};
 use crest_report::server::series::{self, Books, Mark, Sent, Series};

@@ -265,3 +265,59 @@ fn redis_only_settings_are_refused_for_a_memcached_target() {
         "memcache://",
     );
 }
+
+/// Checkpoints of a closed-loop SET run read `stats` of the servers at each pause: the
+/// items held grow by exactly the keys written between them (sequential keys, each once).
+#[test]
+fn checkpoints_read_the_servers_stats() {
+    let a = Memcached::start();
+    let b = Memcached::start();
+    let target = format!("memcache://{},{}", a.addr(), b.addr());
+    let dir = TempDir::new("mc-checkpoints");
+    let r = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &target,
+            "--rate",
+            "max",
+            "--requests",
+            "3000",
+            "--checkpoint-every",
+            "1000",
+            "--mix",
+            "SET=1",
+            "--key-dist",
+            "sequential",
+            "--keys",
+            "100000",
+            "--connections",
+            "2",
+        ])
+        .run(0);
+    let rows = r["checkpoints"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(
+            row["probe"],
+            format!("curr_items {}", 1000 * (i + 1)),
+            "{row}"
+        );
+        assert!(u(row, "used_memory") > 0, "{row}");
+    }
+    crest_fails(
+        &[
+            "run",
+            "--target",
+            &target,
+            "--rate",
+            "max",
+            "--requests",
+            "10",
+            "--checkpoint-every",
+            "5",
+            "--probe",
+            "DBSIZE",
+        ],
+        "a RESP command",
+    );
+}

@@ -17,11 +17,13 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "checkpoints (load paused, replies in, then INFO memory{}):",
-            if self.checkpoints.iter().any(|c| c.probe.is_some()) {
-                " and the probe"
+            "checkpoints (load paused, replies in, then {}):",
+            if self.protocol.starts_with("memcache") {
+                "stats of every server: bytes as used_memory, curr_items as the probe"
+            } else if self.checkpoints.iter().any(|c| c.probe.is_some()) {
+                "INFO memory and the probe"
             } else {
-                ""
+                "INFO memory"
             }
         );
         let _ = writeln!(

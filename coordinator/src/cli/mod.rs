@@ -264,6 +264,13 @@ fn check_checkpoints(cfg: &RunConfig) -> Result<(), ConfigError> {
         }
         return Ok(());
     };
+    if let (true, Some(p)) = (cfg.protocol.is_memcache(), &cfg.probe) {
+        return Err(err(
+            "--probe",
+            p.join(" "),
+            "is a RESP command; a memcached target's checkpoints read stats (bytes, curr_items) of every server",
+        ));
+    }
     let closed: Vec<&ClassConfig> = cfg
         .classes
         .iter()

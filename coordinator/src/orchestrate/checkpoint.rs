@@ -5,6 +5,10 @@
 //! a connection of its own, then releases the checkpoint to everyone. So the server holds
 //! exactly k × N requests' work, nothing in flight, when it is read — the sorted-set
 //! study's "memory every 1,000,000 members", not an estimate between two samples.
+//!
+//! A memcached target is read with `stats` instead, on a connection to every server of
+//! the ring ([`Checkpoints::memcache`]): `bytes` (summed) is the row's memory, and
+//! `curr_items` its probe line; `--probe` (a RESP command) is refused for memcached.
 
 use super::member::Member;
 use super::target;
@@ -44,6 +48,9 @@ pub struct Checkpoints {
     pub rows: Vec<CheckpointRow>,
     /// Commands this sent the server, lower case → calls (kept out of the truth check).
     pub calls: BTreeMap<String, u64>,
+    /// A memcached target: every server of the ring, read with `stats` (then `conn` is
+    /// unused).
+    ring: Option<Vec<crate::server_stats::memcache::Server>>,
 }
 
 impl Checkpoints {
@@ -69,6 +76,59 @@ impl Checkpoints {
             since: now,
             rows: Vec::new(),
             calls: BTreeMap::new(),
+            ring: None,
+        }
+    }
+
+    /// Checkpoints of a memcached target: `stats` of every server of `ring` (connected or
+    /// connected at the first checkpoint, again after a failed one).
+    pub(crate) fn memcache(
+        ring: Vec<crate::server_stats::memcache::Server>,
+        every: u64,
+        total_requests: u64,
+    ) -> Self {
+        let now = Instant::now();
+        Self {
+            every,
+            total: u32::try_from(total_requests / every.max(1)).unwrap_or(u32::MAX),
+            dial: None,
+            conn: None,
+            probe: Vec::new(),
+            reached: Vec::new(),
+            next: 0,
+            start: now,
+            since: now,
+            rows: Vec::new(),
+            calls: BTreeMap::new(),
+            ring: Some(ring),
+        }
+    }
+
+    /// The ring's memory (`bytes`, summed) and items, into `row`.
+    async fn sample_memcache(
+        ring: &mut [crate::server_stats::memcache::Server],
+        row: &mut CheckpointRow,
+    ) {
+        use crate::server_stats::memcache;
+        if let Err(e) = memcache::open(ring, REPLY_TIMEOUT).await {
+            row.error = Some(format!("stats: {e}"));
+            return;
+        }
+        match memcache::ask_all(ring, memcache::STATS, REPLY_TIMEOUT).await {
+            Ok(replies) => {
+                let all: Vec<_> = replies
+                    .iter()
+                    .map(|t| crest_report::server::memcache::Stats::parse(t))
+                    .collect();
+                match crest_report::server::memcache::Stats::sum(&all) {
+                    Some(s) => {
+                        row.used_memory = s.uint("bytes");
+                        row.probe = s.uint("curr_items").map(|n| format!("curr_items {n}"));
+                    }
+                    None => row.error = Some("stats: no server answered".into()),
+                }
+            }
+            Err(e) => row.error = Some(format!("stats: {}", e.words())),
         }
     }
 
@@ -160,6 +220,10 @@ impl Checkpoints {
             probe: None,
             error: None,
         };
+        if let Some(ring) = self.ring.as_mut() {
+            Self::sample_memcache(ring, &mut row).await;
+            return row;
+        }
         match self.ask(&[b"INFO", b"memory"]).await {
             Ok(Frame::Bulk(b) | Frame::Verbatim { data: b, .. }) => {
                 let info = Info::parse(&String::from_utf8_lossy(&b));

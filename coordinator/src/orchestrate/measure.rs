@@ -217,12 +217,42 @@ async fn checkpoints(cfg: &RunConfig, target: &Target) -> Result<Option<Checkpoi
             "--checkpoint-every: cannot reach the target to read it at the checkpoints: {e}"
         ))
     };
+    let total = class.requests.unwrap_or(0);
+    if cfg.protocol.is_memcache() {
+        let tls = cfg
+            .tls
+            .as_ref()
+            .map(crest_engine::target_tls::Client::new)
+            .transpose()
+            .map_err(cannot)?;
+        let mut ring = Vec::new();
+        for (i, s) in cfg.ring.iter().enumerate() {
+            let addr = if i == 0 {
+                target::sampler_target(cfg, target.builtin_port)
+                    .await
+                    .map(|a| a.0)
+            } else {
+                match tokio::net::lookup_host(s.as_str())
+                    .await
+                    .map(|mut a| a.next())
+                {
+                    Ok(Some(a)) => Ok(a),
+                    _ => Err(format!("memcached server {s} does not resolve")),
+                }
+            }
+            .map_err(cannot)?;
+            ring.push(crate::server_stats::memcache::Server::new(
+                addr,
+                tls.clone(),
+            ));
+        }
+        return Ok(Some(Checkpoints::memcache(ring, every, total)));
+    }
     let dial = target::dial(cfg, target.builtin_port, checkpoint::NAME)
         .await
         .map_err(cannot)?;
     let conn = target::open(&dial).await.map_err(cannot)?;
     let probe = cfg.probe.clone().unwrap_or_default();
-    let total = class.requests.unwrap_or(0);
     Ok(Some(Checkpoints::new(dial, conn, every, total, probe)))
 }
 

@@ -76,7 +76,7 @@
 //!   samples → per-interval rows, totals, the truth check; the report's `server` section
 //!   (the report library: a saved report is judged and shown without a connection).
 
-mod memcache;
+pub(crate) mod memcache;
 pub mod sampler;
 
 pub use crest_report::server::{Series, ServerReport, ServerRow};
