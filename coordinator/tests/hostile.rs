@@ -1337,3 +1337,121 @@ fn a_prefill_that_wrote_nothing_stops_the_run() {
         );
     }
 }
+
+/// A memcached impostor: reads request lines (the runs here send only `get`, no data
+/// blocks), answers `version` as memcached does so the probe passes, and every other line
+/// with `answer`.
+fn memcached_impostor(
+    answer: impl Fn(&mut TcpStream, &AtomicBool) -> bool + Send + Sync + 'static,
+) -> Hostile {
+    Hostile::start(move |mut s, stop| {
+        let (mut buf, mut chunk) = (Vec::new(), vec![0u8; 64 * 1024]);
+        while !stop.load(Ordering::Relaxed) {
+            while let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = buf.drain(..i + 2).collect();
+                let ok = if line.starts_with(b"version") {
+                    s.write_all(b"VERSION 1.6.0-impostor\r\n").is_ok()
+                } else {
+                    answer(&mut s, stop)
+                };
+                if !ok {
+                    return;
+                }
+            }
+            match s.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return,
+            }
+        }
+    })
+}
+
+/// GETs to a memcached impostor, as `SHORT` does for RESP.
+fn memcached_run(name: &str, h: &Hostile) -> Value {
+    let target = format!("memcache://{}", h.addr);
+    let o = run_watched(
+        name,
+        &target,
+        &[
+            "--rate",
+            "200",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--mix",
+            "GET=1",
+            "--timeout",
+            "500ms",
+            "--drain",
+            "1s",
+            "--no-server-stats",
+        ],
+        SHORT_LIMIT,
+    );
+    assert_balanced(name, &o.report);
+    o.report
+}
+
+/// memcached's hostile replies (issue #28): a `VALUE` announcing 2 GB, a line that never
+/// ends, more values than keys asked, a `SERVER_ERROR` to everything, a close in the middle
+/// of a value. Each is bounded (peak RSS checked by `run_watched`), counted by its kind, and
+/// the run ends on time with balanced books.
+#[test]
+fn hostile_memcached_replies() {
+    // A 2 GB value announced: refused at its header, nothing buffered.
+    let h = memcached_impostor(|s, _| s.write_all(b"VALUE k 0 2147483648\r\nabc").is_ok());
+    let r = memcached_run("mc-2gb", &h);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(
+        conn_errors(&r, "reply_too_large") > 0,
+        "{}",
+        r["connection_errors"]
+    );
+    // A line that never ends.
+    let h = memcached_impostor(|s, stop| {
+        if s.write_all(b"VALUE ").is_ok() {
+            write_forever(s, stop, &b"a".repeat(64 * 1024));
+        }
+        false
+    });
+    let r = memcached_run("mc-endless-line", &h);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(
+        conn_errors(&r, "protocol_error") > 0,
+        "{}",
+        r["connection_errors"]
+    );
+    // Values for keys never asked: more values than the one key of a get.
+    let h = memcached_impostor(|s, _| {
+        s.write_all(b"VALUE other 0 1\r\nx\r\nVALUE another 0 1\r\ny\r\nEND\r\n")
+            .is_ok()
+    });
+    let r = memcached_run("mc-extra-values", &h);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(
+        conn_errors(&r, "protocol_error") > 0,
+        "{}",
+        r["connection_errors"]
+    );
+    // SERVER_ERROR to everything: each request an error of that kind, with its words.
+    let h = memcached_impostor(|s, _| s.write_all(b"SERVER_ERROR out of memory\r\n").is_ok());
+    let r = memcached_run("mc-server-error", &h);
+    assert_eq!(kind(&r, "SERVER_ERROR"), 400, "{}", r["totals"]);
+    assert_eq!(
+        r["error_messages"]["SERVER_ERROR"],
+        "SERVER_ERROR out of memory"
+    );
+    // A close in the middle of a value.
+    let h = memcached_impostor(|s, _| {
+        let _ = s.write_all(b"VALUE k 0 100\r\nabc");
+        false
+    });
+    let r = memcached_run("mc-close-mid-value", &h);
+    assert_eq!(u(&r["totals"], "completed"), 0);
+    assert!(kind(&r, "disconnected") > 0, "{}", r["totals"]);
+}
