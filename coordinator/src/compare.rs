@@ -109,6 +109,15 @@ pub struct Plan {
 /// Sends `FLUSHALL` to the target of `cfg` on a connection set up as the shards' are
 /// (`crest compare` and `crest search` between runs).
 pub(crate) async fn flush(cfg: &crate::config::RunConfig) -> Result<(), String> {
+    if cfg.protocol.is_memcache() {
+        let mut ring = orchestrate::memcache_ring(cfg, None).await?;
+        return crate::server_stats::memcache::flush_all(
+            &mut ring,
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .map_err(|e| format!("--between: {e}"));
+    }
     let (mut c, t) = orchestrate::control_to(cfg, None, "crest-compare").await?;
     match c.ask(&[b"FLUSHALL"], 1 << 16).await {
         Ok(Some(crest_resp::Frame::Simple(_))) => Ok(()),

@@ -321,3 +321,52 @@ fn checkpoints_read_the_servers_stats() {
         "a RESP command",
     );
 }
+
+/// `crest compare` of two memcached targets, each flushed (`flush_all` on every server of
+/// its ring) before each of its runs.
+#[test]
+fn compare_flushes_every_server_of_each_ring_between_runs() {
+    let (a1, a2, b) = (Memcached::start(), Memcached::start(), Memcached::start());
+    let dir = TempDir::new("mc-compare");
+    let out = dir.path().join("out");
+    let ta = format!("a=memcache://{},{}", a1.addr(), a2.addr());
+    let tb = format!("b=memcache://{}", b.addr());
+    let mut p = Proc::spawn(
+        &crest_bin(),
+        &[
+            "compare",
+            "--target",
+            &ta,
+            "--target",
+            &tb,
+            "--runs",
+            "2",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+            "--mix",
+            "SET=1,GET=1",
+            "--keys",
+            "200",
+            "--between",
+            "flush",
+            "--threads",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+        "crest",
+    );
+    let code = p.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "{}", read_log(dir.path(), "crest", "stderr"));
+    for m in [&a1, &a2, &b] {
+        assert_eq!(
+            m.stats()["cmd_flush"],
+            2,
+            "{}: one flush before each run",
+            m.addr()
+        );
+    }
+}

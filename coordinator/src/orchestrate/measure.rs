@@ -157,25 +157,12 @@ async fn sampler(cfg: &RunConfig, target: &Target) -> (Option<Sampler>, ServerSt
         return (None, ServerStats::Off);
     }
     let connected = match target::sampler_target(cfg, target.builtin_port).await {
-        Ok((addr, shown)) if cfg.protocol.is_memcache() => {
+        Ok((_, shown)) if cfg.protocol.is_memcache() => {
             // Every server of a ring: its figures are the sum of theirs.
-            let mut addrs = vec![addr];
-            for s in cfg.ring.iter().skip(1) {
-                match tokio::net::lookup_host(s.as_str())
-                    .await
-                    .map(|mut a| a.next())
-                {
-                    Ok(Some(a)) => addrs.push(a),
-                    _ => {
-                        return (
-                            None,
-                            ServerStats::Unavailable(format!(
-                                "memcached server {s} does not resolve"
-                            )),
-                        );
-                    }
-                }
-            }
+            let addrs = match target::memcache_addrs(cfg, target.builtin_port).await {
+                Ok(a) => a,
+                Err(why) => return (None, ServerStats::Unavailable(why)),
+            };
             let shown = if cfg.ring.len() > 1 {
                 format!("memcache://{}", cfg.ring.join(","))
             } else {
@@ -219,33 +206,9 @@ async fn checkpoints(cfg: &RunConfig, target: &Target) -> Result<Option<Checkpoi
     };
     let total = class.requests.unwrap_or(0);
     if cfg.protocol.is_memcache() {
-        let tls = cfg
-            .tls
-            .as_ref()
-            .map(crest_engine::target_tls::Client::new)
-            .transpose()
+        let ring = target::memcache_ring(cfg, target.builtin_port)
+            .await
             .map_err(cannot)?;
-        let mut ring = Vec::new();
-        for (i, s) in cfg.ring.iter().enumerate() {
-            let addr = if i == 0 {
-                target::sampler_target(cfg, target.builtin_port)
-                    .await
-                    .map(|a| a.0)
-            } else {
-                match tokio::net::lookup_host(s.as_str())
-                    .await
-                    .map(|mut a| a.next())
-                {
-                    Ok(Some(a)) => Ok(a),
-                    _ => Err(format!("memcached server {s} does not resolve")),
-                }
-            }
-            .map_err(cannot)?;
-            ring.push(crate::server_stats::memcache::Server::new(
-                addr,
-                tls.clone(),
-            ));
-        }
         return Ok(Some(Checkpoints::memcache(ring, every, total)));
     }
     let dial = target::dial(cfg, target.builtin_port, checkpoint::NAME)

@@ -46,6 +46,7 @@ mod target;
 
 pub use member::{RunError, SILENCE};
 pub use results::{RunResults, WorkerResult};
+pub(crate) use target::memcache_ring;
 pub use target::{control_to, probe_target};
 
 use crate::config::{RunConfig, Workers};

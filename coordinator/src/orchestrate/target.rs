@@ -142,6 +142,49 @@ pub async fn control_to(
     Ok((open(&dial).await?, dial.shown))
 }
 
+/// Every server of a memcached target, resolved in ring order (the first as
+/// [`sampler_target`] reaches it, so the built-in target's port counts).
+///
+/// # Errors
+/// A server that does not resolve, in one line.
+pub(super) async fn memcache_addrs(
+    cfg: &RunConfig,
+    builtin_port: Option<u16>,
+) -> Result<Vec<SocketAddr>, String> {
+    let mut addrs = vec![sampler_target(cfg, builtin_port).await?.0];
+    for s in cfg.ring.iter().skip(1) {
+        match tokio::net::lookup_host(s.as_str())
+            .await
+            .map(|mut a| a.next())
+        {
+            Ok(Some(a)) => addrs.push(a),
+            _ => return Err(format!("memcached server {s} does not resolve")),
+        }
+    }
+    Ok(addrs)
+}
+
+/// The servers of a memcached target as the coordinator's own connections reach them
+/// (TLS as the run's), not connected yet.
+///
+/// # Errors
+/// A server that does not resolve, or TLS settings that do not load.
+pub(crate) async fn memcache_ring(
+    cfg: &RunConfig,
+    builtin_port: Option<u16>,
+) -> Result<Vec<crate::server_stats::memcache::Server>, String> {
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(crest_engine::target_tls::Client::new)
+        .transpose()?;
+    Ok(memcache_addrs(cfg, builtin_port)
+        .await?
+        .into_iter()
+        .map(|a| crate::server_stats::memcache::Server::new(a, tls.clone()))
+        .collect())
+}
+
 /// Probes the target of `cfg` from the coordinator as a worker does before each run
 /// (connect, TLS, login, database, a harmless question: `crest_engine::probe::probe`):
 /// `crest compare` checks every target so before its first run. A slow target passes.
@@ -156,6 +199,14 @@ pub async fn probe_target(cfg: &RunConfig) -> Result<(), String> {
         .as_ref()
         .map(crest_engine::target_tls::Client::new)
         .transpose()?;
+    if cfg.protocol.is_memcache() {
+        for (a, name) in memcache_addrs(cfg, None).await?.into_iter().zip(&cfg.ring) {
+            crest_engine::probe::probe_memcache(a, name, tls.as_ref())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        return Ok(());
+    }
     crest_engine::probe::probe(addr, &shown, &cfg.session, tls.as_ref(), false)
         .await
         .map(|_| ())

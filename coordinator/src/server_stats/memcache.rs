@@ -248,6 +248,46 @@ impl Server {
     }
 }
 
+/// `flush_all` to every server of `ring` (connecting those that are not), each answered
+/// `OK` within `timeout` (`crest compare --between flush`).
+///
+/// # Errors
+/// The first server that cannot be reached or does not answer `OK`, in one line.
+pub(crate) async fn flush_all(ring: &mut [Server], timeout: Duration) -> Result<(), String> {
+    open(ring, timeout).await?;
+    let deadline = Instant::now() + timeout;
+    for s in ring.iter_mut() {
+        let addr = s.addr;
+        s.send(b"flush_all\r\n", deadline)
+            .await
+            .map_err(Failure::words)?;
+        let Some(c) = s.conn.as_mut() else {
+            return Err(format!("{addr}: not connected"));
+        };
+        let mut chunk = [0u8; 256];
+        let line = loop {
+            if let Some(i) = c.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = clean_message(&c.buf[..i]);
+                c.buf.drain(..i + 2);
+                break line;
+            }
+            if c.buf.len() > 1024 {
+                return Err(format!("{addr}: flush_all answered a line past 1 KB"));
+            }
+            match tokio::time::timeout_at(deadline, c.stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => c.buf.extend_from_slice(&chunk[..n]),
+                Ok(Ok(_)) => return Err(format!("{addr}: closed the connection on flush_all")),
+                Ok(Err(e)) => return Err(format!("{addr}: {e}")),
+                Err(_) => return Err(format!("{addr}: no answer to flush_all in time")),
+            }
+        };
+        if line != "OK" {
+            return Err(format!("{addr}: flush_all answered {line:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// Connects every server of `ring` that is not connected, within `within` each.
 ///
 /// # Errors
