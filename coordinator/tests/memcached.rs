@@ -370,3 +370,44 @@ fn compare_flushes_every_server_of_each_ring_between_runs() {
         );
     }
 }
+
+/// TLS to memcached (Debian's 1.6 is built with it: `-Z`): the workers' connections, the
+/// probe and the sampler handshake with the run's client configuration, and the server's
+/// counts (read over TLS) agree with the report's.
+#[test]
+fn tls_to_memcached() {
+    let dir = TempDir::new("mc-tls");
+    let pki = Pki::new(dir.path());
+    let opts = format!(
+        "ssl_chain_cert={},ssl_key={}",
+        pki.server_cert.display(),
+        pki.server_key.display()
+    );
+    let m = Memcached::with_args(&["-Z", "-o", &opts]);
+    let target = format!("memcache://{}", m.addr());
+    let r = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &target,
+            "--tls",
+            "--cacert",
+            pki.ca.to_str().unwrap(),
+            "--rate",
+            "500",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--mix",
+            "SET=1,GET=1",
+        ])
+        .run(0);
+    assert_eq!(u(&r["totals"], "completed"), 1000, "{}", r["totals"]);
+    assert!(
+        r["tls"]["version"].as_str().unwrap().starts_with("TLS"),
+        "{}",
+        r["tls"]
+    );
+    // The sampler read the server's stats over TLS too, and they agree.
+    assert_eq!(r["server"]["agrees"], true, "{}", r["server"]["agreement"]);
+}
