@@ -216,8 +216,11 @@ async fn a_text_mix_on_a_ring_moves_the_counters_the_table_says() {
     ]
     .map(|(c, s)| (c.to_string(), s))
     .into();
-    let keys: BTreeMap<String, Keys> =
-        [("MGET".to_string(), Keys::per_request(&commands["MGET"], 3))].into();
+    let keys: BTreeMap<String, Keys> = [(
+        "MGET".to_string(),
+        Keys::per_request(commands["MGET"].sent, commands["MGET"].completed, 3),
+    )]
+    .into();
     let none = BTreeMap::new();
     let mc = McBooks {
         meta: false,
@@ -311,8 +314,11 @@ async fn a_meta_mix_moves_gets_and_touches_together() {
     ]
     .map(|(c, s)| (c.to_string(), s))
     .into();
-    let keys: BTreeMap<String, Keys> =
-        [("MGET".to_string(), Keys::per_request(&commands["MGET"], 3))].into();
+    let keys: BTreeMap<String, Keys> = [(
+        "MGET".to_string(),
+        Keys::per_request(commands["MGET"].sent, commands["MGET"].completed, 3),
+    )]
+    .into();
     let none = BTreeMap::new();
     let text = McBooks {
         meta: false,

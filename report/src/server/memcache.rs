@@ -80,9 +80,8 @@
 //! panics.
 
 use super::info::{CmdCounters, DbKeys, Info, Snap};
-use super::series::{Agreement, Books, Sent, ServerRow};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The largest `stats` (or `stats settings`) reply read: memcached 1.6's is about 2.5 kB.
 pub const MAX_STATS: usize = 64 << 10;
@@ -485,11 +484,12 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// `per_request` keys in every request of `s` (one batch size for the command).
-    pub fn per_request(s: &Sent, per_request: u64) -> Self {
+    /// `per_request` keys in every one of `sent` requests written and `completed`
+    /// answered (one batch size for the command).
+    pub fn per_request(sent: u64, completed: u64, per_request: u64) -> Self {
         Self {
-            sent: s.sent.saturating_mul(per_request),
-            completed: s.completed.saturating_mul(per_request),
+            sent: sent.saturating_mul(per_request),
+            completed: completed.saturating_mul(per_request),
         }
     }
 }
@@ -528,166 +528,10 @@ pub struct FamilyCheck {
     pub not_judged: Option<String>,
 }
 
-/// Σ Δ of counters `names` from `a` to `b`; None when `names` is empty or one is missing.
-fn delta(a: &Snap, b: &Snap, names: &[&str]) -> Option<u64> {
-    if names.is_empty() {
-        return None;
-    }
-    names.iter().try_fold(0u64, |acc, n| {
-        let (x, y) = (a.counters.get(*n)?, b.counters.get(*n)?);
-        Some(acc.saturating_add(y.saturating_sub(*x)))
-    })
-}
-
-/// The truth check of a memcached run: one [`Agreement`] per family the report's commands
-/// fall in (in the table's order), then one per command no family places; and the
-/// command-table names it compared (for `other_commands`). `total` is the span's row,
-/// `a` and `b` its samples, `allowance` the warm-up boundary's in requests.
-pub fn agreement(
-    total: &ServerRow,
-    a: &Snap,
-    b: &Snap,
-    books: &Books<'_>,
-    mc: &McBooks<'_>,
-    allowance: u64,
-) -> (Vec<Agreement>, BTreeSet<String>) {
-    let table = if mc.meta { META } else { TEXT };
-    let placed = |name: &str| {
-        table
-            .iter()
-            .any(|f| f.commands.iter().any(|(c, _)| *c == name))
-    };
-    let unplaced: Vec<&String> = books.commands.keys().filter(|c| !placed(c)).collect();
-    let blame = (!unplaced.is_empty()).then(|| {
-        let list: Vec<&str> = unplaced.iter().map(|s| s.as_str()).collect();
-        format!(
-            "the run sent {}, which memcached's families do not place: it may move any counter",
-            list.join(", ")
-        )
-    });
-    let mut out = Vec::new();
-    let mut counted = BTreeSet::new();
-    for f in table {
-        let mut commands = BTreeMap::new();
-        let (mut sent, mut completed, mut misses, mut widest) = (0u64, 0u64, 0u64, 1u64);
-        for (name, unit) in f.commands {
-            let Some(s) = books.commands.get(*name) else {
-                continue;
-            };
-            let k = match (unit, mc.keys.get(*name)) {
-                (Unit::Key, Some(k)) => *k,
-                _ => Keys::per_request(s, 1),
-            };
-            if s.sent > 0 {
-                widest = widest.max(k.sent.div_ceil(s.sent));
-            }
-            commands.insert((*name).to_string(), k.sent);
-            sent = sent.saturating_add(k.sent);
-            completed = completed.saturating_add(k.completed);
-            misses = misses.saturating_add(s.misses);
-        }
-        if commands.is_empty() {
-            continue;
-        }
-        let server: u64 = f
-            .counts
-            .iter()
-            .filter_map(|c| total.commands.get(*c))
-            .map(|d| d.calls + d.rejected_calls)
-            .sum();
-        counted.extend(f.counts.iter().map(|c| (*c).to_string()));
-        let allowance = allowance.saturating_mul(widest);
-        let not_judged = if f.counts.is_empty() {
-            Some("memcached counts no version or mn".to_string())
-        } else {
-            blame.clone()
-        };
-        let judged = not_judged.is_none();
-        let label: Vec<String> = commands
-            .iter()
-            .map(|(c, n)| {
-                let per_key = books.commands.get(c).is_some_and(|s| s.sent != *n);
-                if per_key {
-                    format!("{c} keys")
-                } else {
-                    c.clone()
-                }
-            })
-            .collect();
-        out.push(Agreement {
-            command: if f.counts.is_empty() {
-                label.join(" + ")
-            } else {
-                format!("{} ({})", f.name, label.join(" + "))
-            },
-            server,
-            sent,
-            answered: completed,
-            difference: i64::try_from(server).unwrap_or(i64::MAX)
-                - i64::try_from(sent).unwrap_or(i64::MAX),
-            allowance,
-            agrees: !judged
-                || (completed.saturating_sub(allowance) <= server
-                    && server <= sent.saturating_add(allowance)),
-            judged,
-            memcache: Some(FamilyCheck {
-                counter: if f.counts.is_empty() {
-                    "none".into()
-                } else {
-                    f.counts
-                        .iter()
-                        .flat_map(|c| {
-                            COMMANDS
-                                .iter()
-                                .filter(move |(n, _)| n == c)
-                                .flat_map(|(_, parts)| parts.iter())
-                        })
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join("+")
-                },
-                commands,
-                completed,
-                server_hits: delta(a, b, f.hits),
-                server_misses: delta(a, b, f.misses),
-                misses,
-                not_judged,
-            }),
-        });
-    }
-    for name in unplaced {
-        let s = books.commands.get(name).copied().unwrap_or(Sent {
-            sent: 0,
-            answered: 0,
-            completed: 0,
-            misses: 0,
-        });
-        out.push(Agreement {
-            command: name.clone(),
-            server: 0,
-            sent: s.sent,
-            answered: s.completed,
-            difference: 0,
-            allowance: 0,
-            agrees: true,
-            judged: false,
-            memcache: Some(FamilyCheck {
-                counter: "none".into(),
-                commands: [(name.clone(), s.sent)].into(),
-                completed: s.completed,
-                misses: s.misses,
-                not_judged: Some("no family of memcached's counters places it".into()),
-                ..FamilyCheck::default()
-            }),
-        });
-    }
-    (out, counted)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::series::{self, Mark, Sample, Series};
+    use crate::server::series::{self, Books, Mark, Sample, Sent, Series};
 
     /// `stats` of memcached 1.6.18 (Debian's, `-t 1 -U 0`) after set a, b, n; get a; get
     /// zz; get a b zz; gets a; gets a b zz; gat a, zz, a b zz; gats a; set/add ×2/
@@ -952,7 +796,11 @@ mod tests {
 
     fn mget_keys(per: u64) -> BTreeMap<String, Keys> {
         let c = commands();
-        [("MGET".to_string(), Keys::per_request(&c["MGET"], per))].into()
+        [(
+            "MGET".to_string(),
+            Keys::per_request(c["MGET"].sent, c["MGET"].completed, per),
+        )]
+        .into()
     }
 
     /// The counts match, family by family, a multi-get counted per key; the rows read

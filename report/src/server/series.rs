@@ -8,7 +8,7 @@
 //! family ([`super::memcache`]) when [`Books::memcache`] says the run was memcached's.
 
 use super::info::{CmdCounters, Snap};
-use super::memcache::{self, FamilyCheck, McBooks};
+use super::memcache::{COMMANDS, FamilyCheck, Keys, META, McBooks, TEXT, Unit};
 use crate::fmt::{grouped, round2};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -441,7 +441,7 @@ pub struct Books<'a> {
     /// that counted fewer than were sent is explained.
     pub refused: Option<String>,
     /// The target was memcached (its `stats` sampled): the truth check is per counter
-    /// family ([`memcache::agreement`]). None for a Redis-protocol target.
+    /// family (`memcache_agreement`, with [`TEXT`] or [`META`]). None for a Redis-protocol target.
     pub memcache: Option<McBooks<'a>>,
 }
 
@@ -484,7 +484,7 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
         .fold(0.0, f64::max);
     let allowance = boundary_allowance(series, books);
     let (agreement, counted) = match &books.memcache {
-        Some(mc) => memcache::agreement(&total, &baseline.info, &last.info, books, mc, allowance),
+        Some(mc) => memcache_agreement(&total, &baseline.info, &last.info, books, mc, allowance),
         None => agreement(&total, books, allowance),
     };
     let other_commands = other_commands(&total, books, &counted);
@@ -902,6 +902,162 @@ fn family_words(a: &Agreement, m: &FamilyCheck) -> String {
         _ if m.misses > 0 => format!("{head} ({} misses in the report)", grouped(m.misses)),
         _ => head,
     }
+}
+
+/// memcached: Σ Δ of counters `names` from `a` to `b`; None when `names` is empty or one is missing.
+fn delta(a: &Snap, b: &Snap, names: &[&str]) -> Option<u64> {
+    if names.is_empty() {
+        return None;
+    }
+    names.iter().try_fold(0u64, |acc, n| {
+        let (x, y) = (a.counters.get(*n)?, b.counters.get(*n)?);
+        Some(acc.saturating_add(y.saturating_sub(*x)))
+    })
+}
+
+/// The truth check of a memcached run: one [`Agreement`] per family the report's commands
+/// fall in (in the table's order), then one per command no family places; and the
+/// command-table names it compared (for `other_commands`). `total` is the span's row,
+/// `a` and `b` its samples, `allowance` the warm-up boundary's in requests.
+fn memcache_agreement(
+    total: &ServerRow,
+    a: &Snap,
+    b: &Snap,
+    books: &Books<'_>,
+    mc: &McBooks<'_>,
+    allowance: u64,
+) -> (Vec<Agreement>, BTreeSet<String>) {
+    let table = if mc.meta { META } else { TEXT };
+    let placed = |name: &str| {
+        table
+            .iter()
+            .any(|f| f.commands.iter().any(|(c, _)| *c == name))
+    };
+    let unplaced: Vec<&String> = books.commands.keys().filter(|c| !placed(c)).collect();
+    let blame = (!unplaced.is_empty()).then(|| {
+        let list: Vec<&str> = unplaced.iter().map(|s| s.as_str()).collect();
+        format!(
+            "the run sent {}, which memcached's families do not place: it may move any counter",
+            list.join(", ")
+        )
+    });
+    let mut out = Vec::new();
+    let mut counted = BTreeSet::new();
+    for f in table {
+        let mut commands = BTreeMap::new();
+        let (mut sent, mut completed, mut misses, mut widest) = (0u64, 0u64, 0u64, 1u64);
+        for (name, unit) in f.commands {
+            let Some(s) = books.commands.get(*name) else {
+                continue;
+            };
+            let k = match (unit, mc.keys.get(*name)) {
+                (Unit::Key, Some(k)) => *k,
+                _ => Keys::per_request(s.sent, s.completed, 1),
+            };
+            if s.sent > 0 {
+                widest = widest.max(k.sent.div_ceil(s.sent));
+            }
+            commands.insert((*name).to_string(), k.sent);
+            sent = sent.saturating_add(k.sent);
+            completed = completed.saturating_add(k.completed);
+            misses = misses.saturating_add(s.misses);
+        }
+        if commands.is_empty() {
+            continue;
+        }
+        let server: u64 = f
+            .counts
+            .iter()
+            .filter_map(|c| total.commands.get(*c))
+            .map(|d| d.calls + d.rejected_calls)
+            .sum();
+        counted.extend(f.counts.iter().map(|c| (*c).to_string()));
+        let allowance = allowance.saturating_mul(widest);
+        let not_judged = if f.counts.is_empty() {
+            Some("memcached counts no version or mn".to_string())
+        } else {
+            blame.clone()
+        };
+        let judged = not_judged.is_none();
+        let label: Vec<String> = commands
+            .iter()
+            .map(|(c, n)| {
+                let per_key = books.commands.get(c).is_some_and(|s| s.sent != *n);
+                if per_key {
+                    format!("{c} keys")
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+        out.push(Agreement {
+            command: if f.counts.is_empty() {
+                label.join(" + ")
+            } else {
+                format!("{} ({})", f.name, label.join(" + "))
+            },
+            server,
+            sent,
+            answered: completed,
+            difference: i64::try_from(server).unwrap_or(i64::MAX)
+                - i64::try_from(sent).unwrap_or(i64::MAX),
+            allowance,
+            agrees: !judged
+                || (completed.saturating_sub(allowance) <= server
+                    && server <= sent.saturating_add(allowance)),
+            judged,
+            memcache: Some(FamilyCheck {
+                counter: if f.counts.is_empty() {
+                    "none".into()
+                } else {
+                    f.counts
+                        .iter()
+                        .flat_map(|c| {
+                            COMMANDS
+                                .iter()
+                                .filter(move |(n, _)| n == c)
+                                .flat_map(|(_, parts)| parts.iter())
+                        })
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join("+")
+                },
+                commands,
+                completed,
+                server_hits: delta(a, b, f.hits),
+                server_misses: delta(a, b, f.misses),
+                misses,
+                not_judged,
+            }),
+        });
+    }
+    for name in unplaced {
+        let s = books.commands.get(name).copied().unwrap_or(Sent {
+            sent: 0,
+            answered: 0,
+            completed: 0,
+            misses: 0,
+        });
+        out.push(Agreement {
+            command: name.clone(),
+            server: 0,
+            sent: s.sent,
+            answered: s.completed,
+            difference: 0,
+            allowance: 0,
+            agrees: true,
+            judged: false,
+            memcache: Some(FamilyCheck {
+                counter: "none".into(),
+                commands: [(name.clone(), s.sent)].into(),
+                completed: s.completed,
+                misses: s.misses,
+                not_judged: Some("no family of memcached's counters places it".into()),
+                ..FamilyCheck::default()
+            }),
+        });
+    }
+    (out, counted)
 }
 
 #[cfg(test)]
