@@ -264,6 +264,10 @@ fn redis_only_settings_are_refused_for_a_memcached_target() {
         ],
         "memcache://",
     );
+    crest_fails(
+        &["suite", "--target", "memcache://127.0.0.1:1", "-n", "10"],
+        "suite of Redis commands",
+    );
 }
 
 /// Checkpoints of a closed-loop SET run read `stats` of the servers at each pause: the
