@@ -19,6 +19,10 @@
 #   bench/memcached.sh [CASES] [SECS] [N]    defaults: "20000:1 100000:16" 10 2000000
 #   MEMTIER=$(../shared/peers/build-memtier.sh | tail -1) bench/memcached.sh
 #   META=1 bench/memcached.sh                 Crest speaks the meta protocol (memtier: text)
+#   PACERS="sleep sleep:1ms"                  default: Crest's pacers, each a row (sleep keeps
+#                                             every send within ~100 µs of its time; sleep:1ms
+#                                             lets one wake-up serve 1 ms of sends, nearer
+#                                             memtier's coarse rate limiting)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CASES=${1:-20000:1 100000:16}
@@ -27,6 +31,7 @@ N=${3:-2000000}
 VALUE_SIZE=${VALUE_SIZE:-32}
 MEMTIER=${MEMTIER:-}
 META=${META:-}
+PACERS=${PACERS:-sleep sleep:1ms}
 if [[ -n $MEMTIER && ! -x $MEMTIER ]]; then
   echo "memcached.sh: MEMTIER=$MEMTIER is not an executable; build one with ../shared/peers/build-memtier.sh" >&2
   exit 2
@@ -92,33 +97,42 @@ print((int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]), r["totals"]["sch
 PY
 }
 
-# Runs memtier ARGS under GNU time; prints its CPU seconds.
+# Runs memtier ARGS under GNU time; prints its CPU seconds (uniform random keys over the
+# prefilled space: memtier's keys start at 1).
 run_memtier() {
   /usr/bin/time -f "%U %S" -o "$work/mt.time" taskset -c 1 "$MEMTIER" -P memcache_text \
-    -s 127.0.0.1 -p "$SP" -t 1 -c 50 --key-prefix crest: --key-minimum 0 --key-maximum 99999 \
-    --hide-histogram "$@" >"$work/mt.out" 2>&1
-  awk '{print $1 + $2}' "$work/mt.time"
+    -s 127.0.0.1 -p "$SP" -t 1 -c 50 --key-prefix crest: --key-minimum 1 --key-maximum 99999 \
+    --key-pattern R:R --distinct-client-seed --hide-histogram "$@" >"$work/mt.out" 2>&1 \
+    || { echo "memcached.sh: memtier failed; no figure" >&2; head -3 "$work/mt.out" >&2; exit 1; }
+  tail -1 "$work/mt.time" | awk '{print $1 + $2}'
 }
 
-printf '%-8s %9s %5s %12s %12s %10s\n' tool target pipe "server /s" "CPU s/1M" "lag p99"
+# "server /s": what memcached counted over the case, per second of the asked length (a
+# tool that fell behind shows it here); "misses": get_misses (0 with every key prefilled).
+printf '%-8s %9s %5s %12s %12s %10s %8s  %s\n' tool target pipe "server /s" "CPU s/1M" "lag p99" misses pacer
 for case in $CASES; do
   rate=${case%%:*}; pipe=${case##*:}
-  s0=$(mc cmd_get+cmd_set); t0=$(date +%s.%N)
-  read -r ccpu lag _ < <(run_crest --rate "$rate" --duration "${SECS}s" --pipeline "$pipe" \
-    --ratio 1:10 --value-size "$VALUE_SIZE" --pacer sleep)
-  s1=$(mc cmd_get+cmd_set); t1=$(date +%s.%N)
-  crest_per=$(python3 -c "print($ccpu / max(1, $s1 - $s0) * 1e6)")
-  printf '%-8s %9s %5s %12.0f %12.2f %8.0fµs\n' crest "$rate" "$pipe" \
-    "$(python3 -c "print(($s1 - $s0) / ($t1 - $t0))")" "$crest_per" "$lag"
+  declare -A crest_per=()
+  for pacer in $PACERS; do
+    s0=$(mc cmd_get+cmd_set); m0=$(mc get_misses)
+    read -r ccpu lag _ < <(run_crest --rate "$rate" --duration "${SECS}s" --pipeline "$pipe" \
+      --ratio 1:10 --value-size "$VALUE_SIZE" --pacer "$pacer")
+    s1=$(mc cmd_get+cmd_set); m1=$(mc get_misses)
+    crest_per[$pacer]=$(python3 -c "print($ccpu / max(1, $s1 - $s0) * 1e6)")
+    printf '%-8s %9s %5s %12.0f %12.2f %8.0fµs %8s  %s\n' crest "$rate" "$pipe" \
+      "$(python3 -c "print(($s1 - $s0) / $SECS)")" "${crest_per[$pacer]}" "$lag" $((m1 - m0)) "$pacer"
+  done
   if [[ -n $MEMTIER ]]; then
-    s0=$(mc cmd_get+cmd_set); t0=$(date +%s.%N)
+    s0=$(mc cmd_get+cmd_set); m0=$(mc get_misses)
     mcpu=$(run_memtier --ratio 1:10 -d "$VALUE_SIZE" --pipeline "$pipe" \
       --rate-limiting $((rate / 50)) --test-time "$SECS")
-    s1=$(mc cmd_get+cmd_set); t1=$(date +%s.%N)
+    s1=$(mc cmd_get+cmd_set); m1=$(mc get_misses)
     mt_per=$(python3 -c "print($mcpu / max(1, $s1 - $s0) * 1e6)")
-    printf '%-8s %9s %5s %12.0f %12.2f %10s\n' memtier "$rate" "$pipe" \
-      "$(python3 -c "print(($s1 - $s0) / ($t1 - $t0))")" "$mt_per" "–"
-    python3 -c "print(f'CPU per request crest/memtier at $rate/s, pipeline $pipe: {$crest_per / $mt_per:.2f}')"
+    printf '%-8s %9s %5s %12.0f %12.2f %10s %8s\n' memtier "$rate" "$pipe" \
+      "$(python3 -c "print(($s1 - $s0) / $SECS)")" "$mt_per" "–" $((m1 - m0))
+    for pacer in $PACERS; do
+      python3 -c "print(f'CPU per request crest ($pacer)/memtier at $rate/s, pipeline $pipe: {${crest_per[$pacer]} / $mt_per:.2f}')"
+    done
   fi
 done
 

@@ -183,7 +183,9 @@ pub fn worker(cfg: &RunConfig, shards: u32, total_shards: u32) -> Footprint {
     };
     for c in &cfg.classes {
         let value = c.shape.values.max();
-        let conns = u64::from(c.connections).div_ceil(total_shards);
+        // A memcached ring: every shard connects to every server (a cluster's node count
+        // is not known before the run: its seed alone is counted).
+        let conns = u64::from(c.connections).div_ceil(total_shards) * cfg.ring.len().max(1) as u64;
         let big = value > 4096 || c.shape.batch > 64 || c.shape.range > 64;
         f.connections += shards * conns * (CONN + if big { CONN_READ } else { 0 });
         f.conn_count += shards * conns;
