@@ -17,6 +17,7 @@
 # prints "crest: run <id>" (checked: no window, no figure).
 #
 #   bench/memcached.sh [CASES] [SECS] [N]    defaults: "20000:1 100000:16" 10 2000000
+#                                             (N=0: no closed loop)
 #   MEMTIER=$(../shared/peers/build-memtier.sh | tail -1) bench/memcached.sh
 #   META=1 bench/memcached.sh                 Crest speaks the meta protocol (memtier: text)
 #   PACERS="sleep sleep:1ms"                  default: Crest's pacers, each a row (sleep keeps
@@ -136,6 +137,7 @@ for case in $CASES; do
   fi
 done
 
+[[ $N == 0 ]] && exit 0
 echo "closed loop: $N SET of 1 KB, pipeline 16, 50 connections"
 s0=$(mc cmd_set); t0=$(date +%s.%N)
 read -r ccpu _ done_ < <(run_crest --rate max --requests "$N" --pipeline 16 --ratio 1:0 --value-size 1024)

@@ -441,11 +441,6 @@ pub async fn run(
         ));
     }
     let base = base_config(base, plan)?;
-    if base.protocol.is_memcache() {
-        return Err(CompareError::Usage(
-            "crest suite is valkey-benchmark's suite of Redis commands; for a memcache:// target give crest run --mix (e.g. --mix SET=1,GET=10)".into(),
-        ));
-    }
     let mut outcomes = Vec::new();
     for (i, test) in plan.tests.iter().enumerate() {
         if *interrupt.borrow() {

@@ -29,6 +29,47 @@ fn sink_counts_match_the_report() {
     sink.kill();
 }
 
+/// `crest sink --memcache` serves memcached's protocols, not RESP.
+#[test]
+fn sink_speaks_memcached_with_memcache() {
+    use std::io::{Read, Write};
+    let dir = TempDir::new("sink-memcache");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut sink = Proc::spawn(
+        &crest_bin(),
+        &["sink", "--memcache", "--listen", &listen],
+        dir.path(),
+        "sink",
+    );
+    let t0 = Instant::now();
+    let mut stream = loop {
+        if let Ok(stream) = std::net::TcpStream::connect(&listen) {
+            break stream;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "sink did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"set k 0 0 2\r\nhi\r\nget k\r\nmg k v\r\nmn\r\n")
+        .unwrap();
+    let mut reply = Vec::new();
+    while !reply.ends_with(b"MN\r\n") {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&reply));
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        "STORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\nVA 2\r\nhi\r\nMN\r\n"
+    );
+    sink.kill();
+    assert!(read_log(dir.path(), "sink", "stderr").contains("built-in memcached target"));
+}
+
 /// Without --target, `crest run` starts the built-in target and says so.
 #[test]
 fn run_without_target_uses_the_builtin_target() {

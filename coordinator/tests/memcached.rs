@@ -415,3 +415,54 @@ fn tls_to_memcached() {
     // The sampler read the server's stats over TLS too, and they agree.
     assert_eq!(r["server"]["agrees"], true, "{}", r["server"]["agreement"]);
 }
+
+/// `memcache://builtin` needs no server: the built-in target speaks memcached (text and
+/// meta), and its own `stats` agree with the report family by family.
+#[test]
+fn the_builtin_target_speaks_memcached() {
+    for meta in [false, true] {
+        let dir = TempDir::new("mc-builtin");
+        let mut args = vec![
+            "--target",
+            "memcache://builtin",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--mix",
+            "SET=1,GET=4,MGET=1,DEL=1,TOUCH=1",
+            "--batch",
+            "3",
+            "--keys",
+            "300",
+            "--prefill",
+        ];
+        if meta {
+            args.push("--meta");
+        }
+        let r = CrestRun::new(&dir).args(&args).run(0);
+        assert_eq!(r["target"], "builtin");
+        assert_balanced("builtin memcached", &r);
+        assert_eq!(u(&r["totals"], "errors"), 0, "{}", r["totals"]);
+        assert_eq!(u(&r["totals"], "completed"), 2000);
+        assert_eq!(r["server"]["agrees"], true, "{}", r["server"]["agreement"]);
+        assert!(
+            r["server"]["version"]
+                .as_str()
+                .is_some_and(|v| v.contains("crest-sink")),
+            "{}",
+            r["server"]["version"]
+        );
+    }
+    crest_fails(
+        &[
+            "run",
+            "--target",
+            "memcache://builtin",
+            "--tls",
+            "--duration",
+            "1s",
+        ],
+        "plaintext only",
+    );
+}

@@ -362,10 +362,21 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
     })
 }
 
+/// `memcache://builtin`: the built-in target, speaking memcached (its `addr` and only
+/// server).
+pub const MEMCACHE_BUILTIN: &str = "builtin";
+
 /// The servers of `memcache://host[:port][,host[:port]…]` (after the scheme): each at most
 /// once, at most [`MAX_RING`]. memcached has no login or database in its URI.
+/// `memcache://builtin` is the built-in target ([`MEMCACHE_BUILTIN`]).
 fn parse_ring(rest: &str) -> Result<TargetSpec, String> {
     let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest == MEMCACHE_BUILTIN {
+        return Ok(TargetSpec {
+            ring: vec![MEMCACHE_BUILTIN.into()],
+            ..TargetSpec::addr_only(MEMCACHE_BUILTIN.into())
+        });
+    }
     if rest.contains('@') {
         return Err(
             "memcached has no user or password in its target (SASL is not supported); give memcache://host:port".into(),
@@ -534,6 +545,8 @@ mod tests {
         assert_eq!(t.addr, "a:1");
         assert_eq!(t.ring, vec!["a:1", "b:11211", "[::1]:3"]);
         assert!(spec("redis://h:1").ring.is_empty() && spec("h:1").ring.is_empty());
+        let b = spec("memcache://builtin");
+        assert_eq!((b.addr.as_str(), b.ring.len()), (MEMCACHE_BUILTIN, 1));
         for (s, want) in [
             ("memcache://u:hunter2@h", "SASL"),
             ("memcache://h:1/2", "no database"),

@@ -1,6 +1,6 @@
-//! The network side: the accept loop with backoff, and each connection's
-//! read → parse → dispatch → write cycle. The top of the crate under [`crate::serve`], its
-//! only user: it drives [`crate::cmd::execute`] on the state in [`crate::state`].
+//! The RESP server: each connection's read → parse → dispatch → write cycle, run by the
+//! accept loop in [`crate::net`]. The top of the crate under [`crate::serve`], its only
+//! user: it drives [`crate::cmd::execute`] on the state in [`crate::state`].
 //!
 //! Each connection parses every pipelined request it has read, appends all replies to one
 //! buffer and writes it once (or each time it passes [`crate::Limits::output_chunk`]). Its
@@ -10,42 +10,16 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use crest_resp::{Frame, Scan, parse_request, scan_reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
 
 use crate::cmd;
+use crate::net::{self, Held, MAX_IDLE_BUFFER, READ_CHUNK};
 use crate::state::{Conn, Flow, Sink};
-
-/// Bytes a connection asks the kernel for per read, and its buffers' starting size.
-const READ_CHUNK: usize = 64 * 1024;
-
-/// A connection's buffer above this size is given back once it is empty, so one large
-/// value does not pin its memory for the connection's lifetime. What a connection may
-/// hold at most is in [`crate::Limits`].
-const MAX_IDLE_BUFFER: usize = 1024 * 1024;
-
-/// Accept errors such as EMFILE are retried after a pause that doubles up to this bound.
-const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(1);
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-/// Repeated accept warnings are logged at most this often.
-const WARN_INTERVAL: Duration = Duration::from_secs(10);
-
-/// What woke the accept loop.
-enum Event {
-    Shutdown,
-    Accepted(io::Result<(TcpStream, SocketAddr)>),
-    /// A connection task finished; reaping it keeps the set from growing.
-    Reaped,
-}
 
 /// Accepts and serves connections until `shutdown` resolves (see [`crate::serve`]).
 pub(crate) async fn run(
@@ -53,68 +27,10 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()>,
     sink: Arc<Sink>,
 ) -> io::Result<()> {
-    let mut shutdown = pin!(shutdown);
-    // Dropping the set aborts every connection task, which closes its socket: that is
-    // how connections end on shutdown, and on the error return below.
-    let mut connections = JoinSet::new();
-    let mut backoff = ACCEPT_BACKOFF_MIN;
-    let mut last_warning: Option<Instant> = None;
-    loop {
-        let event = tokio::select! {
-            () = &mut shutdown => Event::Shutdown,
-            accepted = listener.accept() => Event::Accepted(accepted),
-            Some(_) = connections.join_next(), if !connections.is_empty() => Event::Reaped,
-        };
-        match event {
-            Event::Shutdown => break,
-            Event::Reaped => {}
-            Event::Accepted(Ok((stream, _peer))) => {
-                backoff = ACCEPT_BACKOFF_MIN;
-                connections.spawn(connection(stream, Arc::clone(&sink)));
-            }
-            Event::Accepted(Err(error)) if is_transient(&error) => {
-                if last_warning.is_none_or(|at| at.elapsed() >= WARN_INTERVAL) {
-                    tracing::warn!(%error, retry_in = ?backoff, "sink: accept failed");
-                    last_warning = Some(Instant::now());
-                }
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    () = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
-            }
-            Event::Accepted(Err(error)) => return Err(error),
-        }
-    }
-    drop(listener);
-    connections.shutdown().await;
-    Ok(())
-}
-
-/// Accept errors that say something about one connection or about momentary resource
-/// pressure, not about the listener; accept(2) on Linux says to retry these.
-fn is_transient(error: &io::Error) -> bool {
-    use io::ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted, TimedOut, WouldBlock};
-    matches!(
-        error.kind(),
-        ConnectionAborted | ConnectionReset | Interrupted | TimedOut | WouldBlock
-    ) || matches!(
-        error.raw_os_error(),
-        Some(
-            libc::EMFILE
-                | libc::ENFILE
-                | libc::ENOBUFS
-                | libc::ENOMEM
-                | libc::EPROTO
-                | libc::EPERM
-                | libc::ENETDOWN
-                | libc::ENETUNREACH
-                | libc::EHOSTDOWN
-                | libc::EHOSTUNREACH
-                | libc::ENOPROTOOPT
-                | libc::EOPNOTSUPP
-        )
-    )
+    net::accept_loop(listener, shutdown, move |stream| {
+        connection(stream, Arc::clone(&sink))
+    })
+    .await
 }
 
 /// Runs one connection to its end. Errors end this connection only.
@@ -135,7 +51,7 @@ async fn serve_connection(stream: &mut TcpStream, sink: &Sink, conn: &mut Conn) 
     let limits = sink.limits;
     let mut input = Vec::with_capacity(READ_CHUNK);
     let mut output = Vec::with_capacity(READ_CHUNK);
-    let mut held = Held { sink, bytes: 0 };
+    let mut held = Held::new(&sink.buffered_input, &sink.peak_input, limits);
     // How long `input` must be before an unfinished request there can be complete: a
     // request of many elements arriving over many reads is scanned again only once that
     // many bytes are in (parsing it from its start after every read was quadratic, and
@@ -232,52 +148,6 @@ async fn write_replies(
     Ok(())
 }
 
-/// One connection's unrun request bytes, counted in the sink's total for as long as it
-/// holds them, however the connection ends.
-struct Held<'a> {
-    sink: &'a Sink,
-    bytes: usize,
-}
-
-impl Held<'_> {
-    /// The connection now holds `len` bytes; past a limit, why it must be closed.
-    fn set(&mut self, len: usize) -> Result<(), String> {
-        let total = &self.sink.buffered_input;
-        if len <= self.bytes {
-            total.fetch_sub(self.bytes - len, Ordering::Relaxed);
-            self.bytes = len;
-            return Ok(());
-        }
-        let all = total.fetch_add(len - self.bytes, Ordering::Relaxed) + (len - self.bytes);
-        self.bytes = len;
-        self.sink.peak_input.fetch_max(len, Ordering::Relaxed);
-        let limits = &self.sink.limits;
-        if len > limits.query_buffer {
-            Err(format!(
-                "Protocol error: an unfinished request of {len} bytes passes the sink's \
-                 query buffer limit of {} bytes (client-query-buffer-limit)",
-                limits.query_buffer
-            ))
-        } else if all > limits.clients_input {
-            Err(format!(
-                "unfinished requests of all clients take {all} bytes, past the sink's \
-                 limit of {} bytes (this client holds {len})",
-                limits.clients_input
-            ))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.sink
-            .buffered_input
-            .fetch_sub(self.bytes, Ordering::Relaxed);
-    }
-}
-
 /// Counts a connection in `connected_clients` for as long as it lives, however it ends.
 struct ConnectedClient<'a>(&'a Sink);
 
@@ -301,7 +171,7 @@ mod tests {
     use super::*;
     use crate::test_support::{Server, TIMEOUT, bulk, err, simple};
     use crest_resp::encode_command;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     #[tokio::test]
     async fn set_then_get_round_trips() {

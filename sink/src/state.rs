@@ -41,6 +41,12 @@ pub(crate) struct Sink {
 /// With them the sink's memory is its keyspace plus at most `clients_input` of requests
 /// being received, plus, per connection, one `output_chunk` of replies and the reply that
 /// crossed it (a value is at most 512 MB, `proto-max-bulk-len`).
+///
+/// [`crate::serve_memcache`] holds its clients to the same limits, where memcached has
+/// none: an unfinished request there is a multi-get line (any other line is refused past
+/// 2048 bytes, as memcached refuses it) or a data block (at most memcached's 1 MiB item
+/// size; a larger one is discarded as it arrives), and a multi-get's values are written
+/// each `output_chunk`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Request bytes one client may have read and not run: a request larger than this

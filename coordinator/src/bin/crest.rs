@@ -1,6 +1,6 @@
 //! `crest`: the coordinator CLI. `crest run` plans and runs a load test; `crest compare`
 //! runs it against two or more targets (or reads earlier reports) and compares them;
-//! `crest sink` runs the built-in RESP target alone.
+//! `crest sink` runs the built-in RESP target alone (`--memcache`: a memcached one).
 
 use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -51,11 +51,18 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Serve the built-in in-memory RESP target (to measure a generator fleet's ceiling).
+    /// Serve the built-in in-memory target, RESP or (--memcache) memcached (to measure a
+    /// generator fleet's ceiling).
     Sink {
-        /// Address to listen on.
-        #[arg(long, env = "CREST_SINK_LISTEN", default_value = "127.0.0.1:6379")]
-        listen: SocketAddr,
+        /// Address to listen on [default: 127.0.0.1:6379, or 127.0.0.1:11211 with
+        /// --memcache].
+        #[arg(long, env = "CREST_SINK_LISTEN")]
+        listen: Option<SocketAddr>,
+        /// Speak memcached instead of RESP: the text and meta protocols, answered and
+        /// counted in `stats` as memcached 1.6 does (values up to 1 MiB, its item size
+        /// limit).
+        #[arg(long)]
+        memcache: bool,
     },
 }
 
@@ -335,13 +342,23 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
     match cli.command {
         Cmd::Relay(args) => rt.block_on(relay_cmd(*args)),
         Cmd::Report { file, out } => report_cmd(&file, out.as_deref()),
-        Cmd::Sink { listen } => rt.block_on(async {
+        Cmd::Sink { listen, memcache } => rt.block_on(async {
+            let port = if memcache { 11211 } else { 6379 };
+            let listen = listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], port)));
             let l = match tokio::net::TcpListener::bind(listen).await {
                 Ok(l) => l,
                 Err(e) => return Ok(usage(format!("--listen {listen}: cannot listen: {e}"))),
             };
-            eprintln!("crest: built-in target listening on {}", l.local_addr()?);
-            crest_sink::serve(l, signals()).await?;
+            if memcache {
+                eprintln!(
+                    "crest: built-in memcached target listening on {}",
+                    l.local_addr()?
+                );
+                crest_sink::serve_memcache(l, signals()).await?;
+            } else {
+                eprintln!("crest: built-in target listening on {}", l.local_addr()?);
+                crest_sink::serve(l, signals()).await?;
+            }
             Ok(ExitCode::SUCCESS)
         }),
         Cmd::Suite(args) => {
@@ -789,6 +806,16 @@ async fn detect_suite(args: &RunArgs) -> Result<crest::suite::Suite, String> {
 /// `crest suite`.
 async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     use crest::suite;
+    if args
+        .target
+        .target
+        .as_deref()
+        .is_some_and(|t| t.to_ascii_lowercase().starts_with("memcache"))
+    {
+        return Ok(usage(
+            "crest suite is valkey-benchmark's suite of Redis commands; for a memcache:// target give crest run --mix (e.g. --mix SET=1,GET=10)",
+        ));
+    }
     if args.target.cluster {
         return Ok(usage(
             "--cluster: the suite's keys are valkey-benchmark's literal names, which live on one node; give one node as --target",

@@ -104,6 +104,12 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         .unwrap_or(defaults::WARMUP);
     let (target, session, uri_tls, ring) = target_session(&a, &file)?;
     let protocol = protocol(&a, &file, &ring)?;
+    // `memcache://builtin`: the built-in target, speaking memcached.
+    let (target, ring) = if target.as_deref() == Some(crest_model::target::MEMCACHE_BUILTIN) {
+        (None, Vec::new())
+    } else {
+        (target, ring)
+    };
     let (classes, duration) = classes_and_length(&a, &file, &text, protocol)?;
     let tls = target_tls(&a, &file, target.as_deref(), uri_tls)?;
     let workers = workers(&a)?;

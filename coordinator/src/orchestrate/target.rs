@@ -50,11 +50,21 @@ impl Target {
             .map_err(failed)?;
         let port = l.local_addr().map_err(failed)?.port();
         let mut rx = stop.clone();
-        tokio::spawn(crest_sink::serve(l, async move {
+        let stopped = async move {
             let _ = rx.wait_for(|s| *s).await;
-        }));
-        if !cfg.quiet {
-            eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
+        };
+        if cfg.protocol.is_memcache() {
+            tokio::spawn(crest_sink::serve_memcache(l, stopped));
+            if !cfg.quiet {
+                eprintln!(
+                    "crest: memcache://builtin: the built-in target speaks memcached on {ip}:{port}"
+                );
+            }
+        } else {
+            tokio::spawn(crest_sink::serve(l, stopped));
+            if !cfg.quiet {
+                eprintln!("crest: no --target given: using the built-in target on {ip}:{port}");
+            }
         }
         Ok(Target {
             builtin_port: Some(port),
