@@ -380,6 +380,7 @@ async fn stream_run(
         tls: None,
         classes: vec![],
         nodes: vec![],
+        connections: None,
     });
     let _ = up.send(fin).await;
 }

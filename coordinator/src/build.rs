@@ -14,6 +14,32 @@ use crest_report::{
 };
 use std::collections::BTreeMap;
 
+/// The connections' lives, with the churn asked for.
+fn conn_report<'a>(
+    cfg: &RunConfig,
+    books: impl Iterator<Item = &'a merge::WorkerBooks>,
+) -> crest_report::ConnReport {
+    let life = merge::connections(books);
+    crest_report::ConnReport {
+        lifetime: cfg.churn.lifetime.map(|(l, j)| {
+            if j.is_zero() {
+                humantime::format_duration(l).to_string()
+            } else {
+                format!(
+                    "{}±{}",
+                    humantime::format_duration(l),
+                    humantime::format_duration(j)
+                )
+            }
+        }),
+        rate: cfg.churn.rate,
+        initial: life.initial,
+        opened: life.opened,
+        retired: life.retired,
+        setup_us: Percentiles::of(&life.setup),
+    }
+}
+
 /// Per target node; a memcached ring's servers carry the share of the keys the ring gives
 /// each (its hash space) where a cluster's nodes carry their slots'.
 fn node_reports(
@@ -115,6 +141,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         tracking: cfg.session.tracking,
         cluster,
         nodes: node_reports(cfg, &nodes, total.completed),
+        connections: conn_report(cfg, members.iter().map(|m| &m.books)),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,
         arrival: match cfg.arrival {
@@ -472,6 +499,7 @@ mod tests {
             preemptions: 0,
             core_wait_ms: 0.0,
             steal_ms: 0.0,
+            connections_opened: 0,
         }
     }
 

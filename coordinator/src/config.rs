@@ -54,6 +54,55 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|_| format!("not a duration; expected e.g. 10s, 500ms, 2m (got {t:?})"))
 }
 
+/// Parses `--conn-lifetime`: `D` or `D±J` (`D+-J` too), e.g. `1s`, `30s±5s`: a lifetime
+/// of at least 10 ms and a jitter below it.
+///
+/// # Errors
+/// What is wrong and what would be right.
+pub fn parse_lifetime(s: &str) -> Result<(Duration, Duration), String> {
+    let t = s.trim();
+    let (life, jitter) = match t.split_once('±').or_else(|| t.split_once("+-")) {
+        Some((l, j)) => (parse_duration(l)?, parse_duration(j)?),
+        None => (parse_duration(t)?, Duration::ZERO),
+    };
+    if life < limits::MIN_CONN_LIFETIME {
+        return Err(format!(
+            "a connection lifetime of {} is too short: at least {} (e.g. 1s or 30s±5s)",
+            humantime::format_duration(life),
+            humantime::format_duration(limits::MIN_CONN_LIFETIME)
+        ));
+    }
+    if life > limits::MAX_RUN {
+        return Err("longer than any run can last; leave --conn-lifetime out for connections that live as long as the run".into());
+    }
+    if jitter >= life {
+        return Err(format!(
+            "the jitter ±{} must be less than the lifetime {} (e.g. 30s±5s)",
+            humantime::format_duration(jitter),
+            humantime::format_duration(life)
+        ));
+    }
+    Ok((life, jitter))
+}
+
+/// Parses `--conn-rate`: connections retired per second across the fleet, `N` or `N/s`,
+/// more than 0 and at most [`limits::MAX_CONN_RATE`].
+///
+/// # Errors
+/// What is wrong and what would be right.
+pub fn parse_conn_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t);
+    match t.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= limits::MAX_CONN_RATE => Ok(r),
+        Ok(_) => Err(format!(
+            "must be more than 0 and at most {} connections per second, e.g. 50 or 50/s",
+            limits::MAX_CONN_RATE
+        )),
+        Err(_) => Err("not a number of connections per second, e.g. 50 or 50/s".into()),
+    }
+}
+
 /// Parses a byte size like `1024`, `1k`, `4KB`, `10MB`, `1MiB` (k = 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -182,6 +231,8 @@ pub struct RunConfig {
     /// A memcached target's servers, `target` first (one for a single server); empty for
     /// RESP.
     pub ring: Vec<String>,
+    /// How connections come and go (`--conn-lifetime`, `--conn-rate`).
+    pub churn: crest_model::plan::Churn,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).

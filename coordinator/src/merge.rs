@@ -139,6 +139,7 @@ pub fn load_of(iv: &pb::Interval) -> Load {
         preemptions: iv.shard_preemptions,
         queued_ns: iv.shard_queued_ns,
         steal_ns: iv.shard_steal_ns,
+        connections_opened: iv.connections_opened,
     }
 }
 
@@ -266,6 +267,8 @@ pub struct Final {
     pub pushes: BTreeMap<String, (u64, u64)>,
     /// Per target node, every class.
     pub nodes: Vec<NodeStats>,
+    /// How its connections came and went.
+    pub connections: crest_model::stats::ConnLife,
 }
 
 /// One worker's part of the books: counts and histogram fingerprints per command over
@@ -321,6 +324,8 @@ impl WorkerBooks {
             }),
             pushes: pushes_from_pb(&f.classes),
             nodes: convert::nodes_from_pb(&f.nodes)
+                .map_err(|e| HistError::Decode(e.to_string()))?,
+            connections: convert::conn_life_from_pb(f.connections.as_ref())
                 .map_err(|e| HistError::Decode(e.to_string()))?,
         });
         Ok(())
@@ -438,6 +443,17 @@ pub fn nodes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>) -> Vec<NodeStat
             Some(m) => m.add(n),
             None => out.push(n.clone()),
         }
+    }
+    out
+}
+
+/// How the connections came and went, summed over workers.
+pub fn connections<'a>(
+    workers: impl Iterator<Item = &'a WorkerBooks>,
+) -> crest_model::stats::ConnLife {
+    let mut out = crest_model::stats::ConnLife::default();
+    for f in workers.filter_map(|w| w.final_.as_ref()) {
+        out.add(&f.connections);
     }
     out
 }

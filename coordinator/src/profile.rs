@@ -389,6 +389,10 @@ pub struct FileToml {
     pub cluster: Option<bool>,
     /// memcached's meta protocol (true) to a `memcache://` target; else its text protocol.
     pub meta: Option<bool>,
+    /// `--conn-lifetime`: "30s" or "30s±5s".
+    pub conn_lifetime: Option<String>,
+    /// `--conn-rate`: connections retired per second across the fleet.
+    pub conn_rate: Option<f64>,
     /// Sample the target's INFO at every interval (default true; false as
     /// `--no-server-stats`).
     pub server_stats: Option<bool>,

@@ -12,6 +12,7 @@ mod auth;
 mod books;
 mod bound;
 mod builtin;
+mod churn;
 mod cli;
 mod cluster;
 mod compare;

@@ -44,6 +44,26 @@ impl Pacer {
 /// it is a burst generator.
 pub const MAX_TOLERANCE_NS: u64 = 10_000_000;
 
+/// How connections come and go (`--conn-lifetime D[±J]`, `--conn-rate N`): at most one of
+/// the two; both None for connections that live as long as the run. A retired connection
+/// takes no new request, closes once its replies are in, and opens again with its full
+/// setup.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Churn {
+    /// Each connection retires this long after it came up, ± the jitter (uniform, drawn
+    /// per connection and per life); the jitter is less than the lifetime.
+    pub lifetime: Option<(Duration, Duration)>,
+    /// Connections retired per second across the fleet, split over the shards.
+    pub rate: Option<f64>,
+}
+
+impl Churn {
+    /// Whether connections ever retire.
+    pub fn is_on(&self) -> bool {
+        self.lifetime.is_some() || self.rate.is_some()
+    }
+}
+
 /// A keyspace as a plan carries it (the engine builds its sampler from this).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeySpec {
@@ -204,6 +224,8 @@ pub struct RunPlan<C = ClassPlan> {
     pub protocol: Protocol,
     /// A memcached target's servers (`target` first); empty for RESP.
     pub ring: Vec<String>,
+    /// How connections come and go.
+    pub churn: Churn,
 }
 
 impl<C> RunPlan<C> {
@@ -230,6 +252,7 @@ impl<C> RunPlan<C> {
             cluster: self.cluster,
             protocol: self.protocol,
             ring: self.ring,
+            churn: self.churn,
         })
     }
 }

@@ -223,6 +223,43 @@ impl AddAssign for Redirects {
     }
 }
 
+/// How a worker's connections came and went over a run (`--conn-lifetime`,
+/// `--conn-rate`, and every reconnect after a failure): how many came up before and after
+/// the start, how many retired at the end of their life, and each one's setup time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnLife {
+    /// Connections that came up after the run's start (reconnects).
+    pub opened: u64,
+    /// Connections that came up before it (the first connects).
+    pub initial: u64,
+    /// Connections closed because their life ended.
+    pub retired: u64,
+    /// Every connection's setup, ns: from the connect's start to ready for requests
+    /// (TCP, TLS handshake, login, database, protocol).
+    pub setup: crate::hist::Hist,
+}
+
+impl Default for ConnLife {
+    fn default() -> Self {
+        Self {
+            opened: 0,
+            initial: 0,
+            retired: 0,
+            setup: crate::hist::new_hist(),
+        }
+    }
+}
+
+impl ConnLife {
+    /// Adds `o` (another shard's or worker's).
+    pub fn add(&mut self, o: &ConnLife) {
+        self.opened += o.opened;
+        self.initial += o.initial;
+        self.retired += o.retired;
+        crate::hist::add(&mut self.setup, &o.setup);
+    }
+}
+
 /// One target node's share of a run (cluster mode), measured requests of every class.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeStats {

@@ -50,8 +50,10 @@ pub mod pb {
 /// was off pace); an
 /// older worker would report none, and its late intervals would be blamed on the pacer.
 /// Version 9: `RunPlan.memcache` (a memcached target, one server or a ring); an older
-/// worker would send RESP to a memcached server.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// worker would send RESP to a memcached server. Version 10: `RunPlan.churn`,
+/// `Interval.connections_opened`, `Finished.connections` (connection lifetimes); an older
+/// worker would keep its connections for the whole run.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

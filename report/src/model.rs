@@ -391,6 +391,10 @@ pub struct TimelinePoint {
     /// The hypervisor's steal on the shards' cores in this interval, ms, summed over
     /// cores (`/proc/stat`, in whole ticks of 10 ms; 0 off a VM).
     pub steal_ms: f64,
+    /// Connections that came up in the interval after the start: reconnects, whether a
+    /// life ended (`--conn-lifetime`, `--conn-rate`) or a connection failed.
+    #[serde(default)]
+    pub connections_opened: u64,
 }
 
 /// What an interval is judged against: the run so far and the pacer.
@@ -603,6 +607,25 @@ pub struct NodeReport {
     pub latency_us: Percentiles,
 }
 
+/// The connections' lives over a run, summed over workers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConnReport {
+    /// `--conn-lifetime` as given (`1s`, `30s±5s`); null without one.
+    pub lifetime: Option<String>,
+    /// `--conn-rate`: connections retired per second across the fleet; null without one.
+    pub rate: Option<f64>,
+    /// Connections that came up before the start (the first connects).
+    pub initial: u64,
+    /// Connections that came up after it (reconnects: a life's end, or a failure).
+    pub opened: u64,
+    /// Connections closed because their life ended (no request lost: each waited for its
+    /// replies).
+    pub retired: u64,
+    /// Every connection's setup, from the connect's start to ready for requests (TCP, TLS
+    /// handshake, login, database, protocol), µs.
+    pub setup_us: Percentiles,
+}
+
 fn resp_protocol() -> String {
     "resp".into()
 }
@@ -698,6 +721,11 @@ pub struct Report {
     /// Per target node (one for a single node): its slots, its share of the requests,
     /// its errors, redirects and latency, so one hot or slow node stands out.
     pub nodes: Vec<NodeReport>,
+    /// How the connections came and went: the first connects, the reconnects during the
+    /// run (a life's end with `--conn-lifetime`/`--conn-rate`, or a failure), and every
+    /// connection's setup time.
+    #[serde(default)]
+    pub connections: ConnReport,
     /// Start instant, RFC 3339 UTC.
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.

@@ -39,6 +39,8 @@ pub struct Load {
     pub queued_ns: u64,
     /// The hypervisor's steal on the shards' cores, ns.
     pub steal_ns: u64,
+    /// Connections that came up (reconnects).
+    pub connections_opened: u64,
 }
 
 impl Load {
@@ -49,6 +51,7 @@ impl Load {
         self.preemptions = self.preemptions.saturating_add(o.preemptions);
         self.queued_ns = self.queued_ns.saturating_add(o.queued_ns);
         self.steal_ns = self.steal_ns.saturating_add(o.steal_ns);
+        self.connections_opened = self.connections_opened.saturating_add(o.connections_opened);
     }
 }
 
@@ -155,6 +158,7 @@ impl TimelinePoint {
             preemptions: load.preemptions,
             core_wait_ms: (load.queued_ns as f64 / 1e3).round() / 1e3,
             steal_ms: (load.steal_ns as f64 / 1e3).round() / 1e3,
+            connections_opened: load.connections_opened,
         }
     }
 }

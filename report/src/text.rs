@@ -146,6 +146,9 @@ impl Report {
         if let Some(line) = self.redirect_loop() {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(line) = self.connections_line() {
+            let _ = writeln!(out, "{line}");
+        }
         let pushes: u64 = self.classes.values().map(|c| c.pushes).sum();
         if pushes > 0 {
             let invalidations: u64 = self.classes.values().map(|c| c.invalidations).sum();
@@ -263,6 +266,37 @@ impl Report {
                 self.duration_s
             );
         }
+    }
+
+    /// The connections' lives, when they came and went (churn asked for, or reconnects
+    /// after failures): how many at the start and during the run, their setup time, and
+    /// the server's own count of connections accepted beside it.
+    fn connections_line(&self) -> Option<String> {
+        let c = &self.connections;
+        let churn = c.lifetime.is_some() || c.rate.is_some();
+        if !churn && c.opened == 0 {
+            return None;
+        }
+        let why = match (&c.lifetime, c.rate) {
+            (Some(l), _) => format!(" (--conn-lifetime {l}: {} retired)", c.retired),
+            (None, Some(r)) => format!(" (--conn-rate {r}/s: {} retired)", c.retired),
+            (None, None) => " (reconnects after failures)".to_string(),
+        };
+        let [p50, _, p99, p999, _, max] = c.setup_us.cells();
+        let server = self
+            .server
+            .as_ref()
+            .and_then(|s| s.total.connections_received)
+            .map(|n| {
+                format!(
+                    "; the server accepted {n} (its own count, the sampler's and probes' included)"
+                )
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "connections: {} at the start, {} opened during the run{why}; setup (connect to ready) p50 {p50} p99 {p99} p99.9 {p999} max {max}{server}",
+            c.initial, c.opened
+        ))
     }
 
     /// Whether the target was a ring of memcached servers.

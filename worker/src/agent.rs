@@ -747,6 +747,8 @@ struct Load {
     /// Preemptions of the shard threads and their time queued for a core, summed.
     preemptions: u64,
     queued_ns: u64,
+    /// Connections that came up (reconnects), summed.
+    opened: u64,
 }
 
 impl Load {
@@ -822,6 +824,8 @@ struct ActiveRun {
     new_messages: Vec<(String, String)>,
     /// Per target node, every shard's share.
     nodes: Vec<NodeStats>,
+    /// How the shards' connections came and went, summed as they finish.
+    connections: crest_model::stats::ConnLife,
     /// The hypervisor's steal on the shards' cores, per interval message.
     steal: crate::sys::sched::StealMeter,
 }
@@ -893,6 +897,7 @@ impl ActiveRun {
             kinds: Kinds::default(),
             new_messages: Vec::new(),
             nodes: Vec::new(),
+            connections: Default::default(),
             steal: crate::sys::sched::StealMeter::new(
                 cfg.cores
                     .iter()
@@ -976,8 +981,12 @@ impl ActiveRun {
                 stats,
                 messages,
                 load,
+                opened,
                 ..
-            } => (self.on_interval(index, stats, &messages, &load), false),
+            } => (
+                self.on_interval(index, stats, &messages, &load, opened),
+                false,
+            ),
             ShardEvent::Finished {
                 shard,
                 totals,
@@ -986,8 +995,10 @@ impl ActiveRun {
                 connection_errors,
                 handshakes,
                 nodes,
+                connections,
                 ..
             } => {
+                self.connections.add(&connections);
                 self.add_shard_results(
                     totals,
                     in_flight,
@@ -1057,6 +1068,7 @@ impl ActiveRun {
         mut stats: Vec<Stats>,
         messages: &[(String, String)],
         load: &shard::ShardLoad,
+        opened: u64,
     ) -> Vec<Out> {
         // Kinds with their messages first, so a new kind is admitted with its text.
         for (kind, message) in messages {
@@ -1071,6 +1083,7 @@ impl ActiveRun {
         e.0 += 1;
         add_classes(&mut e.1, &stats);
         e.2.add(load);
+        e.2.opened += opened;
         let mut out = Vec::new();
         while let Some(entry) = self.pending.first_entry() {
             if entry.get().0 < self.shards {
@@ -1157,6 +1170,7 @@ impl ActiveRun {
                 })
                 .collect(),
             nodes: convert::nodes_to_pb(&self.nodes),
+            connections: Some(convert::conn_life_to_pb(&self.connections)),
         })
     }
 
@@ -1189,6 +1203,7 @@ impl ActiveRun {
             shard_preemptions: load.preemptions,
             shard_queued_ns: load.queued_ns,
             shard_steal_ns: self.steal.take(),
+            connections_opened: load.opened,
         })
     }
 }

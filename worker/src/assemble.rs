@@ -119,6 +119,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             released: wiring.released.clone(),
             steering: wiring.steering.clone(),
             share: part.share,
+            churn: plan.churn,
             out: wiring.out.clone(),
         });
     }
@@ -204,6 +205,7 @@ mod tests {
             cluster: Default::default(),
             protocol: Default::default(),
             ring: Vec::new(),
+            churn: Default::default(),
         }
     }
 

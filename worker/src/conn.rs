@@ -612,6 +612,10 @@ pub enum Due {
     SetupTimeout,
     /// The backoff has passed: connect again.
     Retry,
+    /// Its life is over (`--conn-lifetime`): it takes no new request from now on.
+    Retire,
+    /// Retired, and nothing is in flight any more: close it and open it again.
+    Recycle,
 }
 
 /// One connection: socket, buffers, requests in flight, state.
@@ -665,6 +669,14 @@ pub struct Conn {
     step: Step,
     /// memcached: the reply each command of the class expects (None: RESP).
     expects: Option<Rc<[Expect]>>,
+    /// When the current (or last) connect began: its setup time runs from here.
+    connect_started: u64,
+    /// When it came up (ns since the start), for the longest-lived-first retirement.
+    up_at: u64,
+    /// When its life ends (0: never).
+    retire_at: u64,
+    /// Its life is over: it takes no new request and closes once its replies are in.
+    retiring: bool,
     /// Free-slot tokens of this connection on its class's list that stand for no free
     /// slot: the class filled a slot without taking its token (it kept writing to the
     /// connection it had just written to), so the next such many tokens popped are dropped.
@@ -704,7 +716,42 @@ impl Conn {
             setup: None,
             step: Step::Select,
             expects: None,
+            connect_started: 0,
+            up_at: 0,
+            retire_at: 0,
+            retiring: false,
         }
+    }
+
+    /// How long its setup took, from the connect's start to `now` (it just came up).
+    pub fn setup_ns(&self, now: u64) -> u64 {
+        now.saturating_sub(self.connect_started)
+    }
+
+    /// It came up at `now` and lives until `retire_at` (0: for good).
+    pub fn live(&mut self, now: u64, retire_at: u64) {
+        self.up_at = now;
+        self.retire_at = retire_at;
+        self.retiring = false;
+    }
+
+    /// When it came up, if it is up and not retiring (a candidate for retirement).
+    pub fn up_since(&self) -> Option<u64> {
+        (self.state == ConnState::Up && !self.retiring).then_some(self.up_at)
+    }
+
+    /// Ends its life: no new request from now on; [`Due::Recycle`] once none is in flight.
+    pub fn retire(&mut self) {
+        self.retiring = true;
+    }
+
+    /// Closes a retired connection with nothing in flight, without any error, and makes it
+    /// due to connect again at `now` (no backoff: it did not fail).
+    pub fn recycle(&mut self, now: u64) {
+        debug_assert!(self.inflight.is_empty());
+        self.close(now, |_, _| {});
+        self.backoff = BACKOFF_MIN_NS;
+        self.state = ConnState::Down { retry_at: now };
     }
 
     /// The same connection, speaking memcached: `expects` is the reply each of its class's
@@ -741,7 +788,7 @@ impl Conn {
     /// Whether a request may be added: up, with fewer than `pipeline` in flight.
     #[inline]
     pub fn has_room(&self, pipeline: usize) -> bool {
-        self.state == ConnState::Up && self.inflight.len() < pipeline
+        self.state == ConnState::Up && !self.retiring && self.inflight.len() < pipeline
     }
 
     /// Requests sent or queued on this connection, unanswered.
@@ -791,6 +838,7 @@ impl Conn {
         let sock = open(addr).map_err(|e| format!("connect: {}", error_kind(&e)))?;
         let sock = self.sock.insert(sock);
         self.state = ConnState::Connecting { since: now };
+        self.connect_started = now;
         ep.add(sock.as_fd(), Interest::ReadWrite, id.token())
             .map_err(|e| {
                 tracing::debug!(error = %e, "epoll_ctl failed");
@@ -1205,6 +1253,8 @@ impl Conn {
         }
         self.dirty = false;
         self.want_out = false;
+        self.retiring = false;
+        self.retire_at = 0;
         self.state = ConnState::Down {
             retry_at: now + self.backoff,
         };
@@ -1241,6 +1291,8 @@ impl Conn {
         match self.state {
             ConnState::Up => match self.inflight.front() {
                 Some(p) if now.saturating_sub(p.intended) > timeout => Due::Timeout,
+                None if self.retiring => Due::Recycle,
+                _ if !self.retiring && self.retire_at != 0 && now >= self.retire_at => Due::Retire,
                 _ => Due::Nothing,
             },
             ConnState::Connecting { since } if now.saturating_sub(since) > timeout => {

@@ -10,7 +10,10 @@
 //! - `conn` (private): one connection: socket (plaintext, or TLS through a rustls client
 //!   connection driven by the same loop), buffers, state and backoff, the session
 //!   setup it sends before any request (`HELLO 2 AUTH` / `AUTH`, `SELECT`), and reply
-//!   matching as a pure function of the read buffer and the requests in flight.
+//!   matching as a pure function of the read buffer and the requests in flight (RESP, or
+//!   memcached's replies read as each request expects them).
+//! - `churn` (private): which connection retires when (`--conn-lifetime`, `--conn-rate`)
+//!   and the books of the connections' lives (setup times, reconnects).
 //! - `pace` (private): when the loop wakes: the pacer's lag budget and the offset from the
 //!   next intended time that spends it, set by feedback from the lags the shard sees.
 //! - `sys` (private): epoll with nanosecond waits, timer slack, errno names, the open-file
@@ -31,7 +34,7 @@
 //!   worker (hostname verified by default), TLS failures as a fixed set of kinds and lines.
 //! - [`cpus`]: which cores the shards run on.
 //! - [`probe`]: one connection set up like every other (login, database) and one question
-//!   to the target before a run, so a server that refuses the generator (a wrong password,
+//!   to the target before a run (`version` to each memcached server), so a server that refuses the generator (a wrong password,
 //!   a missing permission or database, maxclients) stops the run with its own words.
 //!
 //! Data flow: coordinator → `StartRun` → [`agent`] (probe; in cluster mode the slot table
@@ -45,6 +48,7 @@
 
 pub mod agent;
 pub mod assemble;
+mod churn;
 mod class;
 mod conn;
 pub mod control_tls;

@@ -10,7 +10,7 @@ use crate::sys::sched::Sched;
 use crate::target_tls::{Client, Handshakes};
 use crest_model::plan::Pacer;
 use crest_model::schedule::Schedule;
-use crest_model::stats::{ErrorCounts, NodeStats, Stats};
+use crest_model::stats::{ConnLife, ErrorCounts, NodeStats, Stats};
 use crest_model::target::Session;
 use crest_model::workload::Workload;
 use std::net::SocketAddr;
@@ -114,6 +114,8 @@ pub struct ShardConfig {
     /// This shard's part of each open-loop class's cluster-wide rate (a held rate is
     /// scaled by it).
     pub share: f64,
+    /// How connections come and go.
+    pub churn: crest_model::plan::Churn,
     /// Where intervals and the final totals go.
     pub out: UnboundedSender<ShardEvent>,
 }
@@ -147,6 +149,8 @@ pub enum ShardEvent {
         messages: Vec<(String, String)>,
         /// How hard the shard's thread worked in this interval.
         load: ShardLoad,
+        /// Connections that came up in this interval (reconnects).
+        opened: u64,
     },
     /// Stopped at checkpoint `index` (0-based) with nothing in flight; waits for the
     /// release.
@@ -184,6 +188,8 @@ pub enum ShardEvent {
         handshakes: Handshakes,
         /// Per target node: its share of the measured requests, every class.
         nodes: Vec<NodeStats>,
+        /// How its connections came and went.
+        connections: ConnLife,
     },
 }
 

@@ -91,6 +91,7 @@ fn good_plan() -> RunPlan {
         cluster: Default::default(),
         protocol: Default::default(),
         ring: Vec::new(),
+        churn: Default::default(),
     }
 }
 

@@ -74,6 +74,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
         released: Arc::new(std::sync::atomic::AtomicU32::new(0)),
         steering: Arc::default(),
         share: 1.0,
+        churn: Default::default(),
         out,
     };
     let shard = std::thread::spawn(move || shard::run(cfg));

@@ -244,6 +244,16 @@ pub struct LoadArgs {
     /// Requests in flight per connection.
     #[arg(long)]
     pub pipeline: Option<u32>,
+    /// Close each connection this long after it came up and open it again with its full
+    /// setup (connect, TLS, AUTH/HELLO, SELECT), as an application's pools do; 30s±5s
+    /// jitters each life. Replies in flight are awaited first; requests due meanwhile wait
+    /// for a connection and keep their intended time.
+    #[arg(long, value_parser = config::parse_lifetime)]
+    pub conn_lifetime: Option<(Duration, Duration)>,
+    /// Instead of --conn-lifetime: retire this many connections per second across the
+    /// fleet, longest-lived first (a deploy storm), e.g. 50 or 50/s.
+    #[arg(long, value_parser = config::parse_conn_rate, conflicts_with = "conn_lifetime")]
+    pub conn_rate: Option<f64>,
     /// TTL for SET (sent as EX) and EXPIRE, e.g. 60s.
     #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub ttl: Option<Duration>,

@@ -24,6 +24,38 @@ use crest_model::target::{ClusterMode, Protocol};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// How connections come and go: `--conn-lifetime` or `--conn-rate` (profile
+/// `conn_lifetime`, `conn_rate`; a flag wins over the file, and the two are exclusive
+/// across both layers).
+fn churn(a: &RunArgs, file: &FileToml) -> Result<crest_model::plan::Churn, ConfigError> {
+    let lifetime = match (&a.load.conn_lifetime, &file.conn_lifetime) {
+        (Some(l), _) => Some(*l),
+        (None, Some(s)) => Some(config::parse_lifetime(s).map_err(|e| err("conn_lifetime", s, e))?),
+        (None, None) => None,
+    };
+    let rate = match (a.load.conn_rate, file.conn_rate) {
+        (Some(r), _) => Some(r),
+        (None, Some(r)) => {
+            Some(config::parse_conn_rate(&r.to_string()).map_err(|e| err("conn_rate", r, e))?)
+        }
+        (None, None) => None,
+    };
+    // A flag replaces the file's other setting rather than adding to it.
+    let (lifetime, rate) = match (a.load.conn_lifetime.is_some(), a.load.conn_rate.is_some()) {
+        (true, _) => (lifetime, None),
+        (_, true) => (None, rate),
+        _ => (lifetime, rate),
+    };
+    if let (Some(_), Some(r)) = (lifetime, rate) {
+        return Err(err(
+            "conn_rate",
+            r,
+            "and conn_lifetime are both set in the profile: connections retire by age or at a rate, give one",
+        ));
+    }
+    Ok(crest_model::plan::Churn { lifetime, rate })
+}
+
 /// What the connections speak: memcached's text protocol for a `memcache://` target, its
 /// meta protocol with `--meta` (profile `meta = true`), RESP otherwise.
 fn protocol(a: &RunArgs, file: &FileToml, ring: &[String]) -> Result<Protocol, ConfigError> {
@@ -146,6 +178,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         cluster,
         protocol,
         ring,
+        churn: churn(&a, &file)?,
         classes,
         duration,
         warmup,

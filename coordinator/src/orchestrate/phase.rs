@@ -169,6 +169,7 @@ pub(super) fn plans(
                 cluster: cfg.cluster,
                 protocol: cfg.protocol,
                 ring: ring_for(cfg, &target),
+                churn: cfg.churn,
                 target,
             }
         })

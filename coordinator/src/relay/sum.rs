@@ -134,6 +134,7 @@ impl Summer {
             shard_preemptions: load.preemptions,
             shard_queued_ns: load.queued_ns,
             shard_steal_ns: load.steal_ns,
+            connections_opened: load.connections_opened,
         })
     }
 
@@ -154,6 +155,7 @@ impl Summer {
         let mut tls: Option<Handshakes> = None;
         let mut classes: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut nodes: Vec<NodeStats> = Vec::new();
+        let mut connections = crest_model::stats::ConnLife::default();
         for (w, f) in finals {
             self.add_commands(w, &f.error_messages, &f.totals)?;
             for c in &f.totals {
@@ -177,6 +179,16 @@ impl Summer {
                 let e = classes.entry(c.class.clone()).or_default();
                 e.0 = e.0.saturating_add(c.pushes);
                 e.1 = e.1.saturating_add(c.invalidations);
+            }
+            match convert::conn_life_from_pb(f.connections.as_ref()) {
+                Ok(c) => connections.add(&c),
+                Err(e) => {
+                    self.clear();
+                    return Err(Unsummable {
+                        worker: w,
+                        error: HistError::Decode(e.to_string()),
+                    });
+                }
             }
             let theirs = match convert::nodes_from_pb(&f.nodes) {
                 Ok(n) => n,
@@ -222,6 +234,7 @@ impl Summer {
                 })
                 .collect(),
             nodes: convert::nodes_to_pb(&nodes),
+            connections: Some(convert::conn_life_to_pb(&connections)),
         })
     }
 }
@@ -299,6 +312,7 @@ mod tests {
                 shard_preemptions: (index % 3) as u64,
                 shard_queued_ns: 7_000 * index as u64,
                 shard_steal_ns: 10_000_000 * (index % 2) as u64,
+                connections_opened: (index % 4) as u64,
             });
         }
         let final_ = pb::Finished {

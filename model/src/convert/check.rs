@@ -58,6 +58,11 @@ pub mod limits {
     pub const MAX_TEMPLATE: usize = 64 * 1024;
     /// Cores one worker may list.
     pub const MAX_CPUS: usize = 4096;
+    /// Shortest connection lifetime (`--conn-lifetime`): a connection must live long
+    /// enough to carry requests between its setups.
+    pub const MIN_CONN_LIFETIME: Duration = Duration::from_millis(10);
+    /// Most connections retired per second across the fleet (`--conn-rate`).
+    pub const MAX_CONN_RATE: f64 = 1e6;
 }
 
 /// A wire message that is refused: which field, what it held, what would be right.

@@ -22,7 +22,9 @@ pub use results::*;
 mod tests {
     use super::*;
 
-    use crate::plan::{ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart};
+    use crate::plan::{
+        Churn, ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart,
+    };
     use crate::schedule::{Arrival, Profile, Segment};
     use crate::shapes::{KeyDist, ValueSizes};
     use crate::target::{ClusterMode, Login, MAX_DB, Protocol, Resp, Secret, Session, Tls, Verify};
@@ -224,6 +226,24 @@ mod tests {
                             0 => Vec::new(),
                             k => (0..k).map(|i| format!("127.0.0.{}:6379", i + 1)).collect(),
                         },
+                        churn: match timeout_ms % 4 {
+                            0 => Churn::default(),
+                            1 => Churn {
+                                lifetime: Some((
+                                    Duration::from_millis(timeout_ms + 10),
+                                    Duration::from_millis(timeout_ms / 2),
+                                )),
+                                rate: None,
+                            },
+                            2 => Churn {
+                                lifetime: Some((Duration::from_secs(1), Duration::ZERO)),
+                                rate: None,
+                            },
+                            _ => Churn {
+                                lifetime: None,
+                                rate: Some(0.5 + f64::from(db % 1000)),
+                            },
+                        },
                     }
                 },
             )
@@ -350,6 +370,7 @@ mod tests {
             cluster: ClusterMode::On,
             protocol: Protocol::Resp,
             ring: Vec::new(),
+            churn: Churn::default(),
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
@@ -357,6 +378,34 @@ mod tests {
         let cases: &[(&str, Edit)] = &[
             ("total_shards", |p| p.total_shards = u32::MAX),
             ("cluster", |p| p.cluster = 7),
+            ("churn.jitter_ns", |p| {
+                p.churn = Some(pb::ConnChurn {
+                    lifetime_ns: 1_000_000_000,
+                    jitter_ns: 1_000_000_000,
+                    rate: 0.0,
+                })
+            }),
+            ("churn.lifetime_ns", |p| {
+                p.churn = Some(pb::ConnChurn {
+                    lifetime_ns: 1,
+                    jitter_ns: 0,
+                    rate: 0.0,
+                })
+            }),
+            ("churn.rate", |p| {
+                p.churn = Some(pb::ConnChurn {
+                    lifetime_ns: 1_000_000_000,
+                    jitter_ns: 0,
+                    rate: 5.0,
+                })
+            }),
+            ("churn.rate", |p| {
+                p.churn = Some(pb::ConnChurn {
+                    lifetime_ns: 0,
+                    jitter_ns: 0,
+                    rate: f64::NAN,
+                })
+            }),
             ("memcache.ring", |p| {
                 p.memcache = Some(pb::Memcache {
                     meta: false,

@@ -2,7 +2,9 @@
 //! session and TLS, and the whole run plan.
 
 use super::check::{WireError, check_len, check_range, check_str, duration, limits};
-use crate::plan::{ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart};
+use crate::plan::{
+    Churn, ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart,
+};
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::target::{
@@ -411,6 +413,11 @@ impl From<&RunPlan> for pb::RunPlan {
                 meta: p.protocol == Protocol::McMeta,
                 ring: p.ring.clone(),
             }),
+            churn: p.churn.is_on().then(|| pb::ConnChurn {
+                lifetime_ns: p.churn.lifetime.map_or(0, |l| ns(l.0)),
+                jitter_ns: p.churn.lifetime.map_or(0, |l| ns(l.1)),
+                rate: p.churn.rate.unwrap_or(0.0),
+            }),
         }
     }
 }
@@ -674,8 +681,57 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 None => Vec::new(),
                 Some(m) => ring(m, &p.target)?,
             },
+            churn: p.churn.as_ref().map(churn).transpose()?.unwrap_or_default(),
         })
     }
+}
+
+/// Connection churn off the wire: a lifetime of at least [`limits::MIN_CONN_LIFETIME`]
+/// with a jitter below it, or a rate in (0, [`limits::MAX_CONN_RATE`]], not both.
+fn churn(c: &pb::ConnChurn) -> Result<Churn, WireError> {
+    let lifetime = match c.lifetime_ns {
+        0 if c.jitter_ns > 0 => {
+            return Err(WireError::new(
+                "churn.jitter_ns",
+                c.jitter_ns,
+                "0 without a lifetime",
+            ));
+        }
+        0 => None,
+        l => {
+            let life = duration(
+                "churn.lifetime_ns",
+                l,
+                limits::MIN_CONN_LIFETIME,
+                limits::MAX_RUN,
+            )?;
+            if c.jitter_ns >= l {
+                return Err(WireError::new(
+                    "churn.jitter_ns",
+                    c.jitter_ns,
+                    "less than the lifetime",
+                ));
+            }
+            Some((life, Duration::from_nanos(c.jitter_ns)))
+        }
+    };
+    let rate = match c.rate {
+        0.0 => None,
+        r if r.is_finite() && r > 0.0 && r <= limits::MAX_CONN_RATE && lifetime.is_none() => {
+            Some(r)
+        }
+        r => {
+            return Err(WireError::new(
+                "churn.rate",
+                r,
+                format!(
+                    "0 < rate ≤ {}, and no lifetime with it",
+                    limits::MAX_CONN_RATE
+                ),
+            ));
+        }
+    };
+    Ok(Churn { lifetime, rate })
 }
 
 /// A memcached plan's servers: 1 to [`MAX_RING`] names, each once, the target first.

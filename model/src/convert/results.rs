@@ -3,7 +3,7 @@
 
 use super::check::{WireError, check_range};
 use crate::hist::{self, HistError, Sparse, SparseDecoder};
-use crate::stats::{CmdDelta, CmdStatsOf, ErrorCounts, NodeStats, Redirects, Samples};
+use crate::stats::{CmdDelta, CmdStatsOf, ConnLife, ErrorCounts, NodeStats, Redirects, Samples};
 use crest_proto::pb;
 
 /// Encodes one class's per-command results; `names[i]` names `cmds[i]`.
@@ -95,6 +95,38 @@ pub fn nodes_from_pb(nodes: &[pb::NodeStats]) -> Result<Vec<NodeStats>, WireErro
             })
         })
         .collect()
+}
+
+/// A worker's connection lives to the wire.
+pub fn conn_life_to_pb(l: &ConnLife) -> pb::ConnLife {
+    pb::ConnLife {
+        opened: l.opened,
+        initial: l.initial,
+        retired: l.retired,
+        setup: Some(pb::Histogram {
+            v2: hist::encode_wire(&l.setup).into(),
+        }),
+    }
+}
+
+/// A worker's connection lives from a peer (absent: none, an older worker's).
+///
+/// # Errors
+/// A [`WireError`] when the setup histogram does not decode.
+pub fn conn_life_from_pb(l: Option<&pb::ConnLife>) -> Result<ConnLife, WireError> {
+    let Some(l) = l else {
+        return Ok(ConnLife::default());
+    };
+    Ok(ConnLife {
+        opened: l.opened,
+        initial: l.initial,
+        retired: l.retired,
+        setup: match &l.setup {
+            Some(h) => hist::decode(&h.v2)
+                .map_err(|e| WireError::new("connections.setup", 0, e.to_string()))?,
+            None => hist::new_hist(),
+        },
+    })
 }
 
 /// Error counts to the wire.

@@ -164,6 +164,7 @@ const UINTS: &[&str] = &[
     "used_memory",
     "used_memory_rss",
     "connected_clients",
+    "total_connections_received",
     "io_threads_active",
     "maxmemory",
 ];

@@ -92,6 +92,7 @@ const KEPT: &[&str] = &[
     "uptime",
     "time",
     "curr_connections",
+    "total_connections",
     "bytes",
     "curr_items",
     "limit_maxbytes",
@@ -127,6 +128,7 @@ const AS_INFO: &[(&str, &str)] = &[
     ("bytes_read", "total_net_input_bytes"),
     ("bytes_written", "total_net_output_bytes"),
     ("evictions", "evicted_keys"),
+    ("total_connections", "total_connections_received"),
     ("limit_maxbytes", "maxmemory"),
 ];
 

@@ -112,6 +112,10 @@ pub struct ServerRow {
     pub net_output_bytes: Option<u64>,
     /// Δ evicted_keys.
     pub evicted_keys: Option<u64>,
+    /// Δ total_connections_received (memcached: total_connections): connections the
+    /// server accepted, the sampler's and other clients' included.
+    #[serde(default)]
+    pub connections_received: Option<u64>,
     /// Δ expired_keys.
     pub expired_keys: Option<u64>,
     /// Δ keyspace_hits.
@@ -248,6 +252,7 @@ pub fn row(a: &Sample, b: &Sample, index: Option<u32>, t_s: f64) -> ServerRow {
     let net_input_bytes = c("total_net_input_bytes");
     let net_output_bytes = c("total_net_output_bytes");
     let evicted_keys = c("evicted_keys");
+    let connections_received = c("total_connections_received");
     let expired_keys = c("expired_keys");
     let keyspace_hits = c("keyspace_hits");
     let keyspace_misses = c("keyspace_misses");
@@ -277,6 +282,7 @@ pub fn row(a: &Sample, b: &Sample, index: Option<u32>, t_s: f64) -> ServerRow {
         net_input_bytes,
         net_output_bytes,
         evicted_keys,
+        connections_received,
         expired_keys,
         keyspace_hits,
         keyspace_misses,
