@@ -472,6 +472,52 @@ mod tests {
         cfg.unwrap()
     }
 
+    /// The profile's `conn_lifetime` and `conn_rate`, a flag over either, and both in the
+    /// file refused.
+    #[test]
+    fn churn_comes_from_the_profile_and_a_flag_wins() {
+        use std::time::Duration;
+        let body = "conn_lifetime = \"2s±500ms\"\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        let cfg = with_file(body, "churn-file", |_| {});
+        assert_eq!(
+            cfg.churn.lifetime,
+            Some((Duration::from_secs(2), Duration::from_millis(500)))
+        );
+        // A flag replaces the file's churn, whichever kind it is.
+        let cfg = with_file(body, "churn-flag", |a| a.load.conn_rate = Some(7.0));
+        assert_eq!((cfg.churn.lifetime, cfg.churn.rate), (None, Some(7.0)));
+        // What the file cannot hold, refused as a `to_config` error.
+        let refused = |body: &str, tag: &str| {
+            let path =
+                std::env::temp_dir().join(format!("crest-cli-{tag}-{}.toml", std::process::id()));
+            std::fs::write(&path, body).unwrap();
+            let e = to_config(RunArgs {
+                load: LoadArgs {
+                    profile: Some(path.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            std::fs::remove_file(&path).unwrap();
+            e
+        };
+        let e = refused(
+            "conn_lifetime = \"2s\"\nconn_rate = 3.0\nduration = \"1s\"\n[[class]]\nrate = 10\n",
+            "churn-both",
+        );
+        assert!(e.contains("give one"), "{e}");
+        let e = refused(
+            "conn_lifetime = \"1ms\"\nduration = \"1s\"\n[[class]]\nrate = 10\n",
+            "churn-bad",
+        );
+        assert!(
+            e.contains("conn_lifetime") && e.contains("too short"),
+            "{e}"
+        );
+    }
+
     /// Regression (issue 7): the file's `ttl` used to win over `--ttl`. Every setting is
     /// flag, then file, then the defaults table.
     #[test]
