@@ -14,58 +14,22 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crest_testkit::net::free_port;
-use crest_testkit::proc::{Proc, TempDir};
-use crest_testkit::server::find_on_path;
-
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A memcached of our own, stopped on drop.
+/// A memcached of our own (`crest_testkit::Memcached`, stopped on drop) at a socket
+/// address. Its start's one readiness connection is in its `total_connections`, as the
+/// sink's one readiness connection is in the sink's.
 struct Memcached {
-    _proc: Proc,
-    _dir: TempDir,
+    _server: crest_testkit::Memcached,
     addr: SocketAddr,
 }
 
 impl Memcached {
     fn start() -> Self {
-        let dir = TempDir::new("memcached-drift");
-        let port = free_port();
-        let p = port.to_string();
-        let args = [
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-U",
-            "0",
-            "-t",
-            "1",
-            "-m",
-            "64",
-            "-u",
-            "root",
-        ];
-        let proc = Proc::spawn(&find_on_path("memcached"), &args, dir.path(), "memcached");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let t0 = Instant::now();
-        let probe = loop {
-            if let Ok(probe) = TcpStream::connect(addr) {
-                break probe;
-            }
-            assert!(t0.elapsed() < TIMEOUT, "memcached did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        probe.set_read_timeout(Some(TIMEOUT)).unwrap();
-        Client {
-            stream: probe,
-            buf: Vec::new(),
-            cas: 0,
-        }
-        .step(b"", 0);
+        let server = crest_testkit::Memcached::start();
+        let addr: SocketAddr = server.addr().parse().unwrap();
         Memcached {
-            _proc: proc,
-            _dir: dir,
+            _server: server,
             addr,
         }
     }

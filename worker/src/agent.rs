@@ -370,12 +370,7 @@ async fn probe_target(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::Run
         .ok_or_else(|| {
             refuse.unreachable(format!("target {} resolves to no address", plan.target))
         })?;
-    let tls = plan
-        .tls
-        .as_ref()
-        .map(Client::new)
-        .transpose()
-        .map_err(|e| refuse.with(FailureKind::BadPlan, e))?;
+    let tls = tls_client(plan, refuse)?;
     // The probe asks whether the seed is a cluster node when the plan leaves it open.
     let ask_cluster = plan.cluster == ClusterMode::Auto;
     let seed_is_cluster = crate::probe::probe(
@@ -399,15 +394,19 @@ async fn probe_target(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::Run
     })
 }
 
-/// Probes every server of a memcached target at once (`version`): one that refuses
-/// connections or answers as no memcached does stops the run, naming it.
-async fn probe_ring(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::RunFailed> {
-    let tls = plan
-        .tls
+/// The run's TLS client to the target (None: plaintext).
+fn tls_client(plan: &Plan, refuse: Refuse<'_>) -> Result<Option<Client>, pb::RunFailed> {
+    plan.tls
         .as_ref()
         .map(Client::new)
         .transpose()
-        .map_err(|e| refuse.with(FailureKind::BadPlan, e))?;
+        .map_err(|e| refuse.with(FailureKind::BadPlan, e))
+}
+
+/// Probes every server of a memcached target at once (`version`): one that refuses
+/// connections or answers as no memcached does stops the run, naming it.
+async fn probe_ring(plan: &Plan, refuse: Refuse<'_>) -> Result<Probed, pb::RunFailed> {
+    let tls = tls_client(plan, refuse)?;
     let mut probes = tokio::task::JoinSet::new();
     let mut first = None;
     for (i, server) in plan.ring.iter().enumerate() {

@@ -180,19 +180,7 @@ pub async fn probe(
         Ok(Ok(Heard::NoHandshake(allow))) => Err(Refusal::Tls(format!(
             "TLS to target {target} failed: the server accepted the connection but did not answer the TLS handshake within {allow:?}: a plaintext port? drop --tls (and use redis:// rather than rediss://), or give its tls-port"
         ))),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(Refusal::Unreachable {
-                addr,
-                why: "connection refused".into(),
-            })
-        }
-        Ok(Err(e)) if target_tls::tls_error(&e).is_some() => {
-            let name = tls.map(server_name).unwrap_or_default();
-            let line = target_tls::tls_error(&e)
-                .map(|t| target_tls::explain(target, &name, t))
-                .unwrap_or_default();
-            Err(Refusal::Tls(line))
-        }
+        Ok(Err(e)) if let Some(r) = connect_refusal(addr, target, tls, &e) => Err(r),
         // A TLS server closing on a probe that sent no certificate (TLS 1.2 servers
         // close without an alert some of the time).
         Ok(Err(e))
@@ -261,20 +249,7 @@ pub async fn probe_memcache(
     };
     match tokio::time::timeout(budget, asked).await {
         Err(_elapsed) => Ok(()),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(Refusal::Unreachable {
-                addr,
-                why: "connection refused".into(),
-            })
-        }
-        Ok(Err(e)) if target_tls::tls_error(&e).is_some() => {
-            let name = tls.map(server_name).unwrap_or_default();
-            Err(Refusal::Tls(
-                target_tls::tls_error(&e)
-                    .map(|t| target_tls::explain(target, &name, t))
-                    .unwrap_or_default(),
-            ))
-        }
+        Ok(Err(e)) if let Some(r) = connect_refusal(addr, target, tls, &e) => Err(r),
         Ok(Err(_)) | Ok(Ok(None)) => Ok(()),
         Ok(Ok(Some(line))) if line.starts_with("VERSION ") => Ok(()),
         Ok(Ok(Some(line))) => Err(Refusal::Refused {
@@ -304,6 +279,25 @@ async fn version_line<S: AsyncRead + AsyncWrite + Unpin>(
         buf.extend_from_slice(&chunk[..n]);
     }
     Ok(None)
+}
+
+/// What stops a run in a probe's failed connect: a refused connection, or a TLS failure
+/// worded with its fix; None for anything the shards meet and count themselves.
+fn connect_refusal(
+    addr: SocketAddr,
+    target: &str,
+    tls: Option<&Client>,
+    e: &std::io::Error,
+) -> Option<Refusal> {
+    if e.kind() == std::io::ErrorKind::ConnectionRefused {
+        return Some(Refusal::Unreachable {
+            addr,
+            why: "connection refused".into(),
+        });
+    }
+    let t = target_tls::tls_error(e)?;
+    let name = tls.map(Client::server_name).unwrap_or_default();
+    Some(Refusal::Tls(target_tls::explain(target, &name, t)))
 }
 
 /// Whether an I/O error is the peer closing or resetting the connection.
@@ -425,17 +419,6 @@ fn says_cluster(hello: &[u8]) -> bool {
 
 fn is_text(f: &resp::Frame, want: &[u8]) -> bool {
     matches!(f, resp::Frame::Bulk(b) | resp::Frame::Simple(b) if b == want)
-}
-
-/// The name a probe's certificate was checked against.
-fn server_name(c: &Client) -> String {
-    match &c.name {
-        tokio_rustls::rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
-        tokio_rustls::rustls::pki_types::ServerName::IpAddress(ip) => {
-            std::net::IpAddr::from(*ip).to_string()
-        }
-        other => format!("{other:?}"),
-    }
 }
 
 /// The probe's question: a harmless command no workload sends.
@@ -700,7 +683,7 @@ pub async fn control(
                 Ok(s) => Box::new(s),
                 Err(e) => {
                     return Err(match target_tls::tls_error(&e) {
-                        Some(t) => target_tls::explain(target, &server_name(c), t),
+                        Some(t) => target_tls::explain(target, &c.server_name(), t),
                         None => format!("TLS to {target} failed: {e}"),
                     });
                 }

@@ -129,6 +129,17 @@ pub struct Client {
     pub identity: bool,
 }
 
+impl Client {
+    /// The name certificates are checked against, in words (a DNS name or an address).
+    pub fn server_name(&self) -> String {
+        match &self.name {
+            ServerName::DnsName(d) => d.as_ref().to_string(),
+            ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")

@@ -456,6 +456,15 @@ mod tests {
     }
 
     fn with_file(body: &str, tag: &str, edit: impl FnOnce(&mut RunArgs)) -> RunConfig {
+        file_config(body, tag, edit).unwrap()
+    }
+
+    /// `to_config` of a profile file holding `body` (flags edited by `edit`).
+    fn file_config(
+        body: &str,
+        tag: &str,
+        edit: impl FnOnce(&mut RunArgs),
+    ) -> Result<RunConfig, ConfigError> {
         let path =
             std::env::temp_dir().join(format!("crest-cli-{tag}-{}.toml", std::process::id()));
         std::fs::write(&path, body).unwrap();
@@ -469,7 +478,7 @@ mod tests {
         edit(&mut a);
         let cfg = to_config(a);
         std::fs::remove_file(&path).unwrap();
-        cfg.unwrap()
+        cfg
     }
 
     /// The profile's `conn_lifetime` and `conn_rate`, a flag over either, and both in the
@@ -487,22 +496,8 @@ mod tests {
         let cfg = with_file(body, "churn-flag", |a| a.load.conn_rate = Some(7.0));
         assert_eq!((cfg.churn.lifetime, cfg.churn.rate), (None, Some(7.0)));
         // What the file cannot hold, refused as a `to_config` error.
-        let refused = |body: &str, tag: &str| {
-            let path =
-                std::env::temp_dir().join(format!("crest-cli-{tag}-{}.toml", std::process::id()));
-            std::fs::write(&path, body).unwrap();
-            let e = to_config(RunArgs {
-                load: LoadArgs {
-                    profile: Some(path.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            })
-            .unwrap_err()
-            .to_string();
-            std::fs::remove_file(&path).unwrap();
-            e
-        };
+        let refused =
+            |body: &str, tag: &str| file_config(body, tag, |_| {}).unwrap_err().to_string();
         let e = refused(
             "conn_lifetime = \"2s\"\nconn_rate = 3.0\nduration = \"1s\"\n[[class]]\nrate = 10\n",
             "churn-both",

@@ -63,20 +63,11 @@ impl Checkpoints {
         total_requests: u64,
         probe: Vec<String>,
     ) -> Self {
-        let now = Instant::now();
         Self {
-            every,
-            total: u32::try_from(total_requests / every.max(1)).unwrap_or(u32::MAX),
             dial: dial.into(),
             conn: Some(conn),
             probe,
-            reached: Vec::new(),
-            next: 0,
-            start: now,
-            since: now,
-            rows: Vec::new(),
-            calls: BTreeMap::new(),
-            ring: None,
+            ..Self::empty(every, total_requests)
         }
     }
 
@@ -87,6 +78,14 @@ impl Checkpoints {
         every: u64,
         total_requests: u64,
     ) -> Self {
+        Self {
+            ring: Some(ring),
+            ..Self::empty(every, total_requests)
+        }
+    }
+
+    /// No connection yet, none taken: the checkpoints of `total_requests` every `every`.
+    fn empty(every: u64, total_requests: u64) -> Self {
         let now = Instant::now();
         Self {
             every,
@@ -100,7 +99,7 @@ impl Checkpoints {
             since: now,
             rows: Vec::new(),
             calls: BTreeMap::new(),
-            ring: Some(ring),
+            ring: None,
         }
     }
 

@@ -79,17 +79,6 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// The TLS server name in words.
-fn server_name(c: &Client) -> String {
-    match &c.name {
-        tokio_rustls::rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
-        tokio_rustls::rustls::pki_types::ServerName::IpAddress(ip) => {
-            std::net::IpAddr::from(*ip).to_string()
-        }
-        other => format!("{other:?}"),
-    }
-}
-
 /// Where the reply at the start of `buf` ends (just past its `END` line), scanning
 /// complete lines from `*from` (a line start, moved on past each line scanned). An error
 /// line first is the server's refusal, in its words.
@@ -165,7 +154,7 @@ impl Server {
                         Err(e) => {
                             return Err(match target_tls::tls_error(&e) {
                                 Some(t) => {
-                                    target_tls::explain(&addr.to_string(), &server_name(c), t)
+                                    target_tls::explain(&addr.to_string(), &c.server_name(), t)
                                 }
                                 None => format!("TLS to {addr} failed: {e}"),
                             });
