@@ -40,13 +40,27 @@ for b in crest crest-worker; do
 done
 
 rm -rf "$CTX"
-mkdir -p "$CTX/bin" "$CTX/rootfs" "$CTX/results"
+mkdir -p "$CTX/bin" "$CTX/rootfs" "$CTX/results" "$CTX/share"
 cp -a deploy/rootfs/. "$CTX/rootfs/"
 install -d -m 1777 "$CTX/rootfs/tmp"
 for b in crest crest-worker; do
     # Debug info stays in target/static for symbolizing; the image gets the stripped copy.
     strip -o "$CTX/bin/$b" "$BIN_DIR/$b" 2>/dev/null || cp "$BIN_DIR/$b" "$CTX/bin/$b"
     chmod 0755 "$CTX/bin/$b"
+done
+
+# Shell completions and man pages, made by the binary itself (so they list what parses).
+mkdir -p "$CTX/share/bash-completion/completions" "$CTX/share/zsh/site-functions" \
+    "$CTX/share/fish/vendor_completions.d" "$CTX/share/man/man1"
+"$CTX/bin/crest" completions bash > "$CTX/share/bash-completion/completions/crest"
+"$CTX/bin/crest" completions zsh > "$CTX/share/zsh/site-functions/_crest"
+"$CTX/bin/crest" completions fish > "$CTX/share/fish/vendor_completions.d/crest.fish"
+"$CTX/bin/crest" man > "$CTX/share/man/man1/crest.1"
+for sub in run compare suite search relay report sink completions man; do
+    "$CTX/bin/crest" man "$sub" > "$CTX/share/man/man1/crest-$sub.1"
+done
+for f in "$CTX/share/bash-completion/completions/crest" "$CTX/share/man/man1/crest.1"; do
+    [[ -s "$f" ]] || { echo "build-image: $f is empty" >&2; exit 1; }
 done
 
 VERSION="$("$CTX/bin/crest" --version | awk '{print $2}')"

@@ -403,3 +403,66 @@ fn a_server_that_wants_a_password_stops_the_run_before_it_starts() {
     assert!(!err.contains("run refused"), "{err}");
     assert_no_files(&out);
 }
+
+/// Every subcommand's `--help` ends with an example, and so does `crest --help`.
+#[test]
+fn every_help_has_an_example() {
+    let dir = TempDir::new("help-examples");
+    for sub in [
+        None,
+        Some("run"),
+        Some("compare"),
+        Some("suite"),
+        Some("search"),
+        Some("relay"),
+        Some("report"),
+        Some("sink"),
+        Some("completions"),
+        Some("man"),
+    ] {
+        let mut args: Vec<&str> = sub.into_iter().collect();
+        args.push("--help");
+        let mut p = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+        assert_eq!(p.wait(std::time::Duration::from_secs(30)), 0, "{args:?}");
+        let out = read_log(dir.path(), "crest", "stdout");
+        assert!(out.contains("Example"), "{args:?}: {out}");
+        assert!(out.contains("crest "), "{args:?}: {out}");
+    }
+}
+
+/// `crest completions` for bash, zsh and fish name every subcommand and run's flags (bash's
+/// script parses in bash), and `crest man` writes roff pages for crest and each subcommand.
+#[test]
+fn completions_and_man_pages_list_what_parses() {
+    let dir = TempDir::new("completions");
+    let out_of = |args: &[&str]| {
+        let mut p = Proc::spawn(&crest_bin(), args, dir.path(), "crest");
+        assert_eq!(p.wait(std::time::Duration::from_secs(30)), 0, "{args:?}");
+        read_log(dir.path(), "crest", "stdout")
+    };
+    for shell in ["bash", "zsh", "fish"] {
+        let script = out_of(&["completions", shell]);
+        // Fish names a long flag `-l conn-lifetime`, the others `--conn-lifetime`.
+        for word in ["compare", "suite", "sink", "conn-lifetime", "meta"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+        if shell == "bash" {
+            let path = dir.path().join("crest.bash");
+            std::fs::write(&path, &script).unwrap();
+            let ok = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "the bash completion script does not parse");
+        }
+    }
+    let page = out_of(&["man"]);
+    assert!(page.contains(".TH crest 1"), "{page}");
+    assert!(page.contains("memcached"), "{page}");
+    let run = out_of(&["man", "run"]);
+    assert!(run.contains(".TH crest-run 1"), "{run}");
+    assert!(run.contains("conn\\-lifetime"), "{run}");
+    crest_fails(&["man", "nope"], "no such subcommand");
+    crest_fails(&["completions", "tcsh"], "tcsh");
+}

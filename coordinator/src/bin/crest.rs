@@ -15,9 +15,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Crest: distributed open-loop load generator for Redis-protocol servers.
+/// Crest: distributed open-loop load generator for Redis-protocol servers and memcached.
 #[derive(Debug, Parser)]
-#[command(name = "crest", version)]
+#[command(
+    name = "crest",
+    version,
+    after_help = "Example:\n  crest run --target 127.0.0.1:6379 --rate 20000 --duration 30s --out results/\n\nEvery subcommand's --help has its own examples; `crest man` prints the man page."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -26,24 +30,38 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run a load test and print (and optionally write) its report.
+    #[command(
+        after_help = "Examples:\n  crest run --target 127.0.0.1:6379 --rate 20000 --duration 30s --out results/\n  crest run --target memcache://10.0.0.5:11211,10.0.0.6:11211 --meta --mix GET=10,SET=1 --rate 50000\n  crest run --target redis://:pw@cache:6379 --stages '30s:0->50000, 60s:50000' --conn-lifetime 30s±5s"
+    )]
     Run(Box<RunArgs>),
     /// Compare two or more targets under the same plan and seed, runs interleaved (ABBA),
     /// or earlier reports (`crest compare a/report.json b/report.json`): medians, the
     /// difference with a confidence interval over runs, and a verdict per metric.
+    #[command(
+        after_help = "Examples:\n  crest compare --target a=10.0.0.5:6379 --target b=10.0.0.6:6379 --rate 20000 --duration 30s --runs 5 --out cmp/\n  crest compare before/report.json after/report.json"
+    )]
     Compare(Box<CompareArgs>),
     /// valkey-benchmark's default tests, the same commands, keys and values, printed in
     /// its formats (-q, --csv); closed loop as it measures, or open loop with --rate.
+    #[command(after_help = "Example:\n  crest suite --target 127.0.0.1:6379 -n 100000 -c 50 -q")]
     Suite(Box<SuiteArgs>),
     /// Find the knee: the highest open-loop rate the target holds within SLOs (climb,
     /// bisect, confirm), each window judged on its exact merged histogram; writes
     /// search.json and report.html (the hockey stick) to --out.
+    #[command(
+        after_help = "Example:\n  crest search --target 127.0.0.1:6379 --slo 'p99<=1ms,p99.9<=5ms' --max 500000 --out knee/"
+    )]
     Search(Box<SearchArgs>),
     /// Relay between the coordinator and many workers (a fleet past what one coordinator
     /// holds): workers dial it as they dial `crest run`; it registers with the coordinator
     /// as one worker with all their shards, and sums their results before they go up.
+    #[command(
+        after_help = "Example:\n  crest relay --coordinator http://coordinator:7600 --listen 0.0.0.0:7601"
+    )]
     Relay(Box<RelayArgs>),
     /// Render a saved report.json again: the same summary on stdout as the run printed,
     /// and with --out the same report.html and timeline.csv as the run wrote.
+    #[command(after_help = "Example:\n  crest report results/report.json --out results/")]
     Report {
         /// A report.json written by `crest run --out` (or by compare, search, suite).
         file: PathBuf,
@@ -53,6 +71,9 @@ enum Cmd {
     },
     /// Serve the built-in in-memory target, RESP or (--memcache) memcached (to measure a
     /// generator fleet's ceiling).
+    #[command(
+        after_help = "Examples:\n  crest sink --listen 0.0.0.0:6379\n  crest sink --memcache --listen 0.0.0.0:11211"
+    )]
     Sink {
         /// Address to listen on [default: 127.0.0.1:6379, or 127.0.0.1:11211 with
         /// --memcache].
@@ -64,6 +85,84 @@ enum Cmd {
         #[arg(long)]
         memcache: bool,
     },
+    /// Print a shell completion script for crest.
+    #[command(
+        after_help = "Examples:\n  crest completions bash > /usr/share/bash-completion/completions/crest\n  crest completions zsh > \"${fpath[1]}/_crest\"\n  crest completions fish > ~/.config/fish/completions/crest.fish"
+    )]
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print crest's man page (roff), or a subcommand's (`crest man run`).
+    #[command(
+        after_help = "Examples:\n  crest man > /usr/local/share/man/man1/crest.1\n  crest man run | man -l -"
+    )]
+    Man {
+        /// A subcommand: its page (crest-run(1)) instead of crest(1).
+        subcommand: Option<String>,
+    },
+}
+
+/// The `crest` command as it parses: every default shown from the one table the code
+/// reads, compare's repeated `--target`, negative numbers taken as values. Completions and
+/// man pages are made from it, so they list exactly what parses.
+fn command() -> clap::Command {
+    let mut cli = Cli::command()
+        .mut_subcommand("run", crest::defaults::annotate)
+        .mut_subcommand("suite", crest::defaults::annotate)
+        .mut_subcommand("search", crest::defaults::annotate)
+        .mut_subcommand("compare", |c| {
+            crest::defaults::annotate(c).mut_arg("target", |a| a.action(ArgAction::Append))
+        });
+    let names: Vec<String> = cli
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        // A negative number is a value (`--connections -5` gets "cannot be negative"),
+        // not an unknown flag.
+        cli = cli.mut_subcommand(name, |c| c.allow_negative_numbers(true));
+    }
+    cli
+}
+
+/// `crest completions SHELL`.
+fn completions_cmd(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut cmd = command();
+    clap_complete::generate(shell, &mut cmd, "crest", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `crest man [SUBCOMMAND]`.
+fn man_cmd(subcommand: Option<&str>) -> anyhow::Result<ExitCode> {
+    let mut cmd = command();
+    cmd.build();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            Some(sub) => {
+                let full = format!("crest-{}", sub.get_name());
+                sub.clone().name(full)
+            }
+            None => {
+                let known: Vec<&str> = cmd
+                    .get_subcommands()
+                    .map(|c| c.get_name())
+                    .filter(|n| *n != "help")
+                    .collect();
+                return Ok(usage(format!(
+                    "man {name}: no such subcommand; known: {}",
+                    known.join(" ")
+                )));
+            }
+        },
+    };
+    match clap_mangen::Man::new(page).render(&mut std::io::stdout()) {
+        // A reader that stopped early (`| head`) is no failure of ours.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// `crest relay` flags.
@@ -255,24 +354,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    // `--help` shows each default from the one table the code reads.
-    // A negative number is a value (`--connections -5` gets "cannot be negative"), not
-    // an unknown flag.
-    let mut cli = Cli::command()
-        .mut_subcommand("run", crest::defaults::annotate)
-        .mut_subcommand("suite", crest::defaults::annotate)
-        .mut_subcommand("search", crest::defaults::annotate)
-        .mut_subcommand("compare", |c| {
-            crest::defaults::annotate(c).mut_arg("target", |a| a.action(ArgAction::Append))
-        });
-    let names: Vec<String> = cli
-        .get_subcommands()
-        .map(|c| c.get_name().to_string())
-        .collect();
-    for name in names {
-        cli = cli.mut_subcommand(name, |c| c.allow_negative_numbers(true));
-    }
-    let matches = cli.try_get_matches_from(crest::cli::negative_values(std::env::args_os()));
+    let matches = command().try_get_matches_from(crest::cli::negative_values(std::env::args_os()));
     // compare's repeated --target, and the run flags given to a compare of reports.
     let mut targets = Vec::new();
     let mut run_flags = Vec::new();
@@ -342,6 +424,8 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
     match cli.command {
         Cmd::Relay(args) => rt.block_on(relay_cmd(*args)),
         Cmd::Report { file, out } => report_cmd(&file, out.as_deref()),
+        Cmd::Completions { shell } => completions_cmd(shell),
+        Cmd::Man { subcommand } => man_cmd(subcommand.as_deref()),
         Cmd::Sink { listen, memcache } => rt.block_on(async {
             let port = if memcache { 11211 } else { 6379 };
             let listen = listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], port)));
