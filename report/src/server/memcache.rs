@@ -54,7 +54,7 @@
 //!   So the sampler's own `stats` (and `stats settings` at connect) are in no command
 //!   counter: nothing is taken out, unlike Redis's `INFO` (they are in `bytes_read`,
 //!   `bytes_written` and `curr_connections`, as a Redis sampler's are).
-//! - **Truth check per family** ([`agreement`]): a family's server count (the Δ of its
+//! - **Truth check per family** (`series::memcache_agreement`): a family's server count (the Δ of its
 //!   counters over the span) against the report's commands in it ([`TEXT`], [`META`]),
 //!   each request counted as memcached counts it: once, or once per key it names
 //!   ([`Unit::Key`]: a multi-get of 8 keys is 8, from the caller's [`Keys`]). The band is
@@ -169,7 +169,7 @@ pub const ITEMS: &str = "items";
 /// One `stats` reply (or a ring's, summed): the fields the series reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// The whole-number fields of [`KEPT`] the server gave, by memcached's name.
+    /// The whole-number fields the sampler keeps, as the server gave them, by memcached's name.
     pub uints: BTreeMap<String, u64>,
     /// `rusage_user`, µs.
     pub user_us: Option<u64>,
@@ -507,7 +507,7 @@ pub struct McBooks<'a> {
     pub keys: &'a BTreeMap<String, Keys>,
 }
 
-/// A family's side of an [`Agreement`] (its `memcache`).
+/// A family's side of an [`Agreement`](super::series::Agreement) (its `memcache`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FamilyCheck {
     /// memcached's counters compared (`cmd_get`, `delete_hits+delete_misses`); `none`
