@@ -217,6 +217,9 @@ pub struct ClassState {
     backlog_len: usize,
     /// Requests waiting out a back-off: (when to send again, the request).
     parked: VecDeque<(u64, Queued)>,
+    /// Closed loop: a request made and not placed (every free token was stale, or its
+    /// node full), sent first by the next fill.
+    held: Option<Queued>,
     /// Redirected requests for the shard to route again.
     pub redirected: Vec<Redirected>,
     /// Per node, measured requests.
@@ -296,6 +299,7 @@ impl ClassState {
             backlog: vec![VecDeque::new()],
             backlog_len: 0,
             parked: VecDeque::new(),
+            held: None,
             redirected: Vec::new(),
             nodes: vec![NodeTally::default()],
             interval: Stats::new(n),
@@ -597,8 +601,15 @@ impl ClassState {
     #[inline]
     fn fill_closed(&mut self, now: u64, out: &mut Outbox<'_>) {
         while self.sending(now) && self.free.iter().any(|f| !f.is_empty()) {
-            let q = self.create(now, out);
+            // A pick an earlier turn could not place goes first, issued now: its key and
+            // command are kept, so a sequential keyspace (the prefill) skips no key and
+            // the mix stays exact.
+            let q = match self.held.take() {
+                Some(q) => Queued { intended: now, ..q },
+                None => self.create(now, out),
+            };
             let Some(node) = self.node_for(&q, out) else {
+                self.held = Some(q);
                 break;
             };
             let placed = self.backlog[usize::from(node)].is_empty() && self.dispatch(q, node, out);
@@ -606,7 +617,8 @@ impl ClassState {
                 if !out.routes.is_cluster()
                     || self.backlog_len >= self.backlog_limit.min(self.pipeline)
                 {
-                    // Only stale tokens, or a full node: the pick is simply not used.
+                    // Only stale tokens, or a full node: the pick waits for the next turn.
+                    self.held = Some(q);
                     break;
                 }
                 self.backlog[usize::from(node)].push_back(q);
