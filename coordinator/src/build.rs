@@ -99,10 +99,12 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     // answers MOVED to itself has all 16,384 slots).
     let cluster = !cfg.protocol.is_memcache()
         && (cfg.cluster == crest_model::target::ClusterMode::On
-            || nodes.len() > 1
-            || nodes
-                .iter()
-                .any(|n| n.slots != u32::from(crest_model::slot::SLOTS) || !n.redirects.is_zero()));
+            || nodes.iter().filter(|n| n.slots > 0).count() > 1
+            || (nodes.len() > 1 && !cfg.read_from.uses_replicas())
+            || nodes.iter().any(|n| {
+                (n.primary && n.slots != u32::from(crest_model::slot::SLOTS))
+                    || !n.redirects.is_zero()
+            }));
     let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
     let server = server_report(cfg, &results, &timeline, &commands, cluster);
     let (server, server_problem) = match server {
@@ -140,6 +142,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         protocol: cfg.protocol.name().into(),
         tracking: cfg.session.tracking,
         cluster,
+        read_from: cfg.read_from.name().into(),
         nodes: node_reports(cfg, &nodes, total.completed),
         connections: conn_report(cfg, members.iter().map(|m| &m.books)),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
@@ -269,6 +272,7 @@ fn server_report(
             .sum(),
         first_rate,
         cluster,
+        replica_reads: !cluster && cfg.read_from.uses_replicas(),
         coordinator_calls: &results.coordinator_calls,
         short: short_books(results),
         refused: results

@@ -233,6 +233,10 @@ pub struct RunConfig {
     pub ring: Vec<String>,
     /// How connections come and go (`--conn-lifetime`, `--conn-rate`).
     pub churn: crest_model::plan::Churn,
+    /// Where reads go (`--read-from`).
+    pub read_from: crest_model::target::ReadFrom,
+    /// A standalone primary's replicas (`--replica`); empty: found by the workers.
+    pub replicas: Vec<String>,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).

@@ -88,6 +88,7 @@ fn books<'a>(
         in_flight_max: 1,
         first_rate: 0.0,
         cluster: false,
+        replica_reads: false,
         coordinator_calls,
         short: None,
         refused: None,

@@ -26,6 +26,7 @@ mod memcached;
 mod netns;
 mod redis_cluster;
 mod relay;
+mod replicas;
 mod report;
 mod resp3;
 mod search;

@@ -4,7 +4,7 @@
 
 use crate::schedule::{Arrival, Profile};
 use crate::shapes::{KeyDist, ValueSizes};
-use crate::target::{ClusterMode, Protocol, Session, Tls};
+use crate::target::{ClusterMode, Protocol, ReadFrom, Session, Tls};
 use crate::workload::{CmdDef, WorkloadError};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -226,6 +226,11 @@ pub struct RunPlan<C = ClassPlan> {
     pub ring: Vec<String>,
     /// How connections come and go.
     pub churn: Churn,
+    /// Where reads go when the target has replicas.
+    pub read_from: ReadFrom,
+    /// A standalone primary's replicas to read from (`host:port`); empty: in a cluster,
+    /// its own; else those the primary's `INFO replication` names.
+    pub replicas: Vec<String>,
 }
 
 impl<C> RunPlan<C> {
@@ -253,6 +258,8 @@ impl<C> RunPlan<C> {
             protocol: self.protocol,
             ring: self.ring,
             churn: self.churn,
+            read_from: self.read_from,
+            replicas: self.replicas,
         })
     }
 }

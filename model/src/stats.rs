@@ -271,6 +271,9 @@ pub struct NodeStats {
     pub slots: u32,
     /// Requests it answered with a non-error reply.
     pub completed: u64,
+    /// Of those, reads (commands a replica may answer): with `--read-from`, how the reads
+    /// spread over primaries and replicas.
+    pub reads: u64,
     /// Requests that failed on it (error replies, timeouts, disconnects).
     pub errors: u64,
     /// Redirects it answered with (`moved`, `asked`).
@@ -289,6 +292,7 @@ impl NodeStats {
             primary: false,
             slots: 0,
             completed: 0,
+            reads: 0,
             errors: 0,
             redirects: Redirects::default(),
             connections: 0,
@@ -302,6 +306,7 @@ impl NodeStats {
         self.primary = o.primary;
         self.slots = o.slots;
         self.completed = self.completed.saturating_add(o.completed);
+        self.reads = self.reads.saturating_add(o.reads);
         self.errors = self.errors.saturating_add(o.errors);
         self.redirects += o.redirects;
         self.connections = self.connections.saturating_add(o.connections);

@@ -125,12 +125,66 @@ pub struct Session {
     /// Turn on client-side caching (`CLIENT TRACKING on`, RESP3 only): the server then
     /// pushes an invalidation whenever a key the connection read changes.
     pub tracking: bool,
+    /// `READONLY` after the rest (cluster mode with `--read-from` other than `primary`):
+    /// a cluster replica then answers reads of its primary's slots instead of `MOVED`.
+    /// Set by the worker once it knows the target is a cluster, never sent on the wire.
+    pub readonly: bool,
 }
 
 impl Session {
     /// True when a connection needs no setup at all.
     pub fn is_plain(&self) -> bool {
-        self.login.is_none() && self.db == 0 && self.resp == Resp::Resp2 && !self.tracking
+        self.login.is_none()
+            && self.db == 0
+            && self.resp == Resp::Resp2
+            && !self.tracking
+            && !self.readonly
+    }
+}
+
+/// Where read commands go when the target has replicas (`--read-from`); writes always go
+/// to the primary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// Every request to the primary (the default).
+    #[default]
+    Primary,
+    /// Reads to a replica of the key's primary only: a slot with no replica left (after a
+    /// failover) holds its reads until one is back or they time out.
+    Replicas,
+    /// Reads to a replica of the key's primary, to the primary when it has none.
+    PreferReplicas,
+    /// Reads spread over the primary and its replicas.
+    Any,
+}
+
+impl ReadFrom {
+    /// Every choice, in the order the help lists them.
+    pub const ALL: [ReadFrom; 4] = [
+        ReadFrom::Primary,
+        ReadFrom::Replicas,
+        ReadFrom::PreferReplicas,
+        ReadFrom::Any,
+    ];
+
+    /// How flags, the report and errors name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadFrom::Primary => "primary",
+            ReadFrom::Replicas => "replicas",
+            ReadFrom::PreferReplicas => "prefer-replicas",
+            ReadFrom::Any => "any",
+        }
+    }
+
+    /// The choice named `s` (as [`ReadFrom::name`] spells it).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == s)
+    }
+
+    /// Whether some reads leave the primary.
+    pub fn uses_replicas(self) -> bool {
+        self != ReadFrom::Primary
     }
 }
 

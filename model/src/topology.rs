@@ -29,6 +29,8 @@ pub struct Node {
     pub id: String,
     /// Whether it owns slots (a primary) in this topology.
     pub primary: bool,
+    /// A replica's primary (index into [`Topology::nodes`]); [`NO_NODE`] for a primary.
+    pub replica_of: u16,
 }
 
 /// Which node owns each slot.
@@ -64,6 +66,7 @@ impl Topology {
                 addr: addr.to_string(),
                 id: String::new(),
                 primary: true,
+                replica_of: NO_NODE,
             }],
             owner: vec![0; usize::from(SLOTS)],
         }
@@ -107,11 +110,14 @@ impl Topology {
                 t.owner[s as usize] = p;
             }
             for n in parts.iter().skip(3) {
-                replicas.push(node(n, seed_host)?);
+                replicas.push((node(n, seed_host)?, p));
             }
         }
-        for r in replicas {
-            t.add(r, false)?;
+        for (r, p) in replicas {
+            let i = t.add(r, false)?;
+            if !t.nodes[usize::from(i)].primary {
+                t.nodes[usize::from(i)].replica_of = p;
+            }
         }
         if t.owner.iter().all(|&o| o == NO_NODE) {
             return Err(TopologyError::NoSlots);
@@ -123,6 +129,9 @@ impl Topology {
     fn add(&mut self, n: Node, primary: bool) -> Result<u16, TopologyError> {
         if let Some(i) = self.nodes.iter().position(|m| m.addr == n.addr) {
             self.nodes[i].primary |= primary;
+            if primary {
+                self.nodes[i].replica_of = NO_NODE;
+            }
             return Ok(i as u16);
         }
         if self.nodes.len() >= MAX_NODES {
@@ -135,6 +144,13 @@ impl Topology {
     /// Slots node `i` owns.
     pub fn slots_of(&self, i: usize) -> u32 {
         self.owner.iter().filter(|&&o| usize::from(o) == i).count() as u32
+    }
+
+    /// Indexes of the replicas of node `i`.
+    pub fn replicas_of(&self, i: usize) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&r| usize::from(self.nodes[r].replica_of) == i)
+            .collect()
     }
 
     /// Indexes of the nodes that own at least one slot.
@@ -204,6 +220,7 @@ fn node(f: &Frame, seed_host: &str) -> Result<Node, TopologyError> {
         addr,
         id,
         primary: false,
+        replica_of: NO_NODE,
     })
 }
 
@@ -300,6 +317,10 @@ mod tests {
         assert_eq!(t.slots_of(3), 0);
         assert_eq!(t.owner[16383], 0);
         assert_eq!(t.nodes[1].id, "b2");
+        assert_eq!(t.nodes[3].replica_of, 0, "r1 replicates a1");
+        assert_eq!(t.replicas_of(0), vec![3]);
+        assert!(t.replicas_of(1).is_empty());
+        assert_eq!(t.nodes[0].replica_of, NO_NODE);
     }
 
     #[test]

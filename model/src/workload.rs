@@ -67,6 +67,90 @@ pub const MC_BUILTINS: &[&str] = &[
     "DEL", "INCR", "DECR", "TOUCH", "PING",
 ];
 
+/// Commands a replica may answer: those Valkey and Redis flag `readonly` that a workload
+/// may name (sorted, upper case). Anything else goes to the primary under `--read-from`.
+pub const READ_ONLY: &[&str] = &[
+    "BITCOUNT",
+    "BITPOS",
+    "DBSIZE",
+    "DUMP",
+    "EVALSHA_RO",
+    "EVAL_RO",
+    "EXISTS",
+    "EXPIRETIME",
+    "FCALL_RO",
+    "GEODIST",
+    "GEOHASH",
+    "GEOPOS",
+    "GEORADIUSBYMEMBER_RO",
+    "GEORADIUS_RO",
+    "GEOSEARCH",
+    "GET",
+    "GETBIT",
+    "GETRANGE",
+    "HEXISTS",
+    "HGET",
+    "HGETALL",
+    "HKEYS",
+    "HLEN",
+    "HMGET",
+    "HRANDFIELD",
+    "HSCAN",
+    "HSTRLEN",
+    "HVALS",
+    "KEYS",
+    "LCS",
+    "LINDEX",
+    "LLEN",
+    "LPOS",
+    "LRANGE",
+    "MGET",
+    "PEXPIRETIME",
+    "PFCOUNT",
+    "PTTL",
+    "RANDOMKEY",
+    "SCAN",
+    "SCARD",
+    "SDIFF",
+    "SINTER",
+    "SINTERCARD",
+    "SISMEMBER",
+    "SMEMBERS",
+    "SMISMEMBER",
+    "SORT_RO",
+    "SRANDMEMBER",
+    "SSCAN",
+    "STRLEN",
+    "SUBSTR",
+    "SUNION",
+    "TTL",
+    "TYPE",
+    "XLEN",
+    "XPENDING",
+    "XRANGE",
+    "XREAD",
+    "XREVRANGE",
+    "ZCARD",
+    "ZCOUNT",
+    "ZDIFF",
+    "ZINTER",
+    "ZINTERCARD",
+    "ZLEXCOUNT",
+    "ZMSCORE",
+    "ZRANDMEMBER",
+    "ZRANGE",
+    "ZRANGEBYLEX",
+    "ZRANGEBYSCORE",
+    "ZRANK",
+    "ZREVRANGE",
+    "ZREVRANGEBYLEX",
+    "ZREVRANGEBYSCORE",
+    "ZREVRANK",
+    "ZSCAN",
+    "ZSCORE",
+    "ZUNION",
+];
+
 /// One argument of a command.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
@@ -459,6 +543,13 @@ impl CmdDef {
         self.expect
     }
 
+    /// Whether it only reads (`GET`, `MGET`, `HGETALL`, `ZRANGE`, …: a command the server
+    /// flags `readonly`), so a replica may answer it (`--read-from`). A command not in
+    /// [`READ_ONLY`] is taken as a write and goes to the primary.
+    pub fn reads_only(&self) -> bool {
+        self.form != Form::Mc && READ_ONLY.contains(&self.name.as_str())
+    }
+
     /// A built-in command, or a template (any text with spaces or `__placeholders__`).
     ///
     /// # Errors
@@ -776,6 +867,12 @@ impl Workload {
     /// Names of the commands in mix order; a command's index here is its index in results.
     pub fn names(&self) -> Vec<String> {
         self.commands.iter().map(|c| c.0.name.clone()).collect()
+    }
+
+    /// Per command (in [`Workload::names`] order): whether it only reads
+    /// ([`CmdDef::reads_only`]).
+    pub fn reads(&self) -> Vec<bool> {
+        self.commands.iter().map(|c| c.0.reads_only()).collect()
     }
 
     /// A fresh mixer over this workload's weights.
@@ -1287,6 +1384,32 @@ impl Mixer {
 #[cfg(test)]
 mod tests {
     use super::Mixer;
+
+    /// Reads are the commands a replica answers; writes, unknown templates and memcached
+    /// commands are not. The list stays sorted (a reader checks it by eye).
+    #[test]
+    fn reads_only_names_the_readonly_commands() {
+        use super::{CmdDef, READ_ONLY};
+        use crate::target::Protocol;
+        let def = |p, s| CmdDef::parse_in(p, s, 3, None, 10).unwrap().reads_only();
+        for c in [
+            "GET",
+            "MGET",
+            "HGETALL",
+            "ZRANGE",
+            "get __key__",
+            "SMEMBERS __key__",
+        ] {
+            assert!(def(Protocol::Resp, c), "{c}");
+        }
+        for c in ["SET", "INCR", "MSET", "EVAL x 0", "SETRANGE __key__ 0 x"] {
+            assert!(!def(Protocol::Resp, c), "{c}");
+        }
+        assert!(!def(Protocol::McText, "GET"), "memcached has no replicas");
+        let mut sorted = READ_ONLY.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, READ_ONLY);
+    }
 
     #[test]
     fn templates_take_quotes_as_redis_cli_does() {

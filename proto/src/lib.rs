@@ -52,8 +52,10 @@ pub mod pb {
 /// Version 9: `RunPlan.memcache` (a memcached target, one server or a ring); an older
 /// worker would send RESP to a memcached server. Version 10: `RunPlan.churn`,
 /// `Interval.connections_opened`, `Finished.connections` (connection lifetimes); an older
-/// worker would keep its connections for the whole run.
-pub const PROTOCOL_VERSION: u32 = 10;
+/// worker would keep its connections for the whole run. Version 11: `RunPlan.read_from`
+/// and `replicas` (reads from replicas), `NodeStats.reads`; an older worker would read
+/// from primaries only.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

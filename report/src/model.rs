@@ -593,6 +593,10 @@ pub struct NodeReport {
     pub slot_share: f64,
     /// Requests it answered with a non-error reply.
     pub completed: u64,
+    /// Of those, reads (commands a replica may answer): with `--read-from`, where the
+    /// reads went.
+    #[serde(default)]
+    pub reads: u64,
     /// `completed` / the run's completed: against `slot_share`, how evenly keys spread.
     pub request_share: f64,
     /// Requests that failed on it (error replies, timeouts, disconnects).
@@ -642,6 +646,7 @@ impl NodeReport {
                 slots: n.slots,
                 slot_share: round4(f64::from(n.slots) / slots),
                 completed: n.completed,
+                reads: n.reads,
                 request_share: round4(n.completed as f64 / completed.max(1) as f64),
                 errors: n.errors,
                 moved: n.redirects.moved,
@@ -651,6 +656,10 @@ impl NodeReport {
             })
             .collect()
     }
+}
+
+fn primary_reads() -> String {
+    "primary".into()
 }
 
 fn round4(x: f64) -> f64 {
@@ -718,6 +727,10 @@ pub struct Report {
     /// share of the slots, or a redirect followed), so a one-node cluster owning every
     /// slot that never redirected reads false.
     pub cluster: bool,
+    /// Where reads went (`--read-from`): `primary`, `replicas`, `prefer-replicas` or
+    /// `any`; each node's `reads` says how they spread.
+    #[serde(default = "primary_reads")]
+    pub read_from: String,
     /// Per target node (one for a single node): its slots, its share of the requests,
     /// its errors, redirects and latency, so one hot or slow node stands out.
     pub nodes: Vec<NodeReport>,

@@ -66,7 +66,7 @@ impl Report {
         self.title_line(&mut out);
         self.summary_rows(&mut out);
         self.totals_lines(&mut out);
-        if self.cluster {
+        if self.cluster || self.read_from != "primary" {
             self.nodes_table(&mut out);
         } else if self.is_ring() {
             self.ring_table(&mut out);
@@ -336,22 +336,47 @@ impl Report {
     /// stands out), errors, redirects, latency; and the redirects over the run.
     fn nodes_table(&self, out: &mut String) {
         let r = self.totals.summary.redirects;
+        let primaries = self.nodes.iter().filter(|n| n.primary).count();
+        if self.cluster {
+            let _ = writeln!(
+                out,
+                "cluster: {} nodes ({primaries} primaries); redirects followed: MOVED {} ASK {}, retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}",
+                self.nodes.len(),
+                r.moved,
+                r.asked,
+                r.retried
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "a primary and {} replicas",
+                self.nodes.len().saturating_sub(primaries)
+            );
+        }
+        let replicas = self.read_from != "primary";
+        if replicas {
+            let reads: u64 = self.nodes.iter().map(|n| n.reads).sum();
+            let on_replicas: u64 = self
+                .nodes
+                .iter()
+                .filter(|n| !n.primary)
+                .map(|n| n.reads)
+                .sum();
+            let _ = writeln!(
+                out,
+                "reads from {} (--read-from): {on_replicas} of {reads} reads answered by replicas",
+                self.read_from
+            );
+        }
         let _ = writeln!(
             out,
-            "cluster: {} nodes ({} primaries); redirects followed: MOVED {} ASK {}, retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}",
-            self.nodes.len(),
-            self.nodes.iter().filter(|n| n.primary).count(),
-            r.moved,
-            r.asked,
-            r.retried
-        );
-        let _ = writeln!(
-            out,
-            "{:<22} {:>6} {:>7} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>5}",
+            "{:<22} {:>7} {:>6} {:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>5}",
             "node",
+            "role",
             "slots",
             "slot%",
             "completed",
+            "reads",
             "req%",
             "p50",
             "p99",
@@ -364,11 +389,13 @@ impl Report {
             let [p50, _, p99, p999, _, _] = n.latency_us.cells();
             let _ = writeln!(
                 out,
-                "{:<22} {:>6} {:>6.2}% {:>10} {:>6.2}% {p50:>8} {p99:>8} {p999:>8} {:>8} {:>7} {:>5}",
+                "{:<22} {:>7} {:>6} {:>6.2}% {:>10} {:>10} {:>6.2}% {p50:>8} {p99:>8} {p999:>8} {:>8} {:>7} {:>5}",
                 n.addr,
+                if n.primary { "primary" } else { "replica" },
                 n.slots,
                 n.slot_share * 100.0,
                 n.completed,
+                n.reads,
                 n.request_share * 100.0,
                 n.errors,
                 n.moved,

@@ -25,7 +25,7 @@ use crest_model::clock::unix_ns;
 use crest_model::convert::{self, FailureKind};
 use crest_model::schedule::{Change, Profile};
 use crest_model::stats::{ErrorCounts, Kinds, NodeStats, Stats, add_error, fold_kinds};
-use crest_model::target::ClusterMode;
+use crest_model::target::{ClusterMode, ReadFrom};
 use crest_proto::PROTOCOL_VERSION;
 use crest_proto::pb::{self, coordinator_message::Msg as In, worker_message::Msg as Out};
 use std::collections::{BTreeMap, BTreeSet};
@@ -490,14 +490,71 @@ async fn discover_topology(
             .await
             .map_err(|e| refuse.with(FailureKind::TargetRefused, e))?,
     };
-    if topology.is_some() {
+    let read_from = plan.read_from;
+    // The target lacks what the flag needs: the user's to fix (exit 2).
+    let bad = |why: String| {
+        refuse.with(
+            FailureKind::TargetRefused,
+            format!("--read-from {}: {why}", read_from.name()),
+        )
+    };
+    if let Some(t) = &topology {
         for c in &mut plan.classes {
             c.workload
                 .for_cluster()
                 .map_err(|e| refuse.with(FailureKind::BadPlan, format!("class {}: {e}", c.name)))?;
         }
+        if read_from.uses_replicas() {
+            if !plan.replicas.is_empty() {
+                return Err(bad(format!(
+                    "{} is a cluster, which names its own replicas: leave out --replica",
+                    plan.target
+                )));
+            }
+            let (_, r) = t.current();
+            cluster_replicas(read_from, &r).map_err(bad)?;
+            // Replicas answer their primaries' slots only after READONLY.
+            plan.session.readonly = true;
+        }
+        return Ok(topology);
     }
-    Ok(topology)
+    if !read_from.uses_replicas() {
+        return Ok(None);
+    }
+    // A standalone primary and its replicas: a table of one owner that never changes.
+    plan.cluster = ClusterMode::Off;
+    if plan.replicas.is_empty() {
+        plan.replicas =
+            crate::probe::replicas(probed.addr, &plan.session, probed.tls.as_ref(), limit)
+                .await
+                .map_err(bad)?;
+    }
+    let r = route::Resolved::standalone((plan.target.clone(), probed.addr), &plan.replicas)
+        .await
+        .map_err(|e| refuse.unreachable(format!("--replica: {e}")))?;
+    tracing::info!(
+        replicas = plan.replicas.len(),
+        "reading from a standalone primary's replicas"
+    );
+    Ok(Some(route::Shared::new(r)))
+}
+
+/// Whether a cluster's table `r` has the replicas `read_from` needs: one for every owned
+/// slot with `replicas`, at least one with the others.
+fn cluster_replicas(read_from: ReadFrom, r: &route::Resolved) -> Result<(), String> {
+    let any = r
+        .replica_of
+        .iter()
+        .any(|&p| p != crest_model::topology::NO_NODE);
+    match r.slots_without_replica() {
+        Some((a, b, node)) if read_from == ReadFrom::Replicas => Err(format!(
+            "the slot table lists no replica for slots {a}-{b} (primary {node}; a replica that has replicated nothing yet is left out): give --read-from prefer-replicas, or add replicas"
+        )),
+        _ if !any => {
+            Err("the cluster's slot table lists no replica (a replica that has replicated nothing yet is left out): give --read-from primary, or add replicas".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A ring of memcached servers as the shards route it: each server a node owning one
@@ -531,9 +588,11 @@ fn check_open_files(
     refuse: Refuse<'_>,
 ) -> Result<(), pb::RunFailed> {
     // Every shard connects to every primary (a node that owns slots).
+    // With reads from replicas, to every replica too.
+    let replicas = plan.read_from.uses_replicas();
     let owners = topology.map_or(1, |t| {
         let (_, r) = t.current();
-        r.nodes.iter().filter(|n| n.2).count().max(1) as u64
+        r.nodes.iter().filter(|n| n.2 || replicas).count().max(1) as u64
     });
     // One open file per connection, plus what the process holds already (a margin for the
     // rest): refuse up front rather than fail connects one by one with EMFILE.
@@ -597,7 +656,9 @@ fn spawn_run(
     } = probed;
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    if let Some(shared) = topology.as_ref().filter(|_| !plan.protocol.is_memcache()) {
+    // A cluster's table is kept current; a ring's and a standalone primary's do not move.
+    let cluster = !plan.protocol.is_memcache() && plan.cluster != ClusterMode::Off;
+    if let Some(shared) = topology.as_ref().filter(|_| cluster) {
         tokio::spawn(route::refresh(
             shared.clone(),
             stop.clone(),

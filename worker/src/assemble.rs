@@ -120,6 +120,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             steering: wiring.steering.clone(),
             share: part.share,
             churn: plan.churn,
+            read_from: plan.read_from,
             out: wiring.out.clone(),
         });
     }
@@ -206,6 +207,8 @@ mod tests {
             protocol: Default::default(),
             ring: Vec::new(),
             churn: Default::default(),
+            read_from: Default::default(),
+            replicas: Vec::new(),
         }
     }
 

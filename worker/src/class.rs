@@ -186,6 +186,8 @@ pub struct Outbox<'a> {
 pub struct NodeTally {
     /// Answered with a non-error reply.
     pub completed: u64,
+    /// Of those, reads.
+    pub reads: u64,
     /// Failed on it.
     pub errors: u64,
     /// Redirects it answered with.
@@ -203,6 +205,8 @@ pub struct ClassState {
     warmup: u64,
     backlog_limit: usize,
     mixer: Mixer,
+    /// Per command: whether it only reads (a replica may answer it: `--read-from`).
+    reads: Vec<bool>,
     cursor: Cursor,
     /// Free slots, per node: one token per slot, oldest first (a connection's tokens may
     /// be owed: see [`Conn::owed_tokens`]).
@@ -288,6 +292,7 @@ impl ClassState {
         };
         Self {
             mixer: workload.mixer(),
+            reads: workload.reads(),
             workload,
             arrivals,
             pipeline: pipeline.max(1) as usize,
@@ -590,7 +595,7 @@ impl ClassState {
     /// [`ClassState::resend`]).
     #[inline]
     fn node_for(&mut self, q: &Queued, out: &mut Outbox<'_>) -> Option<u16> {
-        let n = out.routes.node_of(q.slot)?;
+        let n = out.routes.node_of(q.slot, self.reads[q.cmd as usize])?;
         self.reach(out.routes.nodes.len());
         Some(n)
     }
@@ -768,7 +773,11 @@ impl ClassState {
                 self.parked.push_back((at, q));
                 continue;
             }
-            if out.routes.node_of(q.slot).is_none() {
+            if out
+                .routes
+                .node_of(q.slot, self.reads[q.cmd as usize])
+                .is_none()
+            {
                 // Still nobody's slot: wait for a table that has it (or the timeout).
                 self.parked.push_back((now + BACKOFF_MIN_NS, q));
                 continue;
@@ -783,9 +792,11 @@ impl ClassState {
         self.reach(out.routes.nodes.len());
         for node in 0..self.backlog.len() {
             let moving: VecDeque<Queued> = {
-                let b = &mut self.backlog[node];
+                let (b, reads) = (&mut self.backlog[node], &self.reads);
                 let (stay, go): (VecDeque<_>, VecDeque<_>) = b.drain(..).partition(|q| {
-                    q.ask || q.slot == NO_SLOT || usize::from(out.routes.owner(q.slot)) == node
+                    q.ask
+                        || q.slot == NO_SLOT
+                        || usize::from(out.routes.owner(q.slot, reads[q.cmd as usize])) == node
                 });
                 *b = stay;
                 go
@@ -863,6 +874,7 @@ impl ClassState {
                     s.latency.record(l);
                     s.service_time.record(now.saturating_sub(p.since()));
                     t.completed += 1;
+                    t.reads += u64::from(self.reads[p.cmd as usize]);
                     t.latency.record(l);
                 }
                 ReplyKind::Error { kind, message } => {
@@ -1141,6 +1153,7 @@ mod tests {
                 owner: (0..crest_model::slot::SLOTS)
                     .map(|s| u16::from(s >= 8192))
                     .collect(),
+                replica_of: Vec::new(),
             });
             let conns = (0..2 * n)
                 .map(|i| {
@@ -1155,7 +1168,7 @@ mod tests {
                 conns,
                 rng: Rng::new(7),
                 dirty: Vec::new(),
-                routes: Routes::cluster(&shared),
+                routes: Routes::cluster(&shared, crest_model::target::ReadFrom::Primary),
                 pace: Pace::new(crest_model::plan::Pacer::Sleep),
             }
         }
@@ -1599,7 +1612,7 @@ mod tests {
         );
         assert_eq!(class.nodes[usize::from(to)].completed, 1);
         assert_eq!(class.nodes[usize::from(from)].redirects.moved, 1);
-        assert_eq!(rig.routes.node_of(slot), Some(to));
+        assert_eq!(rig.routes.node_of(slot, false), Some(to));
     }
 
     /// ASK: ASKING and the request go to the importing node once; ASKING's +OK is no
@@ -1646,7 +1659,11 @@ mod tests {
         rig.answer(&mut class, target, 1, b"$1\r\nx\r\n", 5 * MS);
         let s = &class.interval().cmds[0];
         assert_eq!((s.sent, s.completed, s.redirects.asked), (1, 1, 1));
-        assert_ne!(rig.routes.node_of(slot), Some(to), "ASK leaves the table");
+        assert_ne!(
+            rig.routes.node_of(slot, false),
+            Some(to),
+            "ASK leaves the table"
+        );
         assert_eq!(rig.conns[target.index()].leftovers(), (0, 0));
     }
 

@@ -238,6 +238,8 @@ pub struct Setup {
     select: Option<Vec<u8>>,
     /// `CLIENT TRACKING on`, when asked for.
     tracking: Option<Vec<u8>>,
+    /// `READONLY`, in a cluster read from replicas.
+    readonly: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Setup {
@@ -247,6 +249,7 @@ impl std::fmt::Debug for Setup {
             .field("login", &self.auth.is_some())
             .field("select", &self.select.is_some())
             .field("tracking", &self.tracking.is_some())
+            .field("readonly", &self.readonly.is_some())
             .finish()
     }
 }
@@ -264,6 +267,8 @@ pub enum Step {
     Select,
     /// `CLIENT TRACKING on`.
     Tracking,
+    /// `READONLY`.
+    Readonly,
 }
 
 /// What a setup reply leads to.
@@ -344,6 +349,7 @@ impl Setup {
             tracking: session
                 .tracking
                 .then(|| enc(&[b"CLIENT", b"TRACKING", b"on"])),
+            readonly: session.readonly.then(|| enc(&[b"READONLY"])),
         })
     }
 
@@ -358,9 +364,13 @@ impl Setup {
     /// for any reason is final. A refused `CLIENT SETNAME` is let pass (the name only
     /// labels the connection in `CLIENT LIST`).
     pub fn next(&self, step: Step, reply: ReplyKind<'_>) -> Next<'_> {
+        let then_readonly = || match &self.readonly {
+            Some(r) => Next::Send(r, Step::Readonly),
+            None => Next::Done,
+        };
         let then_tracking = || match &self.tracking {
             Some(t) => Next::Send(t, Step::Tracking),
-            None => Next::Done,
+            None => then_readonly(),
         };
         let then_select = || match &self.select {
             Some(s) => Next::Send(s, Step::Select),
@@ -384,7 +394,8 @@ impl Setup {
             }
             (Step::SetName, _) | (Step::Hello, ReplyKind::Value | ReplyKind::Nil) => then_select(),
             (Step::Select, ReplyKind::Value | ReplyKind::Nil) => then_tracking(),
-            (Step::Tracking, ReplyKind::Value | ReplyKind::Nil) => Next::Done,
+            (Step::Tracking, ReplyKind::Value | ReplyKind::Nil) => then_readonly(),
+            (Step::Readonly, ReplyKind::Value | ReplyKind::Nil) => Next::Done,
             (step, ReplyKind::Error { kind, .. }) => refused(step, kind),
         }
     }
@@ -2165,6 +2176,7 @@ mod tests {
             db,
             resp,
             tracking: false,
+            readonly: false,
         }
     }
 
@@ -2321,6 +2333,40 @@ mod tests {
             Next::Refused(Refusal {
                 step: Step::Tracking,
                 kind: "setup: NOPERM"
+            })
+        );
+    }
+
+    /// Reads from cluster replicas: `READONLY` ends the setup, after tracking; a plain
+    /// RESP2 session sends nothing else first.
+    #[test]
+    fn a_replica_read_setup_ends_with_readonly() {
+        let readonly = cmd(&[b"READONLY"]);
+        let mut s = session(None, 0, Resp::Resp3);
+        s.tracking = true;
+        s.readonly = true;
+        let t = Setup::new(&s, "c").unwrap();
+        assert!(matches!(
+            t.next(Step::Hello, ReplyKind::Value),
+            Next::Send(_, Step::Tracking)
+        ));
+        assert_eq!(
+            t.next(Step::Tracking, ReplyKind::Value),
+            Next::Send(&readonly, Step::Readonly)
+        );
+        assert_eq!(t.next(Step::Readonly, ReplyKind::Value), Next::Done);
+        let mut plain = session(None, 0, Resp::Resp2);
+        plain.readonly = true;
+        let p = Setup::new(&plain, "c").expect("READONLY needs a setup");
+        assert!(matches!(
+            p.next(Step::Hello, ReplyKind::Value),
+            Next::Send(_, Step::Readonly)
+        ));
+        assert_eq!(
+            p.next(Step::Readonly, ERR(b"ERR")),
+            Next::Refused(Refusal {
+                step: Step::Readonly,
+                kind: "setup: ERR"
             })
         );
     }

@@ -28,7 +28,7 @@ use crate::conn::{Next, Setup, Step};
 use crate::target_tls::{self, Client};
 use crest_model::stats::clean_message;
 use crest_model::target::Session;
-use crest_model::topology::Topology;
+use crest_model::topology::{MAX_NODES, Topology};
 use crest_resp::{self as resp, ReplyKind, Scan};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -106,6 +106,9 @@ fn setup_hint(step: Step, reply: &str) -> &'static str {
         }
         (Step::Tracking, _) => {
             " (the server refuses CLIENT TRACKING: leave out --tracking, or allow it, e.g. ACL SETUSER <user> +client|tracking)"
+        }
+        (Step::Readonly, _) => {
+            " (the node refuses READONLY, so its replicas cannot serve reads: give --read-from primary, or allow it, e.g. ACL SETUSER <user> +readonly)"
         }
         (_, "WRONGPASS") => {
             " (wrong user or password: check --user and --password, --password-file, CREST_PASSWORD or the redis:// URI)"
@@ -405,6 +408,105 @@ pub async fn cluster_slots(
     }
 }
 
+/// Largest `INFO replication` reply read (a line per replica: 512 fit many times).
+const MAX_INFO_REPLY: usize = 1024 * 1024;
+
+/// The replicas a standalone primary at `addr` names in `INFO replication` (`host:port`
+/// of each `slaveN` line whose state is `online`), on a connection set up like every
+/// other, waiting at most `limit`.
+///
+/// # Errors
+/// Why there are none to read from, in one line: the node is a replica itself, has no
+/// online replica, or did not answer.
+pub async fn replicas(
+    addr: SocketAddr,
+    session: &Session,
+    tls: Option<&Client>,
+    limit: Duration,
+) -> Result<Vec<String>, String> {
+    let setup = Setup::new(session, TOPOLOGY_NAME);
+    let q = Ask {
+        command: b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n",
+        then: None,
+        limit: MAX_INFO_REPLY,
+    };
+    let heard = match tokio::time::timeout(limit, connect(addr, tls, setup.as_ref(), q)).await {
+        Err(_) => {
+            return Err(format!(
+                "{addr} did not answer INFO replication within {limit:?}"
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("{addr}: {e}")),
+        Ok(Ok(h)) => h,
+    };
+    let text = match heard {
+        Heard::Answer(bytes) => match resp::Frame::parse(&bytes) {
+            Ok(Some((resp::Frame::Bulk(b) | resp::Frame::Verbatim { data: b, .. }, _))) => {
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            _ => return Err(format!("{addr}: INFO replication is not text")),
+        },
+        Heard::EchoError(m) | Heard::SetupRefused(_, m) => {
+            return Err(format!("{addr} refused INFO replication: {m}"));
+        }
+        _ => return Err(format!("{addr} did not answer INFO replication")),
+    };
+    parse_replicas(&text, addr)
+}
+
+/// The online replicas of an `INFO replication` text (see [`replicas`]).
+fn parse_replicas(text: &str, addr: SocketAddr) -> Result<Vec<String>, String> {
+    let field = |line: &str, k: &str| {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+            .map(str::to_owned)
+    };
+    let mut role = None;
+    let mut primary = None;
+    let mut found = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(r) = line.strip_prefix("role:") {
+            role = Some(r.to_string());
+        } else if let Some(h) = line.strip_prefix("master_host:") {
+            primary = Some(h.to_string());
+        } else if let Some(p) = line.strip_prefix("master_port:") {
+            primary = primary.map(|h| format!("{h}:{p}"));
+        } else if let Some((k, v)) = line.split_once(':') {
+            let numbered = k
+                .strip_prefix("slave")
+                .is_some_and(|n| n.parse::<u32>().is_ok());
+            if !numbered {
+                continue;
+            }
+            let (Some(ip), Some(port)) = (field(v, "ip"), field(v, "port")) else {
+                continue;
+            };
+            if field(v, "state").as_deref() != Some("online") || found.len() >= MAX_NODES {
+                continue;
+            }
+            let host = if ip.contains(':') {
+                format!("[{ip}]")
+            } else {
+                ip
+            };
+            found.push(format!("{host}:{port}"));
+        }
+    }
+    match role.as_deref() {
+        Some("master") if !found.is_empty() => Ok(found),
+        Some("master") => Err(format!(
+            "{addr} has no online replica (INFO replication lists none): add one, name it with --replica HOST:PORT, or give --read-from primary"
+        )),
+        Some(r) => Err(format!(
+            "{addr} is not a primary (role:{r}{}): give its primary as --target",
+            primary
+                .map(|p| format!(", primary {p}"))
+                .unwrap_or_default()
+        )),
+        None => Err(format!("{addr}: INFO replication has no role line")),
+    }
+}
+
 /// Whether a `HELLO` reply (RESP2 array or RESP3 map) says `mode` is `cluster`.
 fn says_cluster(hello: &[u8]) -> bool {
     let mode = |k: &resp::Frame, v: &resp::Frame| is_text(k, b"mode") && is_text(v, b"cluster");
@@ -668,6 +770,7 @@ pub async fn control(
 ) -> Result<Control, String> {
     let session = Session {
         tracking: false,
+        readonly: false,
         ..session.clone()
     };
     let setup = Setup::new(&session, name);
@@ -740,6 +843,31 @@ fn message(reply: ReplyKind<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_are_read_from_info_replication() {
+        let addr: SocketAddr = "127.0.0.1:6379".parse().unwrap();
+        let primary = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\n\
+            slave1:ip=::1,port=7002,state=online,offset=42,lag=1\r\n\
+            slave2:ip=10.0.0.9,port=7003,state=wait_bgsave,offset=0,lag=0\r\n\
+            master_failover_state:no-failover\r\n";
+        assert_eq!(
+            parse_replicas(primary, addr).unwrap(),
+            ["127.0.0.1:7001", "[::1]:7002"],
+            "online replicas only"
+        );
+        let alone = "role:master\r\nconnected_slaves:0\r\n";
+        assert!(
+            parse_replicas(alone, addr)
+                .unwrap_err()
+                .contains("no online replica")
+        );
+        let replica = "role:slave\r\nmaster_host:10.0.0.1\r\nmaster_port:6380\r\n";
+        let e = parse_replicas(replica, addr).unwrap_err();
+        assert!(e.contains("role:slave, primary 10.0.0.1:6380"), "{e}");
+        assert!(parse_replicas("garbage", addr).is_err());
+    }
 
     /// The probe of a plaintext target.
     async fn probe(addr: SocketAddr, session: &Session) -> Result<bool, Refusal> {

@@ -15,6 +15,7 @@
 //! connect without bound.
 
 use crest_model::slot::SLOTS;
+use crest_model::target::ReadFrom;
 use crest_model::topology::{MAX_NODES, NO_NODE, Topology};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,6 +29,9 @@ pub struct Resolved {
     pub nodes: Vec<(String, SocketAddr, bool)>,
     /// Index into `nodes` of each slot's owner ([`NO_NODE`]: unowned).
     pub owner: Vec<u16>,
+    /// Index into `nodes` of each node's primary when it is a replica ([`NO_NODE`]: a
+    /// primary, or a replica whose primary is not known). Empty: no replicas.
+    pub replica_of: Vec<u16>,
 }
 
 impl Resolved {
@@ -51,7 +55,62 @@ impl Resolved {
             nodes.push((s.clone(), addr, true));
         }
         let owner = (0..nodes.len() as u16).collect();
-        Ok(Self { nodes, owner })
+        Ok(Self {
+            nodes,
+            owner,
+            replica_of: Vec::new(),
+        })
+    }
+
+    /// A standalone primary at `primary` and its replicas: the primary owns every slot,
+    /// each replica serves them all (names that do not resolve are refused).
+    ///
+    /// # Errors
+    /// The first replica that does not resolve, and why.
+    pub async fn standalone(
+        primary: (String, SocketAddr),
+        replicas: &[String],
+    ) -> Result<Self, String> {
+        let mut nodes = vec![(primary.0, primary.1, true)];
+        for r in replicas {
+            nodes.push((r.clone(), resolve(r).await?, false));
+        }
+        let mut replica_of = vec![0; nodes.len()];
+        replica_of[0] = NO_NODE;
+        Ok(Self {
+            nodes,
+            owner: vec![0; usize::from(SLOTS)],
+            replica_of,
+        })
+    }
+
+    /// Indexes of node `i`'s replicas.
+    pub fn replicas_of(&self, i: u16) -> impl Iterator<Item = u16> + '_ {
+        self.replica_of
+            .iter()
+            .enumerate()
+            .filter(move |(_, o)| **o == i)
+            .map(|(r, _)| r as u16)
+    }
+
+    /// The first slot range (`0-5460`) of an owned slot whose primary has no replica;
+    /// None when every owned slot has one.
+    pub fn slots_without_replica(&self) -> Option<(u16, u16, String)> {
+        let has: Vec<bool> = (0..self.nodes.len() as u16)
+            .map(|i| self.replicas_of(i).next().is_some())
+            .collect();
+        let bare = |s: usize| {
+            let o = self.owner[s];
+            o != NO_NODE && !has.get(usize::from(o)).copied().unwrap_or(false)
+        };
+        let start = (0..self.owner.len()).find(|&s| bare(s))?;
+        let o = self.owner[start];
+        let end = (start..self.owner.len())
+            .take_while(|&s| self.owner[s] == o)
+            .last()
+            .unwrap_or(start);
+        let name = self.nodes[usize::from(o)].0.clone();
+        Some((start as u16, end as u16, name))
     }
 
     /// Resolves every node of `t` (a name that does not resolve is left out; its slots
@@ -72,17 +131,37 @@ impl Resolved {
                 (nodes.len() - 1) as u16
             }));
         }
-        let owner = t
-            .owner
+        let at = |o: u16| {
+            map.get(usize::from(o))
+                .copied()
+                .flatten()
+                .unwrap_or(NO_NODE)
+        };
+        let owner = t.owner.iter().map(|&o| at(o)).collect();
+        let replica_of = t
+            .nodes
             .iter()
-            .map(|&o| {
-                map.get(usize::from(o))
-                    .copied()
-                    .flatten()
-                    .unwrap_or(NO_NODE)
-            })
+            .zip(&map)
+            .filter(|(_, m)| m.is_some())
+            .map(|(n, _)| at(n.replica_of))
             .collect();
-        Self { nodes, owner }
+        Self {
+            nodes,
+            owner,
+            replica_of,
+        }
+    }
+}
+
+/// `s` (`host:port`) as an address: parsed, else looked up.
+async fn resolve(s: &str) -> Result<SocketAddr, String> {
+    match s.parse::<SocketAddr>() {
+        Ok(a) => Ok(a),
+        Err(_) => tokio::net::lookup_host(s)
+            .await
+            .map_err(|e| format!("cannot resolve {s}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{s} resolves to no address")),
     }
 }
 
@@ -185,6 +264,11 @@ pub struct Routes {
     pub nodes: Vec<RouteNode>,
     /// Shard node index of each slot's owner ([`NO_NODE`]: unowned). Empty: one node.
     owner: Vec<u16>,
+    /// Shard node index each slot's reads go to ([`NO_NODE`]: none may take them now).
+    /// Empty: reads go to the owner (`--read-from primary`).
+    read: Vec<u16>,
+    /// Where reads go.
+    read_from: ReadFrom,
     /// The published version adopted last (0: none).
     version: u64,
     /// For keyless requests (`PING`): a walk over the slots, so they spread as keys do.
@@ -204,18 +288,28 @@ impl Routes {
                 opened: false,
             }],
             owner: Vec::new(),
+            read: Vec::new(),
+            read_from: ReadFrom::Primary,
             version: 0,
             walk: 0,
         }
     }
 
     /// A cluster's table, as published in `shared` (or a memcached ring's, whose "slots"
-    /// are its servers: see [`Resolved::ring`]).
-    pub fn cluster(shared: &Shared) -> Self {
+    /// are its servers: see [`Resolved::ring`]; or a standalone primary's with replicas),
+    /// reads going where `read_from` says.
+    pub fn cluster(shared: &Shared, read_from: ReadFrom) -> Self {
         let (v, t) = shared.current();
+        let slots = t.owner.len().max(1);
         let mut r = Self {
             nodes: Vec::new(),
-            owner: vec![NO_NODE; t.owner.len().max(1)],
+            owner: vec![NO_NODE; slots],
+            read: if read_from.uses_replicas() {
+                vec![NO_NODE; slots]
+            } else {
+                Vec::new()
+            },
+            read_from,
             version: 0,
             walk: 0,
         };
@@ -234,10 +328,11 @@ impl Routes {
         self.version
     }
 
-    /// The node a request for `slot` goes to ([`NO_SLOT`]: any, spread like keys); None when
-    /// no node owns the slot.
+    /// The node a request for `slot` goes to ([`NO_SLOT`]: any, spread like keys), a
+    /// read (`read`) where `--read-from` says; None when no node may take it now (no node
+    /// owns the slot, or reads must go to a replica and it has none).
     #[inline]
-    pub fn node_of(&mut self, slot: u16) -> Option<u16> {
+    pub fn node_of(&mut self, slot: u16, read: bool) -> Option<u16> {
         if self.owner.is_empty() {
             return Some(0);
         }
@@ -249,8 +344,24 @@ impl Routes {
         } else {
             slot
         };
-        let o = self.owner[usize::from(s)];
+        let o = self.node_at(s, read);
         (o != NO_NODE).then_some(o)
+    }
+
+    /// The node `slot`'s requests of this kind go to now ([`NO_NODE`]: none).
+    #[inline]
+    fn node_at(&self, slot: u16, read: bool) -> u16 {
+        if read && !self.read.is_empty() {
+            self.read[usize::from(slot)]
+        } else {
+            self.owner[usize::from(slot)]
+        }
+    }
+
+    /// Whether reads leave the primary.
+    #[inline]
+    pub fn reads_apart(&self) -> bool {
+        !self.read.is_empty()
     }
 
     /// The shard node index of `addr` (added when new; None past [`MAX_NODES`]).
@@ -286,10 +397,14 @@ impl Routes {
         self.index_of(&a.to_string(), a)
     }
 
-    /// `MOVED`: `slot` is `node`'s now.
+    /// `MOVED`: `slot` is `node`'s now; its reads go there too until the next table
+    /// names its replicas.
     pub fn moved(&mut self, slot: u16, node: u16) {
         if let Some(o) = self.owner.get_mut(usize::from(slot)) {
             *o = node;
+        }
+        if let Some(r) = self.read.get_mut(usize::from(slot)) {
+            *r = node;
         }
     }
 
@@ -308,20 +423,35 @@ impl Routes {
                 })
             })
             .collect();
+        let at = |i: u16| map.get(usize::from(i)).copied().unwrap_or(NO_NODE);
         for (o, &t) in self.owner.iter_mut().zip(&t.owner) {
-            *o = map.get(usize::from(t)).copied().unwrap_or(NO_NODE);
+            *o = at(t);
+        }
+        if !self.read.is_empty() {
+            // Each primary's replicas (shard indexes), by the table's primary index.
+            let mut replicas: Vec<Vec<u16>> = vec![Vec::new(); t.nodes.len()];
+            for (r, &p) in t.replica_of.iter().enumerate() {
+                let n = at(r as u16);
+                if let Some(list) = replicas.get_mut(usize::from(p)).filter(|_| n != NO_NODE) {
+                    list.push(n);
+                }
+            }
+            for (slot, (r, &p)) in self.read.iter_mut().zip(&t.owner).enumerate() {
+                let reps = replicas.get(usize::from(p)).map_or(&[][..], Vec::as_slice);
+                *r = read_node(self.read_from, at(p), reps, slot);
+            }
         }
         self.version = version;
         all
     }
 
-    /// Nodes that own a slot and have no connections yet.
+    /// Nodes that own a slot or serve its reads, and have no connections yet.
     pub fn to_open(&self) -> Vec<u16> {
         let mut owns = vec![false; self.nodes.len()];
         if self.owner.is_empty() {
             owns[0] = true;
         }
-        for &o in &self.owner {
+        for &o in self.owner.iter().chain(&self.read) {
             if let Some(x) = owns.get_mut(usize::from(o)) {
                 *x = true;
             }
@@ -340,13 +470,28 @@ impl Routes {
         self.owner.iter().filter(|&&o| o == i).count() as u32
     }
 
-    /// The owner of `slot` ([`NO_NODE`] for none; 0 for a single node).
+    /// The node `slot`'s requests go to, a read's where `--read-from` says ([`NO_NODE`]
+    /// for none; 0 for a single node).
     #[inline]
-    pub fn owner(&self, slot: u16) -> u16 {
+    pub fn owner(&self, slot: u16, read: bool) -> u16 {
         if self.owner.is_empty() || slot == NO_SLOT {
             return 0;
         }
-        self.owner[usize::from(slot)]
+        self.node_at(slot, read)
+    }
+}
+
+/// The node a read of `slot` goes to: its primary `primary` (shard index, [`NO_NODE`]:
+/// none) or one of `replicas`, picked by slot so each key reads from one node.
+fn read_node(read_from: ReadFrom, primary: u16, replicas: &[u16], slot: usize) -> u16 {
+    match (read_from, replicas.len()) {
+        (ReadFrom::Primary, _) | (ReadFrom::PreferReplicas, 0) => primary,
+        (ReadFrom::Replicas, 0) => NO_NODE,
+        (ReadFrom::Replicas | ReadFrom::PreferReplicas, n) => replicas[slot % n],
+        (ReadFrom::Any, n) => match slot % (n + 1) {
+            0 => primary,
+            i => replicas[i - 1],
+        },
     }
 }
 
@@ -365,21 +510,22 @@ mod tests {
                 (format!("127.0.0.1:{b}"), addr(b), true),
             ],
             owner: (0..SLOTS).map(|s| u16::from(s >= split)).collect(),
+            replica_of: Vec::new(),
         }
     }
 
     #[test]
     fn a_cluster_routes_by_slot_and_moved_updates_one_slot() {
         let shared = Shared::new(table(8000, 7000, 7001));
-        let mut r = Routes::cluster(&shared);
+        let mut r = Routes::cluster(&shared, ReadFrom::Primary);
         assert!(r.is_cluster());
-        assert_eq!(r.node_of(0), Some(0));
-        assert_eq!(r.node_of(8000), Some(1));
+        assert_eq!(r.node_of(0, false), Some(0));
+        assert_eq!(r.node_of(8000, false), Some(1));
         assert_eq!(r.to_open(), vec![0, 1]);
         let n = r.redirect_target("127.0.0.1:7002", 0).unwrap();
         assert_eq!(n, 2, "a new node");
         r.moved(5, n);
-        assert_eq!(r.node_of(5), Some(2));
+        assert_eq!(r.node_of(5, false), Some(2));
         assert_eq!(r.slots_of(2), 1);
         assert_eq!(
             r.redirect_target(":7001", 0),
@@ -392,7 +538,7 @@ mod tests {
     #[test]
     fn a_newer_table_replaces_the_old_and_keeps_node_indexes() {
         let shared = Shared::new(table(8000, 7000, 7001));
-        let mut r = Routes::cluster(&shared);
+        let mut r = Routes::cluster(&shared, ReadFrom::Primary);
         shared.publish(table(8000, 7000, 7001));
         assert_eq!(shared.version(), 1, "the same table is no new version");
         // A failover: 7001's slots are 7003's now.
@@ -401,7 +547,7 @@ mod tests {
         let (v, t) = shared.current();
         r.adopt(v, &t);
         assert_eq!(r.version(), 2);
-        assert_eq!(r.node_of(9000), Some(2));
+        assert_eq!(r.node_of(9000, false), Some(2));
         assert_eq!(r.nodes[1].addr, addr(7001), "indexes never move");
         assert_eq!(r.to_open(), vec![0, 2]);
     }
@@ -409,10 +555,10 @@ mod tests {
     #[test]
     fn keyless_requests_spread_over_the_owners_like_slots() {
         let shared = Shared::new(table(4096, 7000, 7001));
-        let mut r = Routes::cluster(&shared);
+        let mut r = Routes::cluster(&shared, ReadFrom::Primary);
         let mut n = [0u32; 2];
         for _ in 0..SLOTS {
-            n[usize::from(r.node_of(NO_SLOT).unwrap())] += 1;
+            n[usize::from(r.node_of(NO_SLOT, false).unwrap())] += 1;
         }
         assert_eq!(n, [4096, 16384 - 4096], "one cycle visits every slot once");
     }
@@ -422,8 +568,8 @@ mod tests {
         let mut t = table(8000, 7000, 7001);
         t.owner[3] = NO_NODE;
         let shared = Shared::new(t);
-        let mut r = Routes::cluster(&shared);
-        assert_eq!(r.node_of(3), None);
+        let mut r = Routes::cluster(&shared, ReadFrom::Primary);
+        assert_eq!(r.node_of(3, false), None);
         for p in 0..MAX_NODES as u16 {
             r.index_of("x", addr(10_000 + p));
         }
@@ -431,7 +577,78 @@ mod tests {
         assert_eq!(r.index_of("y", addr(9)), None);
         let mut one = Routes::single(addr(6379));
         assert!(!one.is_cluster());
-        assert_eq!(one.node_of(NO_SLOT), Some(0));
+        assert_eq!(one.node_of(NO_SLOT, false), Some(0));
         assert_eq!(one.to_open(), vec![0]);
+    }
+
+    /// Two primaries (7000: slots below 8000, 7001: the rest); 7000 has replicas 7002 and
+    /// 7003, 7001 has 7004.
+    fn with_replicas() -> Resolved {
+        let mut t = table(8000, 7000, 7001);
+        for p in [7002, 7003, 7004] {
+            t.nodes.push((format!("127.0.0.1:{p}"), addr(p), false));
+        }
+        t.replica_of = vec![NO_NODE, NO_NODE, 0, 0, 1];
+        t
+    }
+
+    #[test]
+    fn reads_go_to_replicas_by_slot_and_writes_to_the_primary() {
+        let shared = Shared::new(with_replicas());
+        let mut r = Routes::cluster(&shared, ReadFrom::Replicas);
+        assert!(r.reads_apart());
+        assert_eq!(r.node_of(10, false), Some(0), "a write goes to the primary");
+        assert_eq!(r.node_of(10, true), Some(2), "slot 10: replica 10 % 2");
+        assert_eq!(r.node_of(11, true), Some(3), "slot 11: the other replica");
+        assert_eq!(r.node_of(9000, true), Some(4));
+        assert_eq!(r.to_open(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(r.owner(11, true), 3);
+        assert_eq!(r.owner(11, false), 0);
+        // A MOVED for slot 11 sends its reads and writes to the named node until the next
+        // table.
+        r.moved(11, 1);
+        assert_eq!(r.node_of(11, true), Some(1));
+        // 7001's replica is promoted and 7001 is gone: with `replicas`, its slots' reads
+        // wait; with `prefer-replicas`, they go to the new primary.
+        let mut t = table(8000, 7000, 7004);
+        for p in [7002, 7003] {
+            t.nodes.push((format!("127.0.0.1:{p}"), addr(p), false));
+        }
+        t.replica_of = vec![NO_NODE, NO_NODE, 0, 0];
+        shared.publish(t);
+        let (v, t) = shared.current();
+        r.adopt(v, &t);
+        assert_eq!(r.node_of(9000, true), None);
+        assert_eq!(r.node_of(9000, false), Some(4));
+        let mut p = Routes::cluster(&shared, ReadFrom::PreferReplicas);
+        assert_eq!(p.node_of(9000, true), p.node_of(9000, false));
+        assert_ne!(p.node_of(10, true), p.node_of(10, false));
+    }
+
+    #[test]
+    fn any_spreads_reads_over_the_primary_and_its_replicas() {
+        let shared = Shared::new(with_replicas());
+        let mut r = Routes::cluster(&shared, ReadFrom::Any);
+        let mut n = [0u32; 5];
+        for s in 0..SLOTS {
+            n[usize::from(r.node_of(s, true).unwrap())] += 1;
+        }
+        // 8,000 slots over 7000 and its two replicas, 8,384 over 7001 and its one.
+        assert_eq!(n, [2667, 4192, 2667, 2666, 4192]);
+        let mut primary = Routes::cluster(&shared, ReadFrom::Primary);
+        assert!(!primary.reads_apart());
+        assert_eq!(primary.node_of(10, true), Some(0));
+        assert_eq!(primary.to_open(), vec![0, 1], "no replica connections");
+    }
+
+    #[test]
+    fn slots_without_a_replica_are_named() {
+        let mut t = with_replicas();
+        assert_eq!(t.slots_without_replica(), None);
+        t.replica_of[4] = NO_NODE;
+        assert_eq!(
+            t.slots_without_replica(),
+            Some((8000, 16383, "127.0.0.1:7001".to_string()))
+        );
     }
 }

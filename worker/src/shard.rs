@@ -280,7 +280,7 @@ impl Shard {
         let setup = Setup::new(&cfg.session, &cfg.client_name).map(Rc::new);
         let tls = cfg.tls.clone().map(Rc::new);
         let routes = match &cfg.topology {
-            Some(shared) => Routes::cluster(shared),
+            Some(shared) => Routes::cluster(shared, cfg.read_from),
             None => Routes::single(cfg.target),
         };
         let mut per_node = Vec::new();
@@ -719,6 +719,7 @@ impl Shard {
             for (i, t) in class.take_nodes().into_iter().enumerate() {
                 let Some(n) = out.get_mut(i) else { continue };
                 n.completed += t.completed;
+                n.reads += t.reads;
                 n.errors += t.errors;
                 n.redirects += t.redirects;
                 t.latency.add_to(&mut n.latency);
@@ -1460,6 +1461,7 @@ mod tests {
             steering: Arc::default(),
             share: 1.0,
             churn: Default::default(),
+            read_from: Default::default(),
             out,
         };
         (cfg, rx)

@@ -116,6 +116,8 @@ pub struct ShardConfig {
     pub share: f64,
     /// How connections come and go.
     pub churn: crest_model::plan::Churn,
+    /// Where reads go when the target has replicas.
+    pub read_from: crest_model::target::ReadFrom,
     /// Where intervals and the final totals go.
     pub out: UnboundedSender<ShardEvent>,
 }

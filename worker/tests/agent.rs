@@ -92,6 +92,8 @@ fn good_plan() -> RunPlan {
         protocol: Default::default(),
         ring: Vec::new(),
         churn: Default::default(),
+        read_from: Default::default(),
+        replicas: Vec::new(),
     }
 }
 

@@ -75,6 +75,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
         steering: Arc::default(),
         share: 1.0,
         churn: Default::default(),
+        read_from: Default::default(),
         out,
     };
     let shard = std::thread::spawn(move || shard::run(cfg));

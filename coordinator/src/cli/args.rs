@@ -115,6 +115,18 @@ pub struct TargetArgs {
     /// Load the target as one node even if it is a cluster node (redirects count as errors).
     #[arg(long)]
     pub no_cluster: bool,
+    /// Where read commands (GET, MGET, HGETALL, ZRANGE…) go: primary (the default),
+    /// replicas (only: a slot left without one holds its reads), prefer-replicas (the
+    /// primary when a slot has none) or any (the primary and its replicas). A cluster's
+    /// replicas come from its slot table (each connection sends READONLY); a standalone
+    /// primary's from --replica, else from its INFO replication. Writes, and commands not
+    /// known to be reads, go to the primary.
+    #[arg(long, env = "CREST_READ_FROM", value_parser = parse_read_from, value_name = "WHERE")]
+    pub read_from: Option<crest_model::target::ReadFrom>,
+    /// A standalone primary's replica to read from (repeatable; default: the online ones
+    /// its INFO replication names). Needs --read-from.
+    #[arg(long = "replica", value_name = "HOST:PORT")]
+    pub replicas: Vec<String>,
     /// Speak memcached's meta protocol (mg/ms/md/ma/mn) to a memcache:// target instead
     /// of its text protocol (get/set/delete/incr...).
     #[arg(long, env = "CREST_META")]
@@ -385,6 +397,12 @@ pub(super) fn parse_resp(s: &str) -> Result<Resp, String> {
         .ok()
         .and_then(Resp::of)
         .ok_or_else(|| RESP_VALUES.to_string())
+}
+
+/// `--read-from`'s choice.
+pub(super) fn parse_read_from(s: &str) -> Result<crest_model::target::ReadFrom, String> {
+    crest_model::target::ReadFrom::parse(s.trim())
+        .ok_or_else(|| "expected primary, replicas, prefer-replicas or any".to_string())
 }
 
 /// What `--resp` and the profile's `resp` take.

@@ -105,6 +105,7 @@ pub(super) fn target_session(
         db,
         resp,
         tracking,
+        readonly: false,
     };
     if spec.is_none() && (session.login.is_some() || session.db != 0) {
         let (flag, value) = match &session.login {

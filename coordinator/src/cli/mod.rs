@@ -27,6 +27,75 @@ use std::time::Duration;
 /// How connections come and go: `--conn-lifetime` or `--conn-rate` (profile
 /// `conn_lifetime`, `conn_rate`; a flag wins over the file, and the two are exclusive
 /// across both layers).
+/// `--replica` and `--read-from` checked together: replicas only to read from, never for
+/// memcached, a cluster (which names its own) or the built-in target; each `host:port`
+/// once.
+fn replicas(
+    a: &RunArgs,
+    protocol: Protocol,
+    cluster: ClusterMode,
+    has_target: bool,
+) -> Result<Vec<String>, ConfigError> {
+    let read_from = a.target.read_from.unwrap_or_default();
+    let list = &a.target.replicas;
+    if read_from.uses_replicas() {
+        if protocol.is_memcache() {
+            return Err(err(
+                "--read-from",
+                read_from.name(),
+                "memcached has no replicas; leave it out",
+            ));
+        }
+        if !has_target {
+            return Err(err(
+                "--read-from",
+                read_from.name(),
+                "the built-in target has no replicas; give --target a primary that has some",
+            ));
+        }
+    } else if let Some(r) = list.first() {
+        return Err(err(
+            "--replica",
+            r,
+            "replicas are read from only with --read-from replicas, prefer-replicas or any",
+        ));
+    }
+    if let (ClusterMode::On, Some(r)) = (cluster, list.first()) {
+        return Err(err(
+            "--replica",
+            r,
+            "a cluster names its own replicas in its slot table; leave out --replica",
+        ));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for r in list {
+        let r = r.trim();
+        let ok = r.len() <= 300
+            && r.bytes().all(|b| b.is_ascii_graphic())
+            && r.rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !ok {
+            return Err(err(
+                "--replica",
+                r,
+                "expected HOST:PORT, e.g. 10.0.0.2:6380",
+            ));
+        }
+        if out.iter().any(|o| o == r) {
+            return Err(err("--replica", r, "named twice; give each replica once"));
+        }
+        if out.len() >= crest_model::topology::MAX_NODES {
+            return Err(err(
+                "--replica",
+                r,
+                format!("at most {} replicas", crest_model::topology::MAX_NODES),
+            ));
+        }
+        out.push(r.to_string());
+    }
+    Ok(out)
+}
+
 fn churn(a: &RunArgs, file: &FileToml) -> Result<crest_model::plan::Churn, ConfigError> {
     let lifetime = match (&a.load.conn_lifetime, &file.conn_lifetime) {
         (Some(l), _) => Some(*l),
@@ -170,6 +239,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
     let interval = a.pace.interval.unwrap_or(defaults::INTERVAL);
     config::check_span(duration, interval)?;
+    let replicas = replicas(&a, protocol, cluster, target.is_some())?;
     let cfg_token_empty = a.fleet.token.secret.is_empty();
     let cfg = RunConfig {
         target,
@@ -179,6 +249,8 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         protocol,
         ring,
         churn: churn(&a, &file)?,
+        read_from: a.target.read_from.unwrap_or_default(),
+        replicas,
         classes,
         duration,
         warmup,

@@ -170,6 +170,8 @@ pub(super) fn plans(
                 protocol: cfg.protocol,
                 ring: ring_for(cfg, &target),
                 churn: cfg.churn,
+                read_from: cfg.read_from,
+                replicas: cfg.replicas.clone(),
                 target,
             }
         })

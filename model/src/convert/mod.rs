@@ -27,7 +27,9 @@ mod tests {
     };
     use crate::schedule::{Arrival, Profile, Segment};
     use crate::shapes::{KeyDist, ValueSizes};
-    use crate::target::{ClusterMode, Login, MAX_DB, Protocol, Resp, Secret, Session, Tls, Verify};
+    use crate::target::{
+        ClusterMode, Login, MAX_DB, Protocol, ReadFrom, Resp, Secret, Session, Tls, Verify,
+    };
     use crest_proto::pb;
     use proptest::prelude::*;
     use std::time::Duration;
@@ -210,6 +212,7 @@ mod tests {
                             db,
                             resp,
                             tracking,
+                            readonly: false,
                         },
                         tls: tls.map(|(ca_pem, client, server_name, verify)| Tls {
                             ca_pem,
@@ -243,6 +246,12 @@ mod tests {
                                 lifetime: None,
                                 rate: Some(0.5 + f64::from(db % 1000)),
                             },
+                        },
+                        read_from: ReadFrom::ALL[(timeout_ms % 4) as usize],
+                        replicas: if timeout_ms % 4 == 0 || backlog % 3 != 0 {
+                            Vec::new()
+                        } else {
+                            vec![format!("10.0.0.{}:6380", db % 200)]
                         },
                     }
                 },
@@ -371,6 +380,8 @@ mod tests {
             protocol: Protocol::Resp,
             ring: Vec::new(),
             churn: Churn::default(),
+            read_from: ReadFrom::Any,
+            replicas: vec!["10.0.0.2:6380".into()],
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
@@ -378,6 +389,11 @@ mod tests {
         let cases: &[(&str, Edit)] = &[
             ("total_shards", |p| p.total_shards = u32::MAX),
             ("cluster", |p| p.cluster = 7),
+            ("read_from", |p| p.read_from = 9),
+            ("replicas", |p| p.read_from = 0),
+            ("replicas", |p| p.replicas = vec!["no-port".into()]),
+            ("replicas", |p| p.replicas = vec!["host:0".into()]),
+            ("replicas", |p| p.replicas = vec!["a b:1".into()]),
             ("churn.jitter_ns", |p| {
                 p.churn = Some(pb::ConnChurn {
                     lifetime_ns: 1_000_000_000,

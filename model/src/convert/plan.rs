@@ -8,7 +8,7 @@ use crate::plan::{
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
 use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::target::{
-    ClusterMode, Login, MAX_DB, MAX_RING, Protocol, Resp, Secret, Session, Tls, Verify,
+    ClusterMode, Login, MAX_DB, MAX_RING, Protocol, ReadFrom, Resp, Secret, Session, Tls, Verify,
 };
 use crest_proto::pb;
 use std::time::Duration;
@@ -418,6 +418,13 @@ impl From<&RunPlan> for pb::RunPlan {
                 jitter_ns: p.churn.lifetime.map_or(0, |l| ns(l.1)),
                 rate: p.churn.rate.unwrap_or(0.0),
             }),
+            read_from: match p.read_from {
+                ReadFrom::Primary => pb::ReadFrom::ReadPrimary,
+                ReadFrom::Replicas => pb::ReadFrom::ReadReplicas,
+                ReadFrom::PreferReplicas => pb::ReadFrom::ReadPreferReplicas,
+                ReadFrom::Any => pb::ReadFrom::ReadAny,
+            } as i32,
+            replicas: p.replicas.clone(),
         }
     }
 }
@@ -565,6 +572,7 @@ impl TryFrom<&pb::TargetSession> for Session {
             db: check_range("session.db", s.db, 0, MAX_DB)?,
             resp,
             tracking: s.tracking,
+            readonly: false,
         })
     }
 }
@@ -682,8 +690,61 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 Some(m) => ring(m, &p.target)?,
             },
             churn: p.churn.as_ref().map(churn).transpose()?.unwrap_or_default(),
+            read_from: match pb::ReadFrom::try_from(p.read_from) {
+                Ok(pb::ReadFrom::ReadPrimary) => ReadFrom::Primary,
+                Ok(pb::ReadFrom::ReadReplicas) => ReadFrom::Replicas,
+                Ok(pb::ReadFrom::ReadPreferReplicas) => ReadFrom::PreferReplicas,
+                Ok(pb::ReadFrom::ReadAny) => ReadFrom::Any,
+                Err(_) => {
+                    return Err(WireError::new(
+                        "read_from",
+                        p.read_from,
+                        "primary, replicas, prefer-replicas or any",
+                    ));
+                }
+            },
+            replicas: replicas(p)?,
         })
     }
+}
+
+/// A standalone primary's replicas off the wire: at most [`MAX_RING`], each a short
+/// printable `host:port`, only with reads that use them, and not for memcached.
+fn replicas(p: &pb::RunPlan) -> Result<Vec<String>, WireError> {
+    if p.replicas.is_empty() {
+        return Ok(Vec::new());
+    }
+    if p.read_from == pb::ReadFrom::ReadPrimary as i32 {
+        return Err(WireError::new(
+            "replicas",
+            p.replicas.len(),
+            "none when reads go to the primary",
+        ));
+    }
+    if p.memcache.is_some() {
+        return Err(WireError::new(
+            "replicas",
+            p.replicas.len(),
+            "none for memcached",
+        ));
+    }
+    if p.replicas.len() > MAX_RING {
+        return Err(WireError::new(
+            "replicas",
+            p.replicas.len(),
+            format!("at most {MAX_RING}"),
+        ));
+    }
+    for r in &p.replicas {
+        let ok = r.len() <= 300
+            && r.bytes().all(|b| b.is_ascii_graphic())
+            && r.rsplit_once(':')
+                .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !ok {
+            return Err(WireError::new("replicas", r, "host:port"));
+        }
+    }
+    Ok(p.replicas.clone())
 }
 
 /// Connection churn off the wire: a lifetime of at least [`limits::MIN_CONN_LIFETIME`]

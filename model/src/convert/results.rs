@@ -52,6 +52,7 @@ pub fn nodes_to_pb(nodes: &[NodeStats]) -> Vec<pb::NodeStats> {
             primary: n.primary,
             slots: n.slots,
             completed: n.completed,
+            reads: n.reads,
             errors: n.errors,
             moved: n.redirects.moved,
             asked: n.redirects.asked,
@@ -84,6 +85,7 @@ pub fn nodes_from_pb(nodes: &[pb::NodeStats]) -> Result<Vec<NodeStats>, WireErro
                 primary: n.primary,
                 slots: check_range("nodes.slots", n.slots, 0, u32::from(crate::slot::SLOTS))?,
                 completed: n.completed,
+                reads: n.reads.min(n.completed),
                 errors: n.errors,
                 redirects: Redirects {
                     moved: n.moved,

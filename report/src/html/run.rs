@@ -38,7 +38,7 @@ pub fn render(r: &Report) -> String {
     timeline_charts(&mut out, r, &xs);
     class_charts(&mut out, r);
     generator_chart(&mut out, r, &xs);
-    if r.cluster {
+    if r.cluster || r.read_from != "primary" {
         cluster_section(&mut out, r);
     }
     if let Some(s) = &r.server {
@@ -215,17 +215,29 @@ fn cluster_section(out: &mut String, r: &Report) {
     let red = r.totals.summary.redirects;
     let _ = write!(
         out,
-        "<h2>Cluster nodes</h2><p>Redirects followed: MOVED {}, ASK {}; retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}. A node whose share of requests is above its share of slots is hot.</p><table><tr><th>node</th><th>slots</th><th>share of slots</th><th>completed</th><th>share of requests</th><th>p50</th><th>p99</th><th>p99.9</th><th>errors</th><th>MOVED</th><th>ASK</th><th>connections</th></tr>",
-        red.moved, red.asked, red.retried
+        "<h2>Cluster nodes</h2><p>Redirects followed: MOVED {}, ASK {}; retried (TRYAGAIN/CLUSTERDOWN/LOADING) {}. A node whose share of requests is above its share of slots is hot.</p>{}<table><tr><th>node</th><th>role</th><th>slots</th><th>share of slots</th><th>completed</th><th>reads</th><th>share of requests</th><th>p50</th><th>p99</th><th>p99.9</th><th>errors</th><th>MOVED</th><th>ASK</th><th>connections</th></tr>",
+        red.moved,
+        red.asked,
+        red.retried,
+        if r.read_from == "primary" {
+            String::new()
+        } else {
+            format!(
+                "<p>Reads went to {} (<code>--read-from</code>): the reads column says where.</p>",
+                esc(&r.read_from)
+            )
+        }
     );
     for n in &r.nodes {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&n.addr),
+            if n.primary { "primary" } else { "replica" },
             n.slots,
             n.slot_share * 100.0,
             n.completed,
+            n.reads,
             n.request_share * 100.0,
             human_us(n.latency_us.p50),
             human_us(n.latency_us.p99),

@@ -762,6 +762,7 @@ mod tests {
             in_flight_max: 4,
             first_rate: 0.0,
             cluster: false,
+            replica_reads: false,
             coordinator_calls: &NONE,
             short: None,
             refused: None,

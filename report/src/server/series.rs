@@ -434,6 +434,9 @@ pub struct Books<'a> {
     /// The target was a Redis Cluster: the sampler read the seed node only, whose counts
     /// are its share of the run, so they are shown, not judged.
     pub cluster: bool,
+    /// Reads went to a standalone primary's replicas (`--read-from`): the sampler read
+    /// the primary only, so its counts leave the replicas' share out.
+    pub replica_reads: bool,
     /// Commands the coordinator sent the target itself in the span (checkpoints' `INFO
     /// memory` and probe), lower case → calls: taken out of the server's counts.
     pub coordinator_calls: &'a BTreeMap<String, u64>,
@@ -496,7 +499,13 @@ pub fn report(series: &Series, books: &Books<'_>) -> Option<(ServerReport, Optio
     let other_commands = other_commands(&total, books, &counted);
     let restarted = baseline.info.text("run_id") != last.info.text("run_id");
     let went_down = went_down(&total, &intervals, drain.as_ref());
-    let unchecked = unchecked(books.cluster, final_.is_none(), restarted, &went_down);
+    let unchecked = unchecked(
+        books.cluster,
+        books.replica_reads,
+        final_.is_none(),
+        restarted,
+        &went_down,
+    );
     let agrees = match unchecked {
         Some(_) => None,
         None => Some(agreement.iter().all(|a| a.agrees)),
@@ -736,6 +745,7 @@ fn went_down(total: &ServerRow, intervals: &[ServerRow], drain: Option<&ServerRo
 /// that went down); None when they can.
 fn unchecked(
     cluster: bool,
+    replica_reads: bool,
     no_final: bool,
     restarted: bool,
     went_down: &[String],
@@ -743,6 +753,11 @@ fn unchecked(
     if cluster {
         Some(
             "a cluster: the sampler reads the seed node only (sampling every node is not built), so its counts are that node's share of the run"
+                .to_string(),
+        )
+    } else if replica_reads {
+        Some(
+            "reads went to replicas (--read-from): the sampler reads the primary only, so its counts leave out what the replicas answered"
                 .to_string(),
         )
     } else if no_final {
@@ -1163,6 +1178,7 @@ mod tests {
             in_flight_max: 4,
             first_rate: 100.0,
             cluster: false,
+            replica_reads: false,
             coordinator_calls: &NONE,
             short: None,
             refused: None,
