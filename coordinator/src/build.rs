@@ -20,6 +20,10 @@ fn conn_report<'a>(
     books: impl Iterator<Item = &'a merge::WorkerBooks>,
 ) -> crest_report::ConnReport {
     let life = merge::connections(books);
+    let phase = |i: usize| {
+        let h = &life.phases[i];
+        (!h.is_empty()).then(|| Percentiles::of(h))
+    };
     crest_report::ConnReport {
         lifetime: cfg.churn.lifetime.map(|(l, j)| {
             if j.is_zero() {
@@ -37,6 +41,9 @@ fn conn_report<'a>(
         opened: life.opened,
         retired: life.retired,
         setup_us: Percentiles::of(&life.setup),
+        connect_us: phase(0),
+        tls_us: phase(1),
+        session_us: phase(2),
     }
 }
 

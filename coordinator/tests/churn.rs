@@ -53,6 +53,9 @@ fn connections_with_a_one_second_life_reconnect_and_lose_nothing() {
     let opened = u(c, "opened");
     assert!((50..=90).contains(&opened), "{c}");
     assert!(u(c, "retired") >= opened, "{c}");
+    // Plaintext without a login: a connect phase, no handshake, no session commands.
+    assert!(f(&c["connect_us"], "p50") > 0.0, "{c}");
+    assert!(c["tls_us"].is_null() && c["session_us"].is_null(), "{c}");
     // The server accepted each of them, and the probe's and sampler's own (a handful).
     let server_saw = after - before;
     assert!(
@@ -119,6 +122,13 @@ fn every_life_over_tls_is_a_handshake() {
     );
     let setup: &Value = &c["setup_us"];
     assert!(f(setup, "p50") > 0.0, "{c}");
+    // Each phase has its own percentiles: the connect, the handshake, the login; each
+    // below the whole setup's maximum.
+    for phase in ["connect_us", "tls_us", "session_us"] {
+        let p = &c[phase];
+        assert!(f(p, "p50") > 0.0, "{phase}: {c}");
+        assert!(f(p, "max") <= f(setup, "max"), "{phase}: {c}");
+    }
 }
 
 /// `--conn-rate 20` for 10 s: the fleet retires 20 connections a second, each reopened;

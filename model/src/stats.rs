@@ -237,6 +237,10 @@ pub struct ConnLife {
     /// Every connection's setup, ns: from the connect's start to ready for requests
     /// (TCP, TLS handshake, login, database, protocol).
     pub setup: crate::hist::Hist,
+    /// Its phases, ns: the TCP connect; the TLS handshake (TLS connections only); the
+    /// session's commands, `HELLO`/`AUTH`, `SELECT`, tracking, `READONLY` (connections
+    /// that send any).
+    pub phases: [crate::hist::Hist; 3],
 }
 
 impl Default for ConnLife {
@@ -246,6 +250,7 @@ impl Default for ConnLife {
             initial: 0,
             retired: 0,
             setup: crate::hist::new_hist(),
+            phases: std::array::from_fn(|_| crate::hist::new_hist()),
         }
     }
 }
@@ -257,6 +262,9 @@ impl ConnLife {
         self.initial += o.initial;
         self.retired += o.retired;
         crate::hist::add(&mut self.setup, &o.setup);
+        for (p, q) in self.phases.iter_mut().zip(&o.phases) {
+            crate::hist::add(p, q);
+        }
     }
 }
 

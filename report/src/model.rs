@@ -628,6 +628,16 @@ pub struct ConnReport {
     /// Every connection's setup, from the connect's start to ready for requests (TCP, TLS
     /// handshake, login, database, protocol), µs.
     pub setup_us: Percentiles,
+    /// The TCP connect alone, µs.
+    #[serde(default)]
+    pub connect_us: Option<Percentiles>,
+    /// The TLS handshake alone, µs (null: no TLS connection).
+    #[serde(default)]
+    pub tls_us: Option<Percentiles>,
+    /// The session's commands alone (`HELLO`/`AUTH`, `SELECT`, tracking, `READONLY`), µs
+    /// (null: no connection sent any).
+    #[serde(default)]
+    pub session_us: Option<Percentiles>,
 }
 
 fn resp_protocol() -> String {

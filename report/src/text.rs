@@ -293,8 +293,24 @@ impl Report {
                 )
             })
             .unwrap_or_default();
+        let phases: Vec<String> = [
+            ("connect", &c.connect_us),
+            ("TLS", &c.tls_us),
+            ("session", &c.session_us),
+        ]
+        .into_iter()
+        .filter_map(|(name, p)| {
+            let [p50, _, p99, ..] = p.as_ref()?.cells();
+            Some(format!("{name} p50 {p50} p99 {p99}"))
+        })
+        .collect();
+        let phases = if phases.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", phases.join(", "))
+        };
         Some(format!(
-            "connections: {} at the start, {} opened during the run{why}; setup (connect to ready) p50 {p50} p99 {p99} p99.9 {p999} max {max}{server}",
+            "connections: {} at the start, {} opened during the run{why}; setup (connect to ready) p50 {p50} p99 {p99} p99.9 {p999} max {max}{phases}{server}",
             c.initial, c.opened
         ))
     }

@@ -59,8 +59,19 @@ impl Churn {
 
     /// A connection came up at `now` after a setup of `setup_ns`: its books, and when it
     /// retires (0: never).
-    pub fn came_up(&mut self, now: u64, setup_ns: u64, started: bool) -> u64 {
+    pub fn came_up(
+        &mut self,
+        now: u64,
+        setup_ns: u64,
+        phases: [Option<u64>; 3],
+        started: bool,
+    ) -> u64 {
         hist::record(&mut self.life.setup, setup_ns.max(1));
+        for (h, p) in self.life.phases.iter_mut().zip(phases) {
+            if let Some(ns) = p {
+                hist::record(h, ns.max(1));
+            }
+        }
         if started {
             self.life.opened += 1;
             self.opened_in_interval += 1;
@@ -127,7 +138,9 @@ mod tests {
         let mut c = Churn::new(&plan, 4, 7);
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..1000u64 {
-            let at = c.came_up(5_000, 1_000 + i, i % 2 == 0);
+            // Every connection connects; half handshake TLS; none sends a session.
+            let tls = (i % 2 == 1).then_some(600);
+            let at = c.came_up(5_000, 1_000 + i, [Some(400), tls, None], i % 2 == 0);
             assert!((800_005_000..=1_200_005_000).contains(&at), "{at}");
             seen.insert(at / 10_000_000);
         }
@@ -140,12 +153,24 @@ mod tests {
         assert_eq!(c.take_interval(), 500);
         assert_eq!(c.take_interval(), 0);
         assert_eq!(c.setup().len(), 1000);
+        let phases: Vec<u64> = c.life.phases.iter().map(|h| h.len()).collect();
+        assert_eq!(
+            phases,
+            [1000, 500, 0],
+            "each phase counts the connections that had it"
+        );
         let fixed = Plan {
             lifetime: Some((Duration::from_millis(10), Duration::ZERO)),
             rate: None,
         };
-        assert_eq!(Churn::new(&fixed, 1, 1).came_up(1, 1, true), 10_000_001);
-        assert_eq!(Churn::new(&Plan::default(), 1, 1).came_up(1, 1, true), 0);
+        assert_eq!(
+            Churn::new(&fixed, 1, 1).came_up(1, 1, [None; 3], true),
+            10_000_001
+        );
+        assert_eq!(
+            Churn::new(&Plan::default(), 1, 1).came_up(1, 1, [None; 3], true),
+            0
+        );
     }
 
     #[test]

@@ -682,6 +682,10 @@ pub struct Conn {
     expects: Option<Rc<[Expect]>>,
     /// When the current (or last) connect began: its setup time runs from here.
     connect_started: u64,
+    /// When its TCP connect completed.
+    connected_at: u64,
+    /// When its TLS handshake completed (over plaintext: `connected_at`).
+    secured_at: u64,
     /// When it came up (ns since the start), for the longest-lived-first retirement.
     up_at: u64,
     /// When its life ends (0: never).
@@ -728,6 +732,8 @@ impl Conn {
             step: Step::Select,
             expects: None,
             connect_started: 0,
+            connected_at: 0,
+            secured_at: 0,
             up_at: 0,
             retire_at: 0,
             retiring: false,
@@ -737,6 +743,20 @@ impl Conn {
     /// How long its setup took, from the connect's start to `now` (it just came up).
     pub fn setup_ns(&self, now: u64) -> u64 {
         now.saturating_sub(self.connect_started)
+    }
+
+    /// Its setup's phases, ns, when it came up at `now`: the TCP connect, the TLS
+    /// handshake (None over plaintext) and the session's commands (None without any).
+    pub fn setup_phases(&self, now: u64) -> [Option<u64>; 3] {
+        [
+            Some(self.connected_at.saturating_sub(self.connect_started)),
+            self.tls_client
+                .is_some()
+                .then(|| self.secured_at.saturating_sub(self.connected_at)),
+            self.setup
+                .is_some()
+                .then(|| now.saturating_sub(self.secured_at)),
+        ]
     }
 
     /// It came up at `now` and lives until `retire_at` (0: for good).
@@ -887,10 +907,12 @@ impl Conn {
                             .connection()
                             .map_err(|e| Cow::Borrowed(target_tls::kind(&e)))?;
                         self.tls = Some(Box::new(c));
+                        self.connected_at = now;
                         self.state = ConnState::Handshake { since: now };
                         self.handshake(id, ep, now, handshakes)
                     }
                     None => {
+                        self.connected_at = now;
                         self.begin(now);
                         Ok(self.state)
                     }
@@ -949,6 +971,7 @@ impl Conn {
     /// A connected socket at `now` (over TLS: handshake done): up, or setting up with the
     /// first setup command in the write buffer.
     fn begin(&mut self, now: u64) {
+        self.secured_at = now;
         match self.setup.clone() {
             Some(setup) => {
                 let (bytes, step) = setup.first();

@@ -833,7 +833,8 @@ impl Shard {
     /// its slots to its class.
     fn came_up(&mut self, id: ConnId, now: u64) {
         let conn = &mut self.conns[id.index()];
-        let retire_at = self.churn.came_up(now, conn.setup_ns(now), self.started);
+        let (setup, phases) = (conn.setup_ns(now), conn.setup_phases(now));
+        let retire_at = self.churn.came_up(now, setup, phases, self.started);
         conn.live(now, retire_at);
         self.classes[conn.class.index()].on_up(id, conn.node);
     }

@@ -108,6 +108,13 @@ pub fn conn_life_to_pb(l: &ConnLife) -> pb::ConnLife {
         setup: Some(pb::Histogram {
             v2: hist::encode_wire(&l.setup).into(),
         }),
+        phases: l
+            .phases
+            .iter()
+            .map(|h| pb::Histogram {
+                v2: hist::encode_wire(h).into(),
+            })
+            .collect(),
     }
 }
 
@@ -127,6 +134,21 @@ pub fn conn_life_from_pb(l: Option<&pb::ConnLife>) -> Result<ConnLife, WireError
             Some(h) => hist::decode(&h.v2)
                 .map_err(|e| WireError::new("connections.setup", 0, e.to_string()))?,
             None => hist::new_hist(),
+        },
+        phases: {
+            if l.phases.len() > 3 {
+                return Err(WireError::new(
+                    "connections.phases",
+                    l.phases.len(),
+                    "at most 3",
+                ));
+            }
+            let mut p: [hist::Hist; 3] = std::array::from_fn(|_| hist::new_hist());
+            for (h, w) in p.iter_mut().zip(&l.phases) {
+                *h = hist::decode(&w.v2)
+                    .map_err(|e| WireError::new("connections.phases", 0, e.to_string()))?;
+            }
+            p
         },
     })
 }
