@@ -694,7 +694,7 @@ impl Shard {
             connection_errors: std::mem::take(&mut self.conn_errors),
             handshakes: std::mem::take(&mut self.handshakes),
             nodes,
-            connections: std::mem::take(&mut self.churn.life),
+            connections: Box::new(std::mem::take(&mut self.churn.life)),
         });
     }
 
@@ -1554,7 +1554,7 @@ mod tests {
                     connections,
                     ..
                 } => {
-                    r.connections = connections;
+                    r.connections = *connections;
                     assert_eq!(intervals as usize, r.intervals.len());
                     r.pushes = (totals[0].pushes, totals[0].invalidations);
                     r.totals = totals.remove(0).cmds.remove(0);

@@ -190,8 +190,8 @@ pub enum ShardEvent {
         handshakes: Handshakes,
         /// Per target node: its share of the measured requests, every class.
         nodes: Vec<NodeStats>,
-        /// How its connections came and went.
-        connections: ConnLife,
+        /// How its connections came and went (boxed: four histograms).
+        connections: Box<ConnLife>,
     },
 }
 
