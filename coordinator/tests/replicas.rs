@@ -279,34 +279,26 @@ fn read_from_refusals_name_the_fix() {
 #[test]
 fn a_cluster_without_replicas_is_refused() {
     let cluster = RedisCluster::start(Kind::Valkey, 3, 0);
-    crest_fails(
-        &[
-            "run",
-            "--target",
-            &cluster.nodes[0].addr(),
-            "--rate",
-            "100",
-            "--duration",
-            "1s",
-            "--read-from",
-            "replicas",
-        ],
-        "lists no replica for slots",
-    );
-    crest_fails(
-        &[
-            "run",
-            "--target",
-            &cluster.nodes[0].addr(),
-            "--rate",
-            "100",
-            "--duration",
-            "1s",
-            "--read-from",
-            "any",
-        ],
-        "lists no replica (",
-    );
+    let seed = cluster.nodes[0].addr();
+    for (read_from, needle) in [
+        ("replicas", "lists no replica for slots"),
+        ("any", "lists no replica ("),
+    ] {
+        crest_fails(
+            &[
+                "run",
+                "--target",
+                &seed,
+                "--rate",
+                "100",
+                "--duration",
+                "1s",
+                "--read-from",
+                read_from,
+            ],
+            needle,
+        );
+    }
     let stats = cluster.commandstats();
     assert_eq!(stats.get("get"), None, "no load: {stats:?}");
     assert_eq!(stats.get("set"), None, "no load: {stats:?}");
