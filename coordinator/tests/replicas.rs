@@ -214,6 +214,23 @@ fn read_from_refusals_name_the_fix() {
         1,
         "{err}"
     );
+    // A named replica that refuses connections is probed like the target, before load.
+    crest_fails(
+        &[
+            "run",
+            "--target",
+            &lone.addr(),
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--read-from",
+            "any",
+            "--replica",
+            "127.0.0.1:1",
+        ],
+        "replica 127.0.0.1:1: cannot connect",
+    );
     assert_eq!(calls(&lone, "get") + calls(&lone, "set"), 0, "no load");
     let cases: &[(&[&str], &str)] = &[
         (

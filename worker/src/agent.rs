@@ -532,6 +532,13 @@ async fn discover_topology(
     let r = route::Resolved::standalone((plan.target.clone(), probed.addr), &plan.replicas)
         .await
         .map_err(|e| refuse.unreachable(format!("--replica: {e}")))?;
+    // Each replica is probed as the target was: one that refuses connections or the
+    // login stops the run before load, named.
+    for (name, addr, _) in r.nodes.iter().skip(1) {
+        crate::probe::probe(*addr, name, &plan.session, probed.tls.as_ref(), false)
+            .await
+            .map_err(|e| bad(format!("replica {name}: {e}")))?;
+    }
     tracing::info!(
         replicas = plan.replicas.len(),
         "reading from a standalone primary's replicas"
