@@ -393,6 +393,10 @@ pub struct FileToml {
     pub conn_lifetime: Option<String>,
     /// `--conn-rate`: connections retired per second across the fleet.
     pub conn_rate: Option<f64>,
+    /// `--read-from`: primary, replicas, prefer-replicas or any.
+    pub read_from: Option<String>,
+    /// `--replica`: a standalone primary's replicas to read from (`host:port`).
+    pub replicas: Option<Vec<String>>,
     /// Sample the target's INFO at every interval (default true; false as
     /// `--no-server-stats`).
     pub server_stats: Option<bool>,

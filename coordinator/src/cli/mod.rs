@@ -20,24 +20,36 @@ use crate::profile::{self, FileToml};
 use crest_model::convert::limits;
 use crest_model::plan::Pacer;
 use crest_model::schedule::Arrival;
-use crest_model::target::{ClusterMode, Protocol};
+use crest_model::target::{ClusterMode, Protocol, ReadFrom};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// How connections come and go: `--conn-lifetime` or `--conn-rate` (profile
-/// `conn_lifetime`, `conn_rate`; a flag wins over the file, and the two are exclusive
-/// across both layers).
 /// `--replica` and `--read-from` checked together: replicas only to read from, never for
 /// memcached, a cluster (which names its own) or the built-in target; each `host:port`
 /// once.
 fn replicas(
     a: &RunArgs,
+    file: &FileToml,
     protocol: Protocol,
     cluster: ClusterMode,
     has_target: bool,
-) -> Result<Vec<String>, ConfigError> {
-    let read_from = a.target.read_from.unwrap_or_default();
-    let list = &a.target.replicas;
+) -> Result<(ReadFrom, Vec<String>), ConfigError> {
+    let read_from = match (a.target.read_from, &file.read_from) {
+        (Some(r), _) => r,
+        (None, Some(s)) => ReadFrom::parse(s.trim()).ok_or_else(|| {
+            err(
+                "read_from",
+                s,
+                "expected primary, replicas, prefer-replicas or any",
+            )
+        })?,
+        (None, None) => ReadFrom::Primary,
+    };
+    // A flag's list replaces the file's.
+    let list = match (&a.target.replicas, &file.replicas) {
+        (l, Some(f)) if l.is_empty() => f,
+        (l, _) => l,
+    };
     if read_from.uses_replicas() {
         if protocol.is_memcache() {
             return Err(err(
@@ -93,9 +105,12 @@ fn replicas(
         }
         out.push(r.to_string());
     }
-    Ok(out)
+    Ok((read_from, out))
 }
 
+/// How connections come and go: `--conn-lifetime` or `--conn-rate` (profile
+/// `conn_lifetime`, `conn_rate`; a flag wins over the file, and the two are exclusive
+/// across both layers).
 fn churn(a: &RunArgs, file: &FileToml) -> Result<crest_model::plan::Churn, ConfigError> {
     let lifetime = match (&a.load.conn_lifetime, &file.conn_lifetime) {
         (Some(l), _) => Some(*l),
@@ -239,7 +254,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     let duration = bounded("--duration", duration, Duration::ZERO, limits::MAX_RUN)?;
     let interval = a.pace.interval.unwrap_or(defaults::INTERVAL);
     config::check_span(duration, interval)?;
-    let replicas = replicas(&a, protocol, cluster, target.is_some())?;
+    let (read_from, replicas) = replicas(&a, &file, protocol, cluster, target.is_some())?;
     let cfg_token_empty = a.fleet.token.secret.is_empty();
     let cfg = RunConfig {
         target,
@@ -249,7 +264,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         protocol,
         ring,
         churn: churn(&a, &file)?,
-        read_from: a.target.read_from.unwrap_or_default(),
+        read_from,
         replicas,
         classes,
         duration,
@@ -581,6 +596,34 @@ mod tests {
         );
         assert!(
             e.contains("conn_lifetime") && e.contains("too short"),
+            "{e}"
+        );
+    }
+
+    /// `read_from` and `replicas` come from the profile; a flag wins; a bad value is
+    /// refused naming the key.
+    #[test]
+    fn read_from_comes_from_the_profile_and_a_flag_wins() {
+        use crest_model::target::ReadFrom;
+        let body = "target = \"127.0.0.1:6379\"\nread_from = \"prefer-replicas\"\nreplicas = [\"10.0.0.2:6380\"]\nduration = \"1s\"\n[[class]]\nrate = 10\n";
+        let cfg = with_file(body, "reads-file", |_| {});
+        assert_eq!(cfg.read_from, ReadFrom::PreferReplicas);
+        assert_eq!(cfg.replicas, ["10.0.0.2:6380"]);
+        let cfg = with_file(body, "reads-flag", |a| {
+            a.target.read_from = Some(ReadFrom::Any);
+            a.target.replicas = vec!["10.0.0.3:6380".into()];
+        });
+        assert_eq!(cfg.read_from, ReadFrom::Any);
+        assert_eq!(cfg.replicas, ["10.0.0.3:6380"]);
+        let e = file_config(
+            "target = \"127.0.0.1:6379\"\nread_from = \"replica\"\nduration = \"1s\"\n[[class]]\nrate = 10\n",
+            "reads-bad",
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("read_from") && e.contains("prefer-replicas"),
             "{e}"
         );
     }
