@@ -273,6 +273,12 @@ fn configs(args: RunArgs, plan: &Plan) -> Result<Vec<crate::config::RunConfig>, 
     if plan.between == Between::Prefill {
         base.load.prefill = true;
     }
+    if let (Some(r), true) = (base.target.replicas.first(), plan.targets.len() > 1) {
+        return Err(CompareError::Usage(format!(
+            "--replica {r}: it names one primary's replicas, but crest compare loads {} targets; leave it out and each primary's INFO replication names its own",
+            plan.targets.len()
+        )));
+    }
     let mut configs = Vec::new();
     for (label, addr) in &plan.targets {
         let mut a = base.clone();

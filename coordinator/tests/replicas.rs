@@ -264,6 +264,25 @@ fn read_from_refusals_name_the_fix() {
         args.extend_from_slice(extra);
         crest_fails(&args, needle);
     }
+    // `crest compare` with two primaries: one list of replicas cannot be both's.
+    crest_fails(
+        &[
+            "compare",
+            "--target",
+            "a=127.0.0.1:1",
+            "--target",
+            "b=127.0.0.1:2",
+            "--rate",
+            "10",
+            "--duration",
+            "1s",
+            "--read-from",
+            "any",
+            "--replica",
+            "127.0.0.1:3",
+        ],
+        "crest compare loads 2 targets",
+    );
     crest_fails(
         &[
             "run",
