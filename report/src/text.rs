@@ -204,7 +204,8 @@ impl Report {
         if let Some(spans) = self.connection_bound_spans() {
             let _ = writeln!(
                 out,
-                "NOTE: requests waited for a free connection in {spans}; more --connections or --pipeline would send them on time"
+                "NOTE: requests waited for a free connection in {spans}; {}",
+                self.connection_bound_advice()
             );
         }
         if let Some(line) = self.off_pace_line() {

@@ -153,6 +153,24 @@ impl Report {
         ))
     }
 
+    /// What would send connection-bound requests on time: more connections, unless
+    /// connections failed (a node refusing or dropping them holds its requests, and more
+    /// connections would not help).
+    pub fn connection_bound_advice(&self) -> String {
+        if self.connection_errors.is_empty() {
+            return "more --connections or --pipeline would send them on time".into();
+        }
+        let kinds: Vec<String> = self
+            .connection_errors
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        format!(
+            "connections failed meanwhile ({}): a node that refuses or drops them holds its requests, so look at the target before adding --connections",
+            kinds.join(" ")
+        )
+    }
+
     /// The connection-bound intervals in words (as [`Report::generator_bound_spans`]);
     /// None when there are none.
     pub fn connection_bound_spans(&self) -> Option<String> {

@@ -496,8 +496,9 @@ fn notes(out: &mut String, r: &Report) {
     if let Some(spans) = r.connection_bound_spans() {
         let _ = write!(
             out,
-            "<p class=\"warn\">Requests waited for a free connection in {}: more --connections or --pipeline would send them on time.</p>",
-            esc(&spans)
+            "<p class=\"warn\">Requests waited for a free connection in {}: {}.</p>",
+            esc(&spans),
+            esc(&r.connection_bound_advice())
         );
     }
     if let Some(line) = r.off_pace_line() {
