@@ -84,6 +84,13 @@ if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
   python3 -m pip install -q --disable-pip-version-check 'prometheus_client>=0.17' >&2
 fi
 
+# Every report.json, compare.json and search.json the tests read is checked against
+# docs/report.schema.json (JSON Schema 2020-12) by scripts/validate-report.py.
+if ! python3 -c 'import jsonschema; jsonschema.Draft202012Validator' >/dev/null 2>&1; then
+  log "installing jsonschema from PyPI (the reports' schema check)"
+  python3 -m pip install -q --disable-pip-version-check 'jsonschema>=4.18' >&2
+fi
+
 log "redis-server: $(redis-server --version | head -c 60)"
 log "valkey-server: $(valkey-server --version | head -c 60)"
 log "memcached: $(memcached -V | head -c 60)"

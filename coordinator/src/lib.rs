@@ -47,6 +47,7 @@ pub mod output;
 pub mod profile;
 pub mod progress;
 pub mod relay;
+pub mod schema;
 pub mod search;
 pub mod server_stats;
 pub mod service;

@@ -46,7 +46,7 @@ const ABORT_FACTOR: f64 = 20.0;
 
 /// One service-level objective: a latency quantile at most a limit, overall or for one
 /// class.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Slo {
     /// The class it applies to (None: every class together).
     pub class: Option<String>,
@@ -146,7 +146,7 @@ pub struct Plan {
 }
 
 /// One window's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Every objective held.
@@ -169,7 +169,7 @@ impl Verdict {
 }
 
 /// One window, as the table and `search.json` show it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Probe {
     /// 1, 2, ...
     pub n: usize,
@@ -202,7 +202,7 @@ pub struct Probe {
 }
 
 /// A whole search: `search.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Search {
     /// The target.
     pub target: String,

@@ -54,7 +54,7 @@ pub enum Suite {
 }
 
 /// One test.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Test {
     /// The title valkey-benchmark prints (`SET`, `LRANGE_100 (first 100 elements)`).
     pub title: String,
@@ -191,7 +191,7 @@ pub struct Plan {
 }
 
 /// One test's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Outcome {
     /// The test.
     #[serde(flatten)]

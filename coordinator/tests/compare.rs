@@ -36,9 +36,9 @@ fn compare(dir: &TempDir, args: &[&str], want: i32) -> (Value, String) {
     let err = read_log(dir.path(), "crest", "stderr");
     assert_eq!(code, want, "crest {all:?} exited {code}: {err}");
     let stdout = read_log(dir.path(), "crest", "stdout");
-    let json =
-        std::fs::read_to_string(out.join("compare.json")).unwrap_or_else(|e| panic!("{e}: {err}"));
-    (serde_json::from_str(&json).unwrap(), stdout)
+    let path = out.join("compare.json");
+    assert!(path.exists(), "no compare.json: {err}");
+    (read_checked(&path, "Comparison"), stdout)
 }
 
 fn row<'a>(c: &'a Value, scope: &str, metric: &str) -> &'a Value {

@@ -301,8 +301,7 @@ fn a_search_page_draws_the_hockey_stick() {
         "{}",
         read_log(dir.path(), "crest", "stderr")
     );
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("search.json")).unwrap()).unwrap();
+    let s: Value = read_checked(&out.join("search.json"), "Search");
     let windows = s["probes"].as_array().unwrap().len() as u64;
     assert_eq!(f(&s, "knee_rps"), 4000.0, "{s}");
     let c = charts(&out.join("report.html"), dir.path());

@@ -143,3 +143,34 @@ fn a_report_this_build_cannot_read_is_refused_in_one_line() {
         assert_eq!(line.trim_end().lines().count(), 1, "{line}");
     }
 }
+
+/// The schema check that every test's report goes through can fail: a report missing its
+/// required keys, or percentiles that are not numbers, are refused naming the place.
+#[test]
+fn the_schema_check_refuses_a_report_that_does_not_fit() {
+    let dir = TempDir::new("schema-refuses");
+    for (name, def, body, needle) in [
+        (
+            "empty.json",
+            "Report",
+            "{}",
+            "'schema_version' is a required property",
+        ),
+        (
+            "typed.json",
+            "Percentiles",
+            r#"{"p50": "fast", "p90": 1, "p99": 1, "p999": 1, "p9999": 1, "max": 1, "mean": 1}"#,
+            "p50: 'fast' is not of type 'number'",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        let refused = std::panic::catch_unwind(|| read_checked(&path, def))
+            .expect_err("a report that does not fit is refused");
+        let why = refused
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(why.contains(needle), "{why}");
+    }
+}

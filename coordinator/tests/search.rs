@@ -32,9 +32,12 @@ fn search(dir: &TempDir, name: &str, args: &[&str]) -> (i32, Value, String) {
     let mut p = Proc::spawn(&crest_bin(), &all, dir.path(), name);
     let code = p.wait(Duration::from_secs(300));
     let stdout = read_log(dir.path(), name, "stdout");
-    let json = std::fs::read_to_string(out.join("search.json"))
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(Value::Null);
+    let path = out.join("search.json");
+    let json = if path.exists() {
+        read_checked(&path, "Search")
+    } else {
+        Value::Null
+    };
     (code, json, stdout)
 }
 

@@ -37,10 +37,29 @@ pub fn short_run<'a>(dir: &'a TempDir, target: &str, rate: &str) -> CrestRun<'a>
     ])
 }
 
-/// Reads `dir/report.json`.
+/// Reads `dir/report.json`, checked against the published schema.
 pub fn read_report(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("report.json"))
-        .unwrap_or_else(|e| panic!("no report.json in {}: {e}", dir.display()));
+    read_checked(&dir.join("report.json"), "Report")
+}
+
+/// Reads a JSON file Crest wrote, after checking it against `docs/report.schema.json`'s
+/// `$defs/<def>` (`scripts/validate-report.py`, Python's `jsonschema`).
+pub fn read_checked(path: &Path, def: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/validate-report.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(def)
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("python3 {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} does not fit the schema's {def}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_str(&text).unwrap()
 }
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// Percentiles of one histogram, in microseconds.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,
@@ -107,6 +107,19 @@ impl Serialize for Target {
     }
 }
 
+impl schemars::JsonSchema for Target {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Target".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A rate in requests per second, or \"max\" (a closed loop: as fast as the connections go).",
+            "anyOf": [{"type": "number"}, {"const": "max"}]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Target {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -129,7 +142,7 @@ impl<'de> Deserialize<'de> for Target {
 macro_rules! words {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $w:literal),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
         pub enum $name {
             /// Nothing to say: `""`.
             #[default]
@@ -198,7 +211,7 @@ words!(
 );
 
 /// Results of a command, a class or the whole run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Summary {
     /// Requests whose intended time came.
     pub scheduled: u64,
@@ -233,7 +246,7 @@ pub struct Summary {
 
 /// The three histograms behind a summary, each V2 + DEFLATE serialized and base64-encoded
 /// (the HdrHistogram interchange format): anyone can re-merge them or read any percentile.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Histograms {
     /// Latency, ns.
     pub latency: String,
@@ -304,7 +317,7 @@ impl Summary {
 }
 
 /// Totals add the end-of-run accounting to a [`Summary`].
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Totals {
     /// The summary over every command.
     #[serde(flatten)]
@@ -322,7 +335,7 @@ pub struct Totals {
 }
 
 /// Three latency percentiles for the timeline.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ShortPercentiles {
     /// Median, µs.
     pub p50: f64,
@@ -333,7 +346,7 @@ pub struct ShortPercentiles {
 }
 
 /// One interval of the run (1 s unless `--interval` says otherwise).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct TimelinePoint {
     /// Start of the interval, seconds since the measured start.
     pub t_s: f64,
@@ -399,7 +412,7 @@ pub struct TimelinePoint {
 
 /// What an interval is judged against: the run so far and the pacer.
 /// One worker's own results, so a slow client node stands out.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct WorkerReport {
     /// Worker uuid.
     pub id: String,
@@ -439,7 +452,7 @@ pub struct WorkerReport {
     pub histograms: Option<Histograms>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Checks {
     /// Every worker's intervals add up to its final totals, and every scheduled request is
     /// accounted for.
@@ -465,7 +478,7 @@ pub struct Checks {
 }
 
 /// One class's settings, echoed so the run can be repeated.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ClassSettings {
     /// Name.
     pub name: String,
@@ -508,7 +521,7 @@ pub struct ClassSettings {
 }
 
 /// The run's settings, echoed so the report can be repeated.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Settings {
     /// Classes.
     pub classes: Vec<ClassSettings>,
@@ -532,7 +545,7 @@ pub struct Settings {
 }
 
 /// One segment of the rate profile.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ProfileSegment {
     /// Length, seconds.
     pub duration_s: f64,
@@ -543,7 +556,7 @@ pub struct ProfileSegment {
 }
 
 /// One class's results.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ClassReport {
     /// The class over all its commands.
     #[serde(flatten)]
@@ -562,7 +575,9 @@ pub struct ClassReport {
 }
 
 /// Cluster redirects and retries.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 pub struct RedirectCounts {
     /// `MOVED` answers followed (the request sent to the slot's new owner).
     pub moved: u64,
@@ -580,7 +595,7 @@ impl RedirectCounts {
 }
 
 /// One target node's share of the run (every worker, every class).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct NodeReport {
     /// `host:port` as the cluster announces it (the target, for one node).
     pub addr: String,
@@ -612,7 +627,7 @@ pub struct NodeReport {
 }
 
 /// The connections' lives over a run, summed over workers.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ConnReport {
     /// `--conn-lifetime` as given (`1s`, `30s±5s`); null without one.
     pub lifetime: Option<String>,
@@ -678,7 +693,7 @@ fn round4(x: f64) -> f64 {
 
 /// TLS to the target, as the run set it up and the connections negotiated it. No
 /// secret is recorded: not the key, not the certificates' bytes.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct TlsReport {
     /// How much of the server's certificate was checked: `full` (chain and name),
     /// `skip-hostname` (chain only) or `none` (any certificate: no authentication).
@@ -700,7 +715,7 @@ pub struct TlsReport {
 }
 
 /// `report.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Report {
     /// Layout version.
     pub schema_version: u32,
@@ -852,7 +867,7 @@ pub fn commands(
 }
 
 /// One checkpoint as the report has it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct CheckpointRow {
     /// From 0.
     pub index: u32,
@@ -882,7 +897,7 @@ pub struct CheckpointRow {
 }
 
 /// One worker's shards switching at a change.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Switched {
     /// The worker.
     pub worker: String,
@@ -894,7 +909,7 @@ pub struct Switched {
 }
 
 /// A change as the report shows it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ChangeRow {
     /// 1, 2, ... within the run.
     pub seq: u32,

@@ -30,7 +30,7 @@ use stats::{ALPHA, Verdict};
 use std::collections::BTreeMap;
 
 /// What is compared per run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Latency from intended time, 50th percentile, µs.
@@ -119,7 +119,7 @@ impl Metric {
 }
 
 /// One run, as the comparison reads it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunEntry {
     /// Where it came from: the report file, or the live run's folder (or number).
     pub source: String,
@@ -144,7 +144,7 @@ pub struct RunEntry {
 }
 
 /// One target and its runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Arm {
     /// Its label (`valkey` in `--target valkey=…`; A, B, … otherwise).
     pub label: String,
@@ -216,7 +216,7 @@ pub fn entry(report: &Report, source: &str, order: Option<usize>) -> RunEntry {
 }
 
 /// One metric of one scope: a target against the baseline.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Row {
     /// Class name, `all`, or `server`.
     pub scope: String,
@@ -268,7 +268,7 @@ pub struct Row {
 }
 
 /// The whole comparison: `compare.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// Layout version of `compare.json`.
     pub schema_version: u32,

@@ -508,7 +508,7 @@ pub struct McBooks<'a> {
 }
 
 /// A family's side of an [`Agreement`](super::series::Agreement) (its `memcache`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FamilyCheck {
     /// memcached's counters compared (`cmd_get`, `delete_hits+delete_misses`); `none`
     /// for commands memcached counts nowhere.

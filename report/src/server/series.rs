@@ -64,7 +64,9 @@ pub struct Series {
 }
 
 /// Per-command counter deltas in a span.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct CmdDelta {
     /// Δ calls (the sampler's own `INFO`s taken out of `info`).
     pub calls: u64,
@@ -78,7 +80,7 @@ pub struct CmdDelta {
 
 /// One span of the server's counters: an interval of the timeline, the warm-up, the
 /// drain or the whole run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerRow {
     /// Interval index (the timeline's); null for the warm-up, drain and total spans.
     pub index: Option<u32>,
@@ -142,7 +144,7 @@ pub struct ServerRow {
 }
 
 /// One command of the truth check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Agreement {
     /// The report's command name (`SET`).
     pub command: String,
@@ -307,7 +309,7 @@ fn missing(index: Option<u32>, t_s: f64) -> ServerRow {
 }
 
 /// The server as its `INFO server` and `INFO memory` describe it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerIdentity {
     /// `valkey 8.1.8`, `redis 7.0.15`, `memcached 1.6.18`, or `crest-sink 7.0.0` for the
     /// built-in target.
@@ -353,7 +355,7 @@ impl ServerIdentity {
 }
 
 /// The report's `server` section.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerReport {
     /// Which server.
     #[serde(flatten)]
