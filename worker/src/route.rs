@@ -44,15 +44,7 @@ impl Resolved {
     pub async fn ring(servers: &[String]) -> Result<Self, String> {
         let mut nodes = Vec::with_capacity(servers.len());
         for s in servers {
-            let addr = match s.parse::<SocketAddr>() {
-                Ok(a) => a,
-                Err(_) => tokio::net::lookup_host(s.as_str())
-                    .await
-                    .map_err(|e| format!("cannot resolve memcached server {s}: {e}"))?
-                    .next()
-                    .ok_or_else(|| format!("memcached server {s} resolves to no address"))?,
-            };
-            nodes.push((s.clone(), addr, true));
+            nodes.push((s.clone(), resolve("memcached server ", s).await?, true));
         }
         let owner = (0..nodes.len() as u16).collect();
         Ok(Self {
@@ -73,7 +65,7 @@ impl Resolved {
     ) -> Result<Self, String> {
         let mut nodes = vec![(primary.0, primary.1, true)];
         for r in replicas {
-            nodes.push((r.clone(), resolve(r).await?, false));
+            nodes.push((r.clone(), resolve("", r).await?, false));
         }
         let mut replica_of = vec![0; nodes.len()];
         replica_of[0] = NO_NODE;
@@ -119,13 +111,7 @@ impl Resolved {
         let mut nodes = Vec::with_capacity(t.nodes.len());
         let mut map = Vec::with_capacity(t.nodes.len());
         for n in &t.nodes {
-            let addr = match n.addr.parse::<SocketAddr>() {
-                Ok(a) => Some(a),
-                Err(_) => tokio::net::lookup_host(n.addr.as_str())
-                    .await
-                    .ok()
-                    .and_then(|mut a| a.next()),
-            };
+            let addr = resolve("", &n.addr).await.ok();
             map.push(addr.map(|a| {
                 nodes.push((n.addr.clone(), a, n.primary));
                 (nodes.len() - 1) as u16
@@ -153,15 +139,16 @@ impl Resolved {
     }
 }
 
-/// `s` (`host:port`) as an address: parsed, else looked up.
-async fn resolve(s: &str) -> Result<SocketAddr, String> {
+/// `s` (`host:port`) as an address: parsed, else looked up; errors name it as `what`
+/// (e.g. `memcached server `) and `s`.
+async fn resolve(what: &str, s: &str) -> Result<SocketAddr, String> {
     match s.parse::<SocketAddr>() {
         Ok(a) => Ok(a),
         Err(_) => tokio::net::lookup_host(s)
             .await
-            .map_err(|e| format!("cannot resolve {s}: {e}"))?
+            .map_err(|e| format!("cannot resolve {what}{s}: {e}"))?
             .next()
-            .ok_or_else(|| format!("{s} resolves to no address")),
+            .ok_or_else(|| format!("{what}{s} resolves to no address")),
     }
 }
 
@@ -356,12 +343,6 @@ impl Routes {
         } else {
             self.owner[usize::from(slot)]
         }
-    }
-
-    /// Whether reads leave the primary.
-    #[inline]
-    pub fn reads_apart(&self) -> bool {
-        !self.read.is_empty()
     }
 
     /// The shard node index of `addr` (added when new; None past [`MAX_NODES`]).
@@ -596,7 +577,6 @@ mod tests {
     fn reads_go_to_replicas_by_slot_and_writes_to_the_primary() {
         let shared = Shared::new(with_replicas());
         let mut r = Routes::cluster(&shared, ReadFrom::Replicas);
-        assert!(r.reads_apart());
         assert_eq!(r.node_of(10, false), Some(0), "a write goes to the primary");
         assert_eq!(r.node_of(10, true), Some(2), "slot 10: replica 10 % 2");
         assert_eq!(r.node_of(11, true), Some(3), "slot 11: the other replica");
@@ -636,8 +616,12 @@ mod tests {
         // 8,000 slots over 7000 and its two replicas, 8,384 over 7001 and its one.
         assert_eq!(n, [2667, 4192, 2667, 2666, 4192]);
         let mut primary = Routes::cluster(&shared, ReadFrom::Primary);
-        assert!(!primary.reads_apart());
-        assert_eq!(primary.node_of(10, true), Some(0));
+        assert_eq!(
+            primary.node_of(10, true),
+            Some(0),
+            "reads stay on the primary"
+        );
+        assert_eq!(primary.owner(11, true), primary.owner(11, false));
         assert_eq!(primary.to_open(), vec![0, 1], "no replica connections");
     }
 
