@@ -68,6 +68,26 @@ fn node_reports(
     all
 }
 
+/// Every node's outages; a memcached ring's "slots" are its servers, so none are named.
+fn outage_reports(
+    cfg: &RunConfig,
+    nodes: &[crest_model::stats::NodeStats],
+    timeline: &[crest_report::TimelinePoint],
+) -> Vec<crest_report::OutageReport> {
+    let mut all = crest_report::OutageReport::all(
+        nodes,
+        cfg.warmup.as_nanos() as u64,
+        timeline,
+        cfg.interval.as_secs_f64(),
+    );
+    if cfg.protocol.is_memcache() {
+        for o in &mut all {
+            o.slots.clear();
+        }
+    }
+    all
+}
+
 /// Builds the report of a run from its configuration and what its workers measured: the
 /// run totals (merged by addition as the intervals came, never averaged), the timeline laid
 /// out during the run, each worker's row, and the books' self-checks.
@@ -151,6 +171,8 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         cluster,
         read_from: cfg.read_from.name().into(),
         nodes: node_reports(cfg, &nodes, total.completed),
+        outages: outage_reports(cfg, &nodes, &timeline),
+        outages_dropped: nodes.iter().map(|n| n.outages_dropped).sum(),
         connections: conn_report(cfg, members.iter().map(|m| &m.books)),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
         duration_s,

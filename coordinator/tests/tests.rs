@@ -17,6 +17,7 @@ mod cli;
 mod cluster;
 mod compare;
 mod control_tls;
+mod failover;
 mod failure;
 mod hostile;
 mod html;

@@ -290,6 +290,107 @@ pub struct NodeStats {
     pub connections: u32,
     /// Completed requests' latency from intended time, ns.
     pub latency: Hist,
+    /// Its outages as the clients saw them, in start order, overlapping ones united (at
+    /// most [`MAX_OUTAGES`]).
+    pub outages: Vec<Outage>,
+    /// Outages past [`MAX_OUTAGES`], left out of `outages`.
+    pub outages_dropped: u64,
+}
+
+/// Most outages kept per node (and per class of a shard); later ones are only counted.
+pub const MAX_OUTAGES: usize = 64;
+
+/// A span in which a node's requests failed and none succeeded, as the clients saw it
+/// (the engine's `outage` module says how it opens and closes). Times are ns since the
+/// run's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outage {
+    /// The intended time of its first failed request.
+    pub start: u64,
+    /// When the first success after it completed: a request intended after `start` that
+    /// went to this node when it opened (on another node after a failover). None: none
+    /// came before the run ended.
+    pub end: Option<u64>,
+    /// Requests intended within it that failed (timeouts, disconnects, retries given up).
+    pub failed: u64,
+    /// Its requests answered with a redirect or a retry (`MOVED`, `ASK`, `TRYAGAIN`,
+    /// `CLUSTERDOWN`, `LOADING`) while it lasted.
+    pub redirected: u64,
+    /// When the clients' slot table first moved its slots to another node (None: it never
+    /// did, or not a cluster). Of many clients, the last to learn it.
+    pub rediscovered: Option<u64>,
+    /// The slots whose requests went to the node when it began, as inclusive ranges in
+    /// order (empty: not routed by slot).
+    pub slots: Vec<(u16, u16)>,
+    /// Writes went to the node when it began (a primary; false: a replica taking reads).
+    pub writes: bool,
+}
+
+impl Outage {
+    /// Whether `self` and `o` overlap (an open end reaches the run's end).
+    pub fn overlaps(&self, o: &Outage) -> bool {
+        self.start <= o.end.unwrap_or(u64::MAX) && o.start <= self.end.unwrap_or(u64::MAX)
+    }
+
+    /// Unites `o`, which overlaps, into `self`: the earlier start, the later end (an open
+    /// one stays open), counts added, the later rediscovery, the slots of both.
+    pub fn unite(&mut self, o: &Outage) {
+        self.start = self.start.min(o.start);
+        self.end = match (self.end, o.end) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        self.failed = self.failed.saturating_add(o.failed);
+        self.redirected = self.redirected.saturating_add(o.redirected);
+        self.rediscovered = self.rediscovered.max(o.rediscovered);
+        self.slots = unite_ranges(&self.slots, &o.slots);
+        self.writes |= o.writes;
+    }
+
+    /// Its length in ns (None: open at the end).
+    pub fn len_ns(&self) -> Option<u64> {
+        self.end.map(|e| e.saturating_sub(self.start))
+    }
+}
+
+/// Slot ranges (inclusive, in order, apart) of `a` and `b` together, in order and apart.
+pub fn unite_ranges(a: &[(u16, u16)], b: &[(u16, u16)]) -> Vec<(u16, u16)> {
+    let mut all: Vec<(u16, u16)> = a.iter().chain(b).copied().collect();
+    all.sort_unstable();
+    let mut out: Vec<(u16, u16)> = Vec::with_capacity(all.len());
+    for (s, e) in all {
+        match out.last_mut() {
+            Some(l) if u32::from(s) <= u32::from(l.1) + 1 => l.1 = l.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Adds `o` to `list` (in start order, overlapping ones united): every outage it
+/// overlaps is united into one. Past `MAX_OUTAGES`, `o` is counted in `dropped` instead.
+pub fn add_outage(list: &mut Vec<Outage>, dropped: &mut u64, o: &Outage) {
+    let mut merged = o.clone();
+    let before = list.len();
+    list.retain(|x| {
+        if x.overlaps(&merged) {
+            merged.unite(x);
+            false
+        } else {
+            true
+        }
+    });
+    // A united span may now reach outages it did not overlap before.
+    while let Some(i) = list.iter().position(|x| x.overlaps(&merged)) {
+        let x = list.remove(i);
+        merged.unite(&x);
+    }
+    if list.len() == before && list.len() >= MAX_OUTAGES {
+        *dropped = dropped.saturating_add(1);
+        return;
+    }
+    let at = list.partition_point(|x| x.start < merged.start);
+    list.insert(at, merged);
 }
 
 impl NodeStats {
@@ -305,6 +406,8 @@ impl NodeStats {
             redirects: Redirects::default(),
             connections: 0,
             latency: hist::new_hist(),
+            outages: Vec::new(),
+            outages_dropped: 0,
         }
     }
 
@@ -319,6 +422,10 @@ impl NodeStats {
         self.redirects += o.redirects;
         self.connections = self.connections.saturating_add(o.connections);
         hist::add(&mut self.latency, &o.latency);
+        for x in &o.outages {
+            add_outage(&mut self.outages, &mut self.outages_dropped, x);
+        }
+        self.outages_dropped = self.outages_dropped.saturating_add(o.outages_dropped);
     }
 }
 
@@ -603,6 +710,71 @@ impl AddAssign<&Stats> for Stats {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn outage(start: u64, end: Option<u64>, failed: u64, slots: &[(u16, u16)]) -> Outage {
+        Outage {
+            start,
+            end,
+            failed,
+            redirected: 1,
+            rediscovered: end.map(|e| e - 1),
+            slots: slots.to_vec(),
+            writes: true,
+        }
+    }
+
+    #[test]
+    fn overlapping_outages_unite_and_apart_ones_stay_in_order() {
+        let (mut list, mut dropped) = (Vec::new(), 0);
+        add_outage(
+            &mut list,
+            &mut dropped,
+            &outage(50, Some(60), 2, &[(0, 10)]),
+        );
+        add_outage(
+            &mut list,
+            &mut dropped,
+            &outage(10, Some(20), 1, &[(0, 10)]),
+        );
+        assert_eq!(list.iter().map(|o| o.start).collect::<Vec<_>>(), [10, 50]);
+        // Reaches both: one outage from 5 to the last end, counts added, slots united.
+        add_outage(
+            &mut list,
+            &mut dropped,
+            &outage(5, Some(55), 4, &[(11, 20), (30, 30)]),
+        );
+        assert_eq!(list.len(), 1);
+        let o = &list[0];
+        assert_eq!(
+            (o.start, o.end, o.failed, o.redirected),
+            (5, Some(60), 7, 3)
+        );
+        assert_eq!(o.rediscovered, Some(59), "the last client to learn it");
+        assert_eq!(o.slots, [(0, 20), (30, 30)]);
+        // An open one reaches the end of the run.
+        add_outage(&mut list, &mut dropped, &outage(58, None, 1, &[]));
+        assert_eq!(
+            (list[0].start, list[0].end, list[0].len_ns()),
+            (5, None, None)
+        );
+        assert_eq!(dropped, 0);
+    }
+
+    #[test]
+    fn outages_past_the_bound_are_counted_not_kept() {
+        let (mut list, mut dropped) = (Vec::new(), 0);
+        for i in 0..(MAX_OUTAGES as u64 + 5) {
+            add_outage(
+                &mut list,
+                &mut dropped,
+                &outage(i * 10, Some(i * 10 + 1), 1, &[]),
+            );
+        }
+        assert_eq!((list.len(), dropped), (MAX_OUTAGES, 5));
+        // One that overlaps a kept one still unites.
+        add_outage(&mut list, &mut dropped, &outage(0, Some(5), 1, &[]));
+        assert_eq!((list.len(), dropped, list[0].failed), (MAX_OUTAGES, 5, 2));
+    }
 
     #[test]
     fn kinds_are_short_printable_and_keep_their_first_message() {

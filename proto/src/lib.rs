@@ -54,8 +54,9 @@ pub mod pb {
 /// `Interval.connections_opened`, `Finished.connections` (connection lifetimes); an older
 /// worker would keep its connections for the whole run. Version 11: `RunPlan.read_from`
 /// and `replicas` (reads from replicas), `NodeStats.reads`; an older worker would read
-/// from primaries only.
-pub const PROTOCOL_VERSION: u32 = 11;
+/// from primaries only. Version 12: `NodeStats.outages` and `outages_dropped` (outages
+/// as the clients saw them); an older worker would report none.
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

@@ -683,6 +683,103 @@ impl NodeReport {
     }
 }
 
+/// One outage as the clients saw it: from the intended time of the first request to a
+/// node that failed (a disconnect, a timeout, a refusal retried to the end) with nothing
+/// intended after it having succeeded, to the completion of the first success after it
+/// of a request that went to that node when it began (on the node that took its slots
+/// over, after a failover). Overlapping outages of one node seen by several shards or
+/// workers are one, from the earliest start to the latest end.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct OutageReport {
+    /// The node, `host:port`.
+    pub node: String,
+    /// `primary` when writes went to it as the outage began, else `replica`.
+    pub role: String,
+    /// Its start, seconds since the measured start.
+    pub start_s: f64,
+    /// Its end, seconds since the measured start (null: no success came before the run
+    /// ended).
+    pub end_s: Option<f64>,
+    /// Its length, ms (null: not over when the run ended).
+    pub length_ms: Option<f64>,
+    /// Requests intended within it that failed.
+    pub failed: u64,
+    /// Its requests answered with a redirect or a retry while it lasted (`MOVED`, `ASK`,
+    /// `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`).
+    pub redirected: u64,
+    /// How long after its start the clients' slot table moved its slots to another node
+    /// (the last client to learn it), ms (null: never, or not a cluster).
+    pub rediscovered_ms: Option<f64>,
+    /// The slots whose requests went to it when it began, e.g. `0-5460` (empty: not routed
+    /// by slot).
+    pub slots: String,
+    /// The end of the first interval, from the one the outage ended in on, whose achieved
+    /// rate was 99% of its target or more, seconds since the measured start (null: never,
+    /// still open, or a closed loop).
+    pub recovered_s: Option<f64>,
+}
+
+impl OutageReport {
+    /// Every node's outages from `nodes`, times made relative to the measured start
+    /// (`warmup_ns` after the run's), the recovery read from `timeline` (intervals of
+    /// `interval_s`); in start order.
+    pub fn all(
+        nodes: &[crest_model::stats::NodeStats],
+        warmup_ns: u64,
+        timeline: &[TimelinePoint],
+        interval_s: f64,
+    ) -> Vec<Self> {
+        let secs = |ns: u64| round4(ns.saturating_sub(warmup_ns) as f64 / 1e9);
+        let mut all: Vec<Self> = nodes
+            .iter()
+            .flat_map(|n| n.outages.iter().map(move |o| (n, o)))
+            .map(|(n, o)| {
+                let end_s = o.end.map(secs);
+                OutageReport {
+                    node: n.addr.clone(),
+                    role: if o.writes { "primary" } else { "replica" }.into(),
+                    start_s: secs(o.start),
+                    end_s,
+                    length_ms: o.len_ns().map(|l| round4(l as f64 / 1e6)),
+                    failed: o.failed,
+                    redirected: o.redirected,
+                    rediscovered_ms: o
+                        .rediscovered
+                        .map(|r| round4(r.saturating_sub(o.start) as f64 / 1e6)),
+                    slots: slot_ranges(&o.slots),
+                    recovered_s: end_s.and_then(|e| recovered(timeline, e, interval_s)),
+                }
+            })
+            .collect();
+        all.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        all
+    }
+}
+
+/// The end of the first interval, from the one holding `after` on, whose achieved rate
+/// reached 99% of its (non-zero) target.
+fn recovered(timeline: &[TimelinePoint], after: f64, interval_s: f64) -> Option<f64> {
+    timeline
+        .iter()
+        .filter(|p| p.t_s + interval_s > after && p.target_rate > 0.0)
+        .find(|p| p.achieved_rate >= 0.99 * p.target_rate)
+        .map(|p| round4(p.t_s + interval_s))
+}
+
+/// Slot ranges as `0-5460,10923` (a lone slot alone).
+pub fn slot_ranges(r: &[(u16, u16)]) -> String {
+    r.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn primary_reads() -> String {
     "primary".into()
 }
@@ -759,6 +856,15 @@ pub struct Report {
     /// Per target node (one for a single node): its slots, its share of the requests,
     /// its errors, redirects and latency, so one hot or slow node stands out.
     pub nodes: Vec<NodeReport>,
+    /// Outages as the clients saw them, per node in start order: spans in which a node's
+    /// requests failed and none succeeded (a primary killed, a failover, a server that
+    /// stopped answering), each with its failed and redirected requests, when the clients
+    /// learned the new owner, and when the rate was back (empty: none).
+    #[serde(default)]
+    pub outages: Vec<OutageReport>,
+    /// Outages past the 64 kept per node, left out of `outages`.
+    #[serde(default)]
+    pub outages_dropped: u64,
     /// How the connections came and went: the first connects, the reconnects during the
     /// run (a life's end with `--conn-lifetime`/`--conn-rate`, or a failure), and every
     /// connection's setup time.

@@ -2,7 +2,7 @@
 //! checkpoints and the target's nodes, then the notes.
 
 use crate::fmt::{grouped, human_bytes};
-use crate::model::{Report, Summary};
+use crate::model::{OutageReport, Report, Summary};
 use crate::server::series::agreement_words;
 use crate::words::counts_line;
 use std::fmt::Write as _;
@@ -71,6 +71,7 @@ impl Report {
         } else if self.is_ring() {
             self.ring_table(&mut out);
         }
+        self.outage_lines(&mut out);
         self.run_lines(&mut out);
         self.notes(&mut out);
         self.changes_lines(&mut out);
@@ -349,6 +350,26 @@ impl Report {
         }
     }
 
+    /// One line per outage (the first [`MAX_OUTAGE_LINES`]; the rest are in report.json).
+    fn outage_lines(&self, out: &mut String) {
+        let paced = matches!(
+            self.totals.summary.target_rate,
+            crate::model::Target::Rate(_)
+        );
+        for o in self.outages.iter().take(MAX_OUTAGE_LINES) {
+            let _ = writeln!(out, "outage: {}", outage_words(o, paced));
+        }
+        let more = (self.outages.len().saturating_sub(MAX_OUTAGE_LINES) as u64)
+            .saturating_add(self.outages_dropped);
+        if more > 0 {
+            let _ = writeln!(
+                out,
+                "outage: {} more (report.json's outages lists up to 64 per node)",
+                grouped(more)
+            );
+        }
+    }
+
     /// The cluster's nodes, one row each: slots and requests side by side (a hot node
     /// stands out), errors, redirects, latency; and the redirects over the run.
     fn nodes_table(&self, out: &mut String) {
@@ -423,6 +444,53 @@ impl Report {
 }
 
 /// One row of the summary table: a command, class or the total.
+/// Outages the summary names one by one.
+const MAX_OUTAGE_LINES: usize = 10;
+
+/// An outage in words: "primary 127.0.0.1:7001 lost at 12.40 s: 1,900 ms without
+/// successful writes to slots 0-5460, 3,812 requests failed, 120 redirected, the slot
+/// table moved after 1,650 ms, back to 99% of the target rate by 15.00 s" (the rate's
+/// recovery only for a paced run, `paced`).
+pub fn outage_words(o: &OutageReport, paced: bool) -> String {
+    let what = match (o.role.as_str(), o.slots.is_empty()) {
+        ("primary", false) => format!("successful writes to slots {}", o.slots),
+        (_, false) => format!("successful reads of slots {}", o.slots),
+        (_, true) => "a successful request".to_string(),
+    };
+    let span = match o.length_ms {
+        Some(ms) => format!("{} ms without {what}", grouped(ms.round() as u64)),
+        None => format!("without {what} to the end of the run"),
+    };
+    let mut line = format!(
+        "{} {} lost at {:.2} s: {span}, {} requests failed",
+        o.role,
+        o.node,
+        o.start_s,
+        grouped(o.failed)
+    );
+    if o.redirected > 0 {
+        let _ = write!(line, ", {} redirected", grouped(o.redirected));
+    }
+    if let Some(r) = o.rediscovered_ms {
+        let _ = write!(
+            line,
+            ", the slot table moved after {} ms",
+            grouped(r.round() as u64)
+        );
+    }
+    match (o.end_s, o.recovered_s) {
+        (Some(_), Some(at)) => {
+            let _ = write!(line, ", back to 99% of the target rate by {at:.2} s");
+        }
+        (Some(_), None) if paced => {
+            line.push_str(", not back to 99% of the target rate by the end")
+        }
+        (Some(_), None) => {}
+        (None, _) => {}
+    }
+    line
+}
+
 fn summary_row(out: &mut String, name: &str, s: &Summary) {
     // No sample at all (nothing completed, nothing timed out): no latency, not 0µs.
     let [p50, p90, p99, p999, p9999, max] = if s.latency_us.max == 0.0 {

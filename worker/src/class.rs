@@ -31,6 +31,7 @@
 //! falls short of its target, which marks it generator-bound).
 
 use crate::conn::{Conn, ConnId, NO_KEY, Pending, Reply};
+use crate::outage::Outages;
 use crate::pace::Pace;
 use crate::route::{NO_SLOT, Routes};
 use crate::spec::Load;
@@ -228,6 +229,8 @@ pub struct ClassState {
     pub redirected: Vec<Redirected>,
     /// Per node, measured requests.
     nodes: Vec<NodeTally>,
+    /// Outages as this class's requests saw them.
+    pub outages: Outages,
     interval: Stats,
     totals: Stats,
 }
@@ -307,6 +310,7 @@ impl ClassState {
             held: None,
             redirected: Vec::new(),
             nodes: vec![NodeTally::default()],
+            outages: Outages::default(),
             interval: Stats::new(n),
             totals: Stats::new(n),
         }
@@ -557,7 +561,7 @@ impl ClassState {
         }
         if now.saturating_sub(intended) > timeout {
             let p = self.unwritten(q);
-            self.on_failed(p, Failure::TimeoutUnsent, now, None);
+            self.on_failed(p, Failure::TimeoutUnsent, now, None, out.routes);
             return;
         }
         self.place(q, out);
@@ -723,7 +727,7 @@ impl ClassState {
     /// backlog or a back-off, as `timeout_unsent` (a backlog is in intended order: only
     /// its front can be due). A parked one that was refused (`TRYAGAIN`) fails with the
     /// server's word instead.
-    pub fn expire_backlog(&mut self, now: u64, timeout: u64) {
+    pub fn expire_backlog(&mut self, now: u64, timeout: u64, routes: &Routes) {
         for node in 0..self.backlog.len() {
             while let Some(&q) = self.backlog[node].front() {
                 if now.saturating_sub(q.intended) <= timeout {
@@ -732,7 +736,7 @@ impl ClassState {
                 self.backlog[node].pop_front();
                 self.backlog_len -= 1;
                 let p = self.unwritten(q);
-                self.on_failed(p, Failure::TimeoutUnsent, now, Some(node as u16));
+                self.on_failed(p, Failure::TimeoutUnsent, now, Some(node as u16), routes);
             }
         }
         let mut i = 0;
@@ -741,7 +745,16 @@ impl ClassState {
             if now.saturating_sub(q.intended) > timeout {
                 self.parked.remove(i);
                 let p = self.unwritten(q);
-                self.on_failed(p, Failure::TimeoutUnsent, now, None);
+                self.on_failed(p, Failure::TimeoutUnsent, now, None, routes);
+                if p.measured {
+                    // Waiting out a refusal (`CLUSTERDOWN`) or for an owner: its slot's
+                    // node now is where it would have gone.
+                    let read = self.reads[q.cmd as usize];
+                    let slot = (q.slot != NO_SLOT).then_some(q.slot);
+                    let owner = routes.owner(q.slot, read);
+                    self.outages
+                        .on_failed(owner, q.intended, read, slot, routes);
+                }
             } else {
                 i += 1;
             }
@@ -863,7 +876,15 @@ impl ClassState {
         };
         if let Some((redo, word, message)) = redo {
             self.set_aside(p, node, redo, word, message);
-        } else if p.measured {
+            return self.free_slot(id, node, r.idle);
+        }
+        if !matches!(r.kind, ReplyKind::Error { .. }) {
+            let (workload, read) = (&self.workload, self.reads[p.cmd as usize]);
+            self.outages.on_ok(node, p.intended, now, read, || {
+                (p.key != NO_KEY).then(|| workload.key_slot(p.key))
+            });
+        }
+        if p.measured {
             let s = &mut self.interval.cmds[p.cmd as usize];
             let t = &mut self.nodes[usize::from(node)];
             match r.kind {
@@ -883,12 +904,19 @@ impl ClassState {
                 }
             }
         }
+        self.free_slot(id, node, r.idle);
+    }
+
+    /// A reply on connection `id` to `node` freed its slot (`idle`: the connection has
+    /// nothing else in flight).
+    #[inline]
+    fn free_slot(&mut self, id: ConnId, node: u16, idle: bool) {
         match self.arrivals {
             Arrivals::Open { .. } => self.free[usize::from(node)].push_back(id),
             // Closed loop refills a connection's whole pipeline at once, as
             // valkey-benchmark does: one write of `pipeline` requests instead of a trickle
             // of small ones, which the server reads more cheaply too.
-            Arrivals::Closed { .. } if r.idle => self.on_up(id, node),
+            Arrivals::Closed { .. } if idle => self.on_up(id, node),
             Arrivals::Closed { .. } => {}
         }
     }
@@ -917,6 +945,11 @@ impl ClassState {
             tries: p.tries.saturating_add(1),
             ask: false,
         };
+        if p.measured {
+            let slot = (q.slot != NO_SLOT).then_some(q.slot);
+            let read = self.reads[p.cmd as usize];
+            self.outages.on_redirect(from, p.intended, read, slot);
+        }
         self.redirected.push(Redirected {
             q,
             from,
@@ -945,11 +978,18 @@ impl ClassState {
         let q = r.q;
         if q.tries >= MAX_TRIES {
             self.fail_word(q, r.word, &r.message, r.from, kinds);
+            if q.intended >= self.warmup && matches!(r.redo, Redo::Later) {
+                // Refused to the end (`CLUSTERDOWN`, `TRYAGAIN`, `LOADING`).
+                let read = self.reads[q.cmd as usize];
+                let slot = (q.slot != NO_SLOT).then_some(q.slot);
+                self.outages
+                    .on_failed(r.from, q.intended, read, slot, out.routes);
+            }
             return;
         }
         if now.saturating_sub(q.intended) > timeout {
             let p = self.unwritten(q);
-            self.on_failed(p, Failure::Timeout, now, Some(r.from));
+            self.on_failed(p, Failure::Timeout, now, Some(r.from), out.routes);
             return;
         }
         if later {
@@ -998,11 +1038,30 @@ impl ClassState {
         self.interval.invalidations += invalidations;
     }
 
+    /// The slot of a request for key `key` when requests are routed by slot.
+    fn slot_of(&self, key: u64, routes: &Routes) -> Option<u16> {
+        (key != NO_KEY && routes.is_cluster()).then(|| self.workload.key_slot(key))
+    }
+
     /// A request that failed without a reply (its connection, to `node`, closed under
-    /// it, or it was given up).
-    pub fn on_failed(&mut self, p: Pending, failure: Failure, now: u64, node: Option<u16>) {
+    /// it, or it was given up); `routes`, as they are now, for an outage it opens.
+    pub fn on_failed(
+        &mut self,
+        p: Pending,
+        failure: Failure,
+        now: u64,
+        node: Option<u16>,
+        routes: &Routes,
+    ) {
         if !p.measured || p.asking {
             return;
+        }
+        if let Some(n) = node
+            && failure != Failure::TooLarge
+        {
+            let slot = self.slot_of(p.key, routes);
+            let read = self.reads[p.cmd as usize];
+            self.outages.on_failed(n, p.intended, read, slot, routes);
         }
         let s = &mut self.interval.cmds[p.cmd as usize];
         add_error(&mut s.errors, failure.kind(), 1);
@@ -1283,8 +1342,14 @@ mod tests {
         rig.conns[0].close(500 * MS, |p, _| failed.push(p));
         rig.conns[1].close(500 * MS, |p, _| failed.push(p));
         assert_eq!(failed.len(), 2);
-        class.on_failed(failed[0], Failure::Timeout, 500 * MS, Some(0));
-        class.on_failed(failed[1], Failure::Disconnected, 500 * MS, Some(0));
+        class.on_failed(failed[0], Failure::Timeout, 500 * MS, Some(0), &rig.routes);
+        class.on_failed(
+            failed[1],
+            Failure::Disconnected,
+            500 * MS,
+            Some(0),
+            &rig.routes,
+        );
         let s = &class.interval().cmds[0];
         assert_eq!(errors(class.interval(), "timeout"), 1);
         assert_eq!(errors(class.interval(), "disconnected"), 1);
@@ -1471,7 +1536,7 @@ mod tests {
         class.send_due(9 * MS, 9 * MS, u64::MAX, &mut rig.out());
         assert_eq!(class.unsent(), 10, "all wait: the only connection is down");
         // At 12 ms with a 5 ms timeout: those intended at 0..=6 ms are over it.
-        class.expire_backlog(12 * MS, 5 * MS);
+        class.expire_backlog(12 * MS, 5 * MS, &rig.routes);
         assert_eq!(errors(class.interval(), "timeout_unsent"), 7);
         assert_eq!(class.unsent(), 3);
         let s = &class.interval().cmds[0];

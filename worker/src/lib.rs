@@ -53,6 +53,7 @@ mod class;
 mod conn;
 pub mod control_tls;
 pub mod cpus;
+mod outage;
 mod pace;
 pub mod probe;
 pub mod route;

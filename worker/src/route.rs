@@ -3,8 +3,9 @@
 //! Data flow in cluster mode:
 //! - the agent reads the slot table from the seed before the run (`probe::cluster_slots`),
 //!   resolves every node's address and publishes it in a [`Shared`] cell;
-//! - a refresher task ([`refresh`]) reads it again every second, and within 200 ms of a
-//!   shard asking (a `MOVED`, or a node that refuses connections), from the seed or any
+//! - a refresher task ([`refresh`]) reads it again every second, and within 100 ms of a
+//!   shard asking (a `MOVED`, a node that refuses connections, or every sweep while a
+//!   node is in an outage), from the seed or any
 //!   node that answers, and publishes a new version when it changed;
 //! - each shard keeps its own [`Routes`]: the slot table it routes by, updated at once by
 //!   every `MOVED` it follows and replaced by a newer published version at its next sweep
@@ -200,7 +201,7 @@ impl Shared {
 }
 
 /// Least time between two reads asked for by shards.
-pub const REFRESH_MIN: Duration = Duration::from_millis(200);
+pub const REFRESH_MIN: Duration = Duration::from_millis(100);
 /// Time between two reads nobody asked for.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
@@ -441,6 +442,21 @@ impl Routes {
             .filter(|&i| owns[i] && !self.nodes[i].opened)
             .map(|i| i as u16)
             .collect()
+    }
+
+    /// The slots whose requests of this kind (`read`) go to node `i` now, one bit each;
+    /// None when requests are not routed by slot (one node).
+    pub fn slots_to(&self, i: u16, read: bool) -> Option<Box<[u64]>> {
+        if self.owner.is_empty() {
+            return None;
+        }
+        let mut bits = vec![0u64; self.owner.len().div_ceil(64)].into_boxed_slice();
+        for s in 0..self.owner.len() {
+            if self.node_at(s as u16, read) == i {
+                bits[s / 64] |= 1 << (s % 64);
+            }
+        }
+        Some(bits)
     }
 
     /// Slots node `i` owns (all of them for a single node).

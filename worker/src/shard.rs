@@ -50,7 +50,7 @@ use crate::target_tls::{self, Client, Handshakes};
 use crest_memcache::Expect;
 use crest_model::plan::Pacer;
 use crest_model::rng::Rng;
-use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error};
+use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error, add_outage};
 use crest_model::workload::Cursor;
 use std::borrow::Cow;
 use std::io;
@@ -662,13 +662,14 @@ impl Shard {
         // requests are left in flight or unsent.
         let now = self.now();
         for c in &mut self.classes {
-            c.expire_backlog(now, self.timeout);
+            c.expire_backlog(now, self.timeout, &self.routes);
         }
         for conn in &mut self.conns {
             let class = &mut self.classes[conn.class.index()];
             let node = Some(conn.node);
+            let routes = &self.routes;
             conn.expire_front(now, self.timeout, |p, written| {
-                class.on_failed(p, Failure::Timeout.of(written), now, node);
+                class.on_failed(p, Failure::Timeout.of(written), now, node, routes);
             });
         }
         let mut unsent: u64 = self.classes.iter().map(ClassState::unsent).sum();
@@ -716,6 +717,17 @@ impl Shard {
             }
         }
         for class in &mut self.classes {
+            let (outages, dropped) = class.outages.take();
+            for (i, o) in outages {
+                if let Some(n) = out.get_mut(usize::from(i)) {
+                    add_outage(&mut n.outages, &mut n.outages_dropped, &o);
+                }
+            }
+            for (i, d) in dropped {
+                if let Some(n) = out.get_mut(usize::from(i)) {
+                    n.outages_dropped += d;
+                }
+            }
             for (i, t) in class.take_nodes().into_iter().enumerate() {
                 let Some(n) = out.get_mut(i) else { continue };
                 n.completed += t.completed;
@@ -883,8 +895,9 @@ impl Shard {
         self.first_down.get_or_insert(conn.node);
         let class = &mut self.classes[conn.class.index()];
         let node = Some(conn.node);
+        let routes = &self.routes;
         conn.close(now, |p, written| {
-            class.on_failed(p, failure.of(written), now, node)
+            class.on_failed(p, failure.of(written), now, node, routes)
         });
         // A node that drops or refuses connections may have failed over.
         if let Some(t) = &self.cfg.topology {
@@ -899,6 +912,7 @@ impl Shard {
         let conn = &mut self.conns[id.index()];
         let class = &mut self.classes[conn.class.index()];
         let node = Some(conn.node);
+        let routes = &self.routes;
         let mut first = true;
         conn.close(now, |p, _| {
             let f = if std::mem::take(&mut first) {
@@ -906,7 +920,7 @@ impl Shard {
             } else {
                 Failure::Disconnected
             };
-            class.on_failed(p, f, now, node);
+            class.on_failed(p, f, now, node, routes);
         });
     }
 
@@ -950,10 +964,16 @@ impl Shard {
     /// Fails requests older than the timeout (on connections and in backlogs), and
     /// reconnects closed connections whose backoff has passed.
     fn sweep(&mut self, now: u64) {
+        if let Some(t) = &self.cfg.topology
+            && self.classes.iter().any(|c| c.outages.any_open())
+        {
+            // A node is out: its slots may have a new owner any moment (a failover).
+            t.ask_refresh();
+        }
         self.adopt_table(now);
         self.give_up_unconnected(now);
         for c in &mut self.classes {
-            c.expire_backlog(now, self.timeout);
+            c.expire_backlog(now, self.timeout, &self.routes);
         }
         if self.classes.iter().any(ClassState::has_backlog) {
             let (classes, mut out) = self.outbox();
@@ -1034,6 +1054,7 @@ impl Shard {
         self.open_new_nodes(now);
         let (classes, mut out) = self.outbox();
         for c in classes {
+            c.outages.on_routes(out.routes, now);
             c.reroute(&mut out);
         }
         self.flush_dirty();
@@ -1056,6 +1077,9 @@ impl Shard {
                     match self.routes.redirect_target(addr, r.from) {
                         Some(n) => {
                             self.routes.moved(*slot, n);
+                            for c in &mut self.classes {
+                                c.outages.on_routes(&self.routes, now);
+                            }
                             self.open_new_nodes(now);
                             (None, false)
                         }

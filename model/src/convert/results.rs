@@ -3,7 +3,9 @@
 
 use super::check::{WireError, check_range};
 use crate::hist::{self, HistError, Sparse, SparseDecoder};
-use crate::stats::{CmdDelta, CmdStatsOf, ConnLife, ErrorCounts, NodeStats, Redirects, Samples};
+use crate::stats::{
+    CmdDelta, CmdStatsOf, ConnLife, ErrorCounts, NodeStats, Outage, Redirects, Samples,
+};
 use crest_proto::pb;
 
 /// Encodes one class's per-command results; `names[i]` names `cmds[i]`.
@@ -60,8 +62,82 @@ pub fn nodes_to_pb(nodes: &[NodeStats]) -> Vec<pb::NodeStats> {
                 v2: hist::encode_wire(&n.latency).into(),
             }),
             connections: n.connections,
+            outages: n.outages.iter().map(outage_to_pb).collect(),
+            outages_dropped: n.outages_dropped,
         })
         .collect()
+}
+
+fn outage_to_pb(o: &Outage) -> pb::Outage {
+    pb::Outage {
+        start: o.start,
+        end: o.end.unwrap_or(0),
+        open: o.end.is_none(),
+        failed: o.failed,
+        redirected: o.redirected,
+        rediscovered: o.rediscovered.unwrap_or(0),
+        slots: o
+            .slots
+            .iter()
+            .flat_map(|&(a, b)| [u32::from(a), u32::from(b)])
+            .collect(),
+        writes: o.writes,
+    }
+}
+
+/// An outage from a peer: an end before its start, or slots out of range or out of
+/// order, are refused.
+fn outage_from_pb(o: &pb::Outage) -> Result<Outage, WireError> {
+    let end = (!o.open).then_some(o.end);
+    if end.is_some_and(|e| e < o.start) {
+        return Err(WireError::new(
+            "nodes.outages.end",
+            o.end,
+            "an outage ends before it starts".to_string(),
+        ));
+    }
+    if !o.slots.len().is_multiple_of(2) || o.slots.len() > 2 * usize::from(crate::slot::SLOTS) {
+        return Err(WireError::new(
+            "nodes.outages.slots",
+            o.slots.len(),
+            "slot ranges are start, end pairs".to_string(),
+        ));
+    }
+    let mut slots = Vec::with_capacity(o.slots.len() / 2);
+    for p in o.slots.chunks_exact(2) {
+        let last = slots.last().map_or(-1, |&(_, e): &(u16, u16)| i64::from(e));
+        let (a, b) = (
+            check_range(
+                "nodes.outages.slots",
+                p[0],
+                0,
+                u32::from(crate::slot::SLOTS) - 1,
+            )?,
+            check_range(
+                "nodes.outages.slots",
+                p[1],
+                0,
+                u32::from(crate::slot::SLOTS) - 1,
+            )?,
+        );
+        if a > b || i64::from(a) <= last {
+            return Err(WireError::new(
+                "nodes.outages.slots",
+                (a, b),
+                "slot ranges must be in order and apart".to_string(),
+            ));
+        }
+        slots.push((a as u16, b as u16));
+    }
+    Ok(Outage {
+        start: o.start,
+        end,
+        failed: o.failed,
+        redirected: o.redirected,
+        rediscovered: (o.rediscovered > 0).then_some(o.rediscovered),
+        slots,
+        writes: o.writes,
+    })
 }
 
 /// Per-node results from a peer: at most [`crate::topology::MAX_NODES`], addresses cut
@@ -94,6 +170,15 @@ pub fn nodes_from_pb(nodes: &[pb::NodeStats]) -> Result<Vec<NodeStats>, WireErro
                 },
                 connections: n.connections,
                 latency,
+                outages: n
+                    .outages
+                    .iter()
+                    .take(crate::stats::MAX_OUTAGES)
+                    .map(outage_from_pb)
+                    .collect::<Result<_, _>>()?,
+                outages_dropped: n.outages_dropped.saturating_add(
+                    n.outages.len().saturating_sub(crate::stats::MAX_OUTAGES) as u64,
+                ),
             })
         })
         .collect()

@@ -36,6 +36,7 @@ pub fn render(r: &Report) -> String {
     errors_section(&mut out, r);
     let xs: Vec<f64> = r.timeline.iter().map(|p| p.t_s).collect();
     timeline_charts(&mut out, r, &xs);
+    outages_section(&mut out, r);
     class_charts(&mut out, r);
     generator_chart(&mut out, r, &xs);
     if r.cluster || r.read_from != "primary" {
@@ -387,6 +388,40 @@ fn checkpoints_section(out: &mut String, r: &Report) {
 }
 
 /// The runtime changes' table (nothing without changes).
+/// The outages the clients saw, one row each (none: no section).
+fn outages_section(out: &mut String, r: &Report) {
+    if r.outages.is_empty() && r.outages_dropped == 0 {
+        return;
+    }
+    out.push_str("<h2>Outages</h2><p>From the intended time of the first request to a node that failed with nothing after it yet answered, to the first success after it for the same slots (on the node that took them over, after a failover).</p><table class=\"outages\"><tr><th>node</th><th>role</th><th>slots</th><th>start, s</th><th>end, s</th><th>length, ms</th><th>failed</th><th>redirected</th><th>slot table moved after, ms</th><th>back to 99% of target by, s</th></tr>");
+    let opt =
+        |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
+    for o in &r.outages {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&o.node),
+            esc(&o.role),
+            esc(&o.slots),
+            o.start_s,
+            opt(o.end_s, 3),
+            opt(o.length_ms, 0),
+            o.failed,
+            o.redirected,
+            opt(o.rediscovered_ms, 0),
+            opt(o.recovered_s, 2)
+        );
+    }
+    out.push_str("</table>");
+    if r.outages_dropped > 0 {
+        let _ = write!(
+            out,
+            "<p>{} more outages were counted and not kept (64 per node).</p>",
+            r.outages_dropped
+        );
+    }
+}
+
 fn changes_section(out: &mut String, r: &Report) {
     if r.changes.is_empty() {
         return;
