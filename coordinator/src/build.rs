@@ -117,10 +117,12 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let all = &results.totals;
     let (workers, mut problems, in_flight, unsent) = worker_rows(&results);
     // Taken, not copied: the one part of the results that grows with the run's length.
-    let timeline = std::mem::take(&mut results.timeline);
+    let mut timeline = std::mem::take(&mut results.timeline);
     let classes = class_reports(cfg, &results, &class_target, duration_s);
     let total = merge::all_commands(all);
     let nodes = merge::nodes(members.iter().map(|m| &m.books));
+    let outages = outage_reports(cfg, &nodes, &timeline);
+    crest_report::OutageReport::mark(&outages, &mut timeline, cfg.interval.as_secs_f64());
     // Slots routed: `--cluster`, more than one node, a node with a share of the slots, or
     // a redirect followed (only slot routing follows them: a one-node cluster that
     // answers MOVED to itself has all 16,384 slots).
@@ -171,7 +173,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         cluster,
         read_from: cfg.read_from.name().into(),
         nodes: node_reports(cfg, &nodes, total.completed),
-        outages: outage_reports(cfg, &nodes, &timeline),
+        outages,
         outages_dropped: nodes.iter().map(|n| n.outages_dropped).sum(),
         connections: conn_report(cfg, members.iter().map(|m| &m.books)),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
@@ -533,6 +535,7 @@ mod tests {
             core_wait_ms: 0.0,
             steal_ms: 0.0,
             connections_opened: 0,
+            nodes_out: 0,
         }
     }
 

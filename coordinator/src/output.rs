@@ -35,7 +35,8 @@ pub fn check_writable(dir: &Path) -> Result<(), String> {
 /// Writes `report.json` and `report.html` into `dir` (`timeline.csv` and `latency.hlog` were
 /// written during the run by [`Live`]); when a live write failed (`live_failed`),
 /// `timeline.csv` is rewritten whole from the report, so it is complete if the disk has
-/// room again; when the server was sampled, too, with the server's columns filled.
+/// room again; when the server was sampled, too, with the server's columns filled; and
+/// when there were outages, with `nodes_out` filled.
 /// Returns the path of `report.json`.
 ///
 /// # Errors
@@ -44,7 +45,7 @@ pub fn write_all(report: &Report, dir: &Path, live_failed: bool) -> Result<PathB
     let json = serde_json::to_string_pretty(report).map_err(|e| format!("report.json: {e}"))?;
     // The server's columns come at the end (a boundary's sample can arrive after its
     // row was written): the whole file again, with them.
-    if live_failed || report.server.is_some() {
+    if live_failed || report.server.is_some() || !report.outages.is_empty() {
         write_atomic(&dir.join("timeline.csv"), report.timeline_csv().as_bytes())?;
     }
     write_atomic(

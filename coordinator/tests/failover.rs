@@ -154,6 +154,25 @@ fn a_killed_primary_is_one_outage_as_long_as_its_failover() {
     for x in outages.iter().filter(|x| x["node"] != victim_addr.as_str()) {
         assert!(x["length_ms"].as_f64().unwrap_or(f64::MAX) < 500.0, "{x}");
     }
+    // The timeline counts the node out in the intervals the outage touched, in
+    // report.json and in timeline.csv (rewritten with the column at the end).
+    let out: Vec<u64> = report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| u(p, "nodes_out"))
+        .collect();
+    assert!(out.contains(&1) && out[0] == 0, "{out:?}");
+    let csv = std::fs::read_to_string(dir.path().join("out/timeline.csv")).unwrap();
+    let column: Vec<u64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(csv.lines().next().unwrap().ends_with(",nodes_out"));
+    assert_eq!(column, out, "{csv}");
+    let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
+    assert!(html.contains("<h2>Outages</h2>") && html.contains(&victim_addr));
     let moved = report["totals"]["redirects"]["moved"].as_u64().unwrap_or(0);
     assert!(
         moved > 0,

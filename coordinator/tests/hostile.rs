@@ -721,6 +721,16 @@ fn a_server_killed_and_restarted_on_its_port_is_recovered_and_counted() {
         completed + 4 >= before + after && completed <= before + after + slack,
         "completed {completed}, server calls {before} (first, read {gap:?} before the kill) + {after} (second)"
     );
+    // Requests that waited past the timeout for the new server make one outage, closed
+    // by the first reply from it; requests merely delayed make none.
+    let outages = r["outages"].as_array().unwrap();
+    assert!(
+        outages.len() <= 1
+            && outages
+                .iter()
+                .all(|o| o["node"] == addr.as_str() && o["end_s"].is_f64()),
+        "{outages:?}"
+    );
     let noticed: u64 = ["eof", "reset", "connect: refused"]
         .iter()
         .map(|k| conn_errors(&r, k))

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 /// The first line of `timeline.csv`: the client's columns, then the server's (the
 /// report's `server.intervals`, empty when the server was not sampled).
-pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,off_pace,preemptions,core_wait_ms,steal_ms,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys,connections_opened,server_connections_received\n";
+pub const TIMELINE_CSV_HEADER: &str = "t_s,target_rate,scheduled,achieved_rate,errors,latency_p50_us,latency_p99_us,latency_p999_us,schedule_lag_p99_us,generator_bound,generator_cpu_s,busiest_shard,bound,off_pace,preemptions,core_wait_ms,steal_ms,server_ops,server_ops_per_sec,server_cpu_us,server_cpu_us_per_op,server_rejected_calls,server_failed_calls,server_net_input_bytes,server_net_output_bytes,server_evicted_keys,server_keyspace_hits,server_keyspace_misses,server_used_memory,server_used_memory_rss,server_mem_fragmentation_ratio,server_connected_clients,server_keys,connections_opened,server_connections_received,nodes_out\n";
 
 /// An optional CSV cell: empty when None.
 fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -60,6 +60,7 @@ pub fn timeline_csv_row(out: &mut String, p: &TimelinePoint, server: Option<&Ser
         cell(s.and_then(|s| s.keys)),
         p.connections_opened.to_string(),
         cell(s.and_then(|s| s.connections_received)),
+        p.nodes_out.to_string(),
     ];
     let _ = writeln!(out, ",{}", cells.join(","));
 }

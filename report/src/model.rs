@@ -408,6 +408,9 @@ pub struct TimelinePoint {
     /// life ended (`--conn-lifetime`, `--conn-rate`) or a connection failed.
     #[serde(default)]
     pub connections_opened: u64,
+    /// Nodes in an outage (`outages`) at some point of this interval.
+    #[serde(default)]
+    pub nodes_out: u32,
 }
 
 /// What an interval is judged against: the run so far and the pacer.
@@ -753,6 +756,24 @@ impl OutageReport {
             .collect();
         all.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
         all
+    }
+}
+
+impl OutageReport {
+    /// Sets each point's `nodes_out` of `timeline` (intervals of `interval_s`): the nodes
+    /// of `all` in an outage at some point of it.
+    pub fn mark(all: &[Self], timeline: &mut [TimelinePoint], interval_s: f64) {
+        for p in timeline.iter_mut() {
+            let (a, b) = (p.t_s, p.t_s + interval_s);
+            let mut nodes: Vec<&str> = all
+                .iter()
+                .filter(|o| o.start_s < b && o.end_s.is_none_or(|e| e >= a))
+                .map(|o| o.node.as_str())
+                .collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            p.nodes_out = nodes.len() as u32;
+        }
     }
 }
 

@@ -159,6 +159,7 @@ impl TimelinePoint {
             core_wait_ms: (load.queued_ns as f64 / 1e3).round() / 1e3,
             steal_ms: (load.steal_ns as f64 / 1e3).round() / 1e3,
             connections_opened: load.connections_opened,
+            nodes_out: 0,
         }
     }
 }

@@ -538,4 +538,75 @@ mod tests {
         assert!(!out.contains("0µs"), "{out}");
         assert_eq!(out.matches('–').count(), 6, "{out}");
     }
+
+    /// An outage from the books reads as one line: its node and slots, its length, what
+    /// failed, when the table moved, and the end of the first interval back at 99% of
+    /// target; each interval it touched counts the node as out.
+    #[test]
+    fn an_outage_reads_as_one_line_with_its_recovery() {
+        use crate::model::TimelinePoint;
+        use crate::rules::{Baseline, Load};
+        use crest_model::stats::{NodeStats, Outage};
+        const S: u64 = 1_000_000_000;
+        let mut n = NodeStats::new("127.0.0.1:7001");
+        // Warm-up 1 s: from 2.4 s to 4.3 s of the measured time.
+        n.outages.push(Outage {
+            start: S + 2_400_000_000,
+            end: Some(S + 4_300_000_000),
+            failed: 3_812,
+            redirected: 12,
+            rediscovered: Some(S + 4_250_000_000),
+            slots: vec![(0, 5460)],
+            writes: true,
+        });
+        let mut timeline: Vec<TimelinePoint> = (0..8)
+            .map(|i| {
+                let s = crest_model::stats::CmdStats::default();
+                let mut p = TimelinePoint::of(
+                    i,
+                    1.0,
+                    &s,
+                    1000.0,
+                    1000.0,
+                    Load::default(),
+                    Baseline::default(),
+                );
+                // Down in 2..=4, short in 5, back in 6.
+                p.achieved_rate =
+                    [1000.0, 1000.0, 500.0, 600.0, 700.0, 980.0, 995.0, 1000.0][i as usize];
+                p
+            })
+            .collect();
+        let all = OutageReport::all(&[n], S, &timeline, 1.0);
+        assert_eq!(all.len(), 1);
+        let o = &all[0];
+        assert_eq!(
+            (o.start_s, o.end_s, o.length_ms),
+            (2.4, Some(4.3), Some(1900.0))
+        );
+        assert_eq!(
+            (o.rediscovered_ms, o.recovered_s),
+            (Some(1850.0), Some(7.0))
+        );
+        assert_eq!(
+            outage_words(o, true),
+            "primary 127.0.0.1:7001 lost at 2.40 s: 1,900 ms without successful writes to slots 0-5460, 3,812 requests failed, 12 redirected, the slot table moved after 1,850 ms, back to 99% of the target rate by 7.00 s"
+        );
+        OutageReport::mark(&all, &mut timeline, 1.0);
+        let out: Vec<u32> = timeline.iter().map(|p| p.nodes_out).collect();
+        assert_eq!(out, [0, 0, 1, 1, 1, 0, 0, 0]);
+        // Open at the end, of a replica, unslotted: no recovery is claimed.
+        let open = OutageReport {
+            role: "replica".into(),
+            end_s: None,
+            length_ms: None,
+            recovered_s: None,
+            slots: String::new(),
+            ..o.clone()
+        };
+        assert_eq!(
+            outage_words(&open, true),
+            "replica 127.0.0.1:7001 lost at 2.40 s: without a successful request to the end of the run, 3,812 requests failed, 12 redirected, the slot table moved after 1,850 ms"
+        );
+    }
 }

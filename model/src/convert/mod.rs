@@ -560,4 +560,51 @@ mod tests {
         assert_eq!(clock_offset(300, 0, 100), Some((-200, 0)));
         assert_eq!(clock_offset(i64::MIN, i64::MAX, 0), None);
     }
+
+    #[test]
+    fn outages_round_trip_and_bad_ones_are_refused() {
+        use crate::stats::{NodeStats, Outage};
+        let mut n = NodeStats::new("127.0.0.1:7001");
+        n.outages = vec![
+            Outage {
+                start: 5,
+                end: Some(9),
+                failed: 3,
+                redirected: 2,
+                rediscovered: Some(8),
+                slots: vec![(0, 10), (12, 12)],
+                writes: true,
+            },
+            Outage {
+                start: 20,
+                end: None,
+                failed: 1,
+                redirected: 0,
+                rediscovered: None,
+                slots: Vec::new(),
+                writes: false,
+            },
+        ];
+        n.outages_dropped = 4;
+        let wire = nodes_to_pb(std::slice::from_ref(&n));
+        let back = nodes_from_pb(&wire).unwrap();
+        assert_eq!(back[0].outages, n.outages);
+        assert_eq!(back[0].outages_dropped, 4);
+        let refused = |edit: &dyn Fn(&mut pb::Outage)| {
+            let mut w = wire.clone();
+            edit(&mut w[0].outages[0]);
+            nodes_from_pb(&w).unwrap_err().field
+        };
+        assert_eq!(refused(&|o| o.end = 1), "nodes.outages.end");
+        assert_eq!(refused(&|o| o.slots = vec![1]), "nodes.outages.slots");
+        assert_eq!(refused(&|o| o.slots = vec![5, 4]), "nodes.outages.slots");
+        assert_eq!(
+            refused(&|o| o.slots = vec![0, 5, 5, 6]),
+            "nodes.outages.slots"
+        );
+        assert_eq!(
+            refused(&|o| o.slots = vec![0, 16_384]),
+            "nodes.outages.slots"
+        );
+    }
 }
