@@ -68,11 +68,13 @@ fn node_reports(
     all
 }
 
-/// Every node's outages; a memcached ring's "slots" are its servers, so none are named.
+/// Every node's outages; slots are named only for a cluster (a memcached ring's "slots"
+/// are its servers, a standalone primary holds them all).
 fn outage_reports(
     cfg: &RunConfig,
     nodes: &[crest_model::stats::NodeStats],
     timeline: &[crest_report::TimelinePoint],
+    cluster: bool,
 ) -> Vec<crest_report::OutageReport> {
     let mut all = crest_report::OutageReport::all(
         nodes,
@@ -80,7 +82,7 @@ fn outage_reports(
         timeline,
         cfg.interval.as_secs_f64(),
     );
-    if cfg.protocol.is_memcache() {
+    if !cluster {
         for o in &mut all {
             o.slots.clear();
         }
@@ -121,19 +123,19 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
     let classes = class_reports(cfg, &results, &class_target, duration_s);
     let total = merge::all_commands(all);
     let nodes = merge::nodes(members.iter().map(|m| &m.books));
-    let outages = outage_reports(cfg, &nodes, &timeline);
-    crest_report::OutageReport::mark(&outages, &mut timeline, cfg.interval.as_secs_f64());
     // Slots routed: `--cluster`, more than one node, a node with a share of the slots, or
     // a redirect followed (only slot routing follows them: a one-node cluster that
     // answers MOVED to itself has all 16,384 slots).
     let cluster = !cfg.protocol.is_memcache()
         && (cfg.cluster == crest_model::target::ClusterMode::On
             || nodes.iter().filter(|n| n.slots > 0).count() > 1
-            || (nodes.len() > 1 && !cfg.read_from.uses_replicas())
+            || (nodes.len() > 1 && !cfg.read_from.uses_replicas() && cfg.replicas.is_empty())
             || nodes.iter().any(|n| {
                 (n.primary && n.slots != u32::from(crest_model::slot::SLOTS))
                     || !n.redirects.is_zero()
             }));
+    let outages = outage_reports(cfg, &nodes, &timeline, cluster);
+    crest_report::OutageReport::mark(&outages, &mut timeline, cfg.interval.as_secs_f64());
     let commands = commands_over_classes(&merge::by_name(all), &classes, duration_s);
     let server = server_report(cfg, &results, &timeline, &commands, cluster);
     let (server, server_problem) = match server {

@@ -237,7 +237,6 @@ fn read_from_refusals_name_the_fix() {
             &["--read-from", "replica"],
             "expected primary, replicas, prefer-replicas or any",
         ),
-        (&["--replica", "127.0.0.1:7001"], "only with --read-from"),
         (
             &["--read-from", "any", "--replica", "nohost"],
             "expected HOST:PORT",
@@ -309,6 +308,20 @@ fn read_from_refusals_name_the_fix() {
         ],
         "memcached has no replicas",
     );
+    // `--replica` alone (to follow a promotion) names itself.
+    let err = crest_fails(
+        &[
+            "run",
+            "--rate",
+            "10",
+            "--duration",
+            "1s",
+            "--replica",
+            "127.0.0.1:3",
+        ],
+        "the built-in target has no replicas",
+    );
+    assert!(err.contains("--replica"), "{err}");
 }
 
 /// A cluster without replicas: `--read-from replicas` names the slots that have none.

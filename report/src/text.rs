@@ -66,7 +66,7 @@ impl Report {
         self.title_line(&mut out);
         self.summary_rows(&mut out);
         self.totals_lines(&mut out);
-        if self.cluster || self.read_from != "primary" {
+        if self.cluster || self.read_from != "primary" || self.nodes.len() > 1 && !self.is_ring() {
             self.nodes_table(&mut out);
         } else if self.is_ring() {
             self.ring_table(&mut out);
@@ -318,7 +318,7 @@ impl Report {
     }
 
     /// Whether the target was a ring of memcached servers.
-    fn is_ring(&self) -> bool {
+    pub(crate) fn is_ring(&self) -> bool {
         self.protocol.starts_with("memcache") && self.nodes.len() > 1
     }
 

@@ -518,10 +518,11 @@ async fn discover_topology(
         }
         return Ok(topology);
     }
-    if !read_from.uses_replicas() {
+    if !read_from.uses_replicas() && plan.replicas.is_empty() {
         return Ok(None);
     }
-    // A standalone primary and its replicas: a table of one owner that never changes.
+    // A standalone primary and its replicas: a table of one owner, until a replica is
+    // promoted while the primary is out (`role_reader`).
     plan.cluster = ClusterMode::Off;
     if plan.replicas.is_empty() {
         plan.replicas =
@@ -663,14 +664,22 @@ fn spawn_run(
     } = probed;
     let stop = Arc::new(AtomicBool::new(false));
     let (etx, erx) = mpsc::unbounded_channel();
-    // A cluster's table is kept current; a ring's and a standalone primary's do not move.
-    let cluster = !plan.protocol.is_memcache() && plan.cluster != ClusterMode::Off;
-    if let Some(shared) = topology.as_ref().filter(|_| cluster) {
-        tokio::spawn(route::refresh(
-            shared.clone(),
-            stop.clone(),
-            table_reader(target, plan.session.clone(), tls.clone()),
-        ));
+    // A cluster's table is kept current, and a standalone primary's follows a promotion;
+    // a ring's does not move.
+    if let Some(shared) = topology.as_ref().filter(|_| !plan.protocol.is_memcache()) {
+        if plan.cluster != ClusterMode::Off {
+            tokio::spawn(route::refresh(
+                shared.clone(),
+                stop.clone(),
+                table_reader(target, plan.session.clone(), tls.clone()),
+            ));
+        } else {
+            tokio::spawn(route::refresh(
+                shared.clone(),
+                stop.clone(),
+                role_reader(plan.session.clone(), tls.clone()),
+            ));
+        }
     }
     let released = Arc::new(AtomicU32::new(0));
     let steering = Arc::new(Steering::default());
@@ -803,6 +812,76 @@ fn table_reader(
             None
         })
     }
+}
+
+/// How long the refresher waits for one node's `ROLE`.
+const ROLE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Reads a standalone primary's table for the refresher: every node is asked its `ROLE`
+/// at once. While the current primary answers as one, nothing changes (None). When it
+/// does not and another node does (a replica promoted with `REPLICAOF NO ONE`), that node
+/// takes the writes, and the nodes that answer as replicas take the reads; a node that
+/// does not answer takes neither until a later read finds it.
+fn role_reader(
+    session: crest_model::target::Session,
+    tls: Option<Client>,
+) -> impl FnMut(Arc<route::Resolved>) -> route::TableRead {
+    move |cur: Arc<route::Resolved>| {
+        let (session, tls) = (session.clone(), tls.clone());
+        Box::pin(async move {
+            let mut asks = tokio::task::JoinSet::new();
+            for (i, (_, addr, _)) in cur.nodes.iter().enumerate() {
+                let (session, tls, addr) = (session.clone(), tls.clone(), *addr);
+                asks.spawn(async move {
+                    let role =
+                        crate::probe::is_primary(addr, &session, tls.as_ref(), ROLE_TIMEOUT).await;
+                    (i, role)
+                });
+            }
+            let mut roles = vec![None; cur.nodes.len()];
+            while let Some(Ok((i, role))) = asks.join_next().await {
+                roles[i] = role;
+            }
+            promoted(&cur, &roles)
+        })
+    }
+}
+
+/// The table after a promotion: `roles[i]` is what node `i` of `cur` answered (Some(true):
+/// a primary); None when the current primary still is one, or no node is.
+fn promoted(
+    cur: &route::Resolved,
+    roles: &[Option<bool>],
+) -> Option<crest_model::topology::Topology> {
+    use crest_model::topology::{NO_NODE, Node, Topology};
+    let primary = usize::from(*cur.owner.first()?);
+    if roles.get(primary).copied().flatten() == Some(true) {
+        return None;
+    }
+    let new = roles.iter().position(|r| *r == Some(true))?;
+    let nodes = cur
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _, _))| Node {
+            addr: name.clone(),
+            id: String::new(),
+            primary: i == new,
+            replica_of: if i != new && roles[i] == Some(false) {
+                new as u16
+            } else {
+                NO_NODE
+            },
+        })
+        .collect();
+    tracing::warn!(
+        primary = %cur.nodes[new].0,
+        "the primary is out and a replica answers as one: writes follow it"
+    );
+    Some(Topology {
+        nodes,
+        owner: vec![new as u16; cur.owner.len()],
+    })
 }
 
 /// The shards' work in one interval, summed: their CPU time, and the busy share of the

@@ -454,6 +454,36 @@ pub async fn replicas(
     parse_replicas(&text, addr)
 }
 
+/// Whether the node at `addr` says it is a primary (`ROLE`'s first word is `master`):
+/// None when it does not answer within `limit`, refuses, or answers something else.
+pub async fn is_primary(
+    addr: SocketAddr,
+    session: &Session,
+    tls: Option<&Client>,
+    limit: Duration,
+) -> Option<bool> {
+    let setup = Setup::new(session, TOPOLOGY_NAME);
+    let q = Ask {
+        command: b"*1\r\n$4\r\nROLE\r\n",
+        then: None,
+        limit: 1 << 20,
+    };
+    let heard = tokio::time::timeout(limit, connect(addr, tls, setup.as_ref(), q))
+        .await
+        .ok()?
+        .ok()?;
+    let Heard::Answer(bytes) = heard else {
+        return None;
+    };
+    match resp::Frame::parse(&bytes) {
+        Ok(Some((resp::Frame::Array(a), _))) => match a.first() {
+            Some(resp::Frame::Bulk(w)) => Some(w.as_slice() == b"master"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The online replicas of an `INFO replication` text (see [`replicas`]).
 fn parse_replicas(text: &str, addr: SocketAddr) -> Result<Vec<String>, String> {
     let field = |line: &str, k: &str| {

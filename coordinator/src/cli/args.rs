@@ -123,8 +123,9 @@ pub struct TargetArgs {
     /// known to be reads, go to the primary.
     #[arg(long, env = "CREST_READ_FROM", value_parser = parse_read_from, value_name = "WHERE")]
     pub read_from: Option<crest_model::target::ReadFrom>,
-    /// A standalone primary's replica to read from (repeatable; default: the online ones
-    /// its INFO replication names). Needs --read-from.
+    /// A standalone primary's replica (repeatable): reads go to it with --read-from, and
+    /// when the primary is out and it is promoted (REPLICAOF NO ONE), writes follow it
+    /// (default with --read-from: the online replicas its INFO replication names).
     #[arg(long = "replica", value_name = "HOST:PORT")]
     pub replicas: Vec<String>,
     /// Speak memcached's meta protocol (mg/ms/md/ma/mn) to a memcache:// target instead

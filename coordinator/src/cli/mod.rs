@@ -24,9 +24,9 @@ use crest_model::target::{ClusterMode, Protocol, ReadFrom};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// `--replica` and `--read-from` checked together: replicas only to read from, never for
-/// memcached, a cluster (which names its own) or the built-in target; each `host:port`
-/// once.
+/// `--replica` and `--read-from` checked together: replicas (to read from, and to follow
+/// when one is promoted) never for memcached, a cluster (which names its own) or the
+/// built-in target; each `host:port` once.
 fn replicas(
     a: &RunArgs,
     file: &FileToml,
@@ -50,27 +50,23 @@ fn replicas(
         (l, Some(f)) if l.is_empty() => f,
         (l, _) => l,
     };
-    if read_from.uses_replicas() {
+    // The flag that asked for replicas, to name in a refusal.
+    let asked = if read_from.uses_replicas() {
+        Some(("--read-from", read_from.name().to_string()))
+    } else {
+        list.first().map(|r| ("--replica", r.clone()))
+    };
+    if let Some((flag, value)) = asked {
         if protocol.is_memcache() {
-            return Err(err(
-                "--read-from",
-                read_from.name(),
-                "memcached has no replicas; leave it out",
-            ));
+            return Err(err(flag, value, "memcached has no replicas; leave it out"));
         }
         if !has_target {
             return Err(err(
-                "--read-from",
-                read_from.name(),
+                flag,
+                value,
                 "the built-in target has no replicas; give --target a primary that has some",
             ));
         }
-    } else if let Some(r) = list.first() {
-        return Err(err(
-            "--replica",
-            r,
-            "replicas are read from only with --read-from replicas, prefer-replicas or any",
-        ));
     }
     if let (ClusterMode::On, Some(r)) = (cluster, list.first()) {
         return Err(err(

@@ -709,17 +709,11 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
 }
 
 /// A standalone primary's replicas off the wire: at most [`MAX_RING`], each a short
-/// printable `host:port`, only with reads that use them, and not for memcached.
+/// printable `host:port`, and not for memcached (with reads on the primary, they are the
+/// nodes a promotion may move the writes to).
 fn replicas(p: &pb::RunPlan) -> Result<Vec<String>, WireError> {
     if p.replicas.is_empty() {
         return Ok(Vec::new());
-    }
-    if p.read_from == pb::ReadFrom::ReadPrimary as i32 {
-        return Err(WireError::new(
-            "replicas",
-            p.replicas.len(),
-            "none when reads go to the primary",
-        ));
     }
     if p.memcache.is_some() {
         return Err(WireError::new(

@@ -39,7 +39,7 @@ pub fn render(r: &Report) -> String {
     outages_section(&mut out, r);
     class_charts(&mut out, r);
     generator_chart(&mut out, r, &xs);
-    if r.cluster || r.read_from != "primary" {
+    if r.cluster || r.read_from != "primary" || (r.nodes.len() > 1 && !r.is_ring()) {
         cluster_section(&mut out, r);
     }
     if let Some(s) = &r.server {
