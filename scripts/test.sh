@@ -12,7 +12,7 @@ stage() { echo "test.sh: $1 done at $((SECONDS - t0)) s" >&2; }
 # same binaries in its image instead of compiling a release build of its own.
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
-export CREST_BIN_DIR="$PWD/target/$CARGO_BUILD_TARGET/debug"
+export CREST_BIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/$CARGO_BUILD_TARGET/debug"
 cargo build --workspace --bins --tests
 stage build
 skipped=()
