@@ -68,6 +68,18 @@ fn node_reports(
     all
 }
 
+/// `--check-staleness`'s counts, summed over classes and workers.
+fn staleness(cfg: &RunConfig, results: &RunResults) -> crest_report::StalenessReport {
+    let mut all = crest_model::stats::ClassCounts::default();
+    for c in &cfg.classes {
+        all.add(&merge::class_counts(
+            results.workers.iter().map(|m| &m.books),
+            &c.name,
+        ));
+    }
+    crest_report::StalenessReport::of(all.stale_checked, all.stale, all.behind.as_ref())
+}
+
 /// Every node's outages; slots are named only for a cluster (a memcached ring's "slots"
 /// are its servers, a standalone primary holds them all).
 fn outage_reports(
@@ -176,6 +188,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         read_from: cfg.read_from.name().into(),
         nodes: node_reports(cfg, &nodes, total.completed),
         outages,
+        staleness: cfg.check_staleness.then(|| staleness(cfg, &results)),
         outages_dropped: nodes.iter().map(|n| n.outages_dropped).sum(),
         connections: conn_report(cfg, members.iter().map(|m| &m.books)),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),
@@ -486,13 +499,13 @@ fn class_reports(
             let t = class_target(i);
             let sum = merge::sum(by.values());
             let books = results.workers.iter().map(|m| &m.books);
-            let pushes = merge::class_pushes(books, &c.name);
+            let counts = merge::class_counts(books, &c.name);
             let report = ClassReport {
                 summary: Summary::of(&sum, t, duration_s),
                 commands: commands(&by, &c.shape.weights(cfg.protocol), t, duration_s),
                 resp: cfg.session.resp.version(),
-                pushes: pushes.0,
-                invalidations: pushes.1,
+                pushes: counts.pushes,
+                invalidations: counts.invalidations,
                 histograms: Histograms::of(&sum),
             };
             (c.name.clone(), report)

@@ -237,6 +237,8 @@ pub struct RunConfig {
     pub read_from: crest_model::target::ReadFrom,
     /// A standalone primary's replicas (`--replica`); empty: found by the workers.
     pub replicas: Vec<String>,
+    /// `--check-staleness`: replica reads checked for the latest acknowledged write.
+    pub check_staleness: bool,
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).

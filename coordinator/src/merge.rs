@@ -22,8 +22,8 @@ use crest_model::convert;
 use crest_model::hist::{self, Dense, Hist, HistError, SparseDecoder};
 use crest_model::schedule::Profile;
 use crest_model::stats::{
-    CmdDelta, CmdStats, CmdStatsOf, CmdSum, ErrorCounts, Kinds, NodeStats, Samples, add_error,
-    fold_kinds,
+    ClassCounts, CmdDelta, CmdStats, CmdStatsOf, CmdSum, ErrorCounts, Kinds, NodeStats, Samples,
+    add_error, fold_kinds,
 };
 use crest_proto::pb;
 use crest_report::TimelinePoint;
@@ -45,25 +45,32 @@ pub const MAX_PENDING_BYTES: usize = 32 << 20;
 pub const PENDING_BYTES_PER_WORKER: usize = 512 << 10;
 /// Interval indices kept waiting for every worker; past it the oldest is finalized.
 pub const MAX_PENDING_INTERVALS: usize = 4_096;
-/// Push counts per class from a worker's final message: at most one entry per class a
-/// plan may hold, counts saturating (a peer's numbers).
-fn pushes_from_pb(classes: &[pb::ClassCounts]) -> BTreeMap<String, (u64, u64)> {
-    let mut out = BTreeMap::<String, (u64, u64)>::new();
+/// Counts per class from a worker's final message (push frames, the staleness check):
+/// at most one entry per class a plan may hold, counts saturating (a peer's numbers).
+///
+/// # Errors
+/// A staleness histogram that does not decode.
+pub fn class_counts_from_pb(
+    classes: &[pb::ClassCounts],
+) -> Result<BTreeMap<String, ClassCounts>, convert::WireError> {
+    let mut out = BTreeMap::<String, ClassCounts>::new();
     for c in classes.iter().take(convert::limits::MAX_CLASSES) {
-        let e = out.entry(c.class.clone()).or_default();
-        e.0 = e.0.saturating_add(c.pushes);
-        e.1 = e.1.saturating_add(c.invalidations);
+        let counts = convert::class_counts_from_pb(c)?;
+        out.entry(c.class.clone()).or_default().add(&counts);
     }
-    out
+    Ok(out)
 }
 
-/// Push frames and invalidations of `class`, summed over the workers that finished.
-pub fn class_pushes<'a>(workers: impl Iterator<Item = &'a WorkerBooks>, class: &str) -> (u64, u64) {
-    workers
-        .filter_map(|w| w.final_.as_ref()?.pushes.get(class))
-        .fold((0, 0), |(p, i), (a, b)| {
-            (p.saturating_add(*a), i.saturating_add(*b))
-        })
+/// The counts of `class` beside its commands', summed over the workers that finished.
+pub fn class_counts<'a>(
+    workers: impl Iterator<Item = &'a WorkerBooks>,
+    class: &str,
+) -> ClassCounts {
+    let mut out = ClassCounts::default();
+    for c in workers.filter_map(|w| w.final_.as_ref()?.classes.get(class)) {
+        out.add(c);
+    }
+    out
 }
 
 /// Memory a decoded command entry takes beside its wire bytes (strings, vectors, structs).
@@ -263,8 +270,8 @@ pub struct Final {
     pub connection_errors: ErrorCounts,
     /// TLS handshakes, when the run used TLS.
     pub tls: Option<Handshakes>,
-    /// Per class: (push frames, invalidations) its connections received.
-    pub pushes: BTreeMap<String, (u64, u64)>,
+    /// Per class: push frames its connections received, and its staleness check.
+    pub classes: BTreeMap<String, ClassCounts>,
     /// Per target node, every class.
     pub nodes: Vec<NodeStats>,
     /// How its connections came and went.
@@ -322,7 +329,8 @@ impl WorkerBooks {
                 version: label(&t.version),
                 cipher: label(&t.cipher),
             }),
-            pushes: pushes_from_pb(&f.classes),
+            classes: class_counts_from_pb(&f.classes)
+                .map_err(|e| HistError::Decode(e.to_string()))?,
             nodes: convert::nodes_from_pb(&f.nodes)
                 .map_err(|e| HistError::Decode(e.to_string()))?,
             connections: convert::conn_life_from_pb(f.connections.as_ref())

@@ -400,6 +400,8 @@ pub struct FileToml {
     /// Sample the target's INFO at every interval (default true; false as
     /// `--no-server-stats`).
     pub server_stats: Option<bool>,
+    /// `--check-staleness`.
+    pub check_staleness: Option<bool>,
     /// Pause a closed-loop class every this many requests and sample `INFO memory`.
     pub checkpoint_every: Option<u64>,
     /// Command run at every checkpoint, e.g. "ZCARD growth".

@@ -4,7 +4,6 @@
 
 use crate::support::*;
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -146,38 +145,6 @@ fn an_a_a_comparison_calls_nothing_and_its_reports_compare_again() {
     }
 }
 
-/// A relay that holds each request `delay_ms` before forwarding it, on loopback.
-fn relay(to: &str, delay_ms: &str, dir: &Path, name: &str) -> (std::process::Child, String) {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delay_relay.py");
-    let log = std::fs::File::create(dir.join(format!("{name}.stderr"))).unwrap();
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .args([
-            "--listen",
-            &listen,
-            "--to",
-            to,
-            "--delay-ms",
-            delay_ms,
-            "--mark",
-            "0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert!(line.starts_with("listening"), "{name}: {line}");
-    (child, listen)
-}
-
 /// A and B are the same server through the same relay code, B's holding every request
 /// 1 ms: B's p50 is called slower, and the interval of the absolute p50 shift reaches
 /// the added millisecond (±15%; the relay's own sleep overshoots by tens of µs). A
@@ -186,8 +153,8 @@ fn relay(to: &str, delay_ms: &str, dir: &Path, name: &str) -> (std::process::Chi
 fn a_delayed_target_is_called_slower_with_the_delay_in_its_interval() {
     let server = Server::start(Kind::Redis);
     let dir = TempDir::new("compare-delay");
-    let (mut ra, a_addr) = relay(&server.addr(), "0", dir.path(), "relay-a");
-    let (mut rb, b_addr) = relay(&server.addr(), "1", dir.path(), "relay-b");
+    let (mut ra, a_addr) = delay_relay(&server.addr(), "0", "0", dir.path(), "relay-a");
+    let (mut rb, b_addr) = delay_relay(&server.addr(), "1", "0", dir.path(), "relay-b");
     let a = format!("direct={a_addr}");
     let b = format!("delayed={b_addr}");
     let mut args = vec![

@@ -249,6 +249,21 @@ fn read_from_refusals_name_the_fix() {
             &["--read-from", "any", "--cluster", "--replica", "a:1"],
             "names its own replicas",
         ),
+        (&["--check-staleness"], "add --read-from replicas"),
+        (
+            &["--read-from", "any", "--check-staleness", "--ratio", "1:0"],
+            "no class both SETs and GETs",
+        ),
+        (
+            &[
+                "--read-from",
+                "any",
+                "--check-staleness",
+                "--value-size",
+                "8",
+            ],
+            "--value-size 24 or more",
+        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec![
@@ -351,4 +366,92 @@ fn a_cluster_without_replicas_is_refused() {
     let stats = cluster.commandstats();
     assert_eq!(stats.get("get"), None, "no load: {stats:?}");
     assert_eq!(stats.get("set"), None, "no load: {stats:?}");
+}
+
+/// Waits (at most 30 s) until `primary`'s `INFO replication` lists `n` online replicas.
+fn wait_online(primary: &Server, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let online = match primary.command(&[b"INFO", b"replication"]) {
+            crest_resp::Frame::Bulk(b) => {
+                String::from_utf8_lossy(&b).matches("state=online").count()
+            }
+            other => panic!("{other:?}"),
+        };
+        if online >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} replica(s) never synced"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `--check-staleness` against a replica whose replication stream is held 100 ms (a
+/// relay between it and its primary) and against one fed directly: reads from the slowed
+/// one are stale, by no more than about the delay; reads from the direct one almost never
+/// are (a read sent microseconds after a write's acknowledgement can still beat the
+/// stream: that is staleness too, and it is rare).
+#[test]
+fn stale_reads_from_a_slowed_replica_are_counted_and_timed() {
+    let primary = Server::start(Kind::Valkey);
+    let dir = TempDir::new("staleness");
+    let (mut relay, via) = delay_relay(&primary.addr(), "0", "100", dir.path(), "relay");
+    let (_, port) = via.rsplit_once(':').unwrap();
+    let slowed = Server::with_args(Kind::Valkey, &["--replicaof", "127.0.0.1", port]);
+    let direct = Server::with_args(
+        Kind::Valkey,
+        &["--replicaof", "127.0.0.1", &primary.port.to_string()],
+    );
+    wait_online(&primary, 2);
+    let run = |replica: &Server, tag: &str| {
+        let out = TempDir::new(&format!("staleness-{tag}"));
+        CrestRun::new(&out)
+            .args(&[
+                "--target",
+                &primary.addr(),
+                "--replica",
+                &replica.addr(),
+                "--read-from",
+                "replicas",
+                "--check-staleness",
+                "--rate",
+                "2000",
+                "--duration",
+                "3s",
+                "--ratio",
+                "1:1",
+                "--keys",
+                "200",
+            ])
+            .run(0)
+    };
+    let slow = run(&slowed, "slowed");
+    assert_balanced("slowed replica", &slow);
+    let s = &slow["staleness"];
+    eprintln!("slowed: {s}");
+    assert!(u(s, "checked") > 1000, "{s}");
+    // A key is written every 100 ms on average and the stream is 100 ms late: many reads
+    // miss a write.
+    assert!(u(s, "stale") * 10 > u(s, "checked"), "{s}");
+    let behind = &s["behind_us"];
+    assert!(behind["p50"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(
+        behind["max"].as_f64().unwrap() < 1_000_000.0,
+        "about the 100 ms delay, never a second: {s}"
+    );
+    let fast = run(&direct, "direct");
+    assert_balanced("direct replica", &fast);
+    let f = &fast["staleness"];
+    eprintln!("direct: {f}");
+    assert!(u(f, "checked") > 1000, "{f}");
+    assert!(u(f, "stale") * 100 < u(f, "checked"), "{f}");
+    assert!(
+        f["behind_us"]["max"].as_f64().unwrap() < 20_000.0,
+        "a direct replica is never 20 ms behind here: {f}"
+    );
+    let _ = relay.kill();
+    let _ = relay.wait();
 }

@@ -5,6 +5,7 @@
 pub use crest_testkit::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The `crest` binary under test.
@@ -403,4 +404,45 @@ pub fn assert_balanced(name: &str, r: &Value) {
         "{name}: {}",
         r["checks"]
     );
+}
+
+/// `tests/delay_relay.py` on a free loopback port: each request held `delay_ms` and each
+/// reply `reply_delay_ms` before it is forwarded. Returns the process and its address.
+pub fn delay_relay(
+    to: &str,
+    delay_ms: &str,
+    reply_delay_ms: &str,
+    dir: &Path,
+    name: &str,
+) -> (std::process::Child, String) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delay_relay.py");
+    let log = std::fs::File::create(dir.join(format!("{name}.stderr"))).unwrap();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args([
+            "--listen",
+            &listen,
+            "--to",
+            to,
+            "--delay-ms",
+            delay_ms,
+            "--mark",
+            "0",
+            "--reply-delay-ms",
+            reply_delay_ms,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("listening"), "{name}: {line}");
+    (child, listen)
 }

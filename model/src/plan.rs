@@ -231,6 +231,8 @@ pub struct RunPlan<C = ClassPlan> {
     /// A standalone primary's replicas to read from (`host:port`); empty: in a cluster,
     /// its own; else those the primary's `INFO replication` names.
     pub replicas: Vec<String>,
+    /// `--check-staleness`: SET values carry a version stamp, GET replies are read for it.
+    pub check_staleness: bool,
 }
 
 impl<C> RunPlan<C> {
@@ -260,6 +262,7 @@ impl<C> RunPlan<C> {
             churn: self.churn,
             read_from: self.read_from,
             replicas: self.replicas,
+            check_staleness: self.check_staleness,
         })
     }
 }

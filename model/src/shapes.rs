@@ -256,6 +256,15 @@ impl ValueSizes {
         }
     }
 
+    /// The smallest size this can produce.
+    pub fn min(&self) -> u64 {
+        match self {
+            ValueSizes::Fixed(v) => *v,
+            ValueSizes::Range(a, _) => *a,
+            ValueSizes::Weighted(list) => list.iter().map(|w| w.0).min().unwrap_or(1),
+        }
+    }
+
     /// The largest size this can produce.
     pub fn max(&self) -> u64 {
         match self {

@@ -680,6 +680,8 @@ pub struct Stats {
     pub pushes: u64,
     /// Of them, client-side caching invalidations (`invalidate` pushes).
     pub invalidations: u64,
+    /// Reads checked for staleness (`--check-staleness`), measured ones only.
+    pub staleness: Staleness,
 }
 
 impl Stats {
@@ -689,6 +691,59 @@ impl Stats {
             cmds: (0..n).map(|_| CmdSum::default()).collect(),
             pushes: 0,
             invalidations: 0,
+            staleness: Staleness::default(),
+        }
+    }
+}
+
+/// Reads checked for staleness (`--check-staleness`): a read is checked when the shard
+/// knows the key's latest write it saw acknowledged, and stale when it was sent after
+/// that acknowledgement and returned an older version (or none).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Staleness {
+    /// Reads checked.
+    pub checked: u64,
+    /// Of them, stale.
+    pub stale: u64,
+    /// How far behind each stale read was, ns: from the missed write's acknowledgement to
+    /// the read's send (a lower bound).
+    pub behind: Dense,
+}
+
+impl Staleness {
+    /// `self += o`.
+    pub fn add(&mut self, o: &Staleness) {
+        self.checked = self.checked.saturating_add(o.checked);
+        self.stale = self.stale.saturating_add(o.stale);
+        self.behind.add_dense(&o.behind);
+    }
+}
+
+/// A class's counts beside its commands', from workers' final messages, summed: push
+/// frames and the staleness check.
+#[derive(Debug, Clone, Default)]
+pub struct ClassCounts {
+    /// Push frames (RESP3).
+    pub pushes: u64,
+    /// Of them, client-side caching invalidations.
+    pub invalidations: u64,
+    /// Reads checked for staleness.
+    pub stale_checked: u64,
+    /// Of them, stale.
+    pub stale: u64,
+    /// How far behind the stale ones were, ns (None: no stale read).
+    pub behind: Option<Hist>,
+}
+
+impl ClassCounts {
+    /// `self += o`.
+    pub fn add(&mut self, o: &ClassCounts) {
+        self.pushes = self.pushes.saturating_add(o.pushes);
+        self.invalidations = self.invalidations.saturating_add(o.invalidations);
+        self.stale_checked = self.stale_checked.saturating_add(o.stale_checked);
+        self.stale = self.stale.saturating_add(o.stale);
+        if let Some(b) = &o.behind {
+            hist::add(self.behind.get_or_insert_with(hist::new_hist), b);
         }
     }
 }
@@ -703,6 +758,7 @@ impl AddAssign<&Stats> for Stats {
         }
         self.pushes = self.pushes.saturating_add(o.pushes);
         self.invalidations = self.invalidations.saturating_add(o.invalidations);
+        self.staleness.add(&o.staleness);
     }
 }
 

@@ -783,6 +783,76 @@ impl Wire for Vec<u8> {
     }
 }
 
+/// Bytes of the version stamp a value starts with under `--check-staleness`: a prefix
+/// and its write's intended time in 16 hex digits.
+pub const STAMP_LEN: usize = 24;
+const STAMP_PREFIX: &[u8; 8] = b"crest:v1";
+
+/// The stamp of a write intended at `intended` (ns since the run's start).
+pub fn stamp(intended: u64) -> [u8; STAMP_LEN] {
+    let mut s = [0u8; STAMP_LEN];
+    s[..8].copy_from_slice(STAMP_PREFIX);
+    for (i, b) in s[8..].iter_mut().enumerate() {
+        let nibble = (intended >> (60 - 4 * i)) & 0xf;
+        *b = b"0123456789abcdef"[nibble as usize];
+    }
+    s
+}
+
+/// The version a GET's reply carries, read from the reply's first bytes `head`: None
+/// when it is no bulk string or nil (not checkable); `Some(None)` for a nil or a value
+/// without a stamp (written by someone else, or by the prefill: older than any stamped
+/// write); `Some(Some(t))` for a stamp of a write intended at `t`.
+pub fn read_stamp(head: &[u8]) -> Option<Option<u64>> {
+    match head.first()? {
+        b'_' => return Some(None),
+        b'$' => {}
+        _ => return None,
+    }
+    let eol = head.iter().position(|&b| b == b'\r')?;
+    if &head[1..eol] == b"-1" {
+        return Some(None);
+    }
+    let body = head.get(eol + 2..)?;
+    let Some(hex) = body.strip_prefix(STAMP_PREFIX.as_slice()) else {
+        return Some(None);
+    };
+    let hex = hex.get(..16)?;
+    let mut t = 0u64;
+    for &b in hex {
+        let d = (b as char).to_digit(16)?;
+        t = (t << 4) | u64::from(d);
+    }
+    Some(Some(t))
+}
+
+/// A [`Wire`] that writes every value (of [`STAMP_LEN`] bytes or more) starting with a
+/// stamp: what `--check-staleness` sends its SETs through. The value is copied, not
+/// spliced, so the stamp goes out with it.
+pub struct Stamped<'a, W: Wire> {
+    /// Where the bytes go.
+    pub inner: &'a mut W,
+    /// The stamp ([`stamp`]).
+    pub stamp: [u8; STAMP_LEN],
+}
+
+impl<W: Wire> Wire for Stamped<'_, W> {
+    #[inline]
+    fn bytes(&mut self) -> &mut Vec<u8> {
+        self.inner.bytes()
+    }
+
+    #[inline]
+    fn value(&mut self, shared: &[u8], len: usize) {
+        if len < STAMP_LEN {
+            return self.inner.value(shared, len);
+        }
+        let b = self.inner.bytes();
+        b.extend_from_slice(&self.stamp);
+        b.extend_from_slice(&shared[STAMP_LEN..len]);
+    }
+}
+
 /// Per-shard cursor state of a workload (sequential keys and members).
 #[derive(Debug, Clone, Default)]
 pub struct Cursor {
@@ -873,6 +943,26 @@ impl Workload {
     /// ([`CmdDef::reads_only`]).
     pub fn reads(&self) -> Vec<bool> {
         self.commands.iter().map(|c| c.0.reads_only()).collect()
+    }
+
+    /// Per command (in [`Workload::names`] order), its part in `--check-staleness`:
+    /// `Some(true)` for a one-key `SET` (its value carries a version stamp), `Some(false)`
+    /// for a one-key `GET` (its reply is read for one), None for the rest.
+    pub fn versioned(&self) -> Vec<Option<bool>> {
+        self.commands
+            .iter()
+            .map(|(c, _)| match (c.form, c.keys, c.name.as_str()) {
+                (Form::Mc, ..) => None,
+                (_, 1, "SET") => Some(true),
+                (_, 1, "GET") => Some(false),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The value sizes it draws.
+    pub fn value_sizes(&self) -> &ValueSizes {
+        &self.values
     }
 
     /// A fresh mixer over this workload's weights.
@@ -1888,5 +1978,42 @@ mod memcache_tests {
                 .collect();
             assert_eq!(servers.len(), 1, "{text}");
         }
+    }
+
+    #[test]
+    fn a_stamp_reads_back_from_a_get_reply_and_others_read_as_none() {
+        for t in [0, 1, 12_345_678_901, u64::MAX] {
+            let st = stamp(t);
+            let mut reply = format!("${}\r\n", STAMP_LEN + 4).into_bytes();
+            reply.extend_from_slice(&st);
+            reply.extend_from_slice(b"xxxx\r\n");
+            assert_eq!(read_stamp(&reply), Some(Some(t)), "{t}");
+        }
+        assert_eq!(read_stamp(b"$-1\r\n"), Some(None), "nil: no version");
+        assert_eq!(read_stamp(b"_\r\n"), Some(None), "RESP3 nil");
+        assert_eq!(
+            read_stamp(b"$5\r\nhello\r\n"),
+            Some(None),
+            "another writer's"
+        );
+        assert_eq!(read_stamp(b"+OK\r\n"), None, "not a value");
+        assert_eq!(read_stamp(b"$24\r\ncrest:v1zz"), None, "a cut stamp");
+        // A stamped value goes out whole: the stamp, then the rest of the value's bytes.
+        let shared: Vec<u8> = (0..64u8).collect();
+        let mut out = Vec::new();
+        Stamped {
+            inner: &mut out,
+            stamp: stamp(7),
+        }
+        .value(&shared, 30);
+        assert_eq!(&out[..STAMP_LEN], &stamp(7));
+        assert_eq!(&out[STAMP_LEN..], &shared[STAMP_LEN..30]);
+        let mut short = Vec::new();
+        Stamped {
+            inner: &mut short,
+            stamp: stamp(7),
+        }
+        .value(&shared, 10);
+        assert_eq!(short, &shared[..10], "too short to carry one");
     }
 }

@@ -55,7 +55,8 @@ pub mod pb {
 /// worker would keep its connections for the whole run. Version 11: `RunPlan.read_from`
 /// and `replicas` (reads from replicas), `NodeStats.reads`; an older worker would read
 /// from primaries only. Version 12: `NodeStats.outages` and `outages_dropped` (outages
-/// as the clients saw them); an older worker would report none.
+/// as the clients saw them), `RunPlan.check_staleness` and `ClassCounts.stale_checked`,
+/// `stale`, `behind`; an older worker would report no outage and check no read.
 pub const PROTOCOL_VERSION: u32 = 12;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).

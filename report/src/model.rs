@@ -777,6 +777,37 @@ impl OutageReport {
     }
 }
 
+/// Stale reads from replicas (`--check-staleness`). Every SET's value starts with a
+/// version stamp (its intended time); every GET's reply is read for it. A read is checked
+/// when the shard that sent it knows the key's latest write it saw acknowledged (its own
+/// writes; a key whose table entry another key took is not checked), and stale when it
+/// was sent after that acknowledgement and returned an older version or none.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct StalenessReport {
+    /// Reads checked (measured ones).
+    pub checked: u64,
+    /// Of them, stale.
+    pub stale: u64,
+    /// `stale / checked`, rounded 0.0001 (0 with none checked).
+    pub stale_share: f64,
+    /// How far behind each stale read was, µs: from the acknowledgement of the write it
+    /// missed to its send (a lower bound: an earlier missed write, or another shard's,
+    /// would make it more). All zero with no stale read.
+    pub behind_us: Percentiles,
+}
+
+impl StalenessReport {
+    /// From the counts summed over classes and workers.
+    pub fn of(checked: u64, stale: u64, behind: Option<&crest_model::hist::Hist>) -> Self {
+        Self {
+            checked,
+            stale,
+            stale_share: round4(stale as f64 / checked.max(1) as f64),
+            behind_us: behind.map(Percentiles::of).unwrap_or_default(),
+        }
+    }
+}
+
 /// The end of the first interval, from the one holding `after` on, whose achieved rate
 /// reached 99% of its (non-zero) target.
 fn recovered(timeline: &[TimelinePoint], after: f64, interval_s: f64) -> Option<f64> {
@@ -886,6 +917,9 @@ pub struct Report {
     /// Outages past the 64 kept per node, left out of `outages`.
     #[serde(default)]
     pub outages_dropped: u64,
+    /// Stale reads from replicas (`--check-staleness`); null without it.
+    #[serde(default)]
+    pub staleness: Option<StalenessReport>,
     /// How the connections came and went: the first connects, the reconnects during the
     /// run (a life's end with `--conn-lifetime`/`--conn-rate`, or a failure), and every
     /// connection's setup time.

@@ -150,6 +150,16 @@ impl Report {
         if let Some(line) = self.connections_line() {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(s) = &self.staleness {
+            let [p50, _, p99, _, _, max] = s.behind_us.cells();
+            let _ = writeln!(
+                out,
+                "staleness (--check-staleness): {} of {} checked reads stale ({:.2}%); behind p50 {p50} p99 {p99} max {max} (a lower bound)",
+                grouped(s.stale),
+                grouped(s.checked),
+                s.stale_share * 100.0
+            );
+        }
         let pushes: u64 = self.classes.values().map(|c| c.pushes).sum();
         if pushes > 0 {
             let invalidations: u64 = self.classes.values().map(|c| c.invalidations).sum();

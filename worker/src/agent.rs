@@ -1309,11 +1309,7 @@ impl ActiveRun {
                 .classes
                 .iter()
                 .zip(&self.totals)
-                .map(|(c, s)| pb::ClassCounts {
-                    class: c.name.clone(),
-                    pushes: s.pushes,
-                    invalidations: s.invalidations,
-                })
+                .map(|(c, s)| convert::class_stats_to_pb(&c.name, s))
                 .collect(),
             nodes: convert::nodes_to_pb(&self.nodes),
             connections: Some(convert::conn_life_to_pb(&self.connections)),

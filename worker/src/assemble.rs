@@ -121,6 +121,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             share: part.share,
             churn: plan.churn,
             read_from: plan.read_from,
+            check_staleness: plan.check_staleness,
             out: wiring.out.clone(),
         });
     }
@@ -209,6 +210,7 @@ mod tests {
             churn: Default::default(),
             read_from: Default::default(),
             replicas: Vec::new(),
+            check_staleness: false,
         }
     }
 

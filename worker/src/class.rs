@@ -38,9 +38,9 @@ use crate::spec::Load;
 use crest_model::hist::Dense;
 use crest_model::rng::Rng;
 use crest_model::schedule::{Profile, Schedule, Steer};
-use crest_model::stats::{Kinds, Redirects, Stats, add_error, clean_message};
+use crest_model::stats::{Kinds, Redirects, Staleness, Stats, add_error, clean_message};
 use crest_model::topology::{RedirectKind, parse_redirect};
-use crest_model::workload::{Cursor, Mixer, Wire, Workload};
+use crest_model::workload::{Cursor, Mixer, Stamped, Wire, Workload, read_stamp, stamp};
 use crest_resp::ReplyKind;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -231,8 +231,97 @@ pub struct ClassState {
     nodes: Vec<NodeTally>,
     /// Outages as this class's requests saw them.
     pub outages: Outages,
+    /// `--check-staleness`: the versions this class wrote, and which commands take part.
+    stale: Option<Box<StaleCheck>>,
     interval: Stats,
     totals: Stats,
+}
+
+/// `--check-staleness` for one class: which commands take part, and per key the latest
+/// write it saw acknowledged.
+struct StaleCheck {
+    /// Per command: `Some(true)` stamps its value (SET), `Some(false)` checks its reply
+    /// (GET).
+    roles: Vec<Option<bool>>,
+    table: Versions,
+}
+
+impl StaleCheck {
+    /// A non-error reply to `p` at `now` (its first bytes `head`): a SET's acknowledges
+    /// its version; a measured GET's is checked against the key's latest acknowledged
+    /// write, into `into`.
+    #[inline]
+    fn on_reply(&mut self, p: &Pending, head: &[u8], now: u64, into: &mut Staleness) {
+        if p.key == NO_KEY {
+            return;
+        }
+        match self.roles[p.cmd as usize] {
+            Some(true) => self.table.acked(p.key, p.intended, now),
+            Some(false) if p.measured => {
+                let Some(version) = read_stamp(head) else {
+                    return;
+                };
+                match self.table.check(p.key, version, p.since()) {
+                    None => {}
+                    Some(None) => into.checked += 1,
+                    Some(Some(behind)) => {
+                        into.checked += 1;
+                        into.stale += 1;
+                        into.behind.record(behind);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Per key, the latest write a class saw acknowledged: a direct-mapped table of
+/// [`VERSION_SLOTS`] entries (a key whose entry another key took is not checked).
+struct Versions {
+    /// (key, the write's intended time, when its acknowledgement came), ns.
+    slots: Box<[(u64, u64, u64)]>,
+}
+
+/// Entries of [`Versions`]: 262,144 keys, 6 MB per class of a shard (only with
+/// `--check-staleness`).
+const VERSION_SLOTS: usize = 1 << 18;
+
+impl Versions {
+    fn new() -> Self {
+        Self {
+            slots: vec![(NO_KEY, 0, 0); VERSION_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    #[inline]
+    fn at(key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - VERSION_SLOTS.trailing_zeros())) as usize
+    }
+
+    /// The write of `key` intended at `written` was acknowledged at `now` (an older one
+    /// acknowledged late changes nothing).
+    #[inline]
+    fn acked(&mut self, key: u64, written: u64, now: u64) {
+        let e = &mut self.slots[Self::at(key)];
+        if e.0 != key || e.1 < written {
+            *e = (key, written, now);
+        }
+    }
+
+    /// A read of `key` sent at `sent` returned `version` (None: no stamp): None when the
+    /// table does not know the key; `Some(None)` when the read is fresh (it has the
+    /// latest acknowledged write, or was sent before that write's acknowledgement);
+    /// `Some(Some(ns))` when it missed a write acknowledged `ns` before it was sent.
+    #[inline]
+    fn check(&self, key: u64, version: Option<u64>, sent: u64) -> Option<Option<u64>> {
+        let (k, written, acked) = self.slots[Self::at(key)];
+        if k != key {
+            return None;
+        }
+        let fresh = version.is_some_and(|v| v >= written) || acked >= sent;
+        Some((!fresh).then(|| sent - acked))
+    }
 }
 
 /// The redirect or retry an error reply asks for, in cluster mode.
@@ -311,8 +400,21 @@ impl ClassState {
             redirected: Vec::new(),
             nodes: vec![NodeTally::default()],
             outages: Outages::default(),
+            stale: None,
             interval: Stats::new(n),
             totals: Stats::new(n),
+        }
+    }
+
+    /// Stamps this class's SETs and checks its GETs for staleness (`--check-staleness`);
+    /// nothing when it has neither.
+    pub fn check_staleness(&mut self) {
+        let roles = self.workload.versioned();
+        if roles.contains(&Some(true)) && roles.contains(&Some(false)) {
+            self.stale = Some(Box::new(StaleCheck {
+                roles,
+                table: Versions::new(),
+            }));
         }
     }
 
@@ -715,8 +817,20 @@ impl ClassState {
             );
         let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
         let key = (q.key != NO_KEY).then_some(q.key);
+        let stamped = self
+            .stale
+            .as_ref()
+            .is_some_and(|s| s.roles[q.cmd as usize] == Some(true));
         let dirty = conn.enqueue(req, |buf| {
-            workload.encode_keyed(q.cmd as usize, key, rng, cursor, buf)
+            if stamped {
+                let mut w = Stamped {
+                    inner: buf,
+                    stamp: stamp(q.intended),
+                };
+                workload.encode_keyed(q.cmd as usize, key, rng, cursor, &mut w)
+            } else {
+                workload.encode_keyed(q.cmd as usize, key, rng, cursor, buf)
+            }
         });
         if dirty || asked {
             out.dirty.push(id);
@@ -883,6 +997,9 @@ impl ClassState {
             self.outages.on_ok(node, p.intended, now, read, || {
                 (p.key != NO_KEY).then(|| workload.key_slot(p.key))
             });
+            if let Some(st) = &mut self.stale {
+                st.on_reply(&p, r.head, now, &mut self.interval.staleness);
+            }
         }
         if p.measured {
             let s = &mut self.interval.cmds[p.cmd as usize];
@@ -1836,5 +1953,29 @@ mod tests {
         );
         assert_eq!(s.redirects.moved, u64::from(MAX_TRIES));
         assert_eq!(s.completed + s.error_total(), s.scheduled);
+    }
+
+    /// A read is stale only when it was sent after the acknowledgement of a write newer
+    /// than what it returned; a key the table does not hold is not checked.
+    #[test]
+    fn versions_judge_a_read_against_the_latest_acknowledged_write() {
+        let mut v = Versions::new();
+        assert_eq!(v.check(5, None, 100), None, "never written here");
+        v.acked(5, 10, 50);
+        // An older write acknowledged late changes nothing.
+        v.acked(5, 8, 60);
+        assert_eq!(v.check(5, Some(10), 100), Some(None), "has it");
+        assert_eq!(v.check(5, Some(12), 100), Some(None), "has a newer one");
+        assert_eq!(
+            v.check(5, Some(9), 100),
+            Some(Some(50)),
+            "missed it by 50 ns"
+        );
+        assert_eq!(v.check(5, None, 100), Some(Some(50)), "nothing at all");
+        assert_eq!(
+            v.check(5, None, 40),
+            Some(None),
+            "sent before the acknowledgement"
+        );
     }
 }

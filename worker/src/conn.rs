@@ -463,7 +463,12 @@ pub struct Reply<'a> {
     pub early: bool,
     /// Nothing is in flight on the connection after this reply.
     pub idle: bool,
+    /// The reply's first bytes (at most [`HEAD_LEN`]): where a GET's value starts.
+    pub head: &'a [u8],
 }
+
+/// Bytes of a reply kept in [`Reply::head`]: a bulk header and a version stamp.
+pub const HEAD_LEN: usize = 48;
 
 /// Bytes from the server that cannot be matched with a request: the connection can no
 /// longer be trusted to pair replies with requests, so it is closed.
@@ -559,6 +564,7 @@ pub fn match_replies<'a>(
                 if early {
                     *unwritten = inflight.len();
                 }
+                let head = &buf[at..(at + len.min(HEAD_LEN)).min(buf.len())];
                 at += len;
                 on_reply(Reply {
                     req,
@@ -566,6 +572,7 @@ pub fn match_replies<'a>(
                     misses: nils + u32::from(kind == ReplyKind::Nil),
                     early,
                     idle: inflight.is_empty(),
+                    head,
                 });
             }
             Err(f) => return Matched::Fault(f),

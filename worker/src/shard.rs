@@ -296,14 +296,18 @@ impl Shard {
                 member: u64::from(cfg.global_index),
                 stride: u64::from(cfg.total_shards.max(1)),
             };
-            states.push(ClassState::new(
+            let mut state = ClassState::new(
                 c.workload,
                 c.load,
                 c.pipeline,
                 warmup,
                 cfg.backlog_limit,
                 cursor,
-            ));
+            );
+            if cfg.check_staleness {
+                state.check_staleness();
+            }
+            states.push(state);
         }
         let end = states
             .iter()
@@ -1487,6 +1491,7 @@ mod tests {
             share: 1.0,
             churn: Default::default(),
             read_from: Default::default(),
+            check_staleness: false,
             out,
         };
         (cfg, rx)

@@ -118,6 +118,8 @@ pub struct ShardConfig {
     pub churn: crest_model::plan::Churn,
     /// Where reads go when the target has replicas.
     pub read_from: crest_model::target::ReadFrom,
+    /// `--check-staleness`: SET values stamped, GET replies checked.
+    pub check_staleness: bool,
     /// Where intervals and the final totals go.
     pub out: UnboundedSender<ShardEvent>,
 }

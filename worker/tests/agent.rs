@@ -94,6 +94,7 @@ fn good_plan() -> RunPlan {
         churn: Default::default(),
         read_from: Default::default(),
         replicas: Vec::new(),
+        check_staleness: false,
     }
 }
 

@@ -76,6 +76,7 @@ fn an_open_loop_shard_against_the_sink_counts_every_request_exactly() {
         share: 1.0,
         churn: Default::default(),
         read_from: Default::default(),
+        check_staleness: false,
         out,
     };
     let shard = std::thread::spawn(move || shard::run(cfg));

@@ -128,6 +128,13 @@ pub struct TargetArgs {
     /// (default with --read-from: the online replicas its INFO replication names).
     #[arg(long = "replica", value_name = "HOST:PORT")]
     pub replicas: Vec<String>,
+    /// Measure stale reads from replicas: each SET's value starts with a 24-byte version
+    /// stamp (its intended time), each GET's reply is read for it, and a read that missed
+    /// a write acknowledged before it was sent counts as stale, by the time since that
+    /// acknowledgement (a lower bound). Needs --read-from, and a class that SETs and GETs
+    /// (one key each) values of 24 bytes or more.
+    #[arg(long)]
+    pub check_staleness: bool,
     /// Speak memcached's meta protocol (mg/ms/md/ma/mn) to a memcache:// target instead
     /// of its text protocol (get/set/delete/incr...).
     #[arg(long, env = "CREST_META")]

@@ -104,6 +104,61 @@ fn replicas(
     Ok((read_from, out))
 }
 
+/// `--check-staleness` (profile `check_staleness`): only with reads from replicas, and a
+/// class whose SETs and GETs (one key each) can carry the 24-byte stamp.
+fn check_staleness(
+    a: &RunArgs,
+    file: &FileToml,
+    read_from: ReadFrom,
+    classes: &[config::ClassConfig],
+) -> Result<bool, ConfigError> {
+    if !(a.target.check_staleness || file.check_staleness.unwrap_or(false)) {
+        return Ok(false);
+    }
+    let flag = "--check-staleness";
+    if !read_from.uses_replicas() {
+        return Err(err(
+            flag,
+            "on",
+            "stale reads come from replicas: add --read-from replicas, prefer-replicas or any",
+        ));
+    }
+    let has = |c: &config::ClassConfig, name: &str| {
+        c.shape
+            .mix
+            .iter()
+            .any(|(n, w)| *w > 0 && n.trim().eq_ignore_ascii_case(name))
+    };
+    let fit: Vec<&config::ClassConfig> = classes
+        .iter()
+        .filter(|c| has(c, "SET") && has(c, "GET") && c.shape.batch == 1)
+        .collect();
+    if fit.is_empty() {
+        return Err(err(
+            flag,
+            "on",
+            "no class both SETs and GETs one key per call: give one a mix like --ratio 1:10 (and --batch 1)",
+        ));
+    }
+    if let Some(c) = fit
+        .iter()
+        .find(|c| c.shape.values.min() < crest_model::workload::STAMP_LEN as u64)
+    {
+        return Err(err(
+            flag,
+            "on",
+            format!(
+                "class {}'s values can be {} bytes; each carries a {}-byte version stamp: give --value-size {} or more",
+                c.name,
+                c.shape.values.min(),
+                crest_model::workload::STAMP_LEN as u64,
+                crest_model::workload::STAMP_LEN as u64
+            ),
+        ));
+    }
+    Ok(true)
+}
+
 /// How connections come and go: `--conn-lifetime` or `--conn-rate` (profile
 /// `conn_lifetime`, `conn_rate`; a flag wins over the file, and the two are exclusive
 /// across both layers).
@@ -262,6 +317,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
         churn: churn(&a, &file)?,
         read_from,
         replicas,
+        check_staleness: check_staleness(&a, &file, read_from, &classes)?,
         classes,
         duration,
         warmup,

@@ -172,6 +172,7 @@ pub(super) fn plans(
                 churn: cfg.churn,
                 read_from: cfg.read_from,
                 replicas: cfg.replicas.clone(),
+                check_staleness: cfg.check_staleness,
                 target,
             }
         })

@@ -12,7 +12,7 @@ use crate::merge::{self, SumBy};
 use crest_engine::target_tls::Handshakes;
 use crest_model::convert;
 use crest_model::hist::{HistError, SparseDecoder};
-use crest_model::stats::{ErrorCounts, Kinds, NodeStats, add_error, fold_kinds};
+use crest_model::stats::{ClassCounts, ErrorCounts, Kinds, NodeStats, add_error, fold_kinds};
 use crest_proto::pb;
 use crest_report::rules::Load;
 use std::collections::BTreeMap;
@@ -153,7 +153,7 @@ impl Summer {
         let (mut in_flight, mut unsent) = (0u64, 0u64);
         let mut connection_errors = ErrorCounts::new();
         let mut tls: Option<Handshakes> = None;
-        let mut classes: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let mut classes: BTreeMap<String, ClassCounts> = BTreeMap::new();
         let mut nodes: Vec<NodeStats> = Vec::new();
         let mut connections = crest_model::stats::ConnLife::default();
         for (w, f) in finals {
@@ -175,10 +175,11 @@ impl Summer {
                         cipher: t.cipher.clone(),
                     });
             }
-            for c in &f.classes {
-                let e = classes.entry(c.class.clone()).or_default();
-                e.0 = e.0.saturating_add(c.pushes);
-                e.1 = e.1.saturating_add(c.invalidations);
+            for (class, c) in merge::class_counts_from_pb(&f.classes).map_err(|e| Unsummable {
+                worker: w,
+                error: HistError::Decode(e.to_string()),
+            })? {
+                classes.entry(class).or_default().add(&c);
             }
             match convert::conn_life_from_pb(f.connections.as_ref()) {
                 Ok(c) => connections.add(&c),
@@ -227,11 +228,7 @@ impl Summer {
             }),
             classes: classes
                 .into_iter()
-                .map(|(class, (pushes, invalidations))| pb::ClassCounts {
-                    class,
-                    pushes,
-                    invalidations,
-                })
+                .map(|(class, c)| convert::class_counts_to_pb(&class, &c))
                 .collect(),
             nodes: convert::nodes_to_pb(&nodes),
             connections: Some(convert::conn_life_to_pb(&connections)),
@@ -502,6 +499,17 @@ mod tests {
                 class: "c".into(),
                 pushes,
                 invalidations: 1,
+                stale_checked: 10,
+                stale: 2,
+                behind: Some(pb::Histogram {
+                    v2: crest_model::hist::encode_wire(&{
+                        let mut h = crest_model::hist::new_hist();
+                        crest_model::hist::record(&mut h, 1_000_000);
+                        crest_model::hist::record(&mut h, 3_000_000);
+                        h
+                    })
+                    .into(),
+                }),
             }],
             nodes: convert::nodes_to_pb(&nodes),
             ..Default::default()
@@ -524,6 +532,9 @@ mod tests {
             (out.classes[0].pushes, out.classes[0].invalidations),
             (8, 2)
         );
+        let c = convert::class_counts_from_pb(&out.classes[0]).unwrap();
+        assert_eq!((c.stale_checked, c.stale), (20, 4));
+        assert_eq!(c.behind.unwrap().len(), 4, "both workers' stale reads");
         let nodes = convert::nodes_from_pb(&out.nodes).unwrap();
         assert_eq!(nodes.len(), 2);
         assert_eq!((nodes[1].addr.as_str(), nodes[1].completed), ("n2:1", 3));

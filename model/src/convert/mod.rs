@@ -253,6 +253,7 @@ mod tests {
                         } else {
                             vec![format!("10.0.0.{}:6380", db % 200)]
                         },
+                        check_staleness: tracking,
                     }
                 },
             )
@@ -382,6 +383,7 @@ mod tests {
             churn: Churn::default(),
             read_from: ReadFrom::Any,
             replicas: vec!["10.0.0.2:6380".into()],
+            check_staleness: true,
         };
         let good = pb::RunPlan::from(&plan);
         assert_eq!(RunPlan::try_from(&good).unwrap(), plan);
@@ -390,7 +392,6 @@ mod tests {
             ("total_shards", |p| p.total_shards = u32::MAX),
             ("cluster", |p| p.cluster = 7),
             ("read_from", |p| p.read_from = 9),
-            ("replicas", |p| p.read_from = 0),
             ("replicas", |p| p.replicas = vec!["no-port".into()]),
             ("replicas", |p| p.replicas = vec!["host:0".into()]),
             ("replicas", |p| p.replicas = vec!["a b:1".into()]),

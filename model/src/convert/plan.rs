@@ -425,6 +425,7 @@ impl From<&RunPlan> for pb::RunPlan {
                 ReadFrom::Any => pb::ReadFrom::ReadAny,
             } as i32,
             replicas: p.replicas.clone(),
+            check_staleness: p.check_staleness,
         }
     }
 }
@@ -704,6 +705,7 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                 }
             },
             replicas: replicas(p)?,
+            check_staleness: p.check_staleness,
         })
     }
 }

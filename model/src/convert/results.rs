@@ -4,7 +4,7 @@
 use super::check::{WireError, check_range};
 use crate::hist::{self, HistError, Sparse, SparseDecoder};
 use crate::stats::{
-    CmdDelta, CmdStatsOf, ConnLife, ErrorCounts, NodeStats, Outage, Redirects, Samples,
+    ClassCounts, CmdDelta, CmdStatsOf, ConnLife, ErrorCounts, NodeStats, Outage, Redirects, Samples,
 };
 use crest_proto::pb;
 
@@ -43,6 +43,55 @@ pub fn cmd_to_pb<H: Samples>(class: &str, name: &str, s: &CmdStatsOf<H>) -> pb::
         service_time: h(&s.service_time),
         schedule_lag: h(&s.schedule_lag),
     }
+}
+
+/// A class's counts beside its commands' to the wire, from a worker's totals.
+pub fn class_stats_to_pb(class: &str, s: &crate::stats::Stats) -> pb::ClassCounts {
+    let st = &s.staleness;
+    pb::ClassCounts {
+        class: class.to_string(),
+        pushes: s.pushes,
+        invalidations: s.invalidations,
+        stale_checked: st.checked,
+        stale: st.stale,
+        behind: (!st.behind.is_empty()).then(|| pb::Histogram {
+            v2: st.behind.encode_wire().into(),
+        }),
+    }
+}
+
+/// A class's counts, summed (a relay's), to the wire.
+pub fn class_counts_to_pb(class: &str, c: &ClassCounts) -> pb::ClassCounts {
+    pb::ClassCounts {
+        class: class.to_string(),
+        pushes: c.pushes,
+        invalidations: c.invalidations,
+        stale_checked: c.stale_checked,
+        stale: c.stale,
+        behind: c.behind.as_ref().map(|h| pb::Histogram {
+            v2: hist::encode_wire(h).into(),
+        }),
+    }
+}
+
+/// A class's counts from a peer: its histogram decoded, `stale` at most `stale_checked`.
+///
+/// # Errors
+/// A [`WireError`] when the histogram does not decode.
+pub fn class_counts_from_pb(c: &pb::ClassCounts) -> Result<ClassCounts, WireError> {
+    let behind = match &c.behind {
+        Some(h) => Some(
+            hist::decode(&h.v2).map_err(|e| WireError::new("classes.behind", 0, e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(ClassCounts {
+        pushes: c.pushes,
+        invalidations: c.invalidations,
+        stale_checked: c.stale_checked,
+        stale: c.stale.min(c.stale_checked),
+        behind,
+    })
 }
 
 /// Per-node results to the wire.
