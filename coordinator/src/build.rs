@@ -187,6 +187,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         cluster,
         read_from: cfg.read_from.name().into(),
         nodes: node_reports(cfg, &nodes, total.completed),
+        outage_ms: crest_report::OutageReport::united_ms(&outages, duration_s),
         outages,
         staleness: cfg.check_staleness.then(|| staleness(cfg, &results)),
         outages_dropped: nodes.iter().map(|n| n.outages_dropped).sum(),

@@ -146,6 +146,12 @@ fn a_killed_primary_is_one_outage_as_long_as_its_failover() {
         "outage {len:.0} ms, the failover seen from outside {outside_ms:.0} ms: {o}"
     );
     assert!(u(o, "failed") > 0, "{o}");
+    // The whole target's outage holds this one.
+    assert!(
+        report["outage_ms"].as_f64().unwrap() >= len,
+        "{}",
+        report["outage_ms"]
+    );
     let rediscovered = o["rediscovered_ms"].as_f64().expect("the table moved");
     assert!(rediscovered <= len, "{o}");
     let recovered = o["recovered_s"].as_f64().expect("the rate came back");

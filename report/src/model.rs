@@ -760,6 +760,31 @@ impl OutageReport {
 }
 
 impl OutageReport {
+    /// The time, ms, some outage of `all` lasted (their spans united; an open one to
+    /// `end_s`).
+    pub fn united_ms(all: &[Self], end_s: f64) -> f64 {
+        let mut spans: Vec<(f64, f64)> = all
+            .iter()
+            .map(|o| (o.start_s, o.end_s.unwrap_or(end_s).max(o.start_s)))
+            .collect();
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut total, mut cur): (f64, Option<(f64, f64)>) = (0.0, None);
+        for (a, b) in spans {
+            cur = match cur {
+                Some((s, e)) if a <= e => Some((s, e.max(b))),
+                Some((s, e)) => {
+                    total += e - s;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        if let Some((s, e)) = cur {
+            total += e - s;
+        }
+        round4(total * 1e3)
+    }
+
     /// Sets each point's `nodes_out` of `timeline` (intervals of `interval_s`): the nodes
     /// of `all` in an outage at some point of it.
     pub fn mark(all: &[Self], timeline: &mut [TimelinePoint], interval_s: f64) {
@@ -917,6 +942,10 @@ pub struct Report {
     /// Outages past the 64 kept per node, left out of `outages`.
     #[serde(default)]
     pub outages_dropped: u64,
+    /// The whole target's outage, ms: the time some node was out (`outages`' spans
+    /// united; one still open counts to the end of the measured time). 0: none.
+    #[serde(default)]
+    pub outage_ms: f64,
     /// Stale reads from replicas (`--check-staleness`); null without it.
     #[serde(default)]
     pub staleness: Option<StalenessReport>,

@@ -366,6 +366,19 @@ impl Report {
             self.totals.summary.target_rate,
             crate::model::Target::Rate(_)
         );
+        let nodes = {
+            let mut n: Vec<&str> = self.outages.iter().map(|o| o.node.as_str()).collect();
+            n.sort_unstable();
+            n.dedup();
+            n.len()
+        };
+        if nodes > 1 {
+            let _ = writeln!(
+                out,
+                "outages: {nodes} nodes, {} ms in all with some node out",
+                grouped(self.outage_ms.round() as u64)
+            );
+        }
         for o in self.outages.iter().take(MAX_OUTAGE_LINES) {
             let _ = writeln!(out, "outage: {}", outage_words(o, paced));
         }
@@ -601,6 +614,18 @@ mod tests {
         assert_eq!(
             outage_words(o, true),
             "primary 127.0.0.1:7001 lost at 2.40 s: 1,900 ms without successful writes to slots 0-5460, 3,812 requests failed, 12 redirected, the slot table moved after 1,850 ms, back to 99% of the target rate by 7.00 s"
+        );
+        // The whole target's: two overlapping spans and one apart, united.
+        let mut two = o.clone();
+        two.node = "127.0.0.1:7002".into();
+        two.start_s = 3.0;
+        two.end_s = Some(5.0);
+        let mut three = two.clone();
+        three.start_s = 6.0;
+        three.end_s = None;
+        assert_eq!(
+            OutageReport::united_ms(&[o.clone(), two, three], 8.0),
+            4600.0
         );
         OutageReport::mark(&all, &mut timeline, 1.0);
         let out: Vec<u32> = timeline.iter().map(|p| p.nodes_out).collect();
