@@ -266,25 +266,12 @@ impl Outages {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::route::{Resolved, Shared};
+    use crate::route::{Resolved, Shared, two_nodes as table};
     use crest_model::slot::SLOTS;
     use crest_model::target::ReadFrom;
     use std::net::SocketAddr;
 
     const MS: u64 = 1_000_000;
-
-    /// Slots below `split` on node 0 (port `a`), the rest on node 1 (port `b`).
-    fn table(split: u16, a: u16, b: u16) -> Resolved {
-        let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-        Resolved {
-            nodes: vec![
-                (format!("127.0.0.1:{a}"), addr(a), true),
-                (format!("127.0.0.1:{b}"), addr(b), true),
-            ],
-            owner: (0..SLOTS).map(|s| u16::from(s >= split)).collect(),
-            replica_of: Vec::new(),
-        }
-    }
 
     #[test]
     fn a_failover_is_one_outage_closed_by_the_new_owner() {

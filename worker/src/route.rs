@@ -492,6 +492,20 @@ fn read_node(read_from: ReadFrom, primary: u16, replicas: &[u16], slot: usize) -
     }
 }
 
+/// A table for tests: slots below `split` on `127.0.0.1:a`, the rest on `127.0.0.1:b`.
+#[cfg(test)]
+pub(crate) fn two_nodes(split: u16, a: u16, b: u16) -> Resolved {
+    let addr = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+    Resolved {
+        nodes: vec![
+            (format!("127.0.0.1:{a}"), addr(a), true),
+            (format!("127.0.0.1:{b}"), addr(b), true),
+        ],
+        owner: (0..SLOTS).map(|s| u16::from(s >= split)).collect(),
+        replica_of: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,14 +515,7 @@ mod tests {
     }
 
     fn table(split: u16, a: u16, b: u16) -> Resolved {
-        Resolved {
-            nodes: vec![
-                (format!("127.0.0.1:{a}"), addr(a), true),
-                (format!("127.0.0.1:{b}"), addr(b), true),
-            ],
-            owner: (0..SLOTS).map(|s| u16::from(s >= split)).collect(),
-            replica_of: Vec::new(),
-        }
+        two_nodes(split, a, b)
     }
 
     #[test]
