@@ -247,16 +247,17 @@ struct StaleCheck {
 }
 
 impl StaleCheck {
-    /// A non-error reply to `p` at `now` (its first bytes `head`): a SET's acknowledges
-    /// its version; a measured GET's is checked against the key's latest acknowledged
-    /// write, into `into`.
+    /// A non-error reply to `p` at `now` (its first bytes `head`): a SET's `+OK`
+    /// acknowledges its version (a nil, as `SET … NX` answers when it wrote nothing,
+    /// does not); a measured GET's is checked against the key's latest acknowledged write,
+    /// into `into`.
     #[inline]
     fn on_reply(&mut self, p: &Pending, head: &[u8], now: u64, into: &mut Staleness) {
         if p.key == NO_KEY {
             return;
         }
         match self.roles[p.cmd as usize] {
-            Some(true) => self.table.acked(p.key, p.intended, now),
+            Some(true) if head.starts_with(b"+OK") => self.table.acked(p.key, p.intended, now),
             Some(false) if p.measured => {
                 let Some(version) = read_stamp(head) else {
                     return;
