@@ -17,7 +17,7 @@ pub fn esc(s: &str) -> String {
 }
 
 const W: f64 = 860.0;
-const H: f64 = 220.0;
+const H: f64 = 244.0;
 const PAD: f64 = 48.0;
 
 /// A line chart of several series over the timeline's x; `log` plots y on a log10 scale.
@@ -52,7 +52,7 @@ pub fn chart_xy(
     let plot = Plot::new(xs, series, unit, log, x_unit);
     let _ = write!(
         out,
-        "<h2>{}</h2><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\">",
+        "<h2>{}</h2><svg viewBox=\"0 0 {W} {H}\" width=\"100%\" style=\"height:auto;max-width:1600px\">",
         esc(title)
     );
     let _ = write!(
@@ -72,11 +72,13 @@ pub fn chart_xy(
 }
 
 /// A line chart's scales (x from 0 to `x_max`; y from `y_min` to `y_max`, in log10 of
-/// the values when `log`) and the units its labels show.
+/// the values when `log`), its y ticks' step (a round value; a decade on a log scale)
+/// and the units its labels show.
 struct Plot<'a> {
     x_max: f64,
     y_min: f64,
     y_max: f64,
+    step: f64,
     log: bool,
     unit: &'a str,
     x_unit: &'a str,
@@ -98,16 +100,20 @@ impl<'a> Plot<'a> {
             .flat_map(|s| s.2.iter().copied())
             .map(tf)
             .collect();
-        let y_max = ys
-            .iter()
-            .copied()
-            .fold(0.0f64, f64::max)
-            .max(if log { 1.0 } else { 1e-9 })
-            * 1.05;
+        let top = ys.iter().copied().fold(0.0f64, f64::max);
+        // Up to a round value: the next decade on a log scale, else the next multiple of a
+        // 1-2-5 step that gives about four ticks (2% headroom).
+        let (y_max, step) = if log {
+            ((top * 1.02).ceil().max(1.0), 1.0)
+        } else {
+            let step = nice_step(top.max(1e-9) * 1.02, 4.0);
+            (((top * 1.02) / step).ceil().max(1.0) * step, step)
+        };
         Plot {
             x_max,
             y_min: 0.0,
             y_max,
+            step,
             log,
             unit,
             x_unit,
@@ -130,44 +136,86 @@ impl<'a> Plot<'a> {
     }
 }
 
-/// The y axis' five tick labels, from the bottom to the top of the scale.
+/// A round step for about `n` ticks over `span`: 1, 2 or 5 times a power of ten.
+fn nice_step(span: f64, n: f64) -> f64 {
+    let raw = (span / n).max(1e-12);
+    let mag = 10f64.powf(raw.log10().floor());
+    let m = match raw / mag {
+        f if f <= 1.0 => 1.0,
+        f if f <= 2.0 => 2.0,
+        f if f <= 5.0 => 5.0,
+        _ => 10.0,
+    };
+    m * mag
+}
+
+/// `x` with at most three decimals and no trailing zeros: `2.5`, `10`, `0.002`.
+fn trim(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
+/// A tick's label: µs as µs, ms or s (`500µs`, `2.5ms`); any other unit with an SI
+/// prefix (`15k`, `2M`).
+fn tick_label(v: f64, unit: &str) -> String {
+    if unit == "µs" {
+        return match v {
+            v if v < 1e3 => format!("{}µs", trim(v)),
+            v if v < 1e6 => format!("{}ms", trim(v / 1e3)),
+            v => format!("{}s", trim(v / 1e6)),
+        };
+    }
+    match v.abs() {
+        a if a >= 1e9 => format!("{}G", trim(v / 1e9)),
+        a if a >= 1e6 => format!("{}M", trim(v / 1e6)),
+        a if a >= 1e3 => format!("{}k", trim(v / 1e3)),
+        _ => trim(v),
+    }
+}
+
+/// The y axis' ticks, from the bottom to the top of the scale: a faint grid line and a
+/// label at each multiple of the step (each decade on a log scale).
 fn y_ticks(out: &mut String, plot: &Plot<'_>) {
     let (y_min, y_max) = (plot.y_min, plot.y_max);
-    for i in 0..=4 {
-        let frac = f64::from(i) / 4.0;
-        let yv = y_min + (y_max - y_min) * frac;
+    let n = ((y_max - y_min) / plot.step).round() as u32;
+    for i in 0..=n.min(50) {
+        let yv = y_min + plot.step * f64::from(i);
         let label = if plot.log { 10f64.powf(yv) } else { yv };
-        let y = H - PAD / 2.0 - (H - PAD) * frac;
-        let text = if plot.unit == "µs" {
-            human_us(label)
-        } else if y_max < 10.0 {
-            format!("{label:.2}")
-        } else {
-            format!("{label:.0}")
-        };
+        let y = H - PAD / 2.0 - (H - PAD) * (yv - y_min) / (y_max - y_min).max(1e-9);
         let _ = write!(
             out,
-            "<text x=\"{}\" y=\"{y}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            "<line class=\"grid\" x1=\"{PAD}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/><text class=\"tick\" x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            W - PAD,
             PAD - 4.0,
-            esc(&text)
+            y + 3.0,
+            esc(&tick_label(label, plot.unit))
         );
     }
 }
 
-/// The x axis' end value and label, and the y axis' label (its unit in words).
+/// The x axis' ticks (round values, in `x_unit`) and label, and the y axis' label (its
+/// unit in words).
 fn axis_labels(out: &mut String, plot: &Plot<'_>, x_label: &str) {
-    let (x_max, x_unit) = (plot.x_max, plot.x_unit);
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{x_max:.1} {x_unit}</text>",
-        W - PAD,
-        H - 4.0
-    );
+    let step = nice_step(plot.x_max, 8.0);
+    let n = (plot.x_max / step + 1e-9).floor() as u32;
+    for i in 0..=n.min(50) {
+        let v = step * f64::from(i);
+        let x = plot.px(v);
+        let _ = write!(
+            out,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"#bbb\"/><text class=\"tick\" x=\"{x:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
+            H - PAD / 2.0,
+            H - PAD / 2.0 + 3.0,
+            H - PAD / 2.0 + 11.0,
+            esc(&tick_label(v, plot.x_unit))
+        );
+    }
     let _ = write!(
         out,
         "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text><text x=\"10\" y=\"{}\" font-size=\"10\" transform=\"rotate(-90 10 {})\" text-anchor=\"middle\">{}</text>",
         W / 2.0,
-        H - 4.0,
+        H - 1.0,
         esc(x_label),
         H / 2.0,
         H / 2.0,
@@ -378,7 +426,7 @@ fn curves_chart(title: &str, curves: &[Curve<'_>]) -> String {
     let py = |us: f64| H - PAD / 2.0 - (H - PAD) * (us.log10() - lo) / (hi - lo).max(1e-9);
     let _ = write!(
         out,
-        "<h2>{}</h2><svg class=\"pct\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\"><rect x=\"{PAD}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>",
+        "<h2>{}</h2><svg class=\"pct\" viewBox=\"0 0 {W} {H}\" width=\"100%\" style=\"height:auto;max-width:1600px\"><rect x=\"{PAD}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>",
         esc(title),
         PAD / 2.0,
         W - 2.0 * PAD,
@@ -457,4 +505,66 @@ fn curves_chart(title: &str, curves: &[Curve<'_>]) -> String {
 fn trim_pct(p: f64) -> String {
     let s = format!("{p:.4}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_one_two_or_five_times_a_power_of_ten() {
+        assert_eq!(nice_step(21_006.0, 4.0), 10_000.0);
+        assert_eq!(nice_step(15_755.0, 4.0), 5_000.0);
+        assert_eq!(nice_step(7.0, 4.0), 2.0);
+        assert_eq!(nice_step(0.9, 4.0), 0.5);
+        assert_eq!(nice_step(100.0, 4.0), 50.0);
+    }
+
+    #[test]
+    fn ticks_read_as_round_values_with_si_and_time_units() {
+        assert_eq!(tick_label(15_000.0, "/s"), "15k");
+        assert_eq!(tick_label(2_500_000.0, "/s"), "2.5M");
+        assert_eq!(tick_label(0.5, "%"), "0.5");
+        assert_eq!(tick_label(0.30000000000000004, "%"), "0.3");
+        assert_eq!(tick_label(1.0, "µs"), "1µs");
+        assert_eq!(tick_label(2_500.0, "µs"), "2.5ms");
+        assert_eq!(tick_label(10_000_000.0, "µs"), "10s");
+        assert_eq!(tick_label(0.0, "µs"), "0µs");
+    }
+
+    /// A rate chart's ticks sit on multiples of a round step up to just above its top; a
+    /// log latency chart's on decades: no `15,755`, no `0µs 0µs 1µs`.
+    #[test]
+    fn a_chart_labels_its_axes_on_round_values() {
+        let xs: Vec<f64> = (0..10).map(f64::from).collect();
+        let rate = chart(
+            "rate",
+            &xs,
+            &[("achieved", "#000", vec![21_006.0; 10])],
+            "/s",
+            false,
+        );
+        let ticks: Vec<&str> = rate
+            .split("class=\"tick\"")
+            .skip(1)
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .collect();
+        // y: 0 to 30k by 10k; x: 0 to 9 s by 1 s (8 ticks at most: by 2).
+        assert_eq!(ticks, ["0", "10k", "20k", "30k", "0", "2", "4", "6", "8"]);
+        let lat = chart(
+            "latency",
+            &xs,
+            &[("p99", "#000", vec![80.0, 1_500.0, 40_000.0])],
+            "µs",
+            true,
+        );
+        let ticks: Vec<&str> = lat
+            .split("class=\"tick\"")
+            .skip(1)
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .take(6)
+            .collect();
+        assert_eq!(ticks, ["1µs", "10µs", "100µs", "1ms", "10ms", "100ms"]);
+        assert!(rate.contains("width=\"100%\""), "full width");
+    }
 }
