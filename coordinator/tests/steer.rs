@@ -6,6 +6,7 @@ use crate::support::*;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// One HTTP/1.1 request to the admin API on 127.0.0.1:`port`: (status, body).
@@ -546,4 +547,66 @@ fn grpc_control_changes_the_rate_and_stops_the_run_cleanly() {
         "scheduled {scheduled}, asked {asked:.1}"
     );
     assert_eq!(total_calls(&server), u(&report["totals"], "completed"));
+}
+
+/// `deploy/grafana/crest.json` is a dashboard model Grafana imports, and every query in it
+/// asks for metrics, labels and label values that a real scrape of `/metrics` has (a run
+/// with server errors, so the error counters have samples); a dashboard that asks for
+/// something else is refused, naming it.
+#[test]
+fn the_grafana_dashboard_asks_for_what_metrics_serves() {
+    let dir = TempDir::new("grafana");
+    let port = free_port();
+    let run = CrestRun::new(&dir).args(&[
+        "--rate",
+        "2000",
+        "--duration",
+        "3s",
+        // GET on a list: WRONGTYPE, so crest_request_errors_total has samples.
+        "--mix",
+        "GET=1,LPUSH=1",
+        "--admin",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let mut p = run.spawn();
+    running_for(port, 1.2);
+    let (code, text) = http(port, "GET", "/metrics", "", None);
+    assert_eq!(code, 200);
+    assert!(text.contains("crest_request_errors_total{"), "{text}");
+    let scrape = dir.path().join("metrics.txt");
+    std::fs::write(&scrape, &text).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let check = |dashboard: &Path| {
+        let o = std::process::Command::new("python3")
+            .arg(root.join("scripts/check-grafana.py"))
+            .arg(dashboard)
+            .arg(&scrape)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let ours = root.join("deploy/grafana/crest.json");
+    let (ok, out) = check(&ours);
+    assert!(ok, "{out}");
+    // A made-up metric, label and label value are each named.
+    let bad = std::fs::read_to_string(&ours)
+        .unwrap()
+        .replace("\"crest_workers\"", "\"crest_worker_count\"")
+        .replace("sum by (kind)", "sum by (reason)")
+        .replace("quantile=\\\"0.999\\\"", "quantile=\\\"0.95\\\"");
+    let bad_path = dir.path().join("bad.json");
+    std::fs::write(&bad_path, bad).unwrap();
+    let (ok, out) = check(&bad_path);
+    assert!(!ok, "{out}");
+    for needle in [
+        "crest_worker_count is not in the scrape",
+        "by (reason)",
+        "quantile=\"0.95\"} matches no sample",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    assert_eq!(p.wait(Duration::from_secs(60)), 0);
 }
