@@ -146,9 +146,9 @@ fn a_killed_primary_is_one_outage_as_long_as_its_failover() {
         "outage {len:.0} ms, the failover seen from outside {outside_ms:.0} ms: {o}"
     );
     assert!(u(o, "failed") > 0, "{o}");
-    // The whole target's outage holds this one.
+    // The whole target's outage holds this one (its spans are read at 0.1 ms).
     assert!(
-        report["outage_ms"].as_f64().unwrap() >= len,
+        report["outage_ms"].as_f64().unwrap() >= len - 0.2,
         "{}",
         report["outage_ms"]
     );
