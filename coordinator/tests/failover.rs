@@ -193,7 +193,7 @@ fn a_killed_primary_is_one_outage_as_long_as_its_failover() {
 }
 
 /// A standalone primary with a replica named by `--replica`: the primary is killed, the
-/// test promotes the replica (`REPLICAOF NO ONE`) a second later, and the writes follow
+/// test promotes the replica (`REPLICAOF NO ONE`) 2.5 s later, and the writes follow
 /// it. One outage of the primary, as long as kill-to-promotion within 20%, and the SETs
 /// the new primary counted are the ones the report says it answered.
 #[test]
@@ -203,11 +203,7 @@ fn a_standalone_primary_killed_and_its_replica_promoted_is_one_outage() {
         Kind::Valkey,
         &["--replicaof", "127.0.0.1", &primary.port.to_string()],
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !text(primary.command(&[b"INFO", b"replication"])).contains("state=online") {
-        assert!(Instant::now() < deadline, "the replica never synced");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_online(&primary, 1);
     let dir = TempDir::new("standalone-promotion");
     let primary_addr = primary.addr();
     let mut run = CrestRun::new(&dir)
@@ -219,7 +215,7 @@ fn a_standalone_primary_killed_and_its_replica_promoted_is_one_outage() {
             "--rate",
             "2000",
             "--duration",
-            "8s",
+            "10s",
             "--ratio",
             "1:1",
             "--keys",
@@ -232,7 +228,9 @@ fn a_standalone_primary_killed_and_its_replica_promoted_is_one_outage() {
     replica.command(&[b"CONFIG", b"RESETSTAT"]);
     let killed = Instant::now();
     primary.kill();
-    std::thread::sleep(Duration::from_millis(1200));
+    // Long enough that the client's own lag (a table read every 100 ms, a connect) is
+    // well inside the 20%, even on a busy core.
+    std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(
         replica.command(&[b"REPLICAOF", b"NO", b"ONE"]),
         Frame::Simple(b"OK".to_vec())

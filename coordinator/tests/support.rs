@@ -446,3 +446,24 @@ pub fn delay_relay(
     assert!(line.starts_with("listening"), "{name}: {line}");
     (child, listen)
 }
+
+/// Waits (at most 30 s) until `primary`'s `INFO replication` lists `n` online replicas.
+pub fn wait_online(primary: &Server, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let online = match primary.command(&[b"INFO", b"replication"]) {
+            crest_resp::Frame::Bulk(b) => {
+                String::from_utf8_lossy(&b).matches("state=online").count()
+            }
+            other => panic!("{other:?}"),
+        };
+        if online >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} replica(s) never synced"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

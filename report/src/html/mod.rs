@@ -511,6 +511,14 @@ fn trim_pct(p: f64) -> String {
 mod tests {
     use super::*;
 
+    /// The labels of a chart's ticks, y then x.
+    fn tick_labels(svg: &str) -> Vec<&str> {
+        svg.split("class=\"tick\"")
+            .skip(1)
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .collect()
+    }
+
     #[test]
     fn steps_are_one_two_or_five_times_a_power_of_ten() {
         assert_eq!(nice_step(21_006.0, 4.0), 10_000.0);
@@ -544,11 +552,7 @@ mod tests {
             "/s",
             false,
         );
-        let ticks: Vec<&str> = rate
-            .split("class=\"tick\"")
-            .skip(1)
-            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
-            .collect();
+        let ticks = tick_labels(&rate);
         // y: 0 to 30k by 10k; x: 0 to 9 s by 1 s (8 ticks at most: by 2).
         assert_eq!(ticks, ["0", "10k", "20k", "30k", "0", "2", "4", "6", "8"]);
         let lat = chart(
@@ -558,13 +562,10 @@ mod tests {
             "µs",
             true,
         );
-        let ticks: Vec<&str> = lat
-            .split("class=\"tick\"")
-            .skip(1)
-            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
-            .take(6)
-            .collect();
-        assert_eq!(ticks, ["1µs", "10µs", "100µs", "1ms", "10ms", "100ms"]);
+        assert_eq!(
+            tick_labels(&lat)[..6],
+            ["1µs", "10µs", "100µs", "1ms", "10ms", "100ms"]
+        );
         assert!(rate.contains("width=\"100%\""), "full width");
     }
 }
