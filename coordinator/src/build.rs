@@ -102,6 +102,34 @@ fn outage_reports(
     all
 }
 
+/// A finished run as its callers keep it: the report, and the errors of the files written
+/// during the run.
+#[derive(Debug)]
+pub struct Ran {
+    /// The report.
+    pub report: Report,
+    /// What went wrong writing `timeline.csv` and `latency.hlog` during the run.
+    pub live_errors: Vec<String>,
+}
+
+/// The end of a run ([`crate::orchestrate::run_with`]'s `finish`): its report, and with
+/// `--admin` the report.html the live page shows while the API lingers.
+pub fn finish(cfg: &RunConfig, mut results: RunResults) -> (Ran, Option<String>) {
+    let live_errors = std::mem::take(&mut results.live_errors);
+    let report = build(cfg, results);
+    let html = cfg
+        .admin
+        .is_some()
+        .then(|| crest_report::html::run::render(&report));
+    (
+        Ran {
+            report,
+            live_errors,
+        },
+        html,
+    )
+}
+
 /// Builds the report of a run from its configuration and what its workers measured: the
 /// run totals (merged by addition as the intervals came, never averaged), the timeline laid
 /// out during the run, each worker's row, and the books' self-checks.
@@ -540,6 +568,7 @@ mod tests {
                 p50: 100.0,
                 p99: 200.0,
                 p999: 300.0,
+                ..ShortPercentiles::default()
             },
             schedule_lag_p99_us: 10.0,
             generator_bound,

@@ -188,6 +188,7 @@ pub async fn run_all(
         // Each target's configuration was made and checked once, above.
         let mut cfg = configs[k].clone();
         cfg.out.clone_from(&dir);
+        cfg.label = format!("compare: run {} of {total}, {label}", i + 1);
         if let Some(d) = &dir {
             output::check_writable(d).map_err(CompareError::Failed)?;
         }
@@ -339,13 +340,15 @@ pub async fn run_one(
     let stop = async move {
         let _ = rx.wait_for(|v| *v).await;
     };
-    let mut results = match orchestrate::run_watched(cfg, listener, stop, points).await {
+    let ran = match orchestrate::run_with(cfg, listener, stop, points, build::finish).await {
         Ok(r) => r,
         Err(RunError::Interrupted) => return Ok(None),
         Err(e) => return Err(run_error(e)),
     };
-    let live_errors = std::mem::take(&mut results.live_errors);
-    let report = build::build(cfg, results);
+    let build::Ran {
+        report,
+        live_errors,
+    } = ran;
     if let Some(d) = &cfg.out {
         output::write_all(&report, d, !live_errors.is_empty()).map_err(CompareError::Failed)?;
     }

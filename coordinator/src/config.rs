@@ -288,6 +288,9 @@ pub struct RunConfig {
     pub admin: Option<SocketAddr>,
     /// `--admin-linger`: how long the admin API stays up after the run.
     pub admin_linger: Duration,
+    /// What this run is part of, for the live page (`compare: …`, `search: …`, `suite:
+    /// …`); empty for a plain run.
+    pub label: String,
 }
 
 impl RunConfig {

@@ -575,6 +575,11 @@ pub struct WindowSample {
 }
 
 impl RunBooks {
+    /// The interval, seconds.
+    pub fn interval_s(&self) -> f64 {
+        self.interval_ns as f64 / 1e9
+    }
+
     /// Books for `workers` workers of a phase of `cfg` whose workers may send indices up to
     /// `phase_last`, with timeline rows up to `rows_last` (None: unknown until the end),
     /// written as they are finalized to `live` when given.

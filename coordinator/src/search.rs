@@ -414,6 +414,7 @@ pub async fn run(
         let mut window = cfg.at_fixed_rate(rate, len)?;
         window.out.clone_from(&dir);
         window.quiet = true;
+        window.label = format!("search: window {n} at {rate:.0}/s ({phase})");
         Ok::<_, crate::config::ConfigError>((window, dir, n))
     };
     let mut b = Bracket::new(plan.min);

@@ -456,6 +456,7 @@ pub async fn run(
         cfg.out = out
             .as_ref()
             .map(|d| d.join(format!("{:02}-{}", i + 1, test.name)));
+        cfg.label = format!("suite: {} ({} of {})", test.title, i + 1, plan.tests.len());
         if let Some(d) = &cfg.out {
             crate::output::check_writable(d).map_err(CompareError::Usage)?;
         }

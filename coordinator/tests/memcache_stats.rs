@@ -102,7 +102,7 @@ async fn sampled(mut s: Sampler, load: impl FnOnce()) -> Series {
     load();
     s.sample(Mark::Boundary(1), None).await;
     s.sample(Mark::Boundary(2), None).await;
-    s.clock(Instant::now(), Duration::from_secs(3600), 3)
+    s.clock(Instant::now(), Duration::from_secs(3600), 3, None)
         .finish()
         .await
 }

@@ -8,7 +8,12 @@ use std::time::Duration;
 
 /// Starts `crest relay` for the coordinator on `coordinator` (host:port), waiting for
 /// `workers` workers, and those workers dialling it (named `<name>w<i>`, one core each).
-fn start_relay(dir: &TempDir, coordinator: &str, name: &str, workers: usize) -> (Proc, Vec<Proc>) {
+pub(crate) fn start_relay(
+    dir: &TempDir,
+    coordinator: &str,
+    name: &str,
+    workers: usize,
+) -> (Proc, Vec<Proc>) {
     start_relay_with(
         dir,
         &format!("http://{coordinator}"),

@@ -555,13 +555,17 @@ fn grpc_control_changes_the_rate_and_stops_the_run_cleanly() {
 /// something else is refused, naming it.
 #[test]
 fn the_grafana_dashboard_asks_for_what_metrics_serves() {
+    // A real server: the server panels ask for its CPU, which the built-in target has not.
+    let server = Server::start(Kind::Valkey);
     let dir = TempDir::new("grafana");
     let port = free_port();
     let run = CrestRun::new(&dir).args(&[
+        "--target",
+        &server.addr(),
         "--rate",
         "2000",
         "--duration",
-        "3s",
+        "4s",
         // GET on a list: WRONGTYPE, so crest_request_errors_total has samples.
         "--mix",
         "GET=1,LPUSH=1",
@@ -570,8 +574,20 @@ fn the_grafana_dashboard_asks_for_what_metrics_serves() {
     ]);
     let mut p = run.spawn();
     running_for(port, 1.2);
-    let (code, text) = http(port, "GET", "/metrics", "", None);
-    assert_eq!(code, 200);
+    // The server's gauges come once the sampler has two samples.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (code, text) = http(port, "GET", "/metrics", "", None);
+        assert_eq!(code, 200);
+        if text.contains("crest_server_cpu_per_op_seconds") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no server gauges: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(text.contains("crest_request_errors_total{"), "{text}");
     let scrape = dir.path().join("metrics.txt");
     std::fs::write(&scrape, &text).unwrap();

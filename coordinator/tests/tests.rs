@@ -11,6 +11,7 @@
 mod auth;
 mod books;
 mod bound;
+mod browser;
 mod builtin;
 mod churn;
 mod cli;
@@ -22,6 +23,7 @@ mod failure;
 mod hostile;
 mod html;
 mod inprocess;
+mod live;
 mod memcache_stats;
 mod memcached;
 mod netns;

@@ -334,19 +334,29 @@ pub struct Totals {
     pub histograms: Histograms,
 }
 
-/// Three latency percentiles for the timeline.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+/// An interval's latency percentiles for the timeline (p90, p99.99 and max are absent, so
+/// 0, in reports written before they were kept).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ShortPercentiles {
     /// Median, µs.
     pub p50: f64,
+    /// 90th percentile, µs.
+    #[serde(default)]
+    pub p90: f64,
     /// 99th percentile, µs.
     pub p99: f64,
     /// 99.9th percentile, µs.
     pub p999: f64,
+    /// 99.99th percentile, µs.
+    #[serde(default)]
+    pub p9999: f64,
+    /// Highest, µs.
+    #[serde(default)]
+    pub max: f64,
 }
 
 /// One interval of the run (1 s unless `--interval` says otherwise).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct TimelinePoint {
     /// Start of the interval, seconds since the measured start.
     pub t_s: f64,

@@ -146,8 +146,11 @@ impl TimelinePoint {
             errors_by_kind: error_map(&s.errors),
             latency_us: ShortPercentiles {
                 p50: us(s.latency.value_at_quantile(0.5)),
+                p90: us(s.latency.value_at_quantile(0.9)),
                 p99: us(s.latency.value_at_quantile(0.99)),
                 p999: us(s.latency.value_at_quantile(0.999)),
+                p9999: us(s.latency.value_at_quantile(0.9999)),
+                max: us(s.latency.max()),
             },
             schedule_lag_p99_us: us(lag_p99),
             generator_bound: generator,

@@ -474,13 +474,17 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
             // it is written still exits at once.
             let code = rt.block_on(async {
                 let res = match orchestrate::bind(&cfg).await {
-                    Ok(listener) => orchestrate::run(&cfg, listener, first_signal()).await,
+                    Ok(listener) => {
+                        orchestrate::run_with(&cfg, listener, first_signal(), None, build::finish)
+                            .await
+                    }
                     Err(e) => Err(e),
                 };
                 match res {
-                    Ok(mut results) => {
-                        let live_errors = std::mem::take(&mut results.live_errors);
-                        let report = build::build(&cfg, results);
+                    Ok(build::Ran {
+                        report,
+                        live_errors,
+                    }) => {
                         // The files first: a stdout that blocks (a pager that stopped
                         // reading) or is closed (`crest run | head`) must not cost the
                         // report; the summary there is best effort.

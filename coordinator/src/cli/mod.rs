@@ -369,6 +369,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
             Duration::ZERO,
             Duration::from_secs(3600),
         )?,
+        label: String::new(),
         memory_budget: match a.fleet.memory_budget {
             Some(0) => return Err(err("--memory-budget", 0, "must be more than 0, e.g. 4GB")),
             Some(b) => b,

@@ -412,6 +412,10 @@ pub(super) fn publish(
         });
     }
     let Some(admin) = &c.admin else { return };
+    if c.metrics {
+        let ops = admin.server_now().map(|n| n.ops_per_s);
+        admin.feed.points(&books.timeline, books.interval_s(), ops);
+    }
     let elapsed = start.elapsed();
     let now_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
     let mut counters = Vec::new();
@@ -461,6 +465,7 @@ pub(super) fn publish(
             "running"
         };
         b.run_id = run_id.to_string();
+        b.interval_s = books.interval_s();
         b.elapsed_s = elapsed.as_secs_f64();
         b.duration_s = duration.as_secs_f64();
         b.paused = c.steering.paused();

@@ -78,7 +78,9 @@ pub(super) async fn run(
     }
     // Boundary 0 only with a warm-up: without one the sample before load is the baseline.
     let first = u32::from(cfg.warmup.is_zero());
-    let sampler = sampler.map(|s| s.clock(measured_start, cfg.interval, first));
+    // With --admin the sampler's figures go to /metrics and the live page as they come.
+    let to_admin = cfg.admin.is_some().then(|| live.admin.server_feed());
+    let sampler = sampler.map(|s| s.clock(measured_start, cfg.interval, first, to_admin));
     let budget = budget(cfg);
     let mut books = books(cfg, fleet, &run_id, started_at, budget)?;
     let mut control = steer::Control {

@@ -85,20 +85,23 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<RunResults, RunError> {
-    run_watched(cfg, listener, shutdown, None).await
+    run_with(cfg, listener, shutdown, None, |_, r| (r, None)).await
 }
 
 /// [`run`], publishing each finalized timeline row of the measured phase on `points` as
-/// it is laid out (an in-process watcher's view of the run).
+/// it is laid out (an in-process watcher's view of the run), and ending with `finish`:
+/// what the run's results become (its report), and the `report.html` the live page
+/// shows while the admin API lingers.
 ///
 /// # Errors
 /// As [`run`].
-pub async fn run_watched(
+pub async fn run_with<T>(
     cfg: &RunConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     points: Option<steer::Points>,
-) -> Result<RunResults, RunError> {
+    finish: impl FnOnce(&RunConfig, RunResults) -> (T, Option<String>),
+) -> Result<T, RunError> {
     let (ev_tx, mut events) = mpsc::channel(crate::service::EVENTS);
     let hub = Hub::new(ev_tx, cfg.token.clone());
     let addr = listener
@@ -114,6 +117,7 @@ pub async fn run_watched(
     // API with --admin.
     let loopback = cfg.admin.is_none_or(|a| a.ip().is_loopback());
     let admin = crate::admin::Admin::new(&cfg.token, loopback);
+    admin.0.publish(|b| b.label.clone_from(&cfg.label));
     if let Some(at) = cfg.admin {
         let mut rx = stop_rx.clone();
         let bound = crate::admin::serve(admin.0.clone(), at, async move {
@@ -140,7 +144,7 @@ pub async fn run_watched(
         requests: Some(admin.1),
         points,
     };
-    let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx, live).await;
+    let result = run_inner(cfg, addr, &mut events, stop_rx, &int_rx, live, finish).await;
     interrupt_task.abort();
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(SERVER_STOP, server).await;
@@ -158,20 +162,24 @@ fn served_tls(cfg: &RunConfig) -> Option<&crest_engine::control_tls::ServerTls> 
 
 /// The run as its phases: the target, the fleet, the prefill, the measured phase, the
 /// results (each phase a module of its own; the admin board lingers at the end).
-async fn run_inner(
+async fn run_inner<T>(
     cfg: &RunConfig,
     addr: SocketAddr,
     events: &mut mpsc::Receiver<HubEvent>,
     stop: watch::Receiver<bool>,
     interrupt: &watch::Receiver<bool>,
     live: measure::Surfaces,
-) -> Result<RunResults, RunError> {
+    finish: impl FnOnce(&RunConfig, RunResults) -> (T, Option<String>),
+) -> Result<T, RunError> {
     let target = target::Target::start(cfg, addr, &stop).await?;
     let mut fleet = cluster::gather(cfg, addr, events, &stop, interrupt).await?;
     let admin = live.admin.clone();
     prefill::run(cfg, &target, &mut fleet, events, interrupt, &admin).await?;
     let measured = measure::run(cfg, &target, &mut fleet, events, interrupt, live).await?;
-    let results = results::assemble(cfg, &target, fleet, measured);
+    let (done, html) = finish(cfg, results::assemble(cfg, &target, fleet, measured));
+    if let Some(html) = html {
+        admin.set_report(html);
+    }
     admin.publish(|b| b.phase = "done");
     if cfg.admin.is_some() && !cfg.admin_linger.is_zero() {
         tokio::select! {
@@ -179,5 +187,5 @@ async fn run_inner(
             () = member::interrupted(interrupt) => {}
         }
     }
-    Ok(results)
+    Ok(done)
 }

@@ -309,9 +309,55 @@ impl Sampler {
         }
     }
 
+    /// The server as the latest two samples show it (None before there are two, or when
+    /// they span no time); `start` is the measured start.
+    pub fn now(&self, start: Instant) -> Option<super::Now> {
+        let n = self.series.samples.len();
+        let (a, b) = (
+            self.series.samples.get(n.checked_sub(2)?)?,
+            self.series.samples.get(n - 1)?,
+        );
+        let (ta, tb) = (*self.at.get(n - 2)?, *self.at.get(n - 1)?);
+        let dt = tb.saturating_duration_since(ta).as_secs_f64();
+        if dt <= 0.0 {
+            return None;
+        }
+        let calls = |s: &Snap| s.commands.values().map(|c| c.calls).sum::<u64>();
+        // The sampler's own INFOs count among a Redis-protocol server's commands (memcached
+        // counts no `stats` among its command families).
+        let own = match self.link {
+            Link::Resp { .. } => b.seq.saturating_sub(a.seq),
+            Link::Memcache(_) => 0,
+        };
+        let ops = calls(&b.info)
+            .saturating_sub(calls(&a.info))
+            .saturating_sub(own);
+        let cpu = b
+            .info
+            .cpu_us()
+            .zip(a.info.cpu_us())
+            .map(|(y, x)| y.saturating_sub(x));
+        Some(super::Now {
+            at_s: tb.saturating_duration_since(start).as_secs_f64(),
+            ops_per_s: ops as f64 / dt,
+            used_memory: b.info.uint("used_memory"),
+            cpu_us_per_op: cpu.filter(|_| ops > 0).map(|c| c as f64 / ops as f64),
+            cpu_cores: cpu.map(|c| c as f64 / 1e6 / dt),
+            keys: b.info.keys(),
+            clients: b.info.uint("connected_clients"),
+        })
+    }
+
     /// Samples at `start + k·interval` for k = `first`, `first + 1`, … in a task of its
-    /// own until [`Running::finish`].
-    pub fn clock(self, start: Instant, interval: Duration, first: u32) -> Running {
+    /// own until [`Running::finish`]; after each sample, the server as it stands
+    /// ([`Sampler::now`]) goes to `live` when given.
+    pub fn clock(
+        self,
+        start: Instant,
+        interval: Duration,
+        first: u32,
+        live: Option<tokio::sync::watch::Sender<Option<super::Now>>>,
+    ) -> Running {
         let (stop, mut stopped) = oneshot::channel();
         let handle = tokio::spawn(async move {
             let mut s = self;
@@ -323,6 +369,11 @@ impl Sampler {
                     () = tokio::time::sleep_until(due.into()) => {}
                 }
                 s.sample(Mark::Boundary(k), Some(due)).await;
+                if let Some(tx) = &live
+                    && let Some(now) = s.now(start)
+                {
+                    tx.send_replace(Some(now));
+                }
                 k += 1;
                 let now = Instant::now();
                 while start + interval.saturating_mul(k) <= now {
@@ -663,7 +714,7 @@ mod tests {
         // Boundaries 0, 1 and 2 are past; 3 is 10 s away.
         let interval = Duration::from_secs(20);
         let start = Instant::now().checked_sub(Duration::from_secs(50)).unwrap();
-        let running = s.clock(start, interval, 0);
+        let running = s.clock(start, interval, 0, None);
         assert_eq!(next(&mut seen).await, Seen::Command(0, words(SECTIONS)));
         let series = running.finish().await;
         let marks: Vec<Mark> = series.samples.iter().map(|s| s.mark).collect();
@@ -688,6 +739,39 @@ mod tests {
         );
     }
 
+    /// `now`: commands per second and CPU per command between the latest two samples.
+    #[test]
+    fn now_reads_the_latest_two_samples() {
+        let mut s = Sampler::new(Link::Memcache(Vec::new()), INTERVAL);
+        let start = Instant::now();
+        assert_eq!(s.now(start), None, "one sample is not a rate");
+        let info = |calls: u64, cpu: &str, mem: u64| {
+            Snap::from(Info::parse(&format!(
+                "# Memory\r\nused_memory:{mem}\r\n# CPU\r\nused_cpu_user:{cpu}\r\nused_cpu_sys:0.000000\r\n# Commandstats\r\ncmdstat_get:calls={calls},usec=1,usec_per_call=0.01,rejected_calls=0,failed_calls=0\r\n# Keyspace\r\ndb0:keys=7,expires=0,avg_ttl=0\r\n"
+            )))
+        };
+        for (k, (calls, cpu, mem)) in [(1_000, "1.000000", 10), (3_000, "1.500000", 20)]
+            .into_iter()
+            .enumerate()
+        {
+            s.at.push(start + Duration::from_millis(500 * k as u64 + 500));
+            s.series.samples.push(Sample {
+                mark: Mark::Boundary(k as u32),
+                at_s: 0.0,
+                late_us: 0.0,
+                seq: k as u64,
+                info: info(calls, cpu, mem),
+            });
+        }
+        let n = s.now(start).unwrap();
+        assert!((n.ops_per_s - 4_000.0).abs() < 1e-6, "{n:?}");
+        assert!((n.at_s - 1.0).abs() < 1e-9, "{n:?}");
+        assert_eq!(n.used_memory, Some(20));
+        assert_eq!(n.keys, 7);
+        assert!((n.cpu_us_per_op.unwrap() - 250.0).abs() < 1e-6, "{n:?}");
+        assert!((n.cpu_cores.unwrap() - 1.0).abs() < 1e-6, "{n:?}");
+    }
+
     /// A sample taken before the measured start has a negative time.
     #[tokio::test]
     async fn a_sample_before_the_start_has_a_negative_time() {
@@ -695,7 +779,10 @@ mod tests {
         let mut s = connect(addr, INTERVAL).await.unwrap();
         s.sample(Mark::BeforeLoad, None).await;
         let start = Instant::now() + Duration::from_secs(3600);
-        let series = s.clock(start, Duration::from_secs(60), 1).finish().await;
+        let series = s
+            .clock(start, Duration::from_secs(60), 1, None)
+            .finish()
+            .await;
         let marks: Vec<Mark> = series.samples.iter().map(|s| s.mark).collect();
         assert_eq!(marks, vec![Mark::BeforeLoad, Mark::Final]);
         assert!(series.samples.iter().all(|s| s.at_s <= -3599.0));
@@ -710,7 +797,7 @@ mod tests {
         let (addr, mut seen) = serve(redis).await;
         let s = connect(addr, INTERVAL).await.unwrap();
         assert_eq!(commands(&mut seen).len(), 2);
-        let running = s.clock(Instant::now(), Duration::from_secs(20), 1);
+        let running = s.clock(Instant::now(), Duration::from_secs(20), 1, None);
         tokio::task::yield_now().await;
         drop(running);
         assert_eq!(next(&mut seen).await, Seen::Closed(0));

@@ -1,9 +1,12 @@
 //! HTML: the toolkit every page shares (escaping, line and percentile charts, the
-//! histograms a report carries decoded) and the pages themselves: [`run`] (`report.html`).
-//! Pages are self-contained: inline CSS and SVG, no scripts, no network. Every curve is a
+//! histograms a report carries decoded) and the pages themselves: [`run`] (`report.html`)
+//! and [`live`] (the admin API's live page, drawn in the browser on these same axis
+//! rules). Report pages are self-contained: inline CSS and SVG, no scripts, no network;
+//! the live page's script talks to its own origin only. Every curve is a
 //! `<g class="series">` naming itself and its point count (`data-series`, `data-points`),
 //! so tests (and people) can read what was drawn.
 
+pub mod live;
 pub mod run;
 
 use crate::fmt::human_us;
@@ -100,7 +103,9 @@ impl<'a> Plot<'a> {
             .flat_map(|s| s.2.iter().copied())
             .map(tf)
             .collect();
+        // A series of zeros (no errors) still gets an axis from 0 to a round 1.
         let top = ys.iter().copied().fold(0.0f64, f64::max);
+        let top = if top > 0.0 { top } else { 1.0 };
         // Up to a round value: the next decade on a log scale, else the next multiple of a
         // 1-2-5 step that gives about four ticks (2% headroom).
         let (y_max, step) = if log {

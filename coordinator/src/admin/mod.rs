@@ -1,6 +1,10 @@
 //! The coordinator's admin HTTP API (`--admin ADDR`, off by default): a live view of the
 //! merged run and its runtime control.
 //!
+//! - `GET /`: the live page (`crest_report::html::live`): the run as it goes, drawn in the
+//!   browser from `GET /events` ([`live`]: server-sent events, one small frame per
+//!   interval), with the controls below; once the run is over and its report is built,
+//!   `GET /report` is its `report.html`, which the page then shows.
 //! - `GET /metrics`: the Prometheus/OpenMetrics text format. Counters per class, command
 //!   and error kind; latency from the intended send time as one fixed-bucket histogram per
 //!   class *merged across workers* (the coordinator's exact merged HDR histograms, binned at
@@ -11,12 +15,19 @@
 //! - `PUT /rate` (body: a rate per second; `?class=NAME` for one class), `POST /pause`,
 //!   `POST /resume`, `POST /stop`: runtime control ([`crate::orchestrate::steer`]).
 //!
-//! Data flow: the collect loop publishes a [`Board`] after every finalized interval; the
-//! HTTP handlers read it, and pass control requests to the collect loop over a channel,
-//! which answers each once it has sent the change to every worker. Off loopback every
-//! request must carry the run's token (`Authorization: Bearer <token>`).
+//! Data flow: the collect loop publishes a [`Board`] after every finalized interval (and
+//! the timeline's new rows to the [`live::Feed`]); the sampler publishes the server's
+//! figures ([`crate::server_stats::Now`]); the HTTP handlers read them, and pass control
+//! requests to the collect loop over a channel, which answers each once it has sent the
+//! change to every worker. Off loopback every request but the page itself (which holds no
+//! data: it asks for the token, typed in, and sends it as a header, never in a URL) must
+//! carry the run's token (`Authorization: Bearer <token>`).
+
+pub mod live;
+pub mod metrics;
 
 use crate::control::{Action, Refusal, Request};
+use crate::server_stats::Now;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -25,16 +36,12 @@ use axum::routing::{get, post, put};
 use crest_model::hist::{Dense, Hist};
 use crest_report::ChangeRow;
 use crest_report::TimelinePoint;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Upper bounds of the latency histogram's buckets, seconds (then +Inf): 10 µs to 10 s,
 /// 1-2.5-5 steps.
@@ -42,6 +49,9 @@ pub const BUCKETS_S: [f64; 19] = [
     10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,
     250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0,
 ];
+
+/// Changes a live page's `state` frame carries (the latest).
+const STATE_CHANGES: usize = 50;
 
 /// How long a control request waits for the collect loop's answer.
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
@@ -147,6 +157,11 @@ pub struct Board {
     /// `starting`, `prefill`, `running`, `stopping` (a stop was accepted: the phase drains
     /// and ends), `done`.
     pub phase: &'static str,
+    /// What this run is part of, when it is (`compare: run 2 of 4, B`, `search: window 3
+    /// at 40000/s`, `suite: GET (2 of 9)`); empty for a plain run.
+    pub label: String,
+    /// The interval, seconds.
+    pub interval_s: f64,
     /// Run id (empty before the measured phase).
     pub run_id: String,
     /// Seconds since the measured start.
@@ -165,7 +180,15 @@ pub struct Board {
     pub workers: Vec<WorkerView>,
     /// Changes so far.
     pub changes: Vec<ChangeRow>,
-    /// Counters per (class, command).
+    /// The server as the sampler last saw it (None: not sampled, or fewer than two
+    /// samples yet).
+    pub server: Option<Now>,
+    /// The live page's feed: viewers, points and bytes sent.
+    pub feed: live::FeedStats,
+    /// The run's report.html can be had at `GET /report` (the run is over).
+    pub report: bool,
+    /// Counters per (class, command) (`/status` leaves them out; the live page's state
+    /// has them).
     #[serde(skip)]
     pub counters: Vec<Counters>,
     /// Latency per class.
@@ -178,21 +201,86 @@ pub struct Board {
 pub struct Admin {
     /// The run's latest published state.
     pub board: Arc<Mutex<Board>>,
+    /// The live page's feed.
+    pub feed: Arc<live::Feed>,
+    server: Arc<watch::Sender<Option<Now>>>,
+    report: Arc<Mutex<Option<Arc<str>>>>,
+    /// The workers as the last `state` frame to every viewer had them.
+    last_workers: Arc<Mutex<String>>,
     requests: mpsc::Sender<Request>,
     token: String,
     loopback: bool,
 }
 
 impl Admin {
-    /// Publishes `f`'s edit of the board.
+    /// Publishes `f`'s edit of the board, and the board to the live page's viewers.
     pub fn publish(&self, f: impl FnOnce(&mut Board)) {
         if let Ok(mut b) = self.board.lock() {
             f(&mut b);
         }
+        if self.feed.stats().viewers > 0 {
+            self.feed.state(&self.state_json(false));
+        }
+    }
+
+    /// Where the sampler publishes the server's figures.
+    pub fn server_feed(&self) -> watch::Sender<Option<Now>> {
+        (*self.server).clone()
+    }
+
+    /// The server's figures now.
+    pub fn server_now(&self) -> Option<Now> {
+        *self.server.borrow()
+    }
+
+    /// Keeps the run's `report.html` for `GET /report` and tells the viewers.
+    pub fn set_report(&self, html: String) {
+        if let Ok(mut r) = self.report.lock() {
+            *r = Some(Arc::from(html));
+        }
+        self.publish(|b| b.report = true);
     }
 
     fn board(&self) -> Board {
-        self.board.lock().map(|b| b.clone()).unwrap_or_default()
+        let mut b = self.board.lock().map(|b| b.clone()).unwrap_or_default();
+        b.server = self.server_now();
+        b.feed = self.feed.stats();
+        b
+    }
+
+    /// The board as the live page's `state` frame: `/status` with the counters, the last
+    /// [`STATE_CHANGES`] changes without their per-worker rows, and the workers only when
+    /// they changed since the last frame sent to every viewer (or `whole`, for a new
+    /// viewer): a run of many workers does not resend them every interval.
+    fn state_json(&self, whole: bool) -> String {
+        let mut board = self.board();
+        let counters = std::mem::take(&mut board.counters);
+        let skip = board.changes.len().saturating_sub(STATE_CHANGES);
+        board.changes.drain(..skip);
+        for c in &mut board.changes {
+            c.workers.clear();
+        }
+        let Ok(serde_json::Value::Object(mut m)) = serde_json::to_value(&board) else {
+            return String::new();
+        };
+        m.insert(
+            "counters".into(),
+            serde_json::to_value(&counters).unwrap_or_default(),
+        );
+        let workers = m
+            .get("workers")
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        if let Ok(mut last) = self.last_workers.lock()
+            && !whole
+        {
+            if *last == workers {
+                m.remove("workers");
+            } else {
+                *last = workers;
+            }
+        }
+        serde_json::Value::Object(m).to_string()
     }
 
     /// Off loopback, the run's token is required.
@@ -216,6 +304,10 @@ impl Admin {
                 phase: "starting",
                 ..Board::default()
             })),
+            feed: Arc::new(live::Feed::default()),
+            server: Arc::new(watch::channel(None).0),
+            report: Arc::new(Mutex::new(None)),
+            last_workers: Arc::new(Mutex::new(String::new())),
             requests: tx,
             token: token.to_string(),
             loopback,
@@ -273,7 +365,16 @@ pub async fn serve(
         .await
         .map_err(|e| format!("--admin {addr}: cannot listen: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    // The feed's streams end first, or the graceful shutdown would wait for them.
+    let feed = Arc::clone(&admin.feed);
+    let stop = async move {
+        stop.await;
+        feed.close();
+    };
     let app = Router::new()
+        .route("/", get(page))
+        .route("/events", get(events))
+        .route("/report", get(report))
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/rate", put(rate))
@@ -300,17 +401,66 @@ fn refused() -> Response {
         .into_response()
 }
 
+/// The live page: static (it holds no data, so it is served without the token; it asks
+/// for the token when the feed refuses it).
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        crest_report::html::live::PAGE,
+    )
+        .into_response()
+}
+
+/// The live page's server-sent events ([`live`]).
+async fn events(State(a): State<Admin>, headers: HeaderMap) -> Response {
+    if !a.allowed(&headers) {
+        return refused();
+    }
+    let rx = a.feed.subscribe(a.state_json(true));
+    let frames = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let body = axum::body::Body::from_stream(tokio_stream::StreamExt::map(frames, |f| {
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::copy_from_slice(f.as_bytes()))
+    }));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The finished run's report.html.
+async fn report(State(a): State<Admin>, headers: HeaderMap) -> Response {
+    if !a.allowed(&headers) {
+        return refused();
+    }
+    let html = a.report.lock().ok().and_then(|r| r.clone());
+    match html {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            h.to_string(),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "the report is built when the run is over (give --admin-linger to keep the page up after it)\n",
+        )
+            .into_response(),
+    }
+}
+
 async fn metrics(State(a): State<Admin>, headers: HeaderMap) -> Response {
     if !a.allowed(&headers) {
         return refused();
     }
-    let mut text = String::new();
-    let board = a.board();
-    let mut registry = prometheus_client::registry::Registry::default();
-    registry.register_collector(Box::new(Exported(board)));
-    if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+    let Ok(text) = metrics::text(a.board()) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode\n").into_response();
-    }
+    };
     (
         [(
             header::CONTENT_TYPE,
@@ -381,191 +531,6 @@ async fn ask(a: &Admin, action: Action) -> Response {
     }
 }
 
-/// The board as Prometheus metrics.
-#[derive(Debug)]
-struct Exported(Board);
-
-impl prometheus_client::collector::Collector for Exported {
-    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let b = &self.0;
-        requests(b, &mut enc)?;
-        latency(b, &mut enc)?;
-        let rates: Vec<_> = b
-            .rates
-            .iter()
-            .filter_map(|r| r.rate.map(|v| (vec![("class", r.class.clone())], v)))
-            .collect();
-        gauge(
-            &mut enc,
-            "crest_target_rate",
-            "The rate in force, requests per second (runtime changes included).",
-            &rates,
-        )?;
-        if let Some(p) = &b.last_interval {
-            last_interval(p, &mut enc)?;
-        }
-        let alive = b.workers.iter().filter(|w| w.lost.is_none()).count();
-        gauge(
-            &mut enc,
-            "crest_workers",
-            "Workers taking part and not lost.",
-            &[(Labels::new(), alive as f64)],
-        )?;
-        gauge(
-            &mut enc,
-            "crest_elapsed_seconds",
-            "Seconds since the measured start.",
-            &[(Labels::new(), b.elapsed_s)],
-        )?;
-        Ok(())
-    }
-}
-
-/// A metric's labels.
-type Labels = Vec<(&'static str, String)>;
-
-/// One counter family, a value per label set.
-fn counter(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    rows: &[(Labels, u64)],
-) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (labels, v) in rows {
-        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
-    }
-    Ok(())
-}
-
-/// One gauge family, a value per label set.
-fn gauge(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    rows: &[(Labels, f64)],
-) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    for (labels, v) in rows {
-        ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
-    }
-    Ok(())
-}
-
-/// The request counters per class and command: scheduled, sent, completed, errors by kind.
-fn requests(b: &Board, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-    let cmd = |c: &Counters| vec![("class", c.class.clone()), ("command", c.command.clone())];
-    for (name, help, get) in [
-        (
-            "crest_requests_scheduled",
-            "Requests the open-loop schedule (or the closed loop) created, every worker.",
-            (|c: &Counters| c.scheduled) as fn(&Counters) -> u64,
-        ),
-        (
-            "crest_requests_sent",
-            "Requests written to the target.",
-            |c| c.sent,
-        ),
-        (
-            "crest_requests_completed",
-            "Requests answered with a non-error reply.",
-            |c| c.completed,
-        ),
-    ] {
-        let rows: Vec<_> = b.counters.iter().map(|c| (cmd(c), get(c))).collect();
-        counter(enc, name, help, &rows)?;
-    }
-    let errors: Vec<_> = b
-        .counters
-        .iter()
-        .flat_map(|c| {
-            c.errors.iter().map(move |(k, n)| {
-                let mut l = cmd(c);
-                l.push(("kind", k.clone()));
-                (l, *n)
-            })
-        })
-        .collect();
-    counter(
-        enc,
-        "crest_request_errors",
-        "Failed requests by kind (server error words, timeout, disconnected, ...).",
-        &errors,
-    )
-}
-
-/// Each class's latency histogram, binned at scrape time.
-fn latency(b: &Board, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(
-        "crest_latency_seconds",
-        "Latency from the intended send time, every worker merged (exact HDR histograms binned at scrape time).",
-        None,
-        MetricType::Histogram,
-    )?;
-    for h in &b.latency {
-        let mut bounds: Vec<(f64, u64)> = BUCKETS_S
-            .iter()
-            .copied()
-            .zip(h.buckets.iter().copied())
-            .collect();
-        bounds.push((f64::MAX, h.buckets.last().copied().unwrap_or(0)));
-        let labels = vec![("class", h.class.clone())];
-        m.encode_family(&labels)?
-            .encode_histogram::<()>(h.sum_s, h.count, &bounds, None)?;
-    }
-    Ok(())
-}
-
-/// The last finished interval's gauges: latency quantiles, rate, lag, the verdicts.
-fn last_interval(
-    p: &crest_report::TimelinePoint,
-    enc: &mut DescriptorEncoder<'_>,
-) -> Result<(), std::fmt::Error> {
-    let q = |q: &str, v: f64| (vec![("quantile", q.to_string())], v / 1e6);
-    gauge(
-        enc,
-        "crest_interval_latency_seconds",
-        "The last finished interval's exact latency quantiles, every worker merged.",
-        &[
-            q("0.5", p.latency_us.p50),
-            q("0.99", p.latency_us.p99),
-            q("0.999", p.latency_us.p999),
-        ],
-    )?;
-    let one = |v: f64| [(Labels::new(), v)];
-    let flag = |on: bool| if on { 1.0 } else { 0.0 };
-    for (name, help, v) in [
-        (
-            "crest_interval_achieved_rate",
-            "The last finished interval's non-error replies per second.",
-            p.achieved_rate,
-        ),
-        (
-            "crest_interval_schedule_lag_p99_seconds",
-            "The last finished interval's schedule lag p99.",
-            p.schedule_lag_p99_us / 1e6,
-        ),
-        (
-            "crest_interval_generator_bound",
-            "1 when the generator, not the server, limited the last finished interval.",
-            flag(p.generator_bound),
-        ),
-        (
-            "crest_interval_off_pace",
-            "1 when the last finished interval's schedule lag p99 passed the pacer's bound (the report's off_pace says why).",
-            flag(p.off_pace.is_some()),
-        ),
-        (
-            "crest_interval_shard_preemptions",
-            "Times the scheduler gave a shard's core to another thread in the last finished interval, every shard summed.",
-            p.preemptions as f64,
-        ),
-    ] {
-        gauge(enc, name, help, &one(v))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -598,39 +563,5 @@ mod tests {
             from_dense.sum_s,
             b.sum_s
         );
-    }
-
-    #[test]
-    fn the_text_has_counters_the_histogram_and_gauges() {
-        let mut h = crest_model::hist::new_hist();
-        h.record(150_000).unwrap();
-        let board = Board {
-            phase: "running",
-            counters: vec![Counters {
-                class: "main".into(),
-                command: "GET".into(),
-                scheduled: 3,
-                sent: 2,
-                completed: 1,
-                errors: [("timeout".to_string(), 1)].into(),
-            }],
-            latency: vec![Binned::of("main", &h)],
-            ..Board::default()
-        };
-        let mut registry = prometheus_client::registry::Registry::default();
-        registry.register_collector(Box::new(Exported(board)));
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        for line in [
-            "crest_requests_scheduled_total{class=\"main\",command=\"GET\"} 3",
-            "crest_request_errors_total{class=\"main\",command=\"GET\",kind=\"timeout\"} 1",
-            "crest_latency_seconds_bucket{le=\"0.0001\",class=\"main\"} 0",
-            "crest_latency_seconds_bucket{le=\"0.00025\",class=\"main\"} 1",
-            "crest_latency_seconds_bucket{le=\"+Inf\",class=\"main\"} 1",
-            "crest_latency_seconds_count{class=\"main\"} 1",
-            "# EOF",
-        ] {
-            assert!(text.contains(line), "{line} not in\n{text}");
-        }
     }
 }
