@@ -1,6 +1,6 @@
 //! `GET /metrics`: the board as the Prometheus/OpenMetrics text format.
 
-use super::{BUCKETS_S, Board, Counters};
+use super::board::{BUCKETS_S, Board, Counters};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -256,7 +256,7 @@ fn last_interval(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::admin::Binned;
+    use crate::admin::board::Binned;
 
     #[test]
     fn the_text_has_counters_the_histogram_and_gauges() {

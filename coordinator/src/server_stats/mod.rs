@@ -80,28 +80,7 @@ pub(crate) mod memcache;
 pub mod sampler;
 
 pub use crest_report::server::{Series, ServerReport, ServerRow};
-pub use sampler::{Running, Sampler};
-
-/// The server as its latest two samples show it, for the live page and `/metrics`
-/// ([`Sampler::now`]): published after every sample on the clock.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct Now {
-    /// When the latest sample's reply came, seconds since the measured start.
-    pub at_s: f64,
-    /// Commands the server ran per second between the two samples, the sampler's own
-    /// `INFO`s left out.
-    pub ops_per_s: f64,
-    /// `used_memory` (memcached: `bytes`), bytes.
-    pub used_memory: Option<u64>,
-    /// The server's CPU time (user + system) per command between the samples, µs.
-    pub cpu_us_per_op: Option<f64>,
-    /// The server's CPU time per second of wall time between the samples (1 = one core).
-    pub cpu_cores: Option<f64>,
-    /// Keys (memcached: items) at the latest sample.
-    pub keys: u64,
-    /// `connected_clients` (memcached: `curr_connections`).
-    pub clients: Option<u64>,
-}
+pub use sampler::{Now, Running, Sampler};
 
 /// What the run's sampler did.
 #[derive(Debug, Clone, Default)]

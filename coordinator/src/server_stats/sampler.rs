@@ -41,6 +41,27 @@ const FINAL_SECTION: &[u8] = b"latencystats";
 /// For servers that take one section argument only (Redis < 7).
 const EVERYTHING: &[&[u8]] = &[b"INFO", b"everything"];
 
+/// The server as its latest two samples show it, for the live page and `/metrics`
+/// ([`Sampler::now`]): published after every sample on the clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Now {
+    /// When the latest sample's reply came, seconds since the measured start.
+    pub at_s: f64,
+    /// Commands the server ran per second between the two samples, the sampler's own
+    /// `INFO`s left out.
+    pub ops_per_s: f64,
+    /// `used_memory` (memcached: `bytes`), bytes.
+    pub used_memory: Option<u64>,
+    /// The server's CPU time (user + system) per command between the samples, µs.
+    pub cpu_us_per_op: Option<f64>,
+    /// The server's CPU time per second of wall time between the samples (1 = one core).
+    pub cpu_cores: Option<f64>,
+    /// Keys (memcached: items) at the latest sample.
+    pub keys: u64,
+    /// `connected_clients` (memcached: `curr_connections`).
+    pub clients: Option<u64>,
+}
+
 /// The sampler between samples.
 #[derive(Debug)]
 pub struct Sampler {
@@ -311,7 +332,7 @@ impl Sampler {
 
     /// The server as the latest two samples show it (None before there are two, or when
     /// they span no time); `start` is the measured start.
-    pub fn now(&self, start: Instant) -> Option<super::Now> {
+    pub fn now(&self, start: Instant) -> Option<Now> {
         let n = self.series.samples.len();
         let (a, b) = (
             self.series.samples.get(n.checked_sub(2)?)?,
@@ -337,7 +358,7 @@ impl Sampler {
             .cpu_us()
             .zip(a.info.cpu_us())
             .map(|(y, x)| y.saturating_sub(x));
-        Some(super::Now {
+        Some(Now {
             at_s: tb.saturating_duration_since(start).as_secs_f64(),
             ops_per_s: ops as f64 / dt,
             used_memory: b.info.uint("used_memory"),
@@ -356,7 +377,7 @@ impl Sampler {
         start: Instant,
         interval: Duration,
         first: u32,
-        live: Option<tokio::sync::watch::Sender<Option<super::Now>>>,
+        live: Option<tokio::sync::watch::Sender<Option<Now>>>,
     ) -> Running {
         let (stop, mut stopped) = oneshot::channel();
         let handle = tokio::spawn(async move {
