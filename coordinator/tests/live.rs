@@ -134,14 +134,15 @@ fn the_live_page_draws_the_run_and_steers_it_with_the_typed_token() {
         let (code, body) = http(port, "GET", "/status", "", Some("s3cret"));
         assert_eq!(code, 200);
         let status: Value = serde_json::from_str(&body).unwrap();
+        let last = &status["last_interval"];
         let on_page = page.eval(
-            "JSON.stringify([state.intervals, +document.getElementById('achieved').getAttribute('data-value')])",
+            "(function () { var a = document.getElementById('achieved'); return JSON.stringify([+a.getAttribute('data-t'), +a.getAttribute('data-value')]); })()",
         );
         let on_page: Value = serde_json::from_str(on_page.as_str().unwrap()).unwrap();
-        if on_page[0] == status["intervals"] {
+        if on_page[0].as_f64() == last["t_s"].as_f64() {
             assert_eq!(
                 on_page[1].as_f64().unwrap(),
-                f(&status["last_interval"], "achieved_rate"),
+                f(last, "achieved_rate"),
                 "{on_page} vs {status}"
             );
             agreed = true;

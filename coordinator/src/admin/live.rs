@@ -157,6 +157,8 @@ struct Ring {
     stride: u32,
     pending: Option<Point>,
     pending_n: u32,
+    /// The latest interval as it was (not folded): the page's figures of the moment.
+    last: Option<Point>,
     /// Timeline rows taken so far.
     #[serde(skip)]
     seen: usize,
@@ -165,6 +167,7 @@ struct Ring {
 impl Ring {
     fn push(&mut self, p: Point) {
         self.stride = self.stride.max(1);
+        self.last = Some(p.clone());
         match &mut self.pending {
             Some(q) => q.fold(&p),
             None => self.pending = Some(p),

@@ -101,7 +101,8 @@ impl Admin {
         b
     }
 
-    /// The board as the live page's `state` frame: `/status` with the counters, the last
+    /// The board as the live page's `state` frame: `/status` without the last interval (the
+    /// `point` frames carry it) and with the counters, the last
     /// [`STATE_CHANGES`] changes without their per-worker rows, and the workers only when
     /// they changed since the last frame sent to every viewer (or `whole`, for a new
     /// viewer): a run of many workers does not resend them every interval.
@@ -116,6 +117,8 @@ impl Admin {
         let Ok(serde_json::Value::Object(mut m)) = serde_json::to_value(&board) else {
             return String::new();
         };
+        // The page has the last interval from its `point` frame.
+        m.remove("last_interval");
         m.insert(
             "counters".into(),
             serde_json::to_value(&counters).unwrap_or_default(),
