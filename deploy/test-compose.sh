@@ -14,7 +14,15 @@
 #    the sink container's address;
 # 3. a second run on the same (idle, long-lived) workers: `docker kill` one worker mid-run;
 #    checks that crest exits 3 and that this worker, and only it, is marked lost;
-# 4. `compose down`; checks that no container or network of the project remains.
+# 4. the per-run Kubernetes form (deploy/k8s-run) in containers: an overlay (2 workers of
+#    1 CPU, the sink as target) rendered with `kubectl kustomize` and turned into Compose
+#    by deploy/k8s-run/compose_from_k8s.py, which gives each container what Kubernetes
+#    would (the image and user, read-only root, dropped capabilities, a cpuset per worker,
+#    JOB_COMPLETION_INDEX, the Services' names); the coordinator's exit code is the verdict
+#    (0), each worker takes part in the one run and exits 0, and the report names them
+#    worker-0 and worker-1 on hosts crest-workers-0 and -1; a worker killed in a second
+#    such run makes the verdict 3;
+# 5. `compose down`; checks that no container or network of the project remains.
 #
 # Skips (exit 0, loudly) only when no Docker engine answers. Every wait is bounded; the
 # project is always taken down, even on failure (trap). Environment: CREST_COMPOSE (compose
@@ -71,8 +79,15 @@ UP=0
 # An empty env file: a deploy/.env left by a user must not change what is tested.
 compose() { timeout 120 "${COMPOSE_CMD[@]}" --env-file "$WORK/empty.env" -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
 
+K8S_UP=0
+K8S_PROJECT="${PROJECT}k"
+k8s_compose() { timeout 120 "${COMPOSE_CMD[@]}" --env-file "$WORK/empty.env" -p "$K8S_PROJECT" -f "$WORK/k8s/compose.yaml" "$@"; }
 cleanup() {
     local rc=$?
+    if [[ $K8S_UP == 1 ]]; then
+        if [[ $rc != 0 ]]; then k8s_compose logs --no-color --tail 40 >&2 || true; fi
+        k8s_compose down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+    fi
     if [[ $UP == 1 ]]; then
         if [[ $rc != 0 ]]; then
             log "logs of the failed test (last 40 lines per service):"
@@ -119,7 +134,7 @@ wait_exit() {
 }
 
 # ---------------------------------------------------------------------------------------
-log "1/4 building the image"
+log "1/5 building the image"
 if [[ "${SKIP_BUILD:-0}" == 1 ]]; then
     docker image inspect "$IMAGE_REF" >/dev/null 2>&1 || fail "SKIP_BUILD=1 but no image $IMAGE_REF"
 else
@@ -134,7 +149,7 @@ unset CREST_CPUS CREST_THREADS CREST_NAME CREST_TOKEN CREST_COORDINATOR WORKER_C
     CREST_RATIO CREST_CONNECTIONS CREST_WAIT_TIMEOUT RUST_LOG
 
 # ---------------------------------------------------------------------------------------
-log "2/4 compose up: sink, coordinator, $WORKERS workers; 10 s at $RATE req/s (project $PROJECT, ${COMPOSE_CMD[*]})"
+log "2/5 compose up: sink, coordinator, $WORKERS workers; 10 s at $RATE req/s (project $PROJECT, ${COMPOSE_CMD[*]})"
 mkresults "$WORK/run1"
 export CREST_RESULTS="$WORK/run1"
 UP=1
@@ -197,7 +212,7 @@ done
 log "name resolution via Docker's DNS works in the FROM scratch image: every worker reached coordinator:7600 by name and resolved sink:6379 to $SINK_IP"
 
 # ---------------------------------------------------------------------------------------
-log "3/4 second run on the same workers; docker kill one worker mid-run"
+log "3/5 second run on the same workers; docker kill one worker mid-run"
 mkresults "$WORK/run2"
 export CREST_RESULTS="$WORK/run2"
 compose up -d --no-deps --force-recreate coordinator >/dev/null 2>&1 || fail "compose up coordinator (run 2) failed"
@@ -233,7 +248,107 @@ EOF
 [[ "$(docker inspect -f '{{.State.Running}}' "$VICTIM")" == false ]] || fail "the killed worker was restarted"
 
 # ---------------------------------------------------------------------------------------
-log "4/4 compose down"
+log "4/5 the per-run Kubernetes form (deploy/k8s-run) in containers"
+command -v kubectl >/dev/null || fail "kubectl (kustomize) is needed to render deploy/k8s-run"
+# The overlay a user would write: two workers of one CPU, the sink as the target.
+mkdir -p "$WORK/deploy/test"
+cp -r "$ROOT/deploy/k8s" "$ROOT/deploy/k8s-run" "$WORK/deploy/"
+cat >"$WORK/deploy/test/kustomization.yaml" <<'YAML'
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../k8s-run
+patches:
+  - patch: |-
+      apiVersion: batch/v1
+      kind: Job
+      metadata: {name: crest-workers}
+      spec:
+        completions: 2
+        template:
+          spec:
+            containers:
+              - name: worker
+                resources:
+                  requests: {cpu: "1", memory: 256Mi}
+                  limits: {cpu: "1", memory: 256Mi}
+  - patch: |-
+      apiVersion: batch/v1
+      kind: Job
+      metadata: {name: crest-coordinator}
+      spec:
+        template:
+          spec:
+            containers:
+              - name: crest
+                env:
+                  - {name: CREST_TARGET, value: "sink:6379"}
+                  - {name: CREST_RATE, value: "4000"}
+                  - {name: CREST_DURATION, value: "8s"}
+                  - {name: CREST_WAIT_TIMEOUT, value: "60s"}
+YAML
+cat >"$WORK/sink.yaml" <<YAML
+sink:
+  image: $IMAGE_REF
+  entrypoint: ["crest"]
+  command: ["sink", "--listen", "0.0.0.0:6379"]
+  user: "65532:65532"
+  read_only: true
+  stop_signal: SIGINT
+YAML
+kubectl kustomize "$WORK/deploy/test" >"$WORK/run.yaml" || fail "kubectl kustomize of the per-run overlay failed"
+per_run() { # per_run RESULTS: the Compose file from the manifests, started; sets COORD, WORKER_IDS
+    mkresults "$1"
+    rm -rf "$WORK/k8s"
+    python3 "$ROOT/deploy/k8s-run/compose_from_k8s.py" "$WORK/run.yaml" "$WORK/k8s" --image "$IMAGE_REF" \
+        --results "$1" --extra "$WORK/sink.yaml" >/dev/null || fail "compose_from_k8s.py failed"
+    K8S_UP=1
+    k8s_compose up -d >/dev/null 2>&1 || fail "compose up of the per-run form failed"
+    COORD="$(k8s_compose ps -aq crest-coordinator)"
+    WORKER_IDS=("$(k8s_compose ps -aq crest-workers-0)" "$(k8s_compose ps -aq crest-workers-1)")
+    [[ -n "$COORD" && -n "${WORKER_IDS[0]}" && -n "${WORKER_IDS[1]}" ]] || fail "per-run containers missing"
+}
+per_run "$WORK/run3"
+for i in 0 1; do
+    c="${WORKER_IDS[$i]}"
+    got="$(docker inspect -f '{{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CpusetCpus}} {{.Config.Hostname}} {{.HostConfig.CapDrop}}' "$c")"
+    [[ "$got" == "65532:65532 true $i crest-workers-$i [ALL]" ]] || fail "worker $i runs as '$got', not as its pod would"
+    envs="$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$c")"
+    grep -qx "JOB_COMPLETION_INDEX=$i" <<<"$envs" || fail "worker $i has no JOB_COMPLETION_INDEX=$i"
+done
+wait_exit "$COORD" 120
+[[ "$EXIT_CODE" == 0 ]] || fail "per-run form: the coordinator (the verdict) exited $EXIT_CODE, expected 0"
+for c in "${WORKER_IDS[@]}"; do
+    wait_exit "$c" 30
+    [[ "$EXIT_CODE" == 0 ]] || fail "per-run form: worker $c exited $EXIT_CODE after its one run, expected 0"
+done
+python3 - "$WORK/run3/report.json" <<'PY' || fail "per-run report check failed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+ws = sorted((w["name"], w["host"]) for w in r["workers"])
+def check(ok, msg):
+    if not ok:
+        sys.exit(f"test-compose: per-run report: {msg}")
+check(ws == [("worker-0", "crest-workers-0"), ("worker-1", "crest-workers-1")], f"workers {ws}")
+check(not any(w["lost"] for w in r["workers"]), "a worker is marked lost")
+t = r["totals"]
+check(t["scheduled"] == t["completed"] + t["errors"] + t["in_flight"] + t["unsent"], f"books: {t}")
+check(t["errors"] == 0 and t["completed"] > 0, f"totals: {t}")
+print(f"test-compose: per-run ok: verdict 0, workers {ws} exited 0, achieved {t['achieved_rate']}/s", file=sys.stderr)
+PY
+k8s_compose down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1 || fail "down of the per-run form failed"
+# The verdict fails when the run does: a worker killed mid-run.
+per_run "$WORK/run4"
+wait_log "$COORD" 'Z +[3-7]\.[0-9]s/8s' 60 || fail "per-run form, run 2 did not reach 3 s"
+docker kill "${WORKER_IDS[1]}" >/dev/null
+wait_exit "$COORD" 120
+[[ "$EXIT_CODE" == 3 ]] || fail "per-run form: the coordinator exited $EXIT_CODE after a worker was killed, expected 3"
+k8s_compose down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1 || fail "down of the per-run form failed"
+K8S_UP=0
+log "per-run form: verdict 0 for a complete run (workers named by index, exited 0), 3 when a worker is killed"
+
+# ---------------------------------------------------------------------------------------
+log "5/5 compose down"
 compose down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1 || fail "compose down failed"
 UP=0
 left_c="$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")"

@@ -91,6 +91,12 @@ if ! python3 -c 'import jsonschema; jsonschema.Draft202012Validator' >/dev/null 
   python3 -m pip install -q --disable-pip-version-check 'jsonschema>=4.18' >&2
 fi
 
+# The per-run Kubernetes form is turned into Compose by deploy/k8s-run/compose_from_k8s.py.
+if ! python3 -c 'import yaml' >/dev/null 2>&1; then
+  log "installing PyYAML from PyPI (deploy/k8s-run/compose_from_k8s.py)"
+  python3 -m pip install -q --disable-pip-version-check 'PyYAML>=6' >&2
+fi
+
 log "redis-server: $(redis-server --version | head -c 60)"
 log "valkey-server: $(valkey-server --version | head -c 60)"
 log "memcached: $(memcached -V | head -c 60)"

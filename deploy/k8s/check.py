@@ -13,7 +13,14 @@ Two kinds of checks, every problem reported, exit 1 if there is any:
    CREST_NAME from the pod name, CREST_TOKEN from a Secret in both, the profile ConfigMap
    at /etc/crest/profile.toml, results on a volume, a locked-down securityContext.
 
-Usage: check.py -k 1.29 -k 1.37 [--schema-only EXTRA.yaml] RENDERED.yaml [RENDERED.yaml ...]
+3. With --run RENDERED.yaml (`kubectl kustomize deploy/k8s-run`), the per-run form: the
+   coordinator Job (backoffLimit 0, ttlSecondsAfterFinished) behind its Service, the
+   workers as an Indexed Job (completionMode Indexed, parallelism == completions ==
+   CREST_WORKERS, backoffLimit 0, ttlSecondsAfterFinished, CREST_ONE_RUN, no CREST_NAME so
+   the index names each worker, JOB_COMPLETION_INDEX from the pod's annotation), a
+   headless Service whose name is the pods' subdomain, and no long-lived Deployment.
+
+Usage: check.py -k 1.29 -k 1.37 [--schema-only EXTRA.yaml] [--run RUN.yaml] RENDERED.yaml [...]
 """
 
 import argparse
@@ -367,12 +374,77 @@ def check_all(objs, p):
         check_security(o, p)
 
 
+def check_run(objs, p):
+    """The per-run form (deploy/k8s-run): what `kubectl wait` on the coordinator relies on."""
+    by_kind = {}
+    for o in objs:
+        by_kind.setdefault(o.get("kind"), []).append(o)
+    jobs = {j["metadata"]["name"]: j for j in by_kind.get("Job", [])}
+    services = {s["metadata"].get("name"): s for s in by_kind.get("Service", [])}
+    secrets = {s["metadata"].get("name"): s for s in by_kind.get("Secret", [])}
+    p.check(not by_kind.get("Deployment"), "a run of its own has no long-lived worker Deployment")
+    indexed = [j for j in jobs.values() if j["spec"].get("completionMode") == "Indexed"]
+    others = [j for j in jobs.values() if j["spec"].get("completionMode") != "Indexed"]
+    if not (p.check(len(indexed) == 1, f"expected one Indexed Job (the workers), found {len(indexed)}")
+            and p.check(len(others) == 1, f"expected one coordinator Job, found {len(others)}")):
+        return
+    workers, coord_job = indexed[0], others[0]
+    for j in (workers, coord_job):
+        p.check(j["spec"].get("backoffLimit") == 0, f"{kn(j)}: backoffLimit must be 0 (a run is never retried)")
+        p.check(isinstance(j["spec"].get("ttlSecondsAfterFinished"), int),
+                f"{kn(j)}: needs ttlSecondsAfterFinished (the run cleans up after itself)")
+        check_security(j, p)
+    ws = workers["spec"]
+    n = ws.get("completions")
+    p.check(isinstance(n, int) and n >= 1 and ws.get("parallelism") == n,
+            f"{kn(workers)}: parallelism must equal completions (every worker at once), "
+            f"got {ws.get('parallelism')} and {n}")
+    coord = (pod_spec(coord_job).get("containers") or [{}])[0]
+    want = (env_of(coord).get("CREST_WORKERS") or {}).get("value")
+    p.check(str(want) == str(n), f"{kn(coord_job)}: CREST_WORKERS={want} must equal the workers' completions {n}")
+    wspec = pod_spec(workers)
+    # The Job controller adds these labels to its pods.
+    wlabels = dict(pod_labels(workers))
+    wlabels.update({"batch.kubernetes.io/job-name": workers["metadata"]["name"],
+                    "job-name": workers["metadata"]["name"]})
+    p.check(wspec.get("restartPolicy") == "Never", f"{kn(workers)}: restartPolicy must be Never")
+    sub = wspec.get("subdomain")
+    headless = services.get(sub)
+    if p.check(headless is not None, f"{kn(workers)}: subdomain {sub!r} names no Service"):
+        p.check(headless["spec"].get("clusterIP") == "None", f"Service {sub}: must be headless (clusterIP: None)")
+        p.check(selects(headless["spec"].get("selector") or {}, wlabels),
+                f"Service {sub}: must select the workers' pods")
+        p.check(not selects(headless["spec"].get("selector") or {}, pod_labels(coord_job)),
+                f"Service {sub}: must not select the coordinator")
+    worker = (wspec.get("containers") or [{}])[0]
+    wenv = env_of(worker)
+    p.check(str((wenv.get("CREST_ONE_RUN") or {}).get("value")).lower() == "true",
+            f"{kn(workers)}: CREST_ONE_RUN must be true (each worker takes part in this run and exits)")
+    p.check("CREST_NAME" not in wenv,
+            f"{kn(workers)}: CREST_NAME must be unset, so each worker is named by its index")
+    idx = ((wenv.get("JOB_COMPLETION_INDEX") or {}).get("valueFrom") or {}).get("fieldRef") or {}
+    p.check(idx.get("fieldPath") == "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+            f"{kn(workers)}: JOB_COMPLETION_INDEX must come from the job-completion-index annotation")
+    url = urlsplit(str((wenv.get("CREST_COORDINATOR") or {}).get("value")))
+    svc = services.get(url.hostname or "")
+    if p.check(svc is not None, f"{kn(workers)}: CREST_COORDINATOR names no Service ({url.geturl()})"):
+        p.check(selects(svc["spec"].get("selector") or {}, pod_labels(coord_job)),
+                f"Service {url.hostname}: must select the coordinator's pod")
+        p.check(not selects(svc["spec"].get("selector") or {}, wlabels),
+                f"Service {url.hostname}: must not select the workers")
+    check_guaranteed(workers, p)
+    for o, c in ((coord_job, coord), (workers, worker)):
+        check_token(o, c, secrets, p)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-k", "--kubernetes-version", action="append", required=True)
     ap.add_argument("--schema-only", action="append", default=[], metavar="FILE",
                     help="also validate the objects in FILE against the schemas (no property checks)")
-    ap.add_argument("files", nargs="+")
+    ap.add_argument("--run", action="append", default=[], metavar="FILE",
+                    help="rendered deploy/k8s-run: schemas and the per-run form's properties")
+    ap.add_argument("files", nargs="*")
     args = ap.parse_args()
     shipped = sorted({kv.major_minor(v) for v in kv.all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
     missing = [v for v in args.kubernetes_version if kv.major_minor(v.lstrip("v")) not in shipped]
@@ -410,6 +482,20 @@ def main():
             objs = []
         if p.check(objs and all(isinstance(o, dict) for o in objs), "no objects, or a document is not a mapping"):
             validate_schemas(objs, args.kubernetes_version, p)
+        total += len(p.items)
+        passed += p.passed
+    for f in args.run:
+        p = Problems(f)
+        try:
+            with open(f) as fh:
+                objs = [o for o in yaml.safe_load_all(fh) if o is not None]
+        except (OSError, yaml.YAMLError) as e:
+            p.add(f"cannot read: {e}")
+            objs = []
+        if p.check(objs and all(isinstance(o, dict) for o in objs), "no objects, or a document is not a mapping"):
+            n = validate_schemas(objs, args.kubernetes_version, p)
+            check_run(objs, p)
+            print(f"{f}: {len(objs)} objects, {n} schema validations passed, {len(p.items)} problem(s)")
         total += len(p.items)
         passed += p.passed
     # Schema validations plus property checks, in the plain form test summaries use.

@@ -66,6 +66,11 @@ render_to() {  # render_to SRC OUT
 
 render_to "$dir" "$work/default.yaml"
 
+# The per-run form beside it (deploy/k8s-run: a kustomization over this one).
+run_dir="$dir/../k8s-run"
+[ -f "$run_dir/kustomization.yaml" ] || die "no per-run form at $run_dir"
+render_to "$run_dir" "$work/run.yaml"
+
 # The PVC variant, enabled exactly as README.md tells users to: uncomment `components:`.
 cp -r "$dir" "$work/pvc"
 kz="$work/pvc/kustomization.yaml"
@@ -88,6 +93,19 @@ fi
 kargs=()
 for v in $K8S_VERSIONS; do kargs+=(-k "$v"); done
 if ! (cd "$work" && "$venv/bin/python" "$here/check.py" "${kargs[@]}" \
-        --schema-only "$dir/results-pvc/fetch-results.yaml" default.yaml with-pvc.yaml); then
+        --schema-only "$dir/results-pvc/fetch-results.yaml" --run run.yaml default.yaml with-pvc.yaml); then
   die "the Kubernetes manifests in $dir have problems (FAIL lines above)"
 fi
+
+# The per-run checks can fail: workers that are retried and never exit must be refused.
+mkdir -p "$work/broken"
+cp -r "$dir" "$work/broken/k8s"
+cp -r "$run_dir" "$work/broken/k8s-run"
+sed -i -e 's/backoffLimit: 0/backoffLimit: 2/' -e '/name: CREST_ONE_RUN/,+1d' "$work/broken/k8s-run/workers-job.yaml"
+render_to "$work/broken/k8s-run" "$work/broken.yaml"
+if (cd "$work" && "$venv/bin/python" "$here/check.py" "${kargs[@]}" --run broken.yaml >"$work/broken.out" 2>&1); then
+  die "check.py passed a per-run form whose workers are retried and never exit"
+fi
+grep -q "crest-workers: backoffLimit must be 0" "$work/broken.out" && grep -q "CREST_ONE_RUN must be true" "$work/broken.out" \
+  || { cat "$work/broken.out" >&2; die "check.py refused the broken per-run form without naming why"; }
+echo "validate.sh: a broken per-run form is refused, naming backoffLimit and CREST_ONE_RUN"

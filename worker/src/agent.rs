@@ -57,6 +57,10 @@ pub struct AgentConfig {
     pub cores: Vec<core_affinity::CoreId>,
     /// Stop dialling after a session ends (used by in-process workers).
     pub once: bool,
+    /// Take part in one run and exit (`crest-worker --one-run`, a per-run Kubernetes Job's
+    /// workers): dial until a coordinator answers, stop once that session ends; a session
+    /// lost mid-way is an error ([`AgentError::Lost`]).
+    pub one_run: bool,
     /// In the coordinator's own process (`crest run`'s local workers): the coordinator
     /// prints why a run was refused, so the worker logs it at debug, not as a second
     /// warning of the same line.
@@ -85,6 +89,9 @@ pub enum AgentError {
     /// The TLS session cannot be set up (a certificate problem); retrying cannot help.
     #[error("{0}")]
     Tls(String),
+    /// With `one_run`: the session with the coordinator failed before it ended.
+    #[error("{0}")]
+    Lost(String),
 }
 
 /// The endpoint a worker (or a relay) dials the coordinator at `url` with: `https://` with
@@ -136,6 +143,10 @@ pub async fn run(
             r = session(&cfg, &endpoint, &id, tls) => r,
         };
         let line = match outcome {
+            Ok(reason) if cfg.one_run => {
+                tracing::info!(%reason, "session with coordinator ended; one run taken part in, exiting");
+                return Ok(());
+            }
             Ok(reason) => {
                 backoff = BACKOFF_MIN;
                 after_end = true;
@@ -146,6 +157,12 @@ pub async fn run(
             Err(SessionError::Refused(r)) => return Err(AgentError::Refused(r)),
             Err(SessionError::Dial(f)) if f.fatal => return Err(AgentError::Tls(f.line)),
             Err(SessionError::Dial(f)) => Some(format!("{}; retrying with backoff", f.line)),
+            Err(e) if cfg.one_run => {
+                return Err(AgentError::Lost(format!(
+                    "the session with the coordinator at {} failed: {e}",
+                    cfg.coordinator
+                )));
+            }
             Err(e) => {
                 after_end = false;
                 Some(format!(

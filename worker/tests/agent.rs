@@ -138,6 +138,7 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
                 token: String::new(),
                 cores: vec![core_affinity::CoreId { id: 0 }],
                 once: true,
+                one_run: false,
                 in_process: false,
                 tls: None,
             },
@@ -206,5 +207,72 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
         let _ = stop_tx.send(());
         drop(out);
         let _ = tokio::time::timeout(Duration::from_secs(5), worker).await;
+    });
+}
+
+/// `one_run` (`crest-worker --one-run`, a per-run Kubernetes Job's workers): a worker that
+/// starts before its coordinator keeps dialling until it answers, and once that session
+/// ends it exits instead of dialling again.
+#[test]
+fn a_one_run_worker_waits_for_its_coordinator_and_exits_after_the_session() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Nobody listens yet: the worker's first dials fail.
+        drop(listener);
+        let worker = tokio::spawn(agent::run(
+            AgentConfig {
+                coordinator: format!("http://{addr}"),
+                name: "w".into(),
+                host: "h".into(),
+                token: String::new(),
+                cores: vec![core_affinity::CoreId { id: 0 }],
+                once: false,
+                one_run: true,
+                in_process: false,
+                tls: None,
+            },
+            std::future::pending(),
+        ));
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(
+            !worker.is_finished(),
+            "a failed dial does not end a one-run worker"
+        );
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let (stx, mut sessions) = mpsc::unbounded_channel();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(CoordinatorServer::new(Scripted { sessions: stx }))
+                .serve_with_incoming(TcpListenerStream::new(listener)),
+        );
+        let (mut inbound, out) = tokio::time::timeout(Duration::from_secs(30), sessions.recv())
+            .await
+            .expect("the worker dials again")
+            .unwrap();
+        let In::Register(_) = next(&mut inbound).await else {
+            panic!("the first message is Register")
+        };
+        out.send(Out::Welcome(pb::Welcome::default()))
+            .await
+            .unwrap();
+        // The coordinator ends the session (its run is over).
+        drop(out);
+        let ended = tokio::time::timeout(Duration::from_secs(10), worker)
+            .await
+            .expect("the worker exits after its session")
+            .unwrap();
+        assert!(ended.is_ok(), "{ended:?}");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), sessions.recv())
+                .await
+                .is_err(),
+            "a one-run worker does not dial again"
+        );
     });
 }

@@ -196,6 +196,7 @@ fn start_local_workers(
             token: token.to_string(),
             cores: mine,
             once: true,
+            one_run: false,
             in_process: true,
             // Loopback: the in-process workers dial a plaintext listener of their own.
             tls: None,

@@ -31,9 +31,15 @@ struct Args {
     /// At most this many shards (one pinned thread each).
     #[arg(long, env = "CREST_THREADS")]
     threads: Option<usize>,
-    /// Name shown in reports (default: the host name).
+    /// Name shown in reports (default: `worker-$JOB_COMPLETION_INDEX` in a Kubernetes
+    /// Indexed Job, else the host name).
     #[arg(long, env = "CREST_NAME")]
     name: Option<String>,
+    /// Take part in one run, then exit: 0 when the run ended, 1 when the coordinator was
+    /// lost during it (a per-run Kubernetes Job's workers). Until a coordinator answers it
+    /// keeps dialling, as a long-lived worker does.
+    #[arg(long, env = "CREST_ONE_RUN", value_parser = clap::builder::BoolishValueParser::new())]
+    one_run: bool,
     /// Shared secret the coordinator requires.
     #[command(flatten)]
     token: control_tls::Token,
@@ -90,11 +96,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|_| "unknown".into());
     let cfg = agent::AgentConfig {
         coordinator: args.coordinator,
-        name: args.name.unwrap_or_else(|| host.clone()),
+        name: args.name.unwrap_or_else(|| {
+            default_name(&host, std::env::var("JOB_COMPLETION_INDEX").ok().as_deref())
+        }),
         host,
         token: args.token.secret,
         cores,
         once: false,
+        one_run: args.one_run,
         in_process: false,
         tls,
     };
@@ -106,10 +115,24 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     match res {
         Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ agent::AgentError::Lost(_)) => {
+            eprintln!("crest-worker: {e}");
+            Ok(ExitCode::from(1))
+        }
         Err(e) => {
             eprintln!("crest-worker: {e}");
             Ok(ExitCode::from(2))
         }
+    }
+}
+
+/// The name a worker goes by without `--name`: `worker-<index>` in a Kubernetes Indexed
+/// Job (its `JOB_COMPLETION_INDEX`: stable across a retried pod, unlike the pod's name),
+/// else the host name.
+fn default_name(host: &str, index: Option<&str>) -> String {
+    match index {
+        Some(i) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => format!("worker-{i}"),
+        _ => host.to_string(),
     }
 }
 
@@ -134,5 +157,14 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Args::command().debug_assert();
+    }
+
+    /// In an Indexed Job a worker is named by its index; elsewhere by its host.
+    #[test]
+    fn a_worker_without_a_name_is_named_by_its_job_index_or_its_host() {
+        assert_eq!(default_name("pod-x7", Some("3")), "worker-3");
+        assert_eq!(default_name("pod-x7", None), "pod-x7");
+        assert_eq!(default_name("pod-x7", Some("")), "pod-x7");
+        assert_eq!(default_name("pod-x7", Some("3; rm")), "pod-x7");
     }
 }
