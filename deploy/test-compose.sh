@@ -258,6 +258,16 @@ apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - ../k8s-run
+# An overlay that changes completions copies it again (k8s-run's replacements ran before).
+replacements:
+  - source: {kind: Job, name: crest-workers, fieldPath: spec.completions}
+    targets:
+      - select: {kind: Job, name: crest-coordinator}
+        fieldPaths:
+          - spec.template.spec.containers.[name=crest].env.[name=CREST_WORKERS].value
+      - select: {kind: Job, name: crest-workers}
+        fieldPaths:
+          - spec.parallelism
 patches:
   - patch: |-
       apiVersion: batch/v1

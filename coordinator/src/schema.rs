@@ -1,7 +1,7 @@
-//! The published schema of what Crest writes: `report.json` (a run), `compare.json` and
-//! `search.json`, as one JSON Schema (2020-12) document generated from their types
-//! (`docs/report.schema.json`). Each file's shape is a `$defs` entry (`Report`,
-//! `Comparison`, `Search`) and the root accepts any of them. A test keeps the checked-in
+//! The published schema of what Crest writes: `report.json` (a run), `compare.json`,
+//! `search.json` and `suite.json`, as one JSON Schema (2020-12) document generated from
+//! their types (`docs/report.schema.json`). Each file's shape is a `$defs` entry (`Report`,
+//! `Comparison`, `Search`, `SuiteFile`) and the root accepts any of them. A test keeps the checked-in
 //! file current; the end-to-end tests validate every file they read against it.
 
 use schemars::SchemaGenerator;
@@ -17,13 +17,14 @@ pub fn document() -> String {
         generator.subschema_for::<crest_report::Report>(),
         generator.subschema_for::<crest_report::compare::Comparison>(),
         generator.subschema_for::<crate::search::Search>(),
+        generator.subschema_for::<crate::suite::SuiteFile>(),
     ];
     let defs = generator.take_definitions(true);
     let doc = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://crest.invalid/report.schema.json",
         "title": "Crest's JSON files",
-        "description": "report.json (a run: $defs/Report), compare.json ($defs/Comparison) and search.json ($defs/Search), as `crest` writes them. Generated from the report types: do not edit by hand (`cargo test -p crest --lib schema` says how to refresh it).",
+        "description": "report.json (a run: $defs/Report), compare.json ($defs/Comparison), search.json ($defs/Search) and suite.json ($defs/SuiteFile), as `crest` writes them. Generated from the report types: do not edit by hand (`cargo test -p crest --lib schema` says how to refresh it).",
         "anyOf": roots.iter().map(|s| s.as_value().clone()).collect::<Vec<Value>>(),
         "$defs": defs,
     });
@@ -52,7 +53,7 @@ mod tests {
             super::PATH
         );
         let doc: serde_json::Value = serde_json::from_str(&now).unwrap();
-        for def in ["Report", "Comparison", "Search"] {
+        for def in ["Report", "Comparison", "Search", "SuiteFile"] {
             assert!(doc["$defs"][def].is_object(), "{def}");
         }
     }

@@ -190,6 +190,43 @@ pub struct Plan {
     pub rate: Option<f64>,
 }
 
+/// `suite.json`: the suite's settings and each test's result.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SuiteFile {
+    /// Which suite (`Default`, `Cache`, ...).
+    pub suite: String,
+    /// `-n`: requests per test.
+    pub requests: u64,
+    /// `-c`: connections.
+    pub clients: u32,
+    /// `-P`: pipeline.
+    pub pipeline: u32,
+    /// `-d`: bytes of each value.
+    pub payload_bytes: usize,
+    /// `-r`: the keyspace of `__rand12__` (null: literal names).
+    pub random: Option<u64>,
+    /// `--rate`: the open-loop rate (null: closed loop).
+    pub rate: Option<f64>,
+    /// Each test's result, in order.
+    pub tests: Vec<Outcome>,
+}
+
+impl SuiteFile {
+    /// `suite.json` of `plan` (suite `which`, values of `payload_bytes`) and its outcomes.
+    pub fn of(which: String, plan: &Plan, payload_bytes: usize, tests: Vec<Outcome>) -> Self {
+        Self {
+            suite: which,
+            requests: plan.requests,
+            clients: plan.clients,
+            pipeline: plan.pipeline,
+            payload_bytes,
+            random: plan.random,
+            rate: plan.rate,
+            tests,
+        }
+    }
+}
+
 /// One test's result.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Outcome {

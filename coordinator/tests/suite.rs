@@ -167,10 +167,19 @@ fn csv_selection_keyspace_and_the_open_loop() {
             "4",
             "--target",
             &server.addr(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
         ],
     );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], their_header);
+    // suite.json fits the published schema and holds each test's counts.
+    let file = read_checked(&dir.path().join("out/suite.json"), "SuiteFile");
+    assert_eq!(file["requests"], 300);
+    assert_eq!(file["clients"], 4);
+    let tests = file["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 3, "{file}");
+    assert!(tests.iter().all(|t| t["completed"] == 300), "{file}");
     let titles: Vec<&str> = lines[1..]
         .iter()
         .map(|l| l.split('"').nth(1).unwrap())

@@ -996,16 +996,8 @@ async fn suite_cmd(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = out {
         std::fs::create_dir_all(&dir)?;
-        let json = serde_json::json!({
-            "suite": format!("{which:?}"),
-            "requests": plan.requests,
-            "clients": plan.clients,
-            "pipeline": plan.pipeline,
-            "payload_bytes": payload.len(),
-            "random": plan.random,
-            "rate": plan.rate,
-            "tests": outcomes,
-        });
+        let json =
+            suite::SuiteFile::of(format!("{which:?}"), &plan, payload.len(), outcomes.clone());
         std::fs::write(dir.join("suite.json"), serde_json::to_string_pretty(&json)?)?;
         eprintln!(
             "crest: suite written to {}",
