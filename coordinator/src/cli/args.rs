@@ -295,12 +295,13 @@ pub struct LoadArgs {
     /// Requests per shard and class allowed to wait for a free connection.
     #[arg(long)]
     pub backlog_limit: Option<u64>,
-    /// Serve the admin HTTP API here (off by default): GET /metrics (Prometheus), GET
-    /// /status, PUT /rate, POST /pause, /resume, /stop. Off loopback it needs --token.
+    /// Serve the admin HTTP API here (off by default): GET / (the live page: watch and
+    /// steer the run in a browser), GET /metrics (Prometheus), GET /status, PUT /rate,
+    /// POST /pause, /resume, /stop. Off loopback it needs --token.
     #[arg(long, env = "CREST_ADMIN")]
     pub admin: Option<SocketAddr>,
     /// Keep the admin API up this long after the run (a scraper's last look at the final
-    /// counters) before writing the report.
+    /// counters; the live page shows the report) before writing the report.
     #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
     pub admin_linger: Option<Duration>,
     /// Closed loop bounded by --requests: pause every N requests, let the replies come

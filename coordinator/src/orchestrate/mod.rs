@@ -127,7 +127,7 @@ pub async fn run_with<T>(
         .map_err(RunError::Usage)?;
         if !cfg.quiet {
             eprintln!(
-                "crest: admin API on http://{bound}: GET /metrics /status, PUT /rate, POST /pause /resume /stop"
+                "crest: live page on http://{bound}/ (admin API: GET /metrics /status, PUT /rate, POST /pause /resume /stop)"
             );
         }
     }
