@@ -1,6 +1,6 @@
 //! One line of each format into a [`Record`], or the reason it cannot be replayed.
 
-use crate::{MAX_VALUE, Op, Record};
+use crate::record::{MAX_VALUE, Op, Record};
 
 fn record(at_us: u64, op: Op, key: &[u8]) -> Record {
     Record {
