@@ -80,8 +80,9 @@ fn the_live_page_draws_the_run_and_steers_it_with_the_typed_token() {
             "s3cret",
             "--admin",
             &format!("0.0.0.0:{port}"),
+            // Long enough for the page to fetch the report; the run exits after it.
             "--admin-linger",
-            "20s",
+            "6s",
         ],
     );
     let out = run.out();

@@ -472,19 +472,8 @@ def main():
             p.check(False, "nothing rendered")
         total += len(p.items)
         passed += p.passed
-    for f in args.schema_only:
-        p = Problems(f)
-        try:
-            with open(f) as fh:
-                objs = [o for o in yaml.safe_load_all(fh) if o is not None]
-        except (OSError, yaml.YAMLError) as e:
-            p.add(f"cannot read: {e}")
-            objs = []
-        if p.check(objs and all(isinstance(o, dict) for o in objs), "no objects, or a document is not a mapping"):
-            validate_schemas(objs, args.kubernetes_version, p)
-        total += len(p.items)
-        passed += p.passed
-    for f in args.run:
+    # Extra files: schemas only (--schema-only), or schemas and the per-run form (--run).
+    for f, props in [(f, None) for f in args.schema_only] + [(f, check_run) for f in args.run]:
         p = Problems(f)
         try:
             with open(f) as fh:
@@ -494,8 +483,9 @@ def main():
             objs = []
         if p.check(objs and all(isinstance(o, dict) for o in objs), "no objects, or a document is not a mapping"):
             n = validate_schemas(objs, args.kubernetes_version, p)
-            check_run(objs, p)
-            print(f"{f}: {len(objs)} objects, {n} schema validations passed, {len(p.items)} problem(s)")
+            if props:
+                props(objs, p)
+                print(f"{f}: {len(objs)} objects, {n} schema validations passed, {len(p.items)} problem(s)")
         total += len(p.items)
         passed += p.passed
     # Schema validations plus property checks, in the plain form test summaries use.

@@ -98,6 +98,30 @@ fn good_plan() -> RunPlan {
     }
 }
 
+/// A runtime of two threads: the worker's and the scripted coordinator's.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A one-shard worker of `addr`: for one session (`once`), or for one run (`one_run`).
+fn agent_config(addr: std::net::SocketAddr, one_run: bool) -> AgentConfig {
+    AgentConfig {
+        coordinator: format!("http://{addr}"),
+        name: "w".into(),
+        host: "h".into(),
+        token: String::new(),
+        cores: vec![core_affinity::CoreId { id: 0 }],
+        once: !one_run,
+        one_run,
+        in_process: false,
+        tls: None,
+    }
+}
+
 /// Waits for the next message of `kind` on the session, skipping heartbeats.
 async fn next(inbound: &mut Streaming<pb::WorkerMessage>) -> In {
     loop {
@@ -115,12 +139,7 @@ async fn next(inbound: &mut Streaming<pb::WorkerMessage>) -> In {
 
 #[test]
 fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stx, mut sessions) = mpsc::unbounded_channel();
@@ -130,22 +149,9 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
                 .serve_with_incoming(TcpListenerStream::new(listener)),
         );
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let worker = tokio::spawn(agent::run(
-            AgentConfig {
-                coordinator: format!("http://{addr}"),
-                name: "w".into(),
-                host: "h".into(),
-                token: String::new(),
-                cores: vec![core_affinity::CoreId { id: 0 }],
-                once: true,
-                one_run: false,
-                in_process: false,
-                tls: None,
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        ));
+        let worker = tokio::spawn(agent::run(agent_config(addr, false), async {
+            let _ = stop_rx.await;
+        }));
         let (mut inbound, out) = sessions.recv().await.unwrap();
         let In::Register(reg) = next(&mut inbound).await else {
             panic!("the first message is Register")
@@ -215,30 +221,12 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
 /// ends it exits instead of dialling again.
 #[test]
 fn a_one_run_worker_waits_for_its_coordinator_and_exits_after_the_session() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         // Nobody listens yet: the worker's first dials fail.
         drop(listener);
-        let worker = tokio::spawn(agent::run(
-            AgentConfig {
-                coordinator: format!("http://{addr}"),
-                name: "w".into(),
-                host: "h".into(),
-                token: String::new(),
-                cores: vec![core_affinity::CoreId { id: 0 }],
-                once: false,
-                one_run: true,
-                in_process: false,
-                tls: None,
-            },
-            std::future::pending(),
-        ));
+        let worker = tokio::spawn(agent::run(agent_config(addr, true), std::future::pending()));
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(
             !worker.is_finished(),
