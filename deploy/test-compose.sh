@@ -313,6 +313,9 @@ per_run() { # per_run RESULTS: the Compose file from the manifests, started; set
     python3 "$ROOT/deploy/k8s-run/compose_from_k8s.py" "$WORK/run.yaml" "$WORK/k8s" --image "$IMAGE_REF" \
         --results "$1" --extra "$WORK/sink.yaml" >/dev/null || fail "compose_from_k8s.py failed"
     K8S_UP=1
+    # The target is up before the run, as a cluster's server would be.
+    k8s_compose up -d sink >/dev/null 2>&1 || fail "compose up of the sink failed"
+    wait_log "$(k8s_compose ps -q sink)" 'listening on' 30 || fail "the sink did not listen within 30 s"
     k8s_compose up -d >/dev/null 2>&1 || fail "compose up of the per-run form failed"
     COORD="$(k8s_compose ps -aq crest-coordinator)"
     WORKER_IDS=("$(k8s_compose ps -aq crest-workers-0)" "$(k8s_compose ps -aq crest-workers-1)")
