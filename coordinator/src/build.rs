@@ -113,13 +113,12 @@ pub struct Ran {
 }
 
 /// The end of a run ([`crate::orchestrate::run_with`]'s `finish`): its report, and with
-/// `--admin` the report.html the live page shows while the API lingers.
+/// `--admin` and `--admin-linger` the report.html the live page shows while the API lingers.
 pub fn finish(cfg: &RunConfig, mut results: RunResults) -> (Ran, Option<String>) {
     let live_errors = std::mem::take(&mut results.live_errors);
     let report = build(cfg, results);
-    let html = cfg
-        .admin
-        .is_some()
+    // Only a lingering API can serve it: without a linger it closes with the run.
+    let html = (cfg.admin.is_some() && !cfg.admin_linger.is_zero())
         .then(|| crest_report::html::run::render(&report));
     (
         Ran {

@@ -110,7 +110,12 @@ fn the_live_page_draws_the_run_and_steers_it_with_the_typed_token() {
         Duration::from_secs(60),
     );
     let first = series(&mut page);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Read again once the page has more points (a wait with a deadline, not a timing).
+    let drawn = first.iter().map(|s| s.2).max().unwrap_or(0);
+    page.wait(
+        &format!("+document.body.getAttribute('data-points') > {drawn}"),
+        Duration::from_secs(30),
+    );
     let second = series(&mut page);
     let names: BTreeSet<_> = first.iter().map(|s| (s.0.as_str(), s.1.as_str())).collect();
     for want in [
