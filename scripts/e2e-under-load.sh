@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The end-to-end suite under load: N runs in a row (default 3) of `cargo test -p crest
 # --test e2e` while two busy loops hog the machine's cores, as a CI machine that is busy
-# or stolen from would. A test that asserts a timing a busy core breaks fails here first.
+# or stolen from would, two tests at a time as scripts/test.sh runs them
+# (CREST_TEST_THREADS=1: one at a time). A test that asserts a timing a busy core breaks
+# fails here first.
 #
 #   scripts/e2e-under-load.sh [N]
 #
@@ -22,7 +24,7 @@ failed=0
 for i in $(seq 1 "$runs"); do
     log=$(mktemp /tmp/crest-e2e-load.XXXXXX)
     t0=$(date +%s)
-    if cargo test -p crest --test e2e -- --test-threads=1 --include-ignored >"$log" 2>&1; then
+    if cargo test -p crest --test e2e -- --test-threads="${CREST_TEST_THREADS:-2}" --include-ignored >"$log" 2>&1; then
         rc=0
     else
         rc=$?

@@ -24,8 +24,11 @@ if [[ "$(id -u)" == 0 ]] && command -v ip >/dev/null 2>&1; then
 else
     skipped+=("netns multi-host tests and the full-disk test (need root and iproute2)")
 fi
-# One test at a time: the end-to-end tests run real servers and real load on 2 cores.
-cargo test --workspace -- --test-threads="${CREST_TEST_THREADS:-1}" "${ignored[@]}"
+# Two tests at a time: most end-to-end tests spend their time waiting on a run's clock,
+# so two side by side halve the stage on 2 cores (testkit hands each server a port no
+# other test and no outgoing connection can take). None asserts a timing a busy core
+# breaks: scripts/e2e-under-load.sh runs them two at a time beside two busy loops.
+cargo test --workspace -- --test-threads="${CREST_TEST_THREADS:-2}" "${ignored[@]}"
 stage tests
 ./deploy/k8s/validate.sh  # Kubernetes manifests: kustomize render + schema checks, offline
 stage "k8s manifests"

@@ -566,29 +566,34 @@ fn the_grafana_dashboard_asks_for_what_metrics_serves() {
         "2000",
         "--duration",
         "4s",
-        // GET on a list: WRONGTYPE, so crest_request_errors_total has samples.
+        // GET on a list: WRONGTYPE, so crest_request_errors_total has samples (ten keys:
+        // every key is a list within the first few milliseconds).
         "--mix",
         "GET=1,LPUSH=1",
+        "--keys",
+        "10",
         "--admin",
         &format!("127.0.0.1:{port}"),
     ]);
     let mut p = run.spawn();
     running_for(port, 1.2);
-    // The server's gauges come once the sampler has two samples.
+    // The server's gauges come once the sampler has two samples, the error counter once
+    // an interval with a WRONGTYPE is merged.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let text = loop {
         let (code, text) = http(port, "GET", "/metrics", "", None);
         assert_eq!(code, 200);
-        if text.contains("crest_server_cpu_per_op_seconds") {
+        if text.contains("crest_server_cpu_per_op_seconds")
+            && text.contains("crest_request_errors_total{")
+        {
             break text;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no server gauges: {text}"
+            "no server gauges or no error samples: {text}"
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(text.contains("crest_request_errors_total{"), "{text}");
     let scrape = dir.path().join("metrics.txt");
     std::fs::write(&scrape, &text).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

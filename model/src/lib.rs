@@ -18,6 +18,8 @@
 //! - [`convert`]: every domain ↔ wire conversion, and the one check of each field a peer sends.
 //! - [`plan`]: what a run plan is: classes, each shard's part, pacer, session.
 //! - [`built`]: a run plan as a worker runs it: the checked wire plan with workloads built.
+//! - [`trace`]: a replayed trace's requests as a shard holds them (`crest replay`, being
+//!   built): the op table, a checked chunk, each request's RESP encoding.
 //! - [`clock`]: Unix time as the protocol carries it.
 //! - [`file`](mod@file): reading a file a user named, with a cap on its size.
 //! - [`target`]: the target's address and the session every connection opens with (login,
@@ -36,4 +38,5 @@ pub mod slot;
 pub mod stats;
 pub mod target;
 pub mod topology;
+pub mod trace;
 pub mod workload;

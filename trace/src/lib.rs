@@ -17,6 +17,7 @@
 //! Data flow: file → [`input::open`] (decompression) → [`Reader`] (lines → [`Record`]s,
 //! skips counted) → the replay (partitioned by key hash, timed, sent; not in this crate).
 
+pub mod clock;
 pub mod input;
 mod parse;
 mod record;

@@ -57,6 +57,22 @@ pub enum Verb {
 }
 
 impl Op {
+    /// Every op, in the order above.
+    pub const ALL: [Op; 12] = [
+        Op::Get,
+        Op::Gets,
+        Op::Set,
+        Op::Add,
+        Op::Replace,
+        Op::Cas,
+        Op::Append,
+        Op::Prepend,
+        Op::Delete,
+        Op::Incr,
+        Op::Decr,
+        Op::Command,
+    ];
+
     /// As traces write it (lower case), and as the report counts it.
     pub fn name(self) -> &'static str {
         match self {

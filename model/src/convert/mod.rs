@@ -11,11 +11,13 @@ mod check;
 mod control;
 mod plan;
 mod results;
+mod trace;
 
 pub use check::{WireError, limits};
 pub use control::*;
 pub use plan::MAX_PEM;
 pub use results::*;
+pub use trace::{batch_from_wire, batch_to_wire};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
