@@ -83,6 +83,15 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// An empty chunk numbered `seq` (`last`: the shard's part ends with it).
+    pub fn new(seq: u64, last: bool) -> Self {
+        Self {
+            seq,
+            last,
+            ..Self::default()
+        }
+    }
+
     /// Requests in it.
     pub fn len(&self) -> usize {
         self.at_ns.len()

@@ -289,7 +289,7 @@ mod tests {
                     assert_eq!(*until, Some(Duration::from_millis(3_500)));
                     *budget
                 }
-                Load::Open(_) => panic!("class 1 is closed loop"),
+                Load::Open(_) | Load::Trace(_) => panic!("class 1 is closed loop"),
             })
             .collect();
         assert_eq!(budgets, vec![Some(7), None]);

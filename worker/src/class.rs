@@ -31,6 +31,7 @@
 //! falls short of its target, which marks it generator-bound).
 
 use crate::conn::{Conn, ConnId, NO_KEY, Pending, Reply};
+use crate::feed::{POLL_NS, TraceQueue};
 use crate::outage::Outages;
 use crate::pace::Pace;
 use crate::route::{NO_SLOT, Routes};
@@ -38,6 +39,7 @@ use crate::spec::Load;
 use crest_model::hist::Dense;
 use crest_model::rng::Rng;
 use crest_model::schedule::{Profile, Schedule, Steer};
+use crest_model::slot;
 use crest_model::stats::{Kinds, Redirects, Staleness, Stats, add_error, clean_message};
 use crest_model::topology::{RedirectKind, parse_redirect};
 use crest_model::workload::{Cursor, Mixer, Stamped, Wire, Workload, read_stamp, stamp};
@@ -164,6 +166,9 @@ enum Arrivals {
         issued: u64,
         gates: VecDeque<u64>,
     },
+    /// A replayed trace (`crest replay`): at each request's intended time, as the
+    /// coordinator streams them; a request's `key` is its number in the shard's part.
+    Trace(Box<TraceQueue>),
 }
 
 /// The shard-wide things a class sends with: the connections (each class uses only its
@@ -382,6 +387,7 @@ impl ClassState {
                 issued: 0,
                 gates: checkpoints.into(),
             },
+            Load::Trace(source) => Arrivals::Trace(Box::new(TraceQueue::new(source))),
         };
         Self {
             mixer: workload.mixer(),
@@ -410,6 +416,10 @@ impl ClassState {
     /// Stamps this class's SETs and checks its GETs for staleness (`--check-staleness`);
     /// nothing when it has neither.
     pub fn check_staleness(&mut self) {
+        if matches!(self.arrivals, Arrivals::Trace(_)) {
+            // A trace's values are its own sizes, never stamped.
+            return;
+        }
         let roles = self.workload.versioned();
         if roles.contains(&Some(true)) && roles.contains(&Some(false)) {
             self.stale = Some(Box::new(StaleCheck {
@@ -434,6 +444,7 @@ impl ClassState {
         match &self.arrivals {
             Arrivals::Open { schedule, .. } => Some(schedule.profile().duration_ns()),
             Arrivals::Closed { until, .. } => *until,
+            Arrivals::Trace(_) => None,
         }
     }
 
@@ -464,13 +475,15 @@ impl ClassState {
             Arrivals::Closed { until, .. } => {
                 *until = Some(until.map_or(at, |u| u.min(at)));
             }
+            Arrivals::Trace(q) => q.end_at(at),
         }
     }
 
     /// Follows a runtime change from `at` (ns since the start) on: a held cluster-wide
     /// rate at this shard's `share`, or the plan's profile again. The next intended time
     /// is placed again under the new profile (unchanged when it falls before `at`), so
-    /// the spacing stays continuous. Closed-loop classes ignore it.
+    /// the spacing stays continuous. Closed-loop and trace classes ignore it (a trace keeps
+    /// its own clock).
     pub fn steer(&mut self, how: Steer, at: u64, share: f64) {
         if let Arrivals::Open {
             schedule,
@@ -505,6 +518,7 @@ impl ClassState {
                     && until.is_none_or(|u| now < u)
                     && gates.front().is_none_or(|g| issued < g)
             }
+            Arrivals::Trace(q) => q.sending(),
         }
     }
 
@@ -518,7 +532,7 @@ impl ClassState {
                 gates,
                 ..
             } => until.is_none_or(|u| now < u) && gates.front().is_some_and(|g| issued >= g),
-            Arrivals::Open { .. } => false,
+            Arrivals::Open { .. } | Arrivals::Trace(_) => false,
         }
     }
 
@@ -561,13 +575,17 @@ impl ClassState {
         match &self.arrivals {
             Arrivals::Open { next_due, .. } => *next_due,
             Arrivals::Closed { until, .. } => until.map(|u| u.max(now)),
+            // Nothing held yet: look at the feed again soon.
+            Arrivals::Trace(q) => q
+                .next_due()
+                .or_else(|| q.sending().then_some(now + POLL_NS)),
         }
     }
 
     /// Open loop: requests come at intended times, not when replies free slots.
     #[inline]
     pub fn is_open(&self) -> bool {
-        matches!(self.arrivals, Arrivals::Open { .. })
+        matches!(self.arrivals, Arrivals::Open { .. } | Arrivals::Trace(_))
     }
 
     /// Whether requests wait in a backlog, a back-off or a redirect.
@@ -583,24 +601,33 @@ impl ClassState {
     #[inline]
     pub fn send_due(&mut self, due: u64, now: u64, timeout: u64, out: &mut Outbox<'_>) {
         self.last = None;
-        if matches!(self.arrivals, Arrivals::Closed { .. }) {
-            self.fill_closed(due, out);
-            return;
+        match &mut self.arrivals {
+            Arrivals::Closed { .. } => {
+                self.fill_closed(due, out);
+                return;
+            }
+            Arrivals::Trace(q) => q.refill(now),
+            Arrivals::Open { .. } => {}
         }
         for _ in 0..MAX_PER_TURN {
-            let t = match self.arrivals {
+            let t = match &self.arrivals {
                 Arrivals::Open {
                     next_due: Some(t), ..
-                } if t <= due => t,
+                } if *t <= due => *t,
+                Arrivals::Trace(q) => match q.next_due() {
+                    Some(t) if t <= due => t,
+                    _ => return,
+                },
                 _ => return,
             };
             out.pace.record(now.saturating_sub(t));
             self.schedule(t, now, timeout, out);
-            if let Arrivals::Open {
-                schedule, next_due, ..
-            } = &mut self.arrivals
-            {
-                *next_due = schedule.next(out.rng);
+            match &mut self.arrivals {
+                Arrivals::Open {
+                    schedule, next_due, ..
+                } => *next_due = schedule.next(out.rng),
+                Arrivals::Trace(q) => q.advance(),
+                Arrivals::Closed { .. } => {}
             }
         }
         // The bound was hit: the shard cannot keep this rate. Once the class's time is
@@ -634,6 +661,28 @@ impl ClassState {
     /// slot (in a cluster).
     #[inline]
     fn create(&mut self, intended: u64, out: &mut Outbox<'_>) -> Queued {
+        if let Arrivals::Trace(q) = &self.arrivals {
+            // Its command and key are the record's; `key` is the record's number.
+            let seq = q.next;
+            let (cmd, slot) = match q.find(seq) {
+                Some((b, i)) => (
+                    b.op[i],
+                    match b.key(i) {
+                        k if !k.is_empty() && out.routes.is_cluster() => slot::key_slot(k),
+                        _ => NO_SLOT,
+                    },
+                ),
+                None => (0, NO_SLOT),
+            };
+            return Queued {
+                intended,
+                key: seq,
+                cmd,
+                slot,
+                tries: 0,
+                ask: false,
+            };
+        }
         let cmd = self.mixer.pick() as u32;
         let key = self
             .workload
@@ -803,8 +852,16 @@ impl ClassState {
     /// Writes `q` into connection `id`'s buffer (a slot of it is free) and marks it dirty.
     #[inline]
     fn put(&mut self, q: Queued, id: ConnId, out: &mut Outbox<'_>) {
-        let conn = &mut out.conns[id.index()];
         let req = self.unwritten(q);
+        if let Arrivals::Trace(t) = &self.arrivals
+            && t.find(q.key).is_none()
+        {
+            // Its chunk is gone: only a request a timeout past its time can get here,
+            // and such a request is given up.
+            self.on_failed(req, Failure::TimeoutUnsent, q.intended, None, out.routes);
+            return;
+        }
+        let conn = &mut out.conns[id.index()];
         // An ASK-redirected request goes with ASKING first; the marker says its reply is no
         // request's.
         let asked = q.ask
@@ -817,6 +874,18 @@ impl ClassState {
                 |w| w.bytes().extend_from_slice(b"*1\r\n$6\r\nASKING\r\n"),
             );
         let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
+        if let Arrivals::Trace(t) = &self.arrivals {
+            let values = workload.value_bytes();
+            let dirty = conn.enqueue(req, |buf| {
+                if let Some((b, i)) = t.find(q.key) {
+                    b.encode(i, &t.source.ops, values, buf);
+                }
+            });
+            if dirty || asked {
+                out.dirty.push(id);
+            }
+            return;
+        }
         let key = (q.key != NO_KEY).then_some(q.key);
         let stamped = self
             .stale
@@ -1030,7 +1099,9 @@ impl ClassState {
     #[inline]
     fn free_slot(&mut self, id: ConnId, node: u16, idle: bool) {
         match self.arrivals {
-            Arrivals::Open { .. } => self.free[usize::from(node)].push_back(id),
+            Arrivals::Open { .. } | Arrivals::Trace(_) => {
+                self.free[usize::from(node)].push_back(id);
+            }
             // Closed loop refills a connection's whole pipeline at once, as
             // valkey-benchmark does: one write of `pipeline` requests instead of a trickle
             // of small ones, which the server reads more cheaply too.
@@ -1158,7 +1229,17 @@ impl ClassState {
 
     /// The slot of a request for key `key` when requests are routed by slot.
     fn slot_of(&self, key: u64, routes: &Routes) -> Option<u16> {
-        (key != NO_KEY && routes.is_cluster()).then(|| self.workload.key_slot(key))
+        if !routes.is_cluster() || key == NO_KEY {
+            return None;
+        }
+        match &self.arrivals {
+            Arrivals::Trace(t) => t
+                .find(key)
+                .map(|(b, i)| b.key(i))
+                .filter(|k| !k.is_empty())
+                .map(slot::key_slot),
+            _ => Some(self.workload.key_slot(key)),
+        }
     }
 
     /// A request that failed without a reply (its connection, to `node`, closed under
@@ -1391,6 +1472,108 @@ mod tests {
         fn in_flight(&self) -> Vec<usize> {
             self.conns.iter().map(Conn::in_flight).collect()
         }
+    }
+
+    /// A trace class over ops get and set (its workload's commands in the same order),
+    /// and its feed.
+    fn trace(timeout_ns: u64) -> (ClassState, Arc<crate::feed::TraceFeed>) {
+        use crest_model::trace::TraceOp;
+        use crest_trace::Op;
+        let feed = Arc::new(crate::feed::TraceFeed::default());
+        let source = crate::feed::TraceSource {
+            feed: feed.clone(),
+            ops: vec![TraceOp::Op(Op::Get), TraceOp::Op(Op::Set)].into(),
+            timeout_ns,
+        };
+        let class = ClassState::new(
+            workload(&[("GET", 1), ("SET", 1)]),
+            Load::Trace(source),
+            4,
+            0,
+            16,
+            Cursor::default(),
+        );
+        (class, feed)
+    }
+
+    #[test]
+    fn a_trace_class_sends_its_records_in_order_at_their_times() {
+        use crest_model::trace::Batch;
+        let (mut class, feed) = trace(u64::MAX / 4);
+        let mut rig = Rig::new(1, &mut class);
+        assert!(class.is_open() && class.sending(0));
+        assert_eq!(
+            class.wake_at(0),
+            Some(crate::feed::POLL_NS),
+            "nothing held yet"
+        );
+        let mut b = Batch::new(1, true);
+        b.push(MS, 1, b"user:1", 5, 30, b"");
+        b.push(2 * MS, 0, b"user:1", 0, 0, b"");
+        b.push(9 * MS, 0, b"user:2", 0, 0, b"");
+        assert!(feed.push(b));
+        class.send_due(2 * MS, 2 * MS, u64::MAX, &mut rig.out());
+        assert_eq!(class.wake_at(2 * MS), Some(9 * MS));
+        let s = class.interval();
+        assert_eq!((s.cmds[0].scheduled, s.cmds[1].scheduled), (1, 1));
+        let w = rig.written(ConnId(0));
+        assert!(
+            w.starts_with("*5\r\n$3\r\nSET\r\n$6\r\nuser:1\r\n$5\r\n"),
+            "{w:?}"
+        );
+        assert!(
+            w.ends_with("$2\r\nEX\r\n$2\r\n30\r\n*2\r\n$3\r\nGET\r\n$6\r\nuser:1\r\n"),
+            "{w:?}"
+        );
+        let times: Vec<u64> = rig.conns[0].requests().map(|p| p.intended).collect();
+        assert_eq!(times, [MS, 2 * MS]);
+        assert_eq!(feed.consumed(), 2);
+        class.send_due(9 * MS, 9 * MS, u64::MAX, &mut rig.out());
+        assert_eq!(feed.consumed(), 3);
+        assert!(!class.sending(9 * MS), "the trace ended and all of it went");
+        assert!(class.end().is_none());
+    }
+
+    #[test]
+    fn a_trace_record_routes_by_its_own_key_and_a_moved_one_is_resent_as_recorded() {
+        use crest_model::trace::Batch;
+        let (mut class, feed) = trace(u64::MAX / 4);
+        let mut rig = Rig::cluster(1, &mut class);
+        let mut b = Batch::new(1, false);
+        b.push(0, 0, b"{a}x", 0, 0, b"");
+        feed.push(b);
+        class.send_due(0, 0, u64::MAX, &mut rig.out());
+        let (id, p) = only_request(&rig);
+        let slot = crest_model::slot::key_slot(b"{a}x");
+        let from = rig.conns[id.index()].node;
+        assert_eq!(from, u16::from(slot >= 8192), "routed by the record's key");
+        rig.flush(&mut class, MS);
+        let to = 1 - from;
+        let moved = format!("-MOVED {slot} 127.0.0.1:{}\r\n", 7000 + to);
+        rig.answer(&mut class, id, 1, moved.as_bytes(), 2 * MS);
+        let r = class.redirected.pop().unwrap();
+        let Redo::Moved { addr, .. } = &r.redo else {
+            panic!("{:?}", r.redo)
+        };
+        let n = rig.routes.redirect_target(addr, r.from).unwrap();
+        rig.routes.moved(slot, n);
+        class.resend(
+            r,
+            None,
+            false,
+            2 * MS,
+            u64::MAX,
+            &mut Kinds::default(),
+            &mut rig.out(),
+        );
+        let (id2, p2) = only_request(&rig);
+        assert_eq!(rig.conns[id2.index()].node, to);
+        assert_eq!((p2.intended, p2.key), (p.intended, p.key));
+        assert!(
+            rig.written(id2).contains("$4\r\n{a}x\r\n"),
+            "{}",
+            rig.written(id2)
+        );
     }
 
     fn errors(s: &Stats, kind: &str) -> u64 {

@@ -53,6 +53,7 @@ mod class;
 mod conn;
 pub mod control_tls;
 pub mod cpus;
+pub mod feed;
 mod outage;
 mod pace;
 pub mod probe;

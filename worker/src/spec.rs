@@ -49,6 +49,8 @@ pub enum Load {
         /// [`ShardConfig::released`] passes it.
         checkpoints: Vec<u64>,
     },
+    /// A replayed trace: its requests as the coordinator streams them (issue #27).
+    Trace(crate::feed::TraceSource),
 }
 
 /// One class as one shard runs it.
