@@ -42,6 +42,8 @@ pub struct ClassSpec {
     pub workload: Workload,
     /// Requests in flight per connection.
     pub pipeline: u32,
+    /// A replayed trace's op table (None: a rate or closed-loop class).
+    pub trace: Option<std::sync::Arc<[crate::trace::TraceOp]>>,
 }
 
 /// A checked run plan with every class built: what a worker runs.
@@ -72,9 +74,10 @@ impl ClassSpec {
             seed,
         )
         .map_err(wl)?;
-        let (profile, closed_for) = match &c.load {
-            Load::Open(p) => (Some(p.clone()), None),
-            Load::Closed { until } => (None, *until),
+        let (profile, closed_for, trace) = match &c.load {
+            Load::Open(p) => (Some(p.clone()), None, None),
+            Load::Closed { until } => (None, *until, None),
+            Load::Trace { ops } => (None, None, Some(ops.clone().into())),
         };
         Ok(Self {
             name: c.name.clone(),
@@ -82,6 +85,7 @@ impl ClassSpec {
             closed_for,
             workload,
             pipeline: shape.pipeline,
+            trace,
         })
     }
 }

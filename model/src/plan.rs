@@ -86,6 +86,13 @@ pub enum Load {
         /// When to stop sending.
         until: Option<Duration>,
     },
+    /// A replayed trace (`crest replay`): requests at the times the coordinator streams
+    /// them, each counted under its entry of this op table (the mix names the same
+    /// entries, in the same order, for the report).
+    Trace {
+        /// What each op index of a chunk means.
+        ops: Vec<crate::trace::TraceOp>,
+    },
 }
 
 /// What a class sends and how: its commands, keys, values and their shapes, and how deep

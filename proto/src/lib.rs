@@ -57,7 +57,9 @@ pub mod pb {
 /// from primaries only. Version 12: `NodeStats.outages` and `outages_dropped` (outages
 /// as the clients saw them), `RunPlan.check_staleness` and `ClassCounts.stale_checked`,
 /// `stale`, `behind`; an older worker would report no outage and check no read.
-pub const PROTOCOL_VERSION: u32 = 12;
+/// Version 13: `ClassPlan.trace_ops`, `TraceChunk` and `TraceAck` (a replayed trace); an
+/// older worker would find no rate profile for the class.
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

@@ -14,6 +14,7 @@
 
 use crate::assemble;
 use crate::control_tls::ClientTls;
+use crate::feed::TraceSource;
 use crate::probe::Slots;
 use crate::route;
 use crate::shard::{self, ShardEvent};
@@ -248,6 +249,19 @@ impl uplink::Below for Shards<'_> {
                     }
                 }
             }
+            In::TraceChunk(c) => {
+                if let Some(r) = self.run.as_mut().filter(|r| r.run_id == c.run_id)
+                    && let Err(reason) = r.take_chunk(c)
+                {
+                    tracing::warn!(%reason, "trace chunk refused: the run stops");
+                    out.push(Out::Failed(crest_model::convert::run_failed(
+                        &r.run_id,
+                        FailureKind::BadPlan,
+                        reason,
+                    )))?;
+                    self.run = None;
+                }
+            }
             In::Welcome(_) | In::Refused(_) | In::Ping(_) | In::Heartbeat(_) => {}
         }
         Ok(())
@@ -263,7 +277,9 @@ impl uplink::Below for Shards<'_> {
             return Ok(None);
         };
         let (msgs, done) = r.on_event(ev);
-        for m in msgs {
+        // What the shards took goes up before their intervals and the run's end, so the
+        // coordinator's books of the trace are whole when the run is.
+        for m in r.trace_acks().into_iter().chain(msgs) {
             out.push(m)?;
         }
         if done {
@@ -272,7 +288,12 @@ impl uplink::Below for Shards<'_> {
         Ok(None)
     }
 
-    async fn watch(&mut self) -> Result<Option<String>, SessionError> {
+    async fn watch(&mut self, out: &mut Outbox) -> Result<Option<String>, SessionError> {
+        if let Some(r) = self.run.as_mut() {
+            for m in r.trace_acks() {
+                out.push(m)?;
+            }
+        }
         Ok(None)
     }
 
@@ -717,17 +738,12 @@ fn spawn_run(
         stop.store(true, Ordering::Release);
         refuse.with(FailureKind::BadPlan, e.to_string())
     })?;
+    let feeds = TraceFeeds::of(&configs);
     spawn_shards(configs, &stop, refuse)?;
     tracing::info!(run_id = %plan.run_id, target = %target, shards = plan.shards.len(), "run accepted");
-    Ok(ActiveRun::new(
-        cfg,
-        plan,
-        tls.is_some(),
-        stop,
-        released,
-        steering,
-        erx,
-    ))
+    let mut run = ActiveRun::new(cfg, plan, tls.is_some(), stop, released, steering, erx);
+    run.feeds = feeds;
+    Ok(run)
 }
 
 /// Spawns the shards, one named thread each; if one cannot start, those already started
@@ -991,6 +1007,28 @@ struct ActiveRun {
     connections: crest_model::stats::ConnLife,
     /// The hypervisor's steal on the shards' cores, per interval message.
     steal: crate::sys::sched::StealMeter,
+    /// A replayed trace's feeds, one per trace class and shard.
+    feeds: TraceFeeds,
+}
+
+/// A run's trace feeds: per (class, shard), the feed its chunks go into and how many of
+/// its requests were last acknowledged to the coordinator.
+#[derive(Debug, Default)]
+struct TraceFeeds(BTreeMap<(u32, u32), (TraceSource, u64)>);
+
+impl TraceFeeds {
+    /// The feeds of the trace classes in `configs`.
+    fn of(configs: &[shard::ShardConfig]) -> Self {
+        let mut m = BTreeMap::new();
+        for sc in configs {
+            for (ci, c) in sc.classes.iter().enumerate() {
+                if let crate::spec::Load::Trace(src) = &c.load {
+                    m.insert((ci as u32, sc.index), (src.clone(), 0));
+                }
+            }
+        }
+        Self(m)
+    }
 }
 
 /// Rewrites every error kind of `stats` through the worker's bound.
@@ -1068,7 +1106,47 @@ impl ActiveRun {
                     .map(|c| c.id)
                     .collect(),
             ),
+            feeds: TraceFeeds::default(),
         }
+    }
+
+    /// A chunk of a replayed trace: checked against its class's op table and handed to
+    /// its shard's feed. Err: why the run cannot go on (a chunk for no trace class, out of
+    /// order, or out of shape: requests would go missing from the books).
+    fn take_chunk(&mut self, c: pb::TraceChunk) -> Result<(), String> {
+        let (class, shard, seq) = (c.class_index, c.shard, c.seq);
+        let Some((src, _)) = self.feeds.0.get(&(class, shard)) else {
+            return Err(format!(
+                "a trace chunk for class {class} on shard {shard}, which runs no trace"
+            ));
+        };
+        let batch = crest_model::convert::batch_from_wire(c, &src.ops)
+            .map_err(|e| format!("trace chunk {seq} of shard {shard}: {e}"))?;
+        if !src.feed.push(batch) {
+            return Err(format!(
+                "trace chunk {seq} of shard {shard} came out of order (after {})",
+                src.feed.pushed()
+            ));
+        }
+        Ok(())
+    }
+
+    /// An acknowledgement for each feed whose shard took requests since the last one.
+    fn trace_acks(&mut self) -> Vec<Out> {
+        let mut out = Vec::new();
+        for (&(class, shard), (src, acked)) in &mut self.feeds.0 {
+            let consumed = src.feed.consumed();
+            if consumed > *acked {
+                *acked = consumed;
+                out.push(Out::TraceAck(pb::TraceAck {
+                    run_id: self.run_id.clone(),
+                    class_index: class,
+                    shard,
+                    consumed,
+                }));
+            }
+        }
+        out
     }
 
     /// A runtime change from the coordinator: to the shards, and into the profiles the

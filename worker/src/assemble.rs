@@ -6,6 +6,7 @@
 //! together); a closed-loop class's budget as the coordinator split it and its end shifted
 //! past the warm-up.
 
+use crate::feed::{TraceFeed, TraceSource};
 use crate::shard::{Load, ShardClass, ShardConfig, ShardEvent};
 use crate::target_tls::Client;
 use core_affinity::CoreId;
@@ -84,9 +85,17 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
             .zip(&workloads)
             .map(|((c, part_class), w)| ShardClass {
                 workload: w.clone(),
-                load: match &c.profile {
-                    Some(p) => Load::Open(Schedule::new(p.scaled(part.share), plan.arrival, phase)),
-                    None => Load::Closed {
+                load: match (&c.trace, &c.profile) {
+                    // Each shard's part of a trace comes through a feed of its own.
+                    (Some(ops), _) => Load::Trace(TraceSource {
+                        feed: Arc::new(TraceFeed::default()),
+                        ops: ops.clone(),
+                        timeout_ns: u64::try_from(plan.timeout.as_nanos()).unwrap_or(u64::MAX),
+                    }),
+                    (None, Some(p)) => {
+                        Load::Open(Schedule::new(p.scaled(part.share), plan.arrival, phase))
+                    }
+                    (None, None) => Load::Closed {
                         until: c.closed_for.map(|d| d + plan.warmup),
                         budget: part_class.budget,
                         checkpoints: part_class.checkpoints.clone(),
@@ -163,6 +172,7 @@ mod tests {
             closed_for: None,
             workload: workload(),
             pipeline: 1,
+            trace: None,
         };
         let closed = ClassSpec {
             name: "closed".into(),
@@ -170,6 +180,7 @@ mod tests {
             closed_for: Some(Duration::from_secs(3)),
             workload: workload(),
             pipeline: 8,
+            trace: None,
         };
         let part = |shard: u32, budget: Option<u64>| ShardPart {
             shard,

@@ -81,9 +81,13 @@ pub trait Below {
         out: &mut Outbox,
     ) -> impl Future<Output = Result<Option<String>, SessionError>>;
 
-    /// Ten times a second, with the dead man's switch (a relay checks its workers);
-    /// `Ok(Some(why))` ends the session normally.
-    fn watch(&mut self) -> impl Future<Output = Result<Option<String>, SessionError>>;
+    /// Ten times a second, with the dead man's switch (a relay checks its workers, a
+    /// worker acknowledges the trace its shards took); `Ok(Some(why))` ends the session
+    /// normally.
+    fn watch(
+        &mut self,
+        out: &mut Outbox,
+    ) -> impl Future<Output = Result<Option<String>, SessionError>>;
 
     /// Whether a run is in progress: a session that ends now breaks it.
     fn busy(&self) -> bool;
@@ -178,7 +182,7 @@ pub async fn session<B: Below>(
                 if last_heard.elapsed() > DEAD_MAN {
                     return Err(SessionError::Silent);
                 }
-                if let Some(why) = below.watch().await? {
+                if let Some(why) = below.watch(&mut out).await? {
                     return Ok(why);
                 }
             }

@@ -264,3 +264,231 @@ fn a_one_run_worker_waits_for_its_coordinator_and_exits_after_the_session() {
         );
     });
 }
+
+/// A replayed trace (protocol 13): a worker of two shards takes a trace class, its
+/// scripted coordinator streams each shard its part in chunks, and the worker sends every
+/// record at its time against a real server: the server's calls per command equal the
+/// records', a key's value has its last write's size, TTLs are set, the acknowledgements
+/// reach every record, and the run's totals count each one once. A chunk out of order then
+/// stops a second run, named.
+#[test]
+fn a_worker_replays_the_trace_chunks_it_is_streamed() {
+    use crest_model::trace::{Batch, TraceOp};
+    use crest_testkit::{Kind, Server};
+    use crest_trace::Op;
+    let server = Server::start(Kind::Valkey);
+    let ops = vec![
+        TraceOp::Op(Op::Get),
+        TraceOp::Op(Op::Set),
+        TraceOp::Op(Op::Delete),
+    ];
+    let mut plan = good_plan();
+    plan.target = server.addr();
+    plan.total_shards = 2;
+    // Wide margins: a start the shards reach late (a busy machine) sends the overdue
+    // records at once, from the backlog, well inside the timeout.
+    plan.drain = Duration::from_secs(5);
+    plan.timeout = Duration::from_secs(10);
+    plan.backlog_limit = 100_000;
+    plan.classes[0].load = Load::Trace { ops: ops.clone() };
+    plan.classes[0].shape.mix = vec![
+        ("GET".into(), 1),
+        ("SET __key__ __value__".into(), 1),
+        ("DEL".into(), 1),
+    ];
+    plan.classes[0].shape.values = ValueSizes::Fixed(4096);
+    plan.classes[0].shape.pipeline = 8;
+    plan.shards = (0..2)
+        .map(|i| ShardPart {
+            shard: i,
+            global_index: i,
+            share: 0.5,
+            seed: u64::from(i) + 1,
+            classes: vec![ShardClassPart {
+                connections: 2,
+                budget: None,
+                checkpoints: Vec::new(),
+            }],
+        })
+        .collect();
+    // Shard s: keys k<s>:<j>; each key is set (100 + j bytes, TTL 600 for even j), read,
+    // set again (j bytes, or 5000 bytes: longer than the value buffer), and the last
+    // fifth deleted; 2 ms apart from 50 ms on, in chunks of 40 records.
+    let ms = 1_000_000u64;
+    let mut chunks: Vec<Vec<pb::TraceChunk>> = vec![Vec::new(), Vec::new()];
+    let mut want: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut last_size = Vec::new();
+    for s in 0..2u32 {
+        let mut recs = Vec::new();
+        for j in 0..50u64 {
+            let key = format!("k{s}:{j}");
+            let second = if j % 7 == 0 { 5_000 } else { j };
+            recs.push((1u32, key.clone(), 100 + j, if j % 2 == 0 { 600 } else { 0 }));
+            recs.push((0, key.clone(), 0, 0));
+            recs.push((1, key.clone(), second, 0));
+            if j >= 40 {
+                recs.push((2, key.clone(), 0, 0));
+            } else {
+                last_size.push((key, second));
+            }
+        }
+        let mut b = Batch::new(1, false);
+        for (i, (op, key, size, ttl)) in recs.iter().enumerate() {
+            *want.entry(["get", "set", "del"][*op as usize]).or_default() += 1;
+            b.push(
+                50 * ms + i as u64 * 2 * ms,
+                *op,
+                key.as_bytes(),
+                *size,
+                *ttl,
+                b"",
+            );
+            if b.len() == 40 || i + 1 == recs.len() {
+                let seq = b.seq;
+                b.last = i + 1 == recs.len();
+                let full = std::mem::replace(&mut b, Batch::new(seq + 1, false));
+                chunks[s as usize].push(convert::batch_to_wire("r1", 0, s, full));
+            }
+        }
+    }
+    let records: u64 = want.values().sum();
+    runtime().block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stx, mut sessions) = mpsc::unbounded_channel();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(CoordinatorServer::new(Scripted { sessions: stx }))
+                .serve_with_incoming(TcpListenerStream::new(listener)),
+        );
+        let mut cfg = agent_config(addr, false);
+        cfg.cores = vec![
+            core_affinity::CoreId { id: 0 },
+            core_affinity::CoreId { id: 1 },
+        ];
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let worker = tokio::spawn(agent::run(cfg, async {
+            let _ = stop_rx.await;
+        }));
+        let (mut inbound, out) = sessions.recv().await.unwrap();
+        let In::Register(_) = next(&mut inbound).await else {
+            panic!("the first message is Register")
+        };
+        out.send(Out::Welcome(pb::Welcome::default()))
+            .await
+            .unwrap();
+        // The coordinator's heartbeat, as the worker's dead man's switch needs.
+        let beat = out.clone();
+        tokio::spawn(async move {
+            while beat.send(Out::Heartbeat(pb::Heartbeat {})).await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        out.send(Out::Start(pb::StartRun {
+            plan: Some(pb::RunPlan::from(&plan)),
+            start_at_unix_ns: crest_model::clock::unix_ns() + 1_000 * ms as i64,
+        }))
+        .await
+        .unwrap();
+        // The first chunk of each shard ahead of time, the rest as acknowledgements come
+        // (at most two chunks unacknowledged per shard, as a window would keep it).
+        let mut sent = [0usize; 2];
+        for s in 0..2 {
+            out.send(Out::TraceChunk(chunks[s][0].clone()))
+                .await
+                .unwrap();
+            sent[s] = 1;
+        }
+        let mut acked = [0u64; 2];
+        let finished = loop {
+            match next(&mut inbound).await {
+                In::TraceAck(a) => {
+                    assert_eq!((a.run_id.as_str(), a.class_index), ("r1", 0));
+                    let s = a.shard as usize;
+                    assert!(a.consumed > acked[s], "acknowledgements only grow");
+                    acked[s] = a.consumed;
+                    let given: u64 = chunks[s][..sent[s]]
+                        .iter()
+                        .map(|c| c.at_ns.len() as u64)
+                        .sum();
+                    assert!(a.consumed <= given, "never more taken than was sent");
+                    if sent[s] < chunks[s].len() && given - a.consumed < 40 {
+                        out.send(Out::TraceChunk(chunks[s][sent[s]].clone()))
+                            .await
+                            .unwrap();
+                        sent[s] += 1;
+                    }
+                }
+                In::Finished(f) => break f,
+                In::Interval(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(sent, [chunks[0].len(), chunks[1].len()]);
+        assert_eq!(
+            acked.iter().sum::<u64>(),
+            records,
+            "every record acknowledged"
+        );
+        let counts: u64 = finished.totals.iter().map(|c| c.scheduled).sum();
+        let completed: u64 = finished.totals.iter().map(|c| c.completed).sum();
+        assert_eq!(
+            (completed, finished.in_flight),
+            (records, 0),
+            "{finished:?}"
+        );
+        assert_eq!(counts, records, "{finished:?}");
+        let calls = server.commandstats();
+        for (cmd, n) in &want {
+            assert_eq!(
+                calls.get(*cmd).copied().unwrap_or(0),
+                *n,
+                "{cmd}: {calls:?}"
+            );
+        }
+        for (key, size) in &last_size {
+            let got = server.command(&[b"STRLEN", key.as_bytes()]);
+            assert_eq!(got, crest_resp::Frame::Integer(*size as i64), "{key}");
+        }
+        let ttl = server.command(&[b"TTL", b"k0:38"]);
+        assert_eq!(
+            ttl,
+            crest_resp::Frame::Integer(-1),
+            "the second SET had no TTL"
+        );
+        assert_eq!(
+            server.command(&[b"EXISTS", b"k1:45"]),
+            crest_resp::Frame::Integer(0)
+        );
+
+        // A second run whose first chunk is number 2: refused, named.
+        let mut plan2 = plan.clone();
+        plan2.run_id = "r2".into();
+        out.send(Out::Start(pb::StartRun {
+            plan: Some(pb::RunPlan::from(&plan2)),
+            start_at_unix_ns: crest_model::clock::unix_ns() + 300 * ms as i64,
+        }))
+        .await
+        .unwrap();
+        let mut wrong = chunks[0][1].clone();
+        wrong.run_id = "r2".into();
+        out.send(Out::TraceChunk(wrong)).await.unwrap();
+        let f = loop {
+            match next(&mut inbound).await {
+                In::Failed(f) => break f,
+                In::Interval(_) | In::TraceAck(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(convert::failure_kind(&f), FailureKind::BadPlan, "{f:?}");
+        assert!(
+            f.reason
+                .contains("trace chunk 2 of shard 0 came out of order"),
+            "{}",
+            f.reason
+        );
+        let _ = stop_tx.send(());
+        drop(out);
+        let _ = tokio::time::timeout(Duration::from_secs(5), worker).await;
+    });
+}

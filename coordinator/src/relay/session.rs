@@ -87,6 +87,22 @@ struct Run {
     steered: Acks,
     finals: Vec<Option<pb::Finished>>,
     sent: u32,
+    /// Per worker of the run, the relay's index of its shard 0 (the relay's shards are its
+    /// workers' in turn), and the relay's shard count last: a trace chunk for relay shard
+    /// `s` goes to the worker whose range holds it, its acknowledgement comes back shifted
+    /// by the base.
+    shard_base: Vec<u32>,
+}
+
+impl Run {
+    /// The worker (index in the run) and its own shard index for relay shard `s`.
+    fn shard_owner(&self, s: u32) -> Option<(usize, u32)> {
+        let w = self
+            .shard_base
+            .partition_point(|&b| b <= s)
+            .checked_sub(1)?;
+        (w + 1 < self.shard_base.len()).then(|| (w, s - self.shard_base[w]))
+    }
 }
 
 /// Runs the relay until `shutdown` resolves.
@@ -344,7 +360,7 @@ impl uplink::Below for Below<'_> {
         Ok(self.reregister())
     }
 
-    async fn watch(&mut self) -> Result<Option<String>, SessionError> {
+    async fn watch(&mut self, _out: &mut Outbox) -> Result<Option<String>, SessionError> {
         if let Some(r) = &*self.run
             && let Some(w) = self
                 .workers
@@ -460,6 +476,12 @@ async fn upstream(
                 w.link.send(In::Start(part)).await;
             }
             let n = workers.len();
+            let shard_base = std::iter::once(0)
+                .chain(members.iter().scan(0u32, |acc, m| {
+                    *acc = acc.saturating_add(m.shards);
+                    Some(*acc)
+                }))
+                .collect();
             *run = Some(Run {
                 id: run_id,
                 workers: workers.iter().map(|w| w.link.info.id.clone()).collect(),
@@ -469,6 +491,7 @@ async fn upstream(
                 steered: Acks::new(n),
                 finals: vec![None; n],
                 sent: 0,
+                shard_base,
             });
         }
         In::Abort(ref a) => {
@@ -484,6 +507,33 @@ async fn upstream(
         In::Steer(ref c) => {
             if let Some(r) = run.as_ref().filter(|r| r.id == c.run_id) {
                 down(workers, r, &m).await;
+            }
+        }
+        In::TraceChunk(c) => {
+            let Some(r) = run.as_ref().filter(|r| r.id == c.run_id) else {
+                return Ok(());
+            };
+            let to = r.shard_owner(c.shard).and_then(|(w, shard)| {
+                let id = r.workers.get(w)?;
+                let wk = workers.iter().find(|x| x.link.info.id == *id)?;
+                Some((wk, shard))
+            });
+            match to {
+                Some((wk, shard)) => {
+                    wk.link
+                        .send(In::TraceChunk(pb::TraceChunk { shard, ..c }))
+                        .await;
+                }
+                None => {
+                    let reason = format!(
+                        "a trace chunk for shard {}, which the relay does not have",
+                        c.shard
+                    );
+                    if let Some(r) = run.take() {
+                        let kind = pb::FailureKind::from(FailureKind::BadPlan) as i32;
+                        return fail(out, workers, r, kind, reason).await;
+                    }
+                }
             }
         }
         // The session's own: it answers them before anything comes here.
@@ -559,6 +609,13 @@ async fn downstream(
             if r.checkpoints.ack(w, c.index, 0, 0).is_some() {
                 out.push(Out::Checkpoint(c))?;
             }
+        }
+        Out::TraceAck(a) if a.run_id == r.id => {
+            let base = r.shard_base.get(w).copied().unwrap_or(0);
+            out.push(Out::TraceAck(pb::TraceAck {
+                shard: base.saturating_add(a.shard),
+                ..a
+            }))?;
         }
         Out::Steered(s) if s.run_id == r.id => {
             if let Some((first_ns, last_ns)) = r.steered.ack(w, s.seq, s.first_ns, s.last_ns) {
@@ -752,6 +809,49 @@ mod tests {
         fn up(&mut self) -> Vec<Out> {
             up(&mut self.coord)
         }
+    }
+
+    /// A trace chunk for the relay's shard `s` reaches the worker that holds it as that
+    /// worker's own shard; its acknowledgement comes back as the relay's shard; a shard the
+    /// relay does not have fails the run.
+    #[tokio::test]
+    async fn trace_chunks_go_to_the_worker_holding_the_shard_and_acks_come_back_shifted() {
+        let mut r = running(&[(2, 0), (3, 0)]).await;
+        let chunk = |shard: u32| {
+            In::TraceChunk(pb::TraceChunk {
+                run_id: "r".into(),
+                shard,
+                seq: 1,
+                ..Default::default()
+            })
+        };
+        upstream(chunk(3), &mut r.out, &r.workers, &mut r.run)
+            .await
+            .unwrap();
+        assert!(sent(&mut r.inboxes[0]).is_empty());
+        assert!(matches!(
+            sent(&mut r.inboxes[1]).as_slice(),
+            [In::TraceChunk(c)] if c.shard == 1
+        ));
+        let ack = Out::TraceAck(pb::TraceAck {
+            run_id: "r".into(),
+            class_index: 0,
+            shard: 2,
+            consumed: 7,
+        });
+        r.event(msg(1, ack)).await.unwrap();
+        assert!(matches!(
+            r.up().as_slice(),
+            [Out::TraceAck(a)] if a.shard == 4 && a.consumed == 7
+        ));
+        upstream(chunk(5), &mut r.out, &r.workers, &mut r.run)
+            .await
+            .unwrap();
+        assert!(r.run.is_none(), "a chunk for no shard fails the run");
+        assert!(matches!(
+            r.up().as_slice(),
+            [Out::Failed(f)] if f.reason.contains("shard 5, which the relay does not have")
+        ));
     }
 
     fn relay_cfg() -> RelayConfig {
@@ -1204,7 +1304,7 @@ mod tests {
             run: &mut run,
             changed: false,
         };
-        assert_eq!(below.watch().await.unwrap(), None);
+        assert_eq!(below.watch(&mut out).await.unwrap(), None);
         let (link, _new_rx) = WorkerLink::fake(1);
         let during = below.event(HubEvent::Joined(link), &mut out).await.unwrap();
         assert_eq!(during, None, "a run is active");
@@ -1213,14 +1313,18 @@ mod tests {
         let after = after.expect("the run is over");
         assert!(after.contains("registering again"), "{after}");
         assert!(!below.busy());
-        assert_eq!(below.watch().await.unwrap(), Some(after));
+        assert_eq!(below.watch(&mut out).await.unwrap(), Some(after));
         assert!(matches!(up(&mut coord).as_slice(), [Out::Finished(_)]));
 
         let mut below = Below {
             changed: false,
             ..below
         };
-        assert_eq!(below.watch().await.unwrap(), None, "nothing changed");
+        assert_eq!(
+            below.watch(&mut out).await.unwrap(),
+            None,
+            "nothing changed"
+        );
         let left = HubEvent::Left("id-1".into(), "gone".into());
         assert!(below.event(left, &mut out).await.unwrap().is_some());
     }
@@ -1243,13 +1347,17 @@ mod tests {
             run: &mut r.run,
             changed: false,
         };
-        let why = lost(below.watch().await.unwrap_err());
+        let why = lost(below.watch(&mut r.out).await.unwrap_err());
         assert_eq!(
             why,
             format!("worker w1 under relay relay-a was silent for {SILENCE:?} mid-run")
         );
         assert!(!below.busy());
-        assert_eq!(below.watch().await.unwrap(), None, "no run: not judged");
+        assert_eq!(
+            below.watch(&mut r.out).await.unwrap(),
+            None,
+            "no run: not judged"
+        );
         assert_eq!(aborts(&mut r.inboxes[0]), vec![why]);
     }
 }

@@ -330,6 +330,43 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_class_carries_its_op_table_and_a_table_unlike_its_mix_is_refused() {
+        use crate::trace::TraceOp;
+        use crest_trace::Op;
+        let class = ClassPlan {
+            name: "trace".into(),
+            load: Load::Trace {
+                ops: vec![TraceOp::Op(Op::Get), TraceOp::Op(Op::Add)],
+            },
+            shape: Shape {
+                mix: vec![("GET".into(), 1), ("SET __key__ __value__ NX".into(), 1)],
+                keys: KeySpec {
+                    count: 1,
+                    prefix: String::new(),
+                    dist: KeyDist::Uniform,
+                },
+                values: ValueSizes::Fixed(1 << 20),
+                pipeline: 4,
+                ttl: None,
+                batch: 1,
+                members: 0,
+                members_sequential: false,
+                range: 10,
+            },
+        };
+        let wire = pb::ClassPlan::from(&class);
+        assert_eq!(wire.trace_ops, ["get", "add"]);
+        assert!(wire.profile.is_none() && !wire.closed_loop);
+        assert_eq!(ClassPlan::try_from(&wire).unwrap(), class);
+        let mut short = wire.clone();
+        short.trace_ops.pop();
+        assert_eq!(ClassPlan::try_from(&short).unwrap_err().field, "trace_ops");
+        let mut odd = wire;
+        odd.trace_ops[1] = "sett".into();
+        assert_eq!(ClassPlan::try_from(&odd).unwrap_err().field, "trace_ops[1]");
+    }
+
+    #[test]
     fn huge_fields_name_themselves() {
         let plan = RunPlan {
             run_id: "r".into(),

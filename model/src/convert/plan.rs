@@ -10,6 +10,7 @@ use crate::shapes::{KeyDist, ShapeError, ValueSizes};
 use crate::target::{
     ClusterMode, Login, MAX_DB, MAX_RING, Protocol, ReadFrom, Resp, Secret, Session, Tls, Verify,
 };
+use crate::trace::{MAX_OPS, TraceOp};
 use crest_proto::pb;
 use std::time::Duration;
 
@@ -199,6 +200,11 @@ impl From<&ClassPlan> for pb::ClassPlan {
                 true,
                 until.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
             ),
+            Load::Trace { .. } => (None, false, 0),
+        };
+        let trace_ops = match &c.load {
+            Load::Trace { ops } => ops.iter().map(TraceOp::spelling).collect(),
+            _ => Vec::new(),
         };
         let shape = &c.shape;
         Self {
@@ -222,6 +228,7 @@ impl From<&ClassPlan> for pb::ClassPlan {
             members: shape.members,
             members_sequential: shape.members_sequential,
             range: shape.range,
+            trace_ops,
         }
     }
 }
@@ -231,7 +238,31 @@ impl TryFrom<&pb::ClassPlan> for ClassPlan {
 
     fn try_from(c: &pb::ClassPlan) -> Result<Self, WireError> {
         check_str("name", &c.name, limits::MAX_NAME)?;
-        let load = if c.closed_loop {
+        let load = if !c.trace_ops.is_empty() {
+            check_len("trace_ops", c.trace_ops.len(), MAX_OPS)?;
+            if c.trace_ops.len() != c.mix.len() {
+                return Err(WireError::new(
+                    "trace_ops",
+                    format!("{} entries", c.trace_ops.len()),
+                    format!("must name the mix's {} commands, in order", c.mix.len()),
+                ));
+            }
+            let ops = c
+                .trace_ops
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    TraceOp::parse(s).ok_or_else(|| {
+                        WireError::new(
+                            format!("trace_ops[{i}]"),
+                            s,
+                            "must be a trace op (get, set, add, …) or cmd:NAME",
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Load::Trace { ops }
+        } else if c.closed_loop {
             Load::Closed {
                 until: match c.duration_ns {
                     0 => None,

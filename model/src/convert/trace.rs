@@ -1,22 +1,15 @@
 //! A replayed trace's chunk ↔ `pb::TraceChunk` (issue #27). On arrival every array must
 //! be as long as `at_ns`, the key and verbatim lengths must add up to their blobs, times
-//! must not go backwards, ops must index the table (as grown by the chunk's `new_ops`),
-//! a verbatim op must carry bytes and no other may; values, TTLs and counts are capped.
+//! must not go backwards, ops must index the class's op table (from the plan), a verbatim
+//! op must carry bytes and no other may; values, TTLs and counts are capped.
 
 use super::check::{WireError, check_len, limits};
-use crate::trace::{Batch, MAX_BATCH, MAX_OPS, TraceOp};
+use crate::trace::{Batch, MAX_BATCH, TraceOp};
 use crest_proto::pb;
 use crest_trace::{MAX_VALUE, Verb};
 
-/// The wire form of `b` for `shard` of class `class`, carrying `new_ops` (the table's
-/// entries its receiver has not been sent yet).
-pub fn batch_to_wire(
-    run_id: &str,
-    class: u32,
-    shard: u32,
-    b: Batch,
-    new_ops: &[TraceOp],
-) -> pb::TraceChunk {
+/// The wire form of `b` for `shard` of class `class`.
+pub fn batch_to_wire(run_id: &str, class: u32, shard: u32, b: Batch) -> pb::TraceChunk {
     let lens = |ends: &[u32]| {
         let mut prev = 0;
         ends.iter()
@@ -33,7 +26,6 @@ pub fn batch_to_wire(
         shard,
         seq: b.seq,
         last: b.last,
-        new_ops: new_ops.iter().map(TraceOp::spelling).collect(),
         key_len: lens(&b.key_end),
         resp_len: lens(&b.resp_end),
         at_ns: b.at_ns,
@@ -66,11 +58,11 @@ fn ends(field: &str, lens: &[u32], blob: usize) -> Result<Vec<u32>, WireError> {
     Ok(out)
 }
 
-/// The checked chunk; `ops` (the class's table so far) grows by its `new_ops`.
+/// The checked chunk of a class whose op table is `ops`.
 ///
 /// # Errors
 /// The first field out of shape, named.
-pub fn batch_from_wire(c: pb::TraceChunk, ops: &mut Vec<TraceOp>) -> Result<Batch, WireError> {
+pub fn batch_from_wire(c: pb::TraceChunk, ops: &[TraceOp]) -> Result<Batch, WireError> {
     let n = c.at_ns.len();
     check_len("at_ns", n, MAX_BATCH)?;
     for (field, len) in [
@@ -87,17 +79,6 @@ pub fn batch_from_wire(c: pb::TraceChunk, ops: &mut Vec<TraceOp>) -> Result<Batc
                 format!("must have one per request ({n})"),
             ));
         }
-    }
-    check_len("new_ops", ops.len() + c.new_ops.len(), MAX_OPS)?;
-    for (i, s) in c.new_ops.iter().enumerate() {
-        let op = TraceOp::parse(s).ok_or_else(|| {
-            WireError::new(
-                format!("new_ops[{i}]"),
-                s,
-                "must be a trace op (get, set, add, …) or cmd:NAME",
-            )
-        })?;
-        ops.push(op);
     }
     let key_end = ends("key_len", &c.key_len, c.keys.len())?;
     let resp_end = ends("resp_len", &c.resp_len, c.resp.len())?;
@@ -184,18 +165,17 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_reads_back_as_sent_and_grows_the_op_table() {
+    fn a_chunk_reads_back_as_sent() {
         let (b, ops) = sample();
-        let wire = batch_to_wire("r", 0, 1, b.clone(), &ops);
-        let mut table = Vec::new();
-        assert_eq!(batch_from_wire(wire, &mut table).unwrap(), b);
-        assert_eq!(table, ops);
+        let wire = batch_to_wire("r", 0, 1, b.clone());
+        assert_eq!((wire.class_index, wire.shard, wire.seq), (0, 1, 3));
+        assert_eq!(batch_from_wire(wire, &ops).unwrap(), b);
     }
 
     #[test]
     fn a_chunk_out_of_shape_is_refused_naming_the_field() {
         let (b, ops) = sample();
-        let good = batch_to_wire("r", 0, 1, b, &ops);
+        let good = batch_to_wire("r", 0, 1, b);
         type Spoil = Box<dyn Fn(&mut pb::TraceChunk)>;
         let cases: Vec<(&str, Spoil)> = vec![
             (
@@ -219,20 +199,15 @@ mod tests {
                 "value_size[1]",
                 Box::new(|c| c.value_size[1] = MAX_VALUE + 1),
             ),
-            (
-                "new_ops[1]",
-                Box::new(|c| c.new_ops[1] = "frobnicate".into()),
-            ),
         ];
         for (field, spoil) in cases {
             let mut c = good.clone();
             spoil(&mut c);
-            let e = batch_from_wire(c, &mut Vec::new()).unwrap_err();
+            let e = batch_from_wire(c, &ops).unwrap_err();
             assert_eq!(e.field, field, "{e}");
         }
-        let mut full = Vec::new();
-        full.resize(MAX_OPS, TraceOp::Op(Op::Get));
-        let e = batch_from_wire(good, &mut full).unwrap_err();
-        assert_eq!(e.field, "new_ops");
+        // A table without the PING its third request names.
+        let e = batch_from_wire(good, &ops[..2]).unwrap_err();
+        assert_eq!(e.field, "op[2]");
     }
 }
