@@ -18,7 +18,8 @@
 //!    target, fleet (wait, clock offsets), prefill, measured phase (warm-up, collection
 //!    with runtime steering, checkpoints and lost workers; each finalized row published on
 //!    a `watch`), results), [`build`]
-//!    (results → [`crest_report::Report`]).
+//!    (results → [`crest_report::Report`]), [`replay`] (a trace read, timed, partitioned
+//!    and cut into chunks per shard within a window: `crest replay`, being built).
 //! 3. **Drivers** — commands built on whole runs: [`compare`] (targets under one plan
 //!    and seed, runs interleaved; the shared runner `run_one`), [`search`] (the knee:
 //!    climb, bisect, confirm), [`suite`] (valkey-benchmark's tests), [`relay`] (a tier
@@ -47,6 +48,7 @@ pub mod output;
 pub mod profile;
 pub mod progress;
 pub mod relay;
+pub mod replay;
 pub mod schema;
 pub mod search;
 pub mod server_stats;

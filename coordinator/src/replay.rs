@@ -1,0 +1,564 @@
+//! A trace as the coordinator streams it (issue #27): read one record at a time
+//! ([`crest_trace::Reader`]), made into its requests ([`crest_trace::clock::expand`]),
+//! timed (on the trace's own clock, [`crest_trace::clock::OwnClock`], or re-timed at the
+//! fleet profile's k-th arrival), given to the shard its key hashes to
+//! ([`crest_trace::clock::shard_of`]) and cut into [`Batch`]es per shard, never further
+//! ahead than a [`Window`]: reading stops while any shard holds its whole window of
+//! unacknowledged requests, or once the requests read reach past `now + ahead`. Memory on
+//! this side is the window (and, for a whole-second trace, the second being gathered),
+//! whatever the file's length. Every shard's last chunk says `last`, even an empty one, so
+//! each worker knows its part has ended.
+//!
+//! Pure logic on the clock it is given (`now_ns` on the run's clock); the run's phase
+//! calls [`Streamer::pump`] and sends what it returns, and feeds it each
+//! acknowledgement ([`Streamer::ack`]).
+
+use crest_model::rng::Rng;
+use crest_model::schedule::Schedule;
+use crest_model::trace::{Batch, MAX_BATCH, TraceOp};
+use crest_trace::clock::{OwnClock, Spread, TooDense, expand, shard_of};
+use crest_trace::{Format, Op, Reader, Record, TraceError};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::BufRead;
+
+/// How far ahead of the run the trace is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Requests intended more than this past now are not read yet.
+    pub ahead_ns: u64,
+    /// Requests one shard may hold sent and not yet taken: reading waits beyond it.
+    pub per_shard: u64,
+}
+
+/// How the requests are timed.
+#[derive(Debug)]
+pub enum Timing {
+    /// The trace's own clock.
+    Own(OwnClock),
+    /// The k-th request at the k-th arrival of this fleet-wide schedule (`--rate`,
+    /// `--stages`), the order kept; requests past its end are not sent.
+    Profile(Box<Schedule>, Rng),
+}
+
+impl Timing {
+    /// The trace's clock, `speed` times as fast, for `format`'s timestamps.
+    pub fn own(format: Format, speed: f64, spread: Spread) -> Self {
+        Timing::Own(OwnClock::new(speed, spread, format != Format::Monitor))
+    }
+}
+
+/// What is done to a record's key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keys {
+    /// Put before every key (`--key-prefix`).
+    pub prefix: Vec<u8>,
+    /// Copies of each request under suffixed keys (`--amplify`; 0 and 1: none).
+    pub amplify: u32,
+}
+
+/// Where the stream stands: what was read, made, sent and skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Position {
+    /// Records read from the file.
+    pub records: u64,
+    /// Requests made from them (repeats and copies included).
+    pub requests: u64,
+    /// Requests handed out in chunks.
+    pub sent: u64,
+    /// Per entry of the op table, requests handed out.
+    pub per_op: Vec<u64>,
+    /// Requests sent later than recorded because an earlier line had a later time.
+    pub reordered: u64,
+    /// Requests not sent because the re-timing profile ended before them.
+    pub past_profile: u64,
+    /// The intended time of the last request handed out (ns, run clock).
+    pub last_at_ns: u64,
+}
+
+/// Why the stream stops before its end.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StreamError {
+    /// The file cannot be read as its format (at a line).
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// A whole second too dense to spread.
+    #[error("{file}: {inner}")]
+    TooDense {
+        /// The file.
+        file: String,
+        /// The second and its line.
+        inner: TooDense,
+    },
+}
+
+/// The op table of a Twitter or cachebench trace: every cache op, in [`Op::ALL`]'s order.
+pub fn cache_ops() -> Vec<TraceOp> {
+    Op::ALL
+        .iter()
+        .filter(|op| **op != Op::Command)
+        .map(|&op| TraceOp::Op(op))
+        .collect()
+}
+
+/// One trace streamed to `shards` shards.
+pub struct Streamer<R> {
+    reader: Reader<R>,
+    file: String,
+    amplify: u32,
+    key_prefix: Vec<u8>,
+    timing: Timing,
+    shards: u32,
+    window: Window,
+    /// A cache op's index in the op table (by [`Op`]'s position), and a MONITOR
+    /// command's by its name in capitals.
+    cache: [Option<u32>; Op::ALL.len()],
+    commands: BTreeMap<Vec<u8>, u32>,
+    ops: Vec<TraceOp>,
+    /// Full chunks waiting for the next pump.
+    overflow: Vec<(u32, Batch)>,
+    /// Per shard: the chunk being filled, requests handed out, requests taken.
+    open: Vec<Batch>,
+    handed: Vec<u64>,
+    taken: Vec<u64>,
+    /// Per shard: the last chunk went.
+    ended: Vec<bool>,
+    /// Timed requests not yet placed (a profile's re-timing takes them as they come).
+    pending: VecDeque<(u64, Record)>,
+    read_all: bool,
+    /// Where the stream stands.
+    pub position: Position,
+}
+
+impl<R: BufRead> Streamer<R> {
+    /// Streams `reader`'s requests (file `file`) over `shards` shards with op table `ops`
+    /// (a MONITOR command not in it is skipped and counted), its keys as `keys` says.
+    pub fn new(
+        reader: Reader<R>,
+        file: &str,
+        ops: Vec<TraceOp>,
+        timing: Timing,
+        shards: u32,
+        window: Window,
+        keys: Keys,
+    ) -> Self {
+        let shards = shards.max(1);
+        let n = shards as usize;
+        Self {
+            reader,
+            file: file.to_string(),
+            amplify: keys.amplify.max(1),
+            key_prefix: keys.prefix,
+            timing,
+            shards,
+            window,
+            cache: std::array::from_fn(|k| {
+                ops.iter()
+                    .position(|o| *o == TraceOp::Op(Op::ALL[k]))
+                    .map(|i| i as u32)
+            }),
+            commands: ops
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| match o {
+                    TraceOp::Command(c) => Some((c.as_bytes().to_vec(), i as u32)),
+                    TraceOp::Op(_) => None,
+                })
+                .collect(),
+            overflow: Vec::new(),
+            position: Position {
+                per_op: vec![0; ops.len()],
+                ..Position::default()
+            },
+            ops,
+            open: (0..n).map(|_| Batch::new(1, false)).collect(),
+            handed: vec![0; n],
+            taken: vec![0; n],
+            ended: vec![false; n],
+            pending: VecDeque::new(),
+            read_all: false,
+        }
+    }
+
+    /// Shard `shard` has taken `consumed` of its requests in all.
+    pub fn ack(&mut self, shard: u32, consumed: u64) {
+        if let Some(t) = self.taken.get_mut(shard as usize) {
+            *t = (*t).max(consumed);
+        }
+    }
+
+    /// Whether every shard's last chunk went.
+    pub fn finished(&self) -> bool {
+        self.ended.iter().all(|&e| e)
+    }
+
+    /// Requests handed out per op, by the op table's spelling (`get`, `cmd:HSET`).
+    pub fn by_op(&self) -> BTreeMap<String, u64> {
+        self.ops
+            .iter()
+            .zip(&self.position.per_op)
+            .filter(|(_, n)| **n > 0)
+            .map(|(o, n)| (o.spelling(), *n))
+            .collect()
+    }
+
+    /// The op table.
+    pub fn ops(&self) -> &[TraceOp] {
+        &self.ops
+    }
+
+    /// Lines skipped so far, by reason.
+    pub fn skips(&self) -> &crest_trace::Skips {
+        &self.reader.skips
+    }
+
+    /// Requests handed to `shard` and not yet taken.
+    fn outstanding(&self, shard: usize) -> u64 {
+        self.handed[shard] + self.open[shard].len() as u64 - self.taken[shard]
+    }
+
+    /// Reads on as far as the window allows at `now_ns` and returns the chunks to send
+    /// now, as (shard, chunk).
+    ///
+    /// # Errors
+    /// The file stops being readable as its format, or a second is too dense to spread.
+    pub fn pump(&mut self, now_ns: u64) -> Result<Vec<(u32, Batch)>, StreamError> {
+        let horizon = now_ns.saturating_add(self.window.ahead_ns);
+        loop {
+            if let Some(&(t, _)) = self.pending.front() {
+                if t > horizon {
+                    break;
+                }
+                let shard = shard_of(&self.pending[0].1, self.shards) as usize;
+                if self.outstanding(shard) >= self.window.per_shard {
+                    break;
+                }
+                if let Some((t, rec)) = self.pending.pop_front() {
+                    self.place(shard, t, &rec);
+                }
+                continue;
+            }
+            if self.read_all {
+                break;
+            }
+            self.read_one()?;
+        }
+        let mut out = std::mem::take(&mut self.overflow);
+        let done = self.read_all && self.pending.is_empty();
+        for s in 0..self.shards as usize {
+            if self.ended[s] || (self.open[s].is_empty() && !done) {
+                continue;
+            }
+            let seq = self.open[s].seq;
+            let mut b = std::mem::replace(&mut self.open[s], Batch::new(seq + 1, false));
+            b.last = done;
+            self.ended[s] = done;
+            self.handed[s] += b.len() as u64;
+            out.push((s as u32, b));
+        }
+        Ok(out)
+    }
+
+    /// Reads one record into `pending` (timed), or notes the end.
+    fn read_one(&mut self) -> Result<(), StreamError> {
+        let Some(rec) = self.reader.next() else {
+            self.read_all = true;
+            if let Timing::Own(c) = &mut self.timing {
+                c.finish();
+                self.position.reordered = c.reordered;
+                while let Some(x) = c.pop() {
+                    self.pending.push_back(x);
+                }
+            }
+            return Ok(());
+        };
+        let mut rec = rec?;
+        self.position.records += 1;
+        if !self.key_prefix.is_empty() && !rec.key.is_empty() {
+            let mut k = self.key_prefix.clone();
+            k.extend_from_slice(&rec.key);
+            if rec.args.get(1).is_some_and(|a| *a == rec.key) {
+                rec.args[1] = k.clone();
+            }
+            rec.key = k;
+        }
+        let mut made = Vec::new();
+        expand(&rec, self.amplify, |r| made.push(r));
+        self.position.requests += made.len() as u64;
+        for r in made {
+            match &mut self.timing {
+                Timing::Own(c) => c.push(r).map_err(|inner| StreamError::TooDense {
+                    file: self.file.clone(),
+                    inner,
+                })?,
+                Timing::Profile(s, rng) => match s.next(rng) {
+                    Some(t) => self.pending.push_back((t, r)),
+                    None => self.position.past_profile += 1,
+                },
+            }
+        }
+        if let Timing::Own(c) = &mut self.timing {
+            while let Some(x) = c.pop() {
+                self.pending.push_back(x);
+            }
+            self.position.reordered = c.reordered;
+        }
+        Ok(())
+    }
+
+    /// Puts one timed request in `shard`'s chunk (handed out whole when full).
+    fn place(&mut self, shard: usize, at_ns: u64, rec: &Record) {
+        let index = match rec.op {
+            Op::Command => rec
+                .args
+                .first()
+                .and_then(|a| self.commands.get(&a.to_ascii_uppercase()).copied()),
+            op => self.cache[op as usize],
+        };
+        let Some(index) = index else {
+            self.reader
+                .skips
+                .add("command not in the op table", rec.line);
+            return;
+        };
+        let verbatim = if rec.op == Op::Command {
+            encode_resp(&rec.args)
+        } else {
+            Vec::new()
+        };
+        let ttl = u32::try_from(rec.ttl_s).unwrap_or(u32::MAX);
+        self.open[shard].push(at_ns, index, &rec.key, rec.value_size, ttl, &verbatim);
+        self.position.sent += 1;
+        self.position.last_at_ns = self.position.last_at_ns.max(at_ns);
+        self.position.per_op[index as usize] += 1;
+        if self.open[shard].len() >= MAX_BATCH {
+            // Full: it goes with the next pump's chunks; a new one is started.
+            let seq = self.open[shard].seq;
+            let full = std::mem::replace(&mut self.open[shard], Batch::new(seq + 1, false));
+            self.handed[shard] += full.len() as u64;
+            self.overflow.push((shard as u32, full));
+        }
+    }
+}
+
+/// A command's arguments as one RESP request.
+fn encode_resp(args: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        b.extend_from_slice(a);
+        b.extend_from_slice(b"\r\n");
+    }
+    b
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crest_model::schedule::{Arrival, Profile};
+
+    const S: u64 = 1_000_000_000;
+
+    fn twitter(lines: &str) -> Reader<&[u8]> {
+        Reader::new(lines.as_bytes(), "t.csv", Format::Twitter)
+    }
+
+    fn window(ahead_ns: u64, per_shard: u64) -> Window {
+        Window {
+            ahead_ns,
+            per_shard,
+        }
+    }
+
+    /// Every chunk's requests: (shard, seq, last, [(at, key)]).
+    type Seen = Vec<(u32, u64, bool, Vec<(u64, String)>)>;
+
+    fn seen(chunks: Vec<(u32, Batch)>) -> Seen {
+        chunks
+            .into_iter()
+            .map(|(s, b)| {
+                let reqs = (0..b.len())
+                    .map(|i| (b.at_ns[i], String::from_utf8_lossy(b.key(i)).into_owned()))
+                    .collect();
+                (s, b.seq, b.last, reqs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_trace_goes_out_a_window_ahead_each_key_on_one_shard_and_every_shard_ends() {
+        // Seconds 0, 1 and 2 hold 4, 2 and 3 requests; keys a..e.
+        let text = "0,a,1,10,1,get,0\n0,b,1,10,1,set,0\n0,c,1,10,1,get,0\n0,a,1,20,1,set,60\n\
+                    1,d,1,10,1,get,0\n1,a,1,10,1,delete,0\n\
+                    2,e,1,10,1,get,0\n2,b,1,10,1,get,0\n2,a,1,30,1,set,0\n";
+        let timing = Timing::own(Format::Twitter, 1.0, Spread::Even);
+        let mut st = Streamer::new(
+            twitter(text),
+            "t.csv",
+            cache_ops(),
+            timing,
+            3,
+            window(S / 2, 100),
+            Keys::default(),
+        );
+        // At 0 with half a second ahead: second 0 only (released once second 1 began).
+        let first = seen(st.pump(0).unwrap());
+        let times: Vec<u64> = first.iter().flat_map(|c| c.3.iter().map(|r| r.0)).collect();
+        assert!(times.iter().all(|&t| t <= S / 2), "{first:?}");
+        assert_eq!(times.len(), 3, "0, 1/4 and 1/2 s: {first:?}");
+        assert!(first.iter().all(|c| !c.2), "not the last yet");
+        let mut all = first;
+        for now in [S / 2, S, 2 * S, 3 * S] {
+            all.extend(seen(st.pump(now).unwrap()));
+        }
+        assert!(st.finished());
+        assert_eq!(st.position.sent, 9);
+        assert_eq!(st.by_op()["get"], 5);
+        assert_eq!(st.by_op()["set"], 3);
+        assert_eq!(st.by_op()["delete"], 1);
+        // One key, one shard; a shard's chunks numbered 1, 2, … and its times in order.
+        let mut shard_of_key = BTreeMap::new();
+        for (s, _, _, reqs) in &all {
+            for (_, k) in reqs {
+                assert_eq!(*shard_of_key.entry(k.clone()).or_insert(*s), *s, "{k}");
+            }
+        }
+        for s in 0..3 {
+            let mine: Vec<_> = all.iter().filter(|c| c.0 == s).collect();
+            let seqs: Vec<u64> = mine.iter().map(|c| c.1).collect();
+            assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+            assert!(mine.last().unwrap().2, "shard {s} ends");
+            let t: Vec<u64> = mine.iter().flat_map(|c| c.3.iter().map(|r| r.0)).collect();
+            assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
+        }
+        // Key a's requests in file order at their spread times: 3/4 s, 1.5 s, 2 2/3 s.
+        let a: Vec<u64> = all
+            .iter()
+            .flat_map(|c| c.3.iter())
+            .filter(|r| r.1 == "a")
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(
+            a,
+            [0, 3 * S / 4, 3 * S / 2, 2_666_666_667],
+            "rounded to the ns"
+        );
+        assert!(st.pump(9 * S).unwrap().is_empty(), "nothing after the end");
+    }
+
+    #[test]
+    fn a_shard_that_takes_nothing_holds_the_reading_at_its_window() {
+        let mut text = String::new();
+        for i in 0..200_000 {
+            text.push_str(&format!("{},k{},2,10,1,get,0\n", i / 1000, i % 5000));
+        }
+        let timing = Timing::own(Format::Twitter, 1.0, Spread::Even);
+        let mut st = Streamer::new(
+            twitter(&text),
+            "t.csv",
+            cache_ops(),
+            timing,
+            4,
+            window(u64::MAX / 2, 500),
+            Keys {
+                prefix: b"p:".to_vec(),
+                amplify: 3,
+            },
+        );
+        let mut held = [0u64; 4];
+        let mut now = 0;
+        let mut rounds = 0;
+        while !st.finished() {
+            for (s, b) in st.pump(now).unwrap() {
+                held[s as usize] += b.len() as u64;
+                assert!(b.key(0).starts_with(b"p:k"));
+            }
+            for (s, h) in held.iter().enumerate() {
+                assert!(
+                    *h - st.taken[s] <= 500,
+                    "shard {s} holds {h} - {}",
+                    st.taken[s]
+                );
+            }
+            // The shards take what they hold; the reader never holds more than a second
+            // (1,000 records × 3 copies) besides.
+            assert!(st.pending.len() <= 3_000 + 3, "{}", st.pending.len());
+            for (s, h) in held.iter().enumerate() {
+                st.ack(s as u32, *h);
+            }
+            now += S / 100;
+            rounds += 1;
+            assert!(rounds < 100_000);
+        }
+        assert_eq!(held.iter().sum::<u64>(), 600_000);
+        assert_eq!(st.position.requests, 600_000);
+        assert!(
+            rounds > 600_000 / 2_000,
+            "the window paced the reading: {rounds} rounds"
+        );
+    }
+
+    #[test]
+    fn a_profile_re_times_the_trace_in_its_order_and_counts_what_it_leaves_out() {
+        let mut text = String::new();
+        for i in 0..2_000 {
+            text.push_str(&format!("{},k{i},2,10,1,get,0\n", i % 7));
+        }
+        let profile = Profile::constant(1_000.0, S).unwrap();
+        let timing = Timing::Profile(
+            Box::new(Schedule::new(profile, Arrival::Uniform, 0.0)),
+            Rng::new(1),
+        );
+        let mut st = Streamer::new(
+            twitter(&text),
+            "t.csv",
+            cache_ops(),
+            timing,
+            1,
+            window(u64::MAX / 2, u64::MAX),
+            Keys::default(),
+        );
+        let chunks = seen(st.pump(0).unwrap());
+        let reqs: Vec<_> = chunks.iter().flat_map(|c| c.3.clone()).collect();
+        assert_eq!(reqs.len(), 1_000);
+        assert_eq!(st.position.past_profile, 1_000);
+        assert_eq!(
+            reqs[10],
+            (10 * 1_000_000, "k10".to_string()),
+            "the k-th at 1 ms × k"
+        );
+        assert!(st.finished());
+    }
+
+    #[test]
+    fn monitor_commands_go_verbatim_and_one_outside_the_table_is_counted() {
+        let text = "1700000000.000001 [0 127.0.0.1:1] \"SET\" \"k\" \"v\"\n\
+                    1700000000.000501 [0 127.0.0.1:1] \"hset\" \"h\" \"f\" \"x y\"\n\
+                    1700000000.001001 [0 127.0.0.1:1] \"FLUSHALL\"\n";
+        let reader = Reader::new(text.as_bytes(), "m.txt", Format::Monitor);
+        let ops = vec![
+            TraceOp::Command("SET".into()),
+            TraceOp::Command("HSET".into()),
+        ];
+        let timing = Timing::own(Format::Monitor, 2.0, Spread::Even);
+        let mut st = Streamer::new(
+            reader,
+            "m.txt",
+            ops,
+            timing,
+            1,
+            window(S, 100),
+            Keys::default(),
+        );
+        let chunks = st.pump(0).unwrap();
+        let (_, b) = &chunks[0];
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.at_ns, [0, 250_000], "µs kept, twice as fast");
+        assert_eq!(
+            b.verbatim(1),
+            b"*4\r\n$4\r\nhset\r\n$1\r\nh\r\n$1\r\nf\r\n$3\r\nx y\r\n"
+        );
+        assert_eq!(st.skips().by_reason["command not in the op table"], (1, 3));
+        assert_eq!(st.by_op().len(), 2);
+    }
+}
