@@ -4,7 +4,7 @@
 //! ([`Batch::encode`]): keys as recorded, values of the recorded size taken from the shared
 //! value buffer (so nothing is allocated per request), a verbatim command's bytes copied.
 
-use crate::workload::Wire;
+use crate::workload::{Wire, bulk, digits, push_uint};
 use crest_trace::{Op, Verb};
 
 /// Most requests in one chunk.
@@ -201,7 +201,7 @@ impl Batch {
         if let Verb::Set { nx, xx } = verb {
             if ttl > 0 {
                 bulk(b, b"EX");
-                bulk(b, itoa(u64::from(ttl)).get());
+                bulk(b, digits(u64::from(ttl), &mut [0; 20]));
             }
             if nx {
                 bulk(b, b"NX");
@@ -210,39 +210,6 @@ impl Batch {
             }
         }
     }
-}
-
-fn push_uint(b: &mut Vec<u8>, v: u64) {
-    b.extend_from_slice(itoa(v).get());
-}
-
-/// A number's decimal digits, without allocating.
-struct Digits([u8; 20], usize);
-
-impl Digits {
-    fn get(&self) -> &[u8] {
-        &self.0[self.1..]
-    }
-}
-
-fn itoa(mut v: u64) -> Digits {
-    let mut d = Digits([0; 20], 20);
-    loop {
-        d.1 -= 1;
-        d.0[d.1] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return d;
-        }
-    }
-}
-
-fn bulk(b: &mut Vec<u8>, s: &[u8]) {
-    b.push(b'$');
-    push_uint(b, s.len() as u64);
-    b.extend_from_slice(b"\r\n");
-    b.extend_from_slice(s);
-    b.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]

@@ -1382,7 +1382,7 @@ impl SlotKeys {
     }
 }
 
-fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn bulk(out: &mut Vec<u8>, b: &[u8]) {
     out.push(b'$');
     push_uint(out, b.len() as u64);
     out.extend_from_slice(b"\r\n");
@@ -1390,7 +1390,7 @@ fn bulk(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn digits(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+pub(crate) fn digits(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -1414,7 +1414,7 @@ fn prefixed_number(out: &mut Vec<u8>, prefix: &[u8], n: u64) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn push_uint(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn push_uint(out: &mut Vec<u8>, v: u64) {
     let mut d = [0u8; 20];
     out.extend_from_slice(digits(v, &mut d));
 }

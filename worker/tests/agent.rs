@@ -98,6 +98,20 @@ fn good_plan() -> RunPlan {
     }
 }
 
+/// The scripted coordinator on `listener`: each session a worker opens comes out of the
+/// receiver.
+fn serve(
+    listener: tokio::net::TcpListener,
+) -> mpsc::UnboundedReceiver<(Streaming<pb::WorkerMessage>, mpsc::Sender<Out>)> {
+    let (stx, sessions) = mpsc::unbounded_channel();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(CoordinatorServer::new(Scripted { sessions: stx }))
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    sessions
+}
+
 /// A runtime of two threads: the worker's and the scripted coordinator's.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -142,12 +156,7 @@ fn a_worker_refuses_nonsense_plans_by_field_and_stays_up() {
     runtime().block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (stx, mut sessions) = mpsc::unbounded_channel();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(CoordinatorServer::new(Scripted { sessions: stx }))
-                .serve_with_incoming(TcpListenerStream::new(listener)),
-        );
+        let mut sessions = serve(listener);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let worker = tokio::spawn(agent::run(agent_config(addr, false), async {
             let _ = stop_rx.await;
@@ -233,12 +242,7 @@ fn a_one_run_worker_waits_for_its_coordinator_and_exits_after_the_session() {
             "a failed dial does not end a one-run worker"
         );
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-        let (stx, mut sessions) = mpsc::unbounded_channel();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(CoordinatorServer::new(Scripted { sessions: stx }))
-                .serve_with_incoming(TcpListenerStream::new(listener)),
-        );
+        let mut sessions = serve(listener);
         let (mut inbound, out) = tokio::time::timeout(Duration::from_secs(30), sessions.recv())
             .await
             .expect("the worker dials again")
@@ -304,8 +308,9 @@ fn a_worker_replays_the_trace_chunks_it_is_streamed() {
             global_index: i,
             share: 0.5,
             seed: u64::from(i) + 1,
+            // One connection per shard: a key's requests keep their order on it.
             classes: vec![ShardClassPart {
-                connections: 2,
+                connections: 1,
                 budget: None,
                 checkpoints: Vec::new(),
             }],
@@ -355,12 +360,7 @@ fn a_worker_replays_the_trace_chunks_it_is_streamed() {
     runtime().block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (stx, mut sessions) = mpsc::unbounded_channel();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(CoordinatorServer::new(Scripted { sessions: stx }))
-                .serve_with_incoming(TcpListenerStream::new(listener)),
-        );
+        let mut sessions = serve(listener);
         let mut cfg = agent_config(addr, false);
         cfg.cores = vec![
             core_affinity::CoreId { id: 0 },
@@ -459,6 +459,32 @@ fn a_worker_replays_the_trace_chunks_it_is_streamed() {
         assert_eq!(
             server.command(&[b"EXISTS", b"k1:45"]),
             crest_resp::Frame::Integer(0)
+        );
+
+        // A trace class on two connections per shard could reorder a key's requests:
+        // the plan is refused, named.
+        let mut two = plan.clone();
+        two.run_id = "r0".into();
+        let mut wire = pb::RunPlan::from(&two);
+        wire.shards[0].classes[0].connections = 2;
+        out.send(Out::Start(pb::StartRun {
+            plan: Some(wire),
+            start_at_unix_ns: crest_model::clock::unix_ns() + 1_000 * ms as i64,
+        }))
+        .await
+        .unwrap();
+        let f = loop {
+            match next(&mut inbound).await {
+                In::Failed(f) => break f,
+                In::Interval(_) | In::TraceAck(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert!(
+            f.reason.contains("shards[0].classes[0].connections")
+                && f.reason.contains("1 for a replayed trace"),
+            "{}",
+            f.reason
         );
 
         // A second run whose first chunk is number 2: refused, named.

@@ -652,6 +652,17 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                         format!("below total_shards ({total_shards})"),
                     ));
                 }
+                // A replayed trace keeps each key's requests in order: one key goes to one
+                // shard, and a shard sends a trace class on one connection (per node).
+                for (k, (c, pc)) in classes.iter().zip(&part.classes).enumerate() {
+                    if matches!(c.load, Load::Trace { .. }) && pc.connections != 1 {
+                        return Err(WireError::new(
+                            format!("shards[{i}].classes[{k}].connections"),
+                            pc.connections,
+                            "1 for a replayed trace (a key's requests keep their order on one connection)",
+                        ));
+                    }
+                }
                 Ok(part)
             })
             .collect::<Result<Vec<_>, _>>()?;
