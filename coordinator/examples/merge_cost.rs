@@ -34,19 +34,6 @@ use synth::{DATASETS, VARIANTS, per_interval, rng_for, variant};
 const MIX: &str = "GET=6,SET=3,INCR=1,HSET=1,ZADD=1,LPUSH=1,SADD=1,EXISTS=1,DEL=1,MGET=1";
 const WARMUP: u32 = 5;
 
-/// This thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`: exact at the call, where
-/// `/proc/thread-self/schedstat` of a thread that never sleeps can lag by a scheduler tick).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(r, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
-
 /// Workers (default 1,000, at least 1), intervals (default 60, more than the warm-up) and
 /// relays (default 0: none; at most the workers).
 fn parse_args(args: &[String]) -> Result<(usize, u32, usize), String> {
@@ -148,7 +135,7 @@ fn main() {
                 ..Default::default()
             })
             .collect();
-        let t0 = thread_cpu_ns();
+        let t0 = crest_engine::thread_cpu_ns();
         let upstream: Vec<(usize, pb::Interval)> = if relays == 0 {
             msgs.into_iter().enumerate().collect()
         } else {
@@ -169,12 +156,12 @@ fn main() {
             }
             out
         };
-        let t1 = thread_cpu_ns();
+        let t1 = crest_engine::thread_cpu_ns();
         for (w, m) in upstream {
             books.receive(w, m).expect("a valid interval");
         }
         let bad = books.advance(&active);
-        let t2 = thread_cpu_ns();
+        let t2 = crest_engine::thread_cpu_ns();
         assert!(bad.is_empty(), "an interval did not decode");
         if k >= WARMUP {
             relay_ns += t1 - t0;

@@ -21,18 +21,6 @@ use crest_trace::clock::Spread;
 use crest_trace::{Format, Reader};
 use prost::Message;
 
-/// This thread's CPU time so far, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(r, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The trace's text: N lines.
 fn make(n: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(n as usize * 40);
@@ -80,7 +68,7 @@ fn main() {
         window,
         Keys::default(),
     );
-    let t0 = thread_cpu_ns();
+    let t0 = crest_engine::thread_cpu_ns();
     let mut requests = 0u64;
     let mut chunks = 0u64;
     let mut bytes = 0u64;
@@ -94,7 +82,7 @@ fn main() {
             st.ack(s, given[s as usize]);
         }
     }
-    let cpu = thread_cpu_ns() - t0;
+    let cpu = crest_engine::thread_cpu_ns() - t0;
     if requests != lines || st.position.records != lines {
         println!(
             "NOT MEASURED: {requests} requests came out of {lines} lines ({} read)",

@@ -30,20 +30,86 @@ pub struct Window {
     pub per_shard: u64,
 }
 
-/// How the requests are timed.
+/// How the requests are timed, and the timed requests waiting to be placed (in order).
 #[derive(Debug)]
 pub enum Timing {
-    /// The trace's own clock.
+    /// The trace's own clock (which holds its timed requests itself).
     Own(OwnClock),
     /// The k-th request at the k-th arrival of this fleet-wide schedule (`--rate`,
     /// `--stages`), the order kept; requests past its end are not sent.
-    Profile(Box<Schedule>, Rng),
+    Profile {
+        /// The fleet's schedule.
+        schedule: Box<Schedule>,
+        /// Its draws (Poisson gaps).
+        rng: Rng,
+        /// Timed requests not yet placed.
+        ready: VecDeque<(u64, Record)>,
+        /// Requests left out: the profile ended before them.
+        past: u64,
+    },
 }
 
 impl Timing {
     /// The trace's clock, `speed` times as fast, for `format`'s timestamps.
     pub fn own(format: Format, speed: f64, spread: Spread) -> Self {
         Timing::Own(OwnClock::new(speed, spread, format != Format::Monitor))
+    }
+
+    /// Re-timed at `schedule`'s arrivals (fleet-wide), drawn with `rng`.
+    pub fn profile(schedule: Schedule, rng: Rng) -> Self {
+        Timing::Profile {
+            schedule: Box::new(schedule),
+            rng,
+            ready: VecDeque::new(),
+            past: 0,
+        }
+    }
+
+    /// Times one request (in file order).
+    fn push(&mut self, rec: Record) -> Result<(), TooDense> {
+        match self {
+            Timing::Own(c) => c.push(rec)?,
+            Timing::Profile {
+                schedule,
+                rng,
+                ready,
+                past,
+            } => match schedule.next(rng) {
+                Some(t) => ready.push_back((t, rec)),
+                None => *past += 1,
+            },
+        }
+        Ok(())
+    }
+
+    /// The end of the trace: what the clock still holds is timed.
+    fn finish(&mut self) {
+        if let Timing::Own(c) = self {
+            c.finish();
+        }
+    }
+
+    /// The next timed request.
+    fn front(&self) -> Option<&(u64, Record)> {
+        match self {
+            Timing::Own(c) => c.front(),
+            Timing::Profile { ready, .. } => ready.front(),
+        }
+    }
+
+    fn pop(&mut self) -> Option<(u64, Record)> {
+        match self {
+            Timing::Own(c) => c.pop(),
+            Timing::Profile { ready, .. } => ready.pop_front(),
+        }
+    }
+
+    /// Requests read and not yet placed (timed, or gathered in their second).
+    fn held(&self) -> usize {
+        match self {
+            Timing::Own(c) => c.len(),
+            Timing::Profile { ready, .. } => ready.len(),
+        }
     }
 }
 
@@ -67,10 +133,6 @@ pub struct Position {
     pub sent: u64,
     /// Per entry of the op table, requests handed out.
     pub per_op: Vec<u64>,
-    /// Requests sent later than recorded because an earlier line had a later time.
-    pub reordered: u64,
-    /// Requests not sent because the re-timing profile ended before them.
-    pub past_profile: u64,
     /// The intended time of the last request handed out (ns, run clock).
     pub last_at_ns: u64,
 }
@@ -116,14 +178,14 @@ pub struct Streamer<R> {
     ops: Vec<TraceOp>,
     /// Full chunks waiting for the next pump.
     overflow: Vec<(u32, Batch)>,
+    /// Reused per request: a MONITOR command's name in capitals, then its RESP bytes.
+    scratch: Vec<u8>,
     /// Per shard: the chunk being filled, requests handed out, requests taken.
     open: Vec<Batch>,
     handed: Vec<u64>,
     taken: Vec<u64>,
     /// Per shard: the last chunk went.
     ended: Vec<bool>,
-    /// Timed requests not yet placed (a profile's re-timing takes them as they come).
-    pending: VecDeque<(u64, Record)>,
     read_all: bool,
     /// Where the stream stands.
     pub position: Position,
@@ -165,6 +227,7 @@ impl<R: BufRead> Streamer<R> {
                 })
                 .collect(),
             overflow: Vec::new(),
+            scratch: Vec::new(),
             position: Position {
                 per_op: vec![0; ops.len()],
                 ..Position::default()
@@ -174,7 +237,6 @@ impl<R: BufRead> Streamer<R> {
             handed: vec![0; n],
             taken: vec![0; n],
             ended: vec![false; n],
-            pending: VecDeque::new(),
             read_all: false,
         }
     }
@@ -201,6 +263,22 @@ impl<R: BufRead> Streamer<R> {
             .collect()
     }
 
+    /// Requests sent later than recorded because an earlier line had a later time.
+    pub fn reordered(&self) -> u64 {
+        match &self.timing {
+            Timing::Own(c) => c.reordered,
+            Timing::Profile { .. } => 0,
+        }
+    }
+
+    /// Requests not sent because the re-timing profile ended before them.
+    pub fn past_profile(&self) -> u64 {
+        match &self.timing {
+            Timing::Profile { past, .. } => *past,
+            Timing::Own(_) => 0,
+        }
+    }
+
     /// The op table.
     pub fn ops(&self) -> &[TraceOp] {
         &self.ops
@@ -224,15 +302,15 @@ impl<R: BufRead> Streamer<R> {
     pub fn pump(&mut self, now_ns: u64) -> Result<Vec<(u32, Batch)>, StreamError> {
         let horizon = now_ns.saturating_add(self.window.ahead_ns);
         loop {
-            if let Some(&(t, _)) = self.pending.front() {
-                if t > horizon {
+            if let Some((t, rec)) = self.timing.front() {
+                if *t > horizon {
                     break;
                 }
-                let shard = shard_of(&self.pending[0].1, self.shards) as usize;
+                let shard = shard_of(rec, self.shards) as usize;
                 if self.outstanding(shard) >= self.window.per_shard {
                     break;
                 }
-                if let Some((t, rec)) = self.pending.pop_front() {
+                if let Some((t, rec)) = self.timing.pop() {
                     self.place(shard, t, &rec);
                 }
                 continue;
@@ -243,7 +321,7 @@ impl<R: BufRead> Streamer<R> {
             self.read_one()?;
         }
         let mut out = std::mem::take(&mut self.overflow);
-        let done = self.read_all && self.pending.is_empty();
+        let done = self.read_all && self.timing.held() == 0;
         for s in 0..self.shards as usize {
             if self.ended[s] || (self.open[s].is_empty() && !done) {
                 continue;
@@ -258,17 +336,11 @@ impl<R: BufRead> Streamer<R> {
         Ok(out)
     }
 
-    /// Reads one record into `pending` (timed), or notes the end.
+    /// Reads one record and times its requests, or notes the end.
     fn read_one(&mut self) -> Result<(), StreamError> {
         let Some(rec) = self.reader.next() else {
             self.read_all = true;
-            if let Timing::Own(c) = &mut self.timing {
-                c.finish();
-                self.position.reordered = c.reordered;
-                while let Some(x) = c.pop() {
-                    self.pending.push_back(x);
-                }
-            }
+            self.timing.finish();
             return Ok(());
         };
         let mut rec = rec?;
@@ -281,37 +353,33 @@ impl<R: BufRead> Streamer<R> {
             }
             rec.key = k;
         }
-        let mut made = Vec::new();
-        expand(&rec, self.amplify, |r| made.push(r));
-        self.position.requests += made.len() as u64;
-        for r in made {
-            match &mut self.timing {
-                Timing::Own(c) => c.push(r).map_err(|inner| StreamError::TooDense {
-                    file: self.file.clone(),
-                    inner,
-                })?,
-                Timing::Profile(s, rng) => match s.next(rng) {
-                    Some(t) => self.pending.push_back((t, r)),
-                    None => self.position.past_profile += 1,
-                },
+        let (timing, requests) = (&mut self.timing, &mut self.position.requests);
+        let mut dense = None;
+        expand(rec, self.amplify, |r| {
+            *requests += 1;
+            if dense.is_none()
+                && let Err(e) = timing.push(r)
+            {
+                dense = Some(e);
             }
+        });
+        match dense {
+            Some(inner) => Err(StreamError::TooDense {
+                file: self.file.clone(),
+                inner,
+            }),
+            None => Ok(()),
         }
-        if let Timing::Own(c) = &mut self.timing {
-            while let Some(x) = c.pop() {
-                self.pending.push_back(x);
-            }
-            self.position.reordered = c.reordered;
-        }
-        Ok(())
     }
 
     /// Puts one timed request in `shard`'s chunk (handed out whole when full).
     fn place(&mut self, shard: usize, at_ns: u64, rec: &Record) {
         let index = match rec.op {
-            Op::Command => rec
-                .args
-                .first()
-                .and_then(|a| self.commands.get(&a.to_ascii_uppercase()).copied()),
+            Op::Command => rec.args.first().and_then(|a| {
+                self.scratch.clear();
+                self.scratch.extend(a.iter().map(u8::to_ascii_uppercase));
+                self.commands.get(&self.scratch).copied()
+            }),
             op => self.cache[op as usize],
         };
         let Some(index) = index else {
@@ -320,13 +388,16 @@ impl<R: BufRead> Streamer<R> {
                 .add("command not in the op table", rec.line);
             return;
         };
-        let verbatim = if rec.op == Op::Command {
-            encode_resp(&rec.args)
-        } else {
-            Vec::new()
-        };
+        // A MONITOR command goes as RESP, encoded into the reused scratch buffer.
+        self.scratch.clear();
+        if rec.op == Op::Command {
+            crest_resp::encode_array_header(&mut self.scratch, rec.args.len());
+            for a in &rec.args {
+                crest_resp::encode_bulk(&mut self.scratch, a);
+            }
+        }
         let ttl = u32::try_from(rec.ttl_s).unwrap_or(u32::MAX);
-        self.open[shard].push(at_ns, index, &rec.key, rec.value_size, ttl, &verbatim);
+        self.open[shard].push(at_ns, index, &rec.key, rec.value_size, ttl, &self.scratch);
         self.position.sent += 1;
         self.position.last_at_ns = self.position.last_at_ns.max(at_ns);
         self.position.per_op[index as usize] += 1;
@@ -338,17 +409,6 @@ impl<R: BufRead> Streamer<R> {
             self.overflow.push((shard as u32, full));
         }
     }
-}
-
-/// A command's arguments as one RESP request.
-fn encode_resp(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut b = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        b.extend_from_slice(a);
-        b.extend_from_slice(b"\r\n");
-    }
-    b
 }
 
 #[cfg(test)]
@@ -480,9 +540,9 @@ mod tests {
                     st.taken[s]
                 );
             }
-            // The shards take what they hold; the reader never holds more than a second
-            // (1,000 records × 3 copies) besides.
-            assert!(st.pending.len() <= 3_000 + 3, "{}", st.pending.len());
+            // The shards take what they hold; the reader never holds more than two seconds
+            // (1,000 records × 3 copies each) besides: one released, one being gathered.
+            assert!(st.timing.held() <= 2 * 3_000 + 3, "{}", st.timing.held());
             for (s, h) in held.iter().enumerate() {
                 st.ack(s as u32, *h);
             }
@@ -505,10 +565,7 @@ mod tests {
             text.push_str(&format!("{},k{i},2,10,1,get,0\n", i % 7));
         }
         let profile = Profile::constant(1_000.0, S).unwrap();
-        let timing = Timing::Profile(
-            Box::new(Schedule::new(profile, Arrival::Uniform, 0.0)),
-            Rng::new(1),
-        );
+        let timing = Timing::profile(Schedule::new(profile, Arrival::Uniform, 0.0), Rng::new(1));
         let mut st = Streamer::new(
             twitter(&text),
             "t.csv",
@@ -521,7 +578,7 @@ mod tests {
         let chunks = seen(st.pump(0).unwrap());
         let reqs: Vec<_> = chunks.iter().flat_map(|c| c.3.clone()).collect();
         assert_eq!(reqs.len(), 1_000);
-        assert_eq!(st.position.past_profile, 1_000);
+        assert_eq!(st.past_profile(), 1_000);
         assert_eq!(
             reqs[10],
             (10 * 1_000_000, "k10".to_string()),

@@ -58,22 +58,29 @@ pub fn shard_of(rec: &Record, shards: u32) -> u32 {
 /// Calls `each` with the requests `rec` stands for: `rec.repeat` times, and with
 /// `amplify > 1`, each of those once per copy `i` in `0..amplify` under the key
 /// `key:i` (the first key of a MONITOR command too), as cachebench's amplification does.
-/// A MONITOR command's arguments are rewritten only where its first key stands.
-pub fn expand(rec: &Record, amplify: u32, mut each: impl FnMut(Record)) {
-    let repeat = rec.repeat.max(1);
-    let plain = Record {
-        repeat: 1,
-        ..rec.clone()
+/// A MONITOR command's arguments are rewritten only where its first key stands. A record
+/// that is one request (the usual case) is handed on as it is, not copied.
+pub fn expand(rec: Record, amplify: u32, mut each: impl FnMut(Record)) {
+    let amplify = if rec.key.is_empty() {
+        1
+    } else {
+        amplify.max(1)
     };
+    let repeat = rec.repeat.max(1);
+    let plain = Record { repeat: 1, ..rec };
+    if repeat == 1 && amplify == 1 {
+        each(plain);
+        return;
+    }
     for _ in 0..repeat {
-        if amplify <= 1 || rec.key.is_empty() {
+        if amplify == 1 {
             each(plain.clone());
             continue;
         }
         for i in 0..amplify {
             let mut r = plain.clone();
             r.key.extend_from_slice(format!(":{i}").as_bytes());
-            if r.args.get(1).is_some_and(|a| *a == rec.key) {
+            if r.args.get(1).is_some_and(|a| *a == plain.key) {
                 r.args[1] = r.key.clone();
             }
             each(r);
@@ -185,6 +192,11 @@ impl OwnClock {
     /// The end of the trace: the last second is spread too.
     pub fn finish(&mut self) {
         self.release();
+    }
+
+    /// The next timed request, if one is ready, left in place.
+    pub fn front(&self) -> Option<&(u64, Record)> {
+        self.ready.front()
     }
 
     /// The next timed request, if one is ready.
@@ -356,7 +368,7 @@ mod tests {
         let mut r = rec(4, 0.0, "user");
         r.repeat = 2;
         let mut keys = Vec::new();
-        expand(&r, 3, |x| keys.push(String::from_utf8(x.key).unwrap()));
+        expand(r, 3, |x| keys.push(String::from_utf8(x.key).unwrap()));
         assert_eq!(
             keys,
             ["user:0", "user:1", "user:2", "user:0", "user:1", "user:2"]
@@ -365,11 +377,11 @@ mod tests {
         m.op = Op::Command;
         m.args = vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()];
         let mut args = Vec::new();
-        expand(&m, 2, |x| args.push(x.args));
+        expand(m, 2, |x| args.push(x.args));
         assert_eq!(args[1][1], b"k:1");
         assert_eq!(args[1][2], b"v");
         let mut one = 0;
-        expand(&rec(6, 0.0, ""), 5, |_| one += 1);
+        expand(rec(6, 0.0, ""), 5, |_| one += 1);
         assert_eq!(one, 1, "a keyless command is not amplified");
     }
 

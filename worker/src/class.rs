@@ -664,7 +664,7 @@ impl ClassState {
         if let Arrivals::Trace(q) = &self.arrivals {
             // Its command and key are the record's; `key` is the record's number.
             let seq = q.next;
-            let (cmd, slot) = match q.find(seq) {
+            let (cmd, slot) = match q.current() {
                 Some((b, i)) => (
                     b.op[i],
                     match b.key(i) {
@@ -853,14 +853,19 @@ impl ClassState {
     #[inline]
     fn put(&mut self, q: Queued, id: ConnId, out: &mut Outbox<'_>) {
         let req = self.unwritten(q);
-        if let Arrivals::Trace(t) = &self.arrivals
-            && t.find(q.key).is_none()
-        {
-            // Its chunk is gone: only a request a timeout past its time can get here,
-            // and such a request is given up.
-            self.on_failed(req, Failure::TimeoutUnsent, q.intended, None, out.routes);
-            return;
-        }
+        // A trace request's record, found once (None for any other class).
+        let record = match &self.arrivals {
+            Arrivals::Trace(t) => match t.find(q.key) {
+                Some(r) => Some((t, r)),
+                None => {
+                    // Its chunk is gone: only a request a timeout past its time can get
+                    // here, and such a request is given up.
+                    self.on_failed(req, Failure::TimeoutUnsent, q.intended, None, out.routes);
+                    return;
+                }
+            },
+            _ => None,
+        };
         let conn = &mut out.conns[id.index()];
         // An ASK-redirected request goes with ASKING first; the marker says its reply is no
         // request's.
@@ -874,13 +879,9 @@ impl ClassState {
                 |w| w.bytes().extend_from_slice(b"*1\r\n$6\r\nASKING\r\n"),
             );
         let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
-        if let Arrivals::Trace(t) = &self.arrivals {
+        if let Some((t, (b, i))) = record {
             let values = workload.value_bytes();
-            let dirty = conn.enqueue(req, |buf| {
-                if let Some((b, i)) = t.find(q.key) {
-                    b.encode(i, &t.source.ops, values, buf);
-                }
-            });
+            let dirty = conn.enqueue(req, |buf| b.encode(i, &t.source.ops, values, buf));
             if dirty || asked {
                 out.dirty.push(id);
             }

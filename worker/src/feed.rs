@@ -64,10 +64,11 @@ impl TraceFeed {
             .unwrap_or_default()
     }
 
-    /// The shard took `n` more requests off.
+    /// The shard has taken `total` requests off, in all (a plain store: the shard is the
+    /// only writer, once per request, with no read-modify-write on its path).
     #[inline]
-    pub fn consume(&self, n: u64) {
-        self.consumed.fetch_add(n, Ordering::Relaxed);
+    pub fn set_consumed(&self, total: u64) {
+        self.consumed.store(total, Ordering::Relaxed);
     }
 
     /// Requests the shard has taken off, in all (what the agent acknowledges).
@@ -105,6 +106,8 @@ pub struct TraceQueue {
     held: VecDeque<Held>,
     /// The next request to schedule (the shard's count, from 0).
     pub(crate) next: u64,
+    /// The index in `held` of the chunk that holds `next` (`held.len()` when none does).
+    cur: usize,
     /// One past the last request held.
     end: u64,
     /// Requests at or after this are not sent (a run stopped early).
@@ -126,6 +129,7 @@ impl TraceQueue {
             taken: 0,
             held: VecDeque::new(),
             next: 0,
+            cur: 0,
             end: 0,
             stop_at: None,
             keep_ns,
@@ -138,6 +142,10 @@ impl TraceQueue {
         if self.source.feed.pushed() > self.taken {
             for batch in self.source.feed.take() {
                 self.taken += 1;
+                if batch.is_empty() {
+                    // A last chunk with nothing in it: the feed's `ended` says it all.
+                    continue;
+                }
                 let first = self.end;
                 self.end += batch.len() as u64;
                 self.held.push_back(Held { first, batch });
@@ -148,6 +156,7 @@ impl TraceQueue {
             let last = h.batch.at_ns.last().copied().unwrap_or(0);
             if done && now.saturating_sub(last) > self.keep_ns {
                 self.held.pop_front();
+                self.cur -= 1;
             } else {
                 break;
             }
@@ -166,10 +175,17 @@ impl TraceQueue {
         Some((&h.batch, (seq - h.first) as usize))
     }
 
+    /// The next request's chunk and index in it, if it is held (no search: the cursor).
+    #[inline]
+    pub fn current(&self) -> Option<(&Batch, usize)> {
+        let h = self.held.get(self.cur)?;
+        Some((&h.batch, (self.next - h.first) as usize))
+    }
+
     /// The next request's intended time, if it is held and may still be sent.
     #[inline]
     pub fn next_due(&self) -> Option<u64> {
-        let (b, i) = self.find(self.next)?;
+        let (b, i) = self.current()?;
         let t = b.at_ns[i];
         self.stop_at.is_none_or(|s| t < s).then_some(t)
     }
@@ -178,7 +194,12 @@ impl TraceQueue {
     #[inline]
     pub fn advance(&mut self) {
         self.next += 1;
-        self.source.feed.consume(1);
+        if let Some(h) = self.held.get(self.cur)
+            && self.next >= h.first + h.batch.len() as u64
+        {
+            self.cur += 1;
+        }
+        self.source.feed.set_consumed(self.next);
     }
 
     /// Whether requests may still come: the feed has not ended, or some are unscheduled.
@@ -246,7 +267,12 @@ mod tests {
         q.refill(0);
         let mut seen = Vec::new();
         while let Some(t) = q.next_due() {
-            let (b, i) = q.find(q.next).unwrap();
+            let (b, i) = q.current().unwrap();
+            assert_eq!(
+                q.find(q.next),
+                Some((b, i)),
+                "the cursor is where a search lands"
+            );
             seen.push((t, b.key(i).to_vec()));
             q.advance();
         }
@@ -267,10 +293,12 @@ mod tests {
         assert_eq!(q.held(), 1);
         assert!(q.find(0).is_none(), "let go");
         assert!(q.find(2).is_some());
-        feed.push(batch(3, &[40], true));
+        feed.push(batch(3, &[40], false));
+        feed.push(batch(4, &[], true));
         q.refill(1_000_001_021);
         assert_eq!(q.next_due(), Some(40));
         q.advance();
+        assert_eq!(q.next_due(), None, "an empty last chunk holds nothing");
         assert!(!q.sending(), "ended, and all sent");
     }
 

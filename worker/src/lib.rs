@@ -62,5 +62,9 @@ pub mod shard;
 mod spec;
 pub mod steer;
 mod sys;
+
+/// CPU time the calling thread has used, ns (`CLOCK_THREAD_CPUTIME_ID`; 0 if unreadable):
+/// what the shards report per interval, and what the benchmarks time a thread with.
+pub use sys::epoll::thread_cpu_ns;
 pub mod target_tls;
 pub mod uplink;
