@@ -217,6 +217,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         outage_ms: crest_report::OutageReport::united_ms(&outages, duration_s),
         outages,
         staleness: cfg.check_staleness.then(|| staleness(cfg, &results)),
+        replay: results.replay.clone(),
         outages_dropped: nodes.iter().map(|n| n.outages_dropped).sum(),
         connections: conn_report(cfg, members.iter().map(|m| &m.books)),
         started_at: humantime::format_rfc3339_millis(results.started_at).to_string(),

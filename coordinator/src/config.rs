@@ -241,6 +241,8 @@ pub struct RunConfig {
     pub check_staleness: bool,
     /// The classes.
     pub classes: Vec<ClassConfig>,
+    /// `crest replay`: the trace its one class sends (None for `crest run`).
+    pub replay: Option<crate::replay::Spec>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).
     pub duration: Duration,
     /// Unmeasured lead-in at each class's first rate.

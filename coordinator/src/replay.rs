@@ -15,11 +15,236 @@
 
 use crest_model::rng::Rng;
 use crest_model::schedule::Schedule;
+use crest_model::schedule::{Arrival, Profile};
 use crest_model::trace::{Batch, MAX_BATCH, TraceOp};
 use crest_trace::clock::{OwnClock, Spread, TooDense, expand, shard_of};
 use crest_trace::{Format, Op, Reader, Record, TraceError};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::BufRead;
+use std::path::PathBuf;
+
+/// The window a replay streams with: two seconds of the run ahead, and at most four full
+/// chunks unacknowledged per shard (about 10 MB of requests on either side per shard).
+pub const WINDOW: Window = Window {
+    ahead_ns: 2_000_000_000,
+    per_shard: 4 * MAX_BATCH as u64,
+};
+
+/// The size of the value buffer a replay's shards share: a value longer than it is this
+/// buffer repeated.
+pub const VALUE_BUFFER: u64 = 16 << 10;
+
+/// MONITOR commands that are not replayed: they change the connection's state (a shard
+/// sends every key of its part on one connection), block it, or act on the server
+/// itself. Counted as skipped, by line.
+pub const NOT_REPLAYED: &[&str] = &[
+    "AUTH",
+    "HELLO",
+    "SELECT",
+    "CLIENT",
+    "QUIT",
+    "RESET",
+    "READONLY",
+    "READWRITE",
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "MONITOR",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "SSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "SUNSUBSCRIBE",
+    "SYNC",
+    "PSYNC",
+    "REPLCONF",
+    "REPLICAOF",
+    "SLAVEOF",
+    "SHUTDOWN",
+    "DEBUG",
+    "FAILOVER",
+    "CLUSTER",
+    "BLPOP",
+    "BRPOP",
+    "BLMOVE",
+    "BRPOPLPUSH",
+    "BLMPOP",
+    "BZPOPMIN",
+    "BZPOPMAX",
+    "BZMPOP",
+    "WAIT",
+    "WAITAOF",
+    "CONFIG",
+    "ACL",
+    "MODULE",
+    "SCRIPT",
+    "FUNCTION",
+    "FLUSHALL",
+    "FLUSHDB",
+    "SAVE",
+    "BGSAVE",
+    "BGREWRITEAOF",
+    "LATENCY",
+    "SLOWLOG",
+    "COMMAND",
+    "INFO",
+    "PING",
+    "ECHO",
+];
+
+/// A replay as `crest replay` was given it.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The files, read one after another as one trace.
+    pub files: Vec<PathBuf>,
+    /// Their format.
+    pub format: Format,
+    /// `--speed`: the trace's clock this many times as fast.
+    pub speed: f64,
+    /// How a whole second's requests are spread over it.
+    pub spread: Spread,
+    /// `--key-prefix` and `--amplify`.
+    pub keys: Keys,
+    /// The op table (the plan's, in order).
+    pub ops: Vec<TraceOp>,
+    /// `--rate`/`--stages`: re-timed at this fleet-wide profile and arrival process.
+    pub retime: Option<(Profile, Arrival)>,
+    /// How far ahead the coordinator streams.
+    pub window: Window,
+}
+
+/// The stream a run reads its trace from.
+pub type FileStreamer = Streamer<Box<dyn BufRead + Send>>;
+
+impl Spec {
+    /// Opens the files and makes the stream over `shards` shards, drawing with `seed`,
+    /// ending at `until_ns` on the run's clock (u64::MAX: the trace's end).
+    ///
+    /// # Errors
+    /// One line naming a file that cannot be opened.
+    pub fn stream(&self, shards: u32, seed: u64, until_ns: u64) -> Result<FileStreamer, String> {
+        let timing = match &self.retime {
+            Some((profile, arrival)) => Timing::profile(
+                Schedule::new(profile.clone(), *arrival, 0.0),
+                Rng::new(seed),
+            ),
+            None => Timing::own(self.format, self.speed, self.spread),
+        };
+        let mut readers = self
+            .files
+            .iter()
+            .map(|f| {
+                let name = f.display().to_string();
+                crest_trace::input::open(f).map(|r| (Reader::new(r, &name, self.format), name))
+            })
+            .collect::<Result<VecDeque<_>, _>>()?;
+        let Some((first, name)) = readers.pop_front() else {
+            return Err("no trace file given".into());
+        };
+        let mut st = Streamer::new(
+            first,
+            &name,
+            self.ops.clone(),
+            timing,
+            shards,
+            self.window,
+            self.keys.clone(),
+        )
+        .until(until_ns);
+        for (r, name) in readers {
+            st = st.then(r, &name);
+        }
+        Ok(st)
+    }
+}
+
+/// Every file checked before the run, and the op table: a Twitter or cachebench trace's
+/// is every cache op ([`cache_ops`]); a MONITOR capture's is every command it holds (read
+/// to its end), in the order first seen, less those [`NOT_REPLAYED`] and those `usable`
+/// refuses (at most [`crest_model::trace::MAX_OPS`]).
+///
+/// # Errors
+/// One line naming the file, the line and what was expected: a file that cannot be
+/// opened, is not in `format`, is empty, or cannot be read to its end (MONITOR).
+pub fn survey(
+    files: &[PathBuf],
+    format: Format,
+    usable: impl Fn(&str) -> bool,
+) -> Result<Vec<TraceOp>, String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for f in files {
+        let name = f.display().to_string();
+        let mut r = Reader::new(crest_trace::input::open(f)?, &name, format);
+        if format != Format::Monitor {
+            // The format is judged by its first lines.
+            match r.next() {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err(format!("{name}: holds no record")),
+            }
+        }
+        for rec in r {
+            let rec = rec.map_err(|e| e.to_string())?;
+            let Some(cmd) = rec.args.first() else {
+                continue;
+            };
+            let upper = String::from_utf8_lossy(cmd).to_ascii_uppercase();
+            if seen.contains(&upper) {
+                continue;
+            }
+            seen.insert(upper.clone());
+            if NOT_REPLAYED.contains(&upper.as_str()) || !usable(&upper) {
+                continue;
+            }
+            if names.len() >= crest_model::trace::MAX_OPS {
+                return Err(format!(
+                    "{name}:{}: more than {} distinct commands; a replay's op table holds at most that many",
+                    rec.line,
+                    crest_model::trace::MAX_OPS
+                ));
+            }
+            names.push(upper);
+        }
+    }
+    if format != Format::Monitor {
+        return Ok(cache_ops());
+    }
+    if names.is_empty() {
+        return Err(format!(
+            "{}: no command that can be replayed (every one is connection state, blocking or admin)",
+            files
+                .first()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default()
+        ));
+    }
+    Ok(names.into_iter().map(TraceOp::Command).collect())
+}
+
+/// The mix entry (a command template, weight 1) a trace op is counted under: what the
+/// server's `INFO commandstats` calls it.
+pub fn template(op: &TraceOp) -> String {
+    match op {
+        TraceOp::Op(o) => match o {
+            Op::Get | Op::Gets => "GET".into(),
+            Op::Set => "SET __key__ __value__".into(),
+            Op::Add => "SET __key__ __value__ NX".into(),
+            Op::Replace | Op::Cas => "SET __key__ __value__ XX".into(),
+            Op::Append | Op::Prepend => "APPEND __key__ __value__".into(),
+            Op::Delete => "DEL".into(),
+            Op::Incr => "INCR __key__".into(),
+            Op::Decr => "DECR __key__".into(),
+            Op::Command => "PING".into(),
+        },
+        // Only its name counts (the bytes sent are the trace's); a template parses as
+        // any command, known to Crest or not.
+        TraceOp::Command(name) => format!("{name} __key__"),
+    }
+}
 
 /// How far ahead of the run the trace is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +329,14 @@ impl Timing {
         }
     }
 
+    /// Drops every request read and not yet placed.
+    fn clear(&mut self) {
+        match self {
+            Timing::Own(c) => c.clear(),
+            Timing::Profile { ready, .. } => ready.clear(),
+        }
+    }
+
     /// Requests read and not yet placed (timed, or gathered in their second).
     fn held(&self) -> usize {
         match self {
@@ -166,6 +399,18 @@ pub fn cache_ops() -> Vec<TraceOp> {
 pub struct Streamer<R> {
     reader: Reader<R>,
     file: String,
+    /// Files read after this one, as one trace (its clock continues through them).
+    queued: VecDeque<(String, Reader<R>)>,
+    /// The skips of the files read to their end.
+    done_skips: Vec<(String, crest_trace::Skips)>,
+    /// Requests intended after this (ns, run clock) are not sent: the run's `--duration`.
+    until_ns: u64,
+    /// Requests left out: intended after `until_ns`.
+    past_end: u64,
+    /// Per shard: its worker is gone, so what falls to it is dropped (counted in `lost`).
+    gone: Vec<bool>,
+    /// Requests that fell to a shard whose worker was gone.
+    lost: u64,
     amplify: u32,
     key_prefix: Vec<u8>,
     timing: Timing,
@@ -208,6 +453,12 @@ impl<R: BufRead> Streamer<R> {
         Self {
             reader,
             file: file.to_string(),
+            queued: VecDeque::new(),
+            done_skips: Vec::new(),
+            until_ns: u64::MAX,
+            past_end: 0,
+            gone: vec![false; n],
+            lost: 0,
             amplify: keys.amplify.max(1),
             key_prefix: keys.prefix,
             timing,
@@ -239,6 +490,40 @@ impl<R: BufRead> Streamer<R> {
             ended: vec![false; n],
             read_all: false,
         }
+    }
+
+    /// Reads `reader` (file `file`) after the files before it, as the same trace: its
+    /// clock goes on (`crest replay a.csv b.csv` is one trace cut in two files).
+    #[must_use]
+    pub fn then(mut self, reader: Reader<R>, file: &str) -> Self {
+        self.queued.push_back((file.to_string(), reader));
+        self
+    }
+
+    /// Sends nothing intended after `until_ns` on the run's clock (`--duration`): the
+    /// stream ends there, and what is left out is counted ([`Streamer::past_end`]).
+    #[must_use]
+    pub fn until(mut self, until_ns: u64) -> Self {
+        self.until_ns = until_ns;
+        self
+    }
+
+    /// Shard `shard`'s worker is gone: what falls to it from now on is dropped and
+    /// counted ([`Streamer::lost`]), and it no longer holds the others back.
+    pub fn shard_gone(&mut self, shard: u32) {
+        if let Some(g) = self.gone.get_mut(shard as usize) {
+            *g = true;
+        }
+    }
+
+    /// Requests left out because they were intended after the run's end.
+    pub fn past_end(&self) -> u64 {
+        self.past_end
+    }
+
+    /// Requests dropped because their shard's worker was gone.
+    pub fn lost(&self) -> u64 {
+        self.lost
     }
 
     /// Shard `shard` has taken `consumed` of its requests in all.
@@ -284,14 +569,18 @@ impl<R: BufRead> Streamer<R> {
         &self.ops
     }
 
-    /// Lines skipped so far, by reason.
-    pub fn skips(&self) -> &crest_trace::Skips {
-        &self.reader.skips
+    /// Lines skipped so far, by file and reason (files with none left out).
+    pub fn skips(&self) -> Vec<(String, crest_trace::Skips)> {
+        let mut all = self.done_skips.clone();
+        if self.reader.skips.total() > 0 {
+            all.push((self.file.clone(), self.reader.skips.clone()));
+        }
+        all
     }
 
     /// Requests handed to `shard` and not yet taken.
     fn outstanding(&self, shard: usize) -> u64 {
-        self.handed[shard] + self.open[shard].len() as u64 - self.taken[shard]
+        (self.handed[shard] + self.open[shard].len() as u64).saturating_sub(self.taken[shard])
     }
 
     /// Reads on as far as the window allows at `now_ns` and returns the chunks to send
@@ -303,10 +592,24 @@ impl<R: BufRead> Streamer<R> {
         let horizon = now_ns.saturating_add(self.window.ahead_ns);
         loop {
             if let Some((t, rec)) = self.timing.front() {
+                if *t > self.until_ns {
+                    // The run ends before it: this and everything after are left out.
+                    self.past_end += self.timing.held() as u64;
+                    self.timing.clear();
+                    if !self.read_all {
+                        self.past_end += self.drain_rest();
+                    }
+                    break;
+                }
                 if *t > horizon {
                     break;
                 }
                 let shard = shard_of(rec, self.shards) as usize;
+                if self.gone[shard] {
+                    self.lost += 1;
+                    self.timing.pop();
+                    continue;
+                }
                 if self.outstanding(shard) >= self.window.per_shard {
                     break;
                 }
@@ -336,12 +639,48 @@ impl<R: BufRead> Streamer<R> {
         Ok(out)
     }
 
+    /// Counts the requests the files still hold without timing them (the run ends
+    /// before them), and notes the end. A line that cannot be read ends the count there.
+    fn drain_rest(&mut self) -> u64 {
+        let mut n = 0u64;
+        loop {
+            while let Some(Ok(rec)) = self.reader.next() {
+                self.position.records += 1;
+                n += u64::from(rec.repeat.max(1)) * u64::from(self.amplify);
+            }
+            if !self.next_file() {
+                break;
+            }
+        }
+        self.read_all = true;
+        n
+    }
+
+    /// Moves on to the next file, keeping this one's skips; false when there is none.
+    fn next_file(&mut self) -> bool {
+        let Some((file, reader)) = self.queued.pop_front() else {
+            return false;
+        };
+        let done = std::mem::replace(&mut self.reader, reader);
+        let name = std::mem::replace(&mut self.file, file);
+        if done.skips.total() > 0 {
+            self.done_skips.push((name, done.skips));
+        }
+        true
+    }
+
     /// Reads one record and times its requests, or notes the end.
     fn read_one(&mut self) -> Result<(), StreamError> {
-        let Some(rec) = self.reader.next() else {
-            self.read_all = true;
-            self.timing.finish();
-            return Ok(());
+        let rec = loop {
+            match self.reader.next() {
+                Some(rec) => break rec,
+                None if self.next_file() => {}
+                None => {
+                    self.read_all = true;
+                    self.timing.finish();
+                    return Ok(());
+                }
+            }
         };
         let mut rec = rec?;
         self.position.records += 1;
@@ -383,9 +722,10 @@ impl<R: BufRead> Streamer<R> {
             op => self.cache[op as usize],
         };
         let Some(index) = index else {
-            self.reader
-                .skips
-                .add("command not in the op table", rec.line);
+            self.reader.skips.add(
+                "command not replayed (connection state, blocking or admin)",
+                rec.line,
+            );
             return;
         };
         // A MONITOR command goes as RESP, encoded into the reused scratch buffer.
@@ -615,7 +955,10 @@ mod tests {
             b.verbatim(1),
             b"*4\r\n$4\r\nhset\r\n$1\r\nh\r\n$1\r\nf\r\n$3\r\nx y\r\n"
         );
-        assert_eq!(st.skips().by_reason["command not in the op table"], (1, 3));
+        assert_eq!(
+            st.skips()[0].1.by_reason["command not replayed (connection state, blocking or admin)"],
+            (1, 3)
+        );
         assert_eq!(st.by_op().len(), 2);
     }
 }

@@ -812,6 +812,61 @@ impl OutageReport {
     }
 }
 
+/// A replayed trace: where the stream stood at the end and what was left out. Every
+/// request made from the trace is sent or counted here: `requests` = `sent` + skipped
+/// commands' requests + `past_profile` + `past_end` + `lost`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ReplayReport {
+    /// The files, in the order read.
+    pub files: Vec<String>,
+    /// `twitter`, `cachebench` or `monitor`.
+    pub format: String,
+    /// `--speed` on the trace's own clock; null when re-timed (`--rate`, `--stages`).
+    pub speed: Option<f64>,
+    /// `--amplify`: requests sent per recorded one, under suffixed keys.
+    pub amplify: u32,
+    /// `--key-prefix` put before every key.
+    pub key_prefix: String,
+    /// The whole trace was read and handed out (false: the run ended first).
+    pub finished: bool,
+    /// Records read from the files.
+    pub records: u64,
+    /// Requests made from them (cachebench's `op_count` repeats and `--amplify` copies).
+    pub requests: u64,
+    /// Requests handed to the workers.
+    pub sent: u64,
+    /// The intended time of the last request handed out, seconds from the start.
+    pub last_at_s: f64,
+    /// Requests handed out per trace op (`get`, `add`, `cmd:HSET`): what each was sent as
+    /// is in `commands` (get and gets as GET; set, add, replace and cas as SET).
+    pub by_op: BTreeMap<String, u64>,
+    /// Lines left out, per file and reason, with the first line of each.
+    pub skipped: Vec<ReplaySkip>,
+    /// Requests sent later than recorded because an earlier line had a later time.
+    pub reordered: u64,
+    /// Requests left out because the `--rate`/`--stages` profile ended before them.
+    pub past_profile: u64,
+    /// Requests left out because `--duration` ended the run before them.
+    pub past_end: u64,
+    /// Requests that fell to a worker lost before their time.
+    pub lost: u64,
+    /// Chunks streamed to the workers.
+    pub chunks: u64,
+}
+
+/// Lines of one file left out for one reason.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ReplaySkip {
+    /// The file.
+    pub file: String,
+    /// Why (`bad op`, `bad size`, `command not replayed …`).
+    pub reason: String,
+    /// How many lines.
+    pub lines: u64,
+    /// The first such line's number.
+    pub first_line: u64,
+}
+
 /// Stale reads from replicas (`--check-staleness`). Every SET's value starts with a
 /// version stamp (its intended time); every GET's reply is read for it. A read is checked
 /// when the shard that sent it knows the key's latest write it saw acknowledged (its own
@@ -959,6 +1014,10 @@ pub struct Report {
     /// Stale reads from replicas (`--check-staleness`); null without it.
     #[serde(default)]
     pub staleness: Option<StalenessReport>,
+    /// `crest replay`: the trace, how far it was sent, what each op was sent as, and what
+    /// was left out; null for `crest run`.
+    #[serde(default)]
+    pub replay: Option<ReplayReport>,
     /// How the connections came and went: the first connects, the reconnects during the
     /// run (a life's end with `--conn-lifetime`/`--conn-rate`, or a failure), and every
     /// connection's setup time.

@@ -193,6 +193,9 @@ impl Report {
                 w.completed
             );
         }
+        if let Some(r) = &self.replay {
+            out.push_str(&replay_lines(r));
+        }
         if let Some(line) = self.generator_line() {
             let _ = writeln!(out, "generator: {line}");
         }
@@ -530,6 +533,64 @@ fn summary_row(out: &mut String, name: &str, s: &Summary) {
         s.errors,
         s.misses
     );
+}
+
+/// A replay's lines: the trace, how far it went, the ops as sent, what was left out.
+fn replay_lines(r: &crate::ReplayReport) -> String {
+    let mut out = String::new();
+    let clock = match r.speed {
+        Some(s) if (s - 1.0).abs() < f64::EPSILON => "on its own clock".to_string(),
+        Some(s) => format!("on its own clock at {s}x"),
+        None => "re-timed".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "replay: {} ({}) {clock}: {} records, {} requests, {} sent{}, last at {:.3} s{}",
+        r.files.join(" "),
+        r.format,
+        r.records,
+        r.requests,
+        r.sent,
+        if r.amplify > 1 {
+            format!(" (x{} keys)", r.amplify)
+        } else {
+            String::new()
+        },
+        r.last_at_s,
+        if r.finished {
+            ""
+        } else {
+            "; the run ended before the trace"
+        }
+    );
+    if !r.by_op.is_empty() {
+        let ops: Vec<String> = r.by_op.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "replay ops: {}", ops.join(", "));
+    }
+    let left: Vec<String> = [
+        (
+            "reordered (sent at the later time before them)",
+            r.reordered,
+        ),
+        ("past the --rate/--stages profile", r.past_profile),
+        ("past --duration", r.past_end),
+        ("for a lost worker", r.lost),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(w, n)| format!("{n} {w}"))
+    .collect();
+    if !left.is_empty() {
+        let _ = writeln!(out, "replay requests: {}", left.join(", "));
+    }
+    for s in &r.skipped {
+        let _ = writeln!(
+            out,
+            "replay skipped: {}: {} lines {} (first at line {})",
+            s.file, s.lines, s.reason, s.first_line
+        );
+    }
+    out
 }
 
 #[cfg(test)]

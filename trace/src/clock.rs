@@ -204,6 +204,12 @@ impl OwnClock {
         self.ready.pop_front()
     }
 
+    /// Drops every request held or ready (the run ends before them).
+    pub fn clear(&mut self) {
+        self.held.clear();
+        self.ready.clear();
+    }
+
     /// How many requests are held or ready.
     pub fn len(&self) -> usize {
         self.held.len() + self.ready.len()

@@ -1427,7 +1427,8 @@ impl ActiveRun {
             .iter()
             .filter_map(|c| c.profile.as_ref())
             .map(|p| p.expected(t0, t0 + self.interval_ns))
-            .sum::<f64>()
+            // A fold from +0: an empty f64 sum is −0, which the timeline printed as "-0".
+            .fold(0.0, |a, b| a + b)
             / (self.interval_ns as f64 / 1e9);
         Out::Interval(pb::Interval {
             run_id: self.run_id.clone(),

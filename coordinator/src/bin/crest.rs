@@ -4,7 +4,7 @@
 
 use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
-use crest::cli::{RunArgs, to_config};
+use crest::cli::{ReplayArgs, RunArgs, to_config, to_replay_config};
 use crest::compare::{self, Between};
 use crest::orchestrate::{self, RunError};
 use crest::{build, output};
@@ -34,6 +34,14 @@ enum Cmd {
         after_help = "Examples:\n  crest run --target 127.0.0.1:6379 --rate 20000 --duration 30s --out results/\n  crest run --target memcache://10.0.0.5:11211,10.0.0.6:11211 --meta --mix GET=10,SET=1 --rate 50000\n  crest run --target redis://:pw@cache:6379 --stages '30s:0->50000, 60s:50000' --conn-lifetime 30s±5s"
     )]
     Run(Box<RunArgs>),
+    /// Replay a recorded trace (Twitter cache-trace CSV, cachebench KV CSV or redis-cli
+    /// MONITOR output; .zst too) on its own clock, or re-timed with --rate/--stages,
+    /// split over the workers by key so one key's requests keep their order; the
+    /// coordinator streams each worker its part (workers never need the file).
+    #[command(
+        after_help = "Examples:\n  crest replay cluster52.0.zst --format twitter --target 127.0.0.1:6379 --speed 2 --out results/\n  crest replay kv.csv --format cachebench --rate 50000 --amplify 4\n  crest replay monitor.txt --format monitor --target 10.0.0.6:6379 --workers 2"
+    )]
+    Replay(Box<ReplayArgs>),
     /// Compare two or more targets under the same plan and seed, runs interleaved (ABBA),
     /// or earlier reports (`crest compare a/report.json b/report.json`): medians, the
     /// difference with a confidence interval over runs, and a verdict per metric.
@@ -460,8 +468,19 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
             rt.shutdown_timeout(Duration::from_millis(500));
             code
         }
-        Cmd::Run(args) => {
-            let cfg = match to_config(*args) {
+        Cmd::Run(args) => run_cmd(rt, to_config(*args)),
+        Cmd::Replay(args) => run_cmd(rt, to_replay_config(*args)),
+    }
+}
+
+/// `crest run` and `crest replay`: the run as configured, its report printed and written.
+fn run_cmd(
+    rt: tokio::runtime::Runtime,
+    cfg: Result<crest::config::RunConfig, crest::config::ConfigError>,
+) -> anyhow::Result<ExitCode> {
+    {
+        {
+            let cfg = match cfg {
                 Ok(c) => c,
                 Err(e) => return Ok(usage(e)),
             };

@@ -8,11 +8,13 @@ mod args;
 mod classes;
 mod connect;
 mod parse;
+mod replay;
 
 pub use args::*;
 use classes::classes_and_length;
 use connect::{target_session, target_tls};
 use parse::{bounded, err, file_duration};
+pub use replay::{MAX_AMPLIFY, ReplayArgs, to_replay_config};
 
 use crate::config::{self, ClassConfig, ConfigError, RunConfig, Workers};
 use crate::defaults;
@@ -392,6 +394,7 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
                 ));
             }
         },
+        replay: None,
     };
     check_checkpoints(&cfg)?;
     Ok(cfg)

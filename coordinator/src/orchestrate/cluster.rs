@@ -143,7 +143,7 @@ impl Fleet {
                     limits::MAX_RATE_PER_SHARD
                 )));
             }
-            if u64::from(c.connections) < u64::from(total_shards) {
+            if cfg.replay.is_none() && u64::from(c.connections) < u64::from(total_shards) {
                 return Err(RunError::Usage(format!(
                     "--connections {} (class {}): fewer connections than the {total_shards} shards the workers run; give --connections ≥ {total_shards} (or fewer worker threads)",
                     c.connections, c.name

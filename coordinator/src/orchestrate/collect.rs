@@ -66,6 +66,10 @@ pub(super) struct Collector<'a> {
     published: usize,
     checkpoints: Option<&'a mut super::checkpoint::Checkpoints>,
     control: Option<&'a mut Control>,
+    /// A replay's stream to the fleet.
+    feeder: Option<&'a mut super::stream::Feeder>,
+    /// The deadline was moved to the trace's end.
+    trace_ended: bool,
 }
 
 impl<'a> Collector<'a> {
@@ -97,7 +101,15 @@ impl<'a> Collector<'a> {
             published: usize::MAX,
             checkpoints: None,
             control: None,
+            feeder: None,
+            trace_ended: false,
         }
+    }
+
+    /// A replay: its trace streamed to the fleet as the run goes.
+    pub(super) fn replay(mut self, f: Option<&'a mut super::stream::Feeder>) -> Self {
+        self.feeder = f;
+        self
     }
 
     /// Checkpoints to take as the workers reach them.
@@ -126,6 +138,8 @@ impl<'a> Collector<'a> {
             tokio::time::Instant::from_std(self.start + PROGRESS_FIRST),
             PROGRESS_EVERY,
         );
+        let mut pump = tokio::time::interval(super::stream::PUMP_EVERY);
+        pump.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let result = loop {
             if let Some(ended) = self.settle(events.is_empty()).await {
                 break Ok(ended);
@@ -140,6 +154,9 @@ impl<'a> Collector<'a> {
                     // silent: judge silence only with the queue drained.
                     self.on_tick(Instant::now(), !events.is_empty()).await;
                     Ok(())
+                }
+                _ = pump.tick(), if self.feeder.is_some() => {
+                    self.on_pump(Instant::now()).await
                 }
                 req = next_request(&mut self.control) => {
                     if let Some(req) = req {
@@ -223,6 +240,30 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// A replay's turn: the trace read on and sent as far as the window allows; once all
+    /// of it went, the deadline is the last request's time + drain + grace. `Err`: the
+    /// trace stopped being readable, and every worker was told to stop.
+    pub(super) async fn on_pump(&mut self, now: Instant) -> Result<(), RunError> {
+        let Some(f) = self.feeder.as_deref_mut() else {
+            return Ok(());
+        };
+        if self.trace_ended {
+            return Ok(());
+        }
+        if let Err(e) = f.pump(self.members, self.run_id, now).await {
+            abort_all(self.members, self.run_id, "the trace cannot be read on").await;
+            self.progress.finish();
+            return Err(e);
+        }
+        if let Some(last) = f.finished() {
+            self.trace_ended = true;
+            self.deadline = self
+                .deadline
+                .min(self.start + last + self.cfg.drain + GRACE);
+        }
+        Ok(())
+    }
+
     /// A control request: carried out, and the board published with its row.
     pub(super) async fn on_request(&mut self, req: Request) {
         let Some(c) = self.control.as_deref_mut() else {
@@ -260,6 +301,11 @@ impl<'a> Collector<'a> {
                         if let Some(c) = self.control.as_deref_mut() {
                             let name = m.link.info.name.clone();
                             c.steering.followed(s.seq, &name, s.first_ns, s.last_ns);
+                        }
+                    }
+                    In::TraceAck(a) if a.run_id == run_id => {
+                        if let Some(f) = self.feeder.as_deref_mut() {
+                            f.ack(w, &a);
                         }
                     }
                     In::Checkpoint(c) if c.run_id == run_id => {

@@ -35,6 +35,8 @@ pub(super) struct Measured {
     pub checkpoints: Option<Checkpoints>,
     /// The server's samples, or why there are none.
     pub server: ServerStats,
+    /// `crest replay`: where the trace's stream ended.
+    pub replay: Option<crest_report::ReplayReport>,
 }
 
 /// The run's live surfaces, passed to the measured phase: the admin board, its control
@@ -62,10 +64,24 @@ pub(super) async fn run(
     // baseline before the plans go out.
     let (sampler, mut server) = sampler(cfg, target).await;
     let mut checkpoints = checkpoints(cfg, target).await?;
-    let plan = measured_phase(cfg);
+    let plan = measured_phase(cfg, fleet.shards);
     let for_member = |m: &_| target.for_member(cfg, m);
     let (run_id, start_local, started_at) =
         phase::start(cfg, &fleet.members, &plan, fleet.shards, &for_member).await?;
+    // A replay's first seconds go right behind the plans.
+    let mut feeder = match &cfg.replay {
+        Some(spec) => {
+            let until = match u64::try_from(cfg.duration.as_nanos()) {
+                Ok(0) | Err(_) => u64::MAX,
+                Ok(d) => d,
+            };
+            let mut f =
+                super::stream::Feeder::new(spec, &fleet.members, cfg.seed, until, start_local)?;
+            f.pump(&fleet.members, &run_id, Instant::now()).await?;
+            Some(f)
+        }
+        None => None,
+    };
     if let ServerStats::Unavailable(why) = &server {
         eprintln!("crest: server stats off: {why}");
     }
@@ -100,6 +116,7 @@ pub(super) async fn run(
     let ended = Collector::new(cfg, &run_id, span, &mut fleet.members, &mut books)
         .checkpoints(checkpoints.as_mut())
         .control(&mut control)
+        .replay(feeder.as_mut())
         .run(events, interrupt)
         .await;
     let ended = match ended {
@@ -124,12 +141,14 @@ pub(super) async fn run(
         control,
         checkpoints,
         server,
+        replay: feeder.as_ref().map(super::stream::Feeder::report),
     })
 }
 
 /// The measured phase: every class's plan (its warm-up first), closed-loop budget,
-/// connections and checkpoint step, and the warm-up.
-fn measured_phase(cfg: &RunConfig) -> phase::Phase {
+/// connections (a replay's: one per shard of the `shards`) and checkpoint step, and the
+/// warm-up.
+fn measured_phase(cfg: &RunConfig, shards: u32) -> phase::Phase {
     phase::Phase {
         classes: cfg
             .classes
@@ -137,16 +156,29 @@ fn measured_phase(cfg: &RunConfig) -> phase::Phase {
             .map(|c| phase::class_plan(cfg, c))
             .collect(),
         budgets: cfg.classes.iter().map(|c| c.requests).collect(),
-        conns: cfg.classes.iter().map(|c| c.connections).collect(),
+        conns: cfg
+            .classes
+            .iter()
+            .map(|c| {
+                if cfg.replay.is_some() {
+                    shards
+                } else {
+                    c.connections
+                }
+            })
+            .collect(),
         checkpoint_every: cfg.classes.iter().map(|_| cfg.checkpoint_every).collect(),
         warmup: cfg.warmup,
     }
 }
 
 /// The scheduled length the collection judges lateness by: the duration, or
-/// [`UNBOUNDED_PHASE`] for a count-bounded closed loop.
+/// [`UNBOUNDED_PHASE`] for a count-bounded closed loop, or the longest run for a replay
+/// to its trace's end (the collection moves its deadline once the trace's end is known).
 fn budget(cfg: &RunConfig) -> Duration {
-    if cfg.closed_loop() && cfg.duration.is_zero() {
+    if cfg.replay.is_some() && cfg.duration.is_zero() {
+        crest_model::convert::limits::MAX_RUN
+    } else if cfg.closed_loop() && cfg.duration.is_zero() {
         UNBOUNDED_PHASE
     } else {
         cfg.duration
@@ -258,7 +290,11 @@ fn spans(cfg: &RunConfig, budget: Duration) -> (u32, Option<u32>) {
 
 /// The run's opening line after its run id.
 fn started_line(cfg: &RunConfig, fleet: &Fleet) -> String {
-    let conns: u32 = cfg.classes.iter().map(|c| c.connections).sum();
+    let conns: u32 = if cfg.replay.is_some() {
+        fleet.shards
+    } else {
+        cfg.classes.iter().map(|c| c.connections).sum()
+    };
     let warmup = if cfg.warmup.is_zero() {
         String::new()
     } else {
@@ -378,7 +414,7 @@ mod tests {
         closed.requests = Some(5_000);
         closed.connections = 9;
         cfg.classes.push(closed);
-        let p = measured_phase(&cfg);
+        let p = measured_phase(&cfg, 1);
         let want: Vec<_> = cfg
             .classes
             .iter()

@@ -42,6 +42,7 @@ mod phase;
 mod prefill;
 mod results;
 pub mod steer;
+mod stream;
 mod target;
 
 pub use member::{RunError, SILENCE};

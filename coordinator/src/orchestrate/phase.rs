@@ -51,6 +51,13 @@ pub(super) struct Phase {
 /// A class of the measured run: the warm-up prepended at the profile's first rate.
 pub(super) fn class_plan(cfg: &RunConfig, c: &ClassConfig) -> ClassPlan {
     let load = match &c.profile {
+        _ if cfg.replay.is_some() => Load::Trace {
+            ops: cfg
+                .replay
+                .as_ref()
+                .map(|r| r.ops.clone())
+                .unwrap_or_default(),
+        },
         Some(p) if !cfg.warmup.is_zero() => {
             let r = p.segments().first().map_or(0.0, |s| s.from_rps);
             let mut segs = vec![Segment {

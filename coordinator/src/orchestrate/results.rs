@@ -57,6 +57,8 @@ pub struct RunResults {
     /// Each class's profile on the measured clock as runtime changes left it (None:
     /// closed loop): what the run asked for.
     pub profiles: Vec<Option<crest_model::schedule::Profile>>,
+    /// `crest replay`: where the trace's stream ended, what was left out.
+    pub replay: Option<crest_report::ReplayReport>,
 }
 
 impl RunResults {
@@ -104,6 +106,7 @@ pub(super) fn assemble(cfg: &RunConfig, target: &Target, fleet: Fleet, m: Measur
         control,
         checkpoints,
         server,
+        replay,
     } = m;
     let mut members = fleet.members;
     let interrupted = ended == Ended::Interrupted;
@@ -155,6 +158,7 @@ pub(super) fn assemble(cfg: &RunConfig, target: &Target, fleet: Fleet, m: Measur
         stopped_by: control.stopped_by,
         stopped_ns,
         profiles: books.profiles,
+        replay,
     }
 }
 

@@ -1,0 +1,326 @@
+//! `crest replay FILE… --format F`: the run flags that apply to a trace, checked into a
+//! [`RunConfig`] whose one class sends the trace ([`crate::replay::Spec`]). What a trace
+//! decides itself (commands, keys, sizes, TTLs, the class's connections) is refused as a
+//! flag, in one line naming it.
+
+use super::args::RunArgs;
+use super::parse::err;
+use super::to_config;
+use crate::config::{ClassConfig, ConfigError, RateArg, RunConfig, parse_duration};
+use crate::replay::{self, Keys, Spec, Window};
+use crest_model::convert::limits;
+use crest_model::plan::{KeySpec, Shape};
+use crest_model::schedule::{Arrival, Profile, Segment};
+use crest_model::shapes::{KeyDist, ValueSizes};
+use crest_model::target::Protocol;
+use crest_model::trace::TraceOp;
+use crest_trace::Format;
+use crest_trace::clock::Spread;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `crest replay` flags: the trace, how it is timed and keyed, and `crest run`'s flags
+/// that apply.
+// Field docs are clap's help text (terminal syntax, not intra-doc links).
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Trace files, read one after another as one trace (zstd-compressed ones too).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// twitter (cache-trace CSV), cachebench (KV CSV with a header) or monitor
+    /// (redis-cli MONITOR output).
+    #[arg(long, value_parser = Format::parse)]
+    pub format: Format,
+    /// Play the trace's clock this many times as fast (2: a 10-minute trace in 5).
+    #[arg(long, conflicts_with_all = ["rate", "stages"])]
+    pub speed: Option<f64>,
+    /// Multiply the key population: every request is sent N times, under key:0 …
+    /// key:N−1 (a small trace scaled up, as cachebench does).
+    #[arg(long)]
+    pub amplify: Option<u32>,
+    /// How far ahead of the run the coordinator streams the trace to the workers.
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
+    pub ahead: Option<Duration>,
+    /// `crest run`'s flags (those a trace does not decide).
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Most `--amplify`.
+pub const MAX_AMPLIFY: u32 = 1 << 20;
+/// Fastest and slowest `--speed`.
+const SPEEDS: (f64, f64) = (1e-3, 1e6);
+
+/// The flags a trace decides, each with what to do instead.
+fn refused(a: &RunArgs) -> Option<ConfigError> {
+    let l = &a.load;
+    let given: [(bool, &'static str, String, &str); 18] = [
+        (
+            l.profile.is_some(),
+            "--profile",
+            format!("{:?}", l.profile),
+            "a replay's load is its trace; give crest run's flags on the command line",
+        ),
+        (
+            l.mix.is_some(),
+            "--mix",
+            l.mix.clone().unwrap_or_default(),
+            "a replay sends the trace's commands",
+        ),
+        (
+            l.command.is_some(),
+            "--command",
+            l.command.clone().unwrap_or_default(),
+            "a replay sends the trace's commands",
+        ),
+        (
+            l.ratio.is_some(),
+            "--ratio",
+            format!("{:?}", l.ratio),
+            "a replay sends the trace's commands",
+        ),
+        (
+            l.keys.is_some(),
+            "--keys",
+            format!("{:?}", l.keys),
+            "a replay sends the trace's keys (--key-prefix and --amplify change them)",
+        ),
+        (
+            l.key_dist.is_some(),
+            "--key-dist",
+            l.key_dist.clone().unwrap_or_default(),
+            "a replay sends the trace's keys",
+        ),
+        (
+            l.value_size.is_some(),
+            "--value-size",
+            l.value_size.clone().unwrap_or_default(),
+            "a replay sends each value at its recorded size",
+        ),
+        (
+            l.ttl.is_some(),
+            "--ttl",
+            format!("{:?}", l.ttl),
+            "a replay sends each write's recorded TTL",
+        ),
+        (
+            l.batch.is_some(),
+            "--batch",
+            format!("{:?}", l.batch),
+            "a replay sends the trace's commands as written",
+        ),
+        (
+            l.requests.is_some(),
+            "--requests",
+            format!("{:?}", l.requests),
+            "a replay ends with its trace; --duration ends it earlier",
+        ),
+        (
+            l.connections.is_some(),
+            "--connections",
+            format!("{:?}", l.connections),
+            "a replay sends on one connection per shard (per node), so one key's requests reach the server in order; for more, run more shards (--threads, --local-workers, --workers)",
+        ),
+        (
+            l.prefill,
+            "--prefill",
+            "true".into(),
+            "a replay writes what its trace writes",
+        ),
+        (
+            l.checkpoint_every.is_some(),
+            "--checkpoint-every",
+            format!("{:?}", l.checkpoint_every),
+            "checkpoints pause a count-bounded closed loop; a replay keeps its trace's time",
+        ),
+        (
+            l.probe.is_some(),
+            "--probe",
+            l.probe.clone().unwrap_or_default(),
+            "probes go with --checkpoint-every, which a replay does not take",
+        ),
+        (
+            l.rate_scale.is_some(),
+            "--rate-scale",
+            format!("{:?}", l.rate_scale),
+            "a replay's rate is its trace's: --speed scales its clock",
+        ),
+        (
+            l.time_scale.is_some(),
+            "--time-scale",
+            format!("{:?}", l.time_scale),
+            "--speed scales a trace's clock",
+        ),
+        (
+            l.warmup.is_some_and(|w| !w.is_zero()),
+            "--warmup",
+            format!("{:?}", l.warmup),
+            "a replay measures its trace from the first line; cut the trace instead",
+        ),
+        (
+            a.target.check_staleness,
+            "--check-staleness",
+            "true".into(),
+            "the staleness check stamps Crest's own values; a replay's are the trace's sizes",
+        ),
+    ];
+    if let Some((_, flag, value, why)) = given.into_iter().find(|g| g.0) {
+        return Some(err(flag, value, why));
+    }
+    if matches!(a.pace.rate, Some(RateArg::Max)) {
+        return Some(err(
+            "--rate",
+            "max",
+            "a replay is open loop: give a rate to re-time the trace at, or none for its own clock",
+        ));
+    }
+    None
+}
+
+/// Builds a replay's run configuration.
+///
+/// # Errors
+/// [`ConfigError`] naming the flag or file and what would be right.
+pub fn to_replay_config(a: ReplayArgs) -> Result<RunConfig, ConfigError> {
+    if let Some(e) = refused(&a.run) {
+        return Err(e);
+    }
+    let speed = a.speed.unwrap_or(1.0);
+    if !(SPEEDS.0..=SPEEDS.1).contains(&speed) {
+        return Err(err(
+            "--speed",
+            speed,
+            format!(
+                "must be {} to {}, e.g. 2 for twice as fast",
+                SPEEDS.0, SPEEDS.1
+            ),
+        ));
+    }
+    let amplify = a.amplify.unwrap_or(1);
+    if !(1..=MAX_AMPLIFY).contains(&amplify) {
+        return Err(err(
+            "--amplify",
+            amplify,
+            format!("must be 1 to {MAX_AMPLIFY} (copies of each request)"),
+        ));
+    }
+    let ahead = a
+        .ahead
+        .unwrap_or(Duration::from_nanos(replay::WINDOW.ahead_ns));
+    if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&ahead) {
+        return Err(err(
+            "--ahead",
+            format!("{ahead:?}"),
+            "must be 100ms to 60s: the coordinator streams that far ahead of the run",
+        ));
+    }
+    let rate = match a.run.pace.rate {
+        Some(RateArg::Rps(r)) => Some(r),
+        _ => None,
+    };
+    let stages = a.run.load.stages.is_some();
+    let until = a.run.load.duration;
+    let prefix = a
+        .run
+        .load
+        .key_prefix
+        .clone()
+        .unwrap_or_default()
+        .into_bytes();
+    let mut run = a.run;
+    // The shape's flags are checked as `crest run` checks them; the class is replaced.
+    run.load.mix = Some("GET=1".into());
+    let mut cfg = to_config(run)?;
+    if cfg.protocol.is_memcache() {
+        return Err(err(
+            "--target",
+            cfg.target.clone().unwrap_or_default(),
+            "a replay speaks RESP (Valkey, Redis); memcached targets are not replayed yet",
+        ));
+    }
+    let retime = match (rate, stages) {
+        (Some(r), false) if until.is_none() => {
+            // Re-timed at a fixed rate until the trace ends.
+            let forever = Segment {
+                duration_ns: u64::try_from(limits::MAX_RUN.as_nanos()).unwrap_or(u64::MAX),
+                from_rps: r,
+                to_rps: r,
+            };
+            let p = Profile::new(vec![forever]).map_err(|e| err("--rate", r, e))?;
+            cfg.duration = Duration::ZERO;
+            Some(p)
+        }
+        (Some(_), _) | (None, true) => cfg.classes.first().and_then(|c| c.profile.clone()),
+        (None, false) => {
+            cfg.duration = until.unwrap_or(Duration::ZERO);
+            None
+        }
+    };
+    let ops = replay::survey(&a.files, a.format, |name| {
+        let shape = Shape {
+            mix: vec![(replay::template(&TraceOp::Command(name.into())), 1)],
+            ..replay_shape(cfg.classes[0].shape.pipeline)
+        };
+        shape.commands(Protocol::Resp).is_ok()
+    })
+    .map_err(|why| {
+        err(
+            "FILE",
+            a.files
+                .first()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+            why,
+        )
+    })?;
+    let mut shape = replay_shape(cfg.classes[0].shape.pipeline);
+    shape.mix = ops.iter().map(|o| (replay::template(o), 1)).collect();
+    cfg.classes = vec![ClassConfig {
+        name: "replay".into(),
+        profile: None,
+        requests: None,
+        shape,
+        // One per shard, set when the fleet is known.
+        connections: 0,
+        prefill: false,
+    }];
+    cfg.warmup = Duration::ZERO;
+    cfg.replay = Some(Spec {
+        files: a.files,
+        format: a.format,
+        speed,
+        spread: match cfg.arrival {
+            Arrival::Poisson => Spread::Poisson(cfg.seed),
+            Arrival::Uniform => Spread::Even,
+        },
+        keys: Keys { prefix, amplify },
+        ops,
+        retime: retime.map(|p| (p, cfg.arrival)),
+        window: Window {
+            ahead_ns: u64::try_from(ahead.as_nanos()).unwrap_or(u64::MAX),
+            per_shard: replay::WINDOW.per_shard,
+        },
+    });
+    Ok(cfg)
+}
+
+/// A replay class's shape: its mix is the op table's templates; keys, values and TTLs
+/// come from each record (the value buffer is [`replay::VALUE_BUFFER`] long).
+fn replay_shape(pipeline: u32) -> Shape {
+    Shape {
+        mix: Vec::new(),
+        keys: KeySpec {
+            count: 1,
+            prefix: String::new(),
+            dist: KeyDist::Uniform,
+        },
+        values: ValueSizes::Fixed(replay::VALUE_BUFFER),
+        pipeline,
+        ttl: None,
+        batch: 1,
+        members: 0,
+        members_sequential: false,
+        range: 10,
+    }
+}
