@@ -29,6 +29,7 @@ mod memcached;
 mod netns;
 mod redis_cluster;
 mod relay;
+mod replay;
 mod replicas;
 mod report;
 mod resp3;
