@@ -324,3 +324,169 @@ fn replay_shape(pipeline: u32) -> Shape {
         range: 10,
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: ReplayArgs,
+    }
+
+    /// A trace file under the temp dir, and `crest replay` parsed with `args` after it.
+    fn config(name: &str, text: &str, args: &[&str]) -> Result<RunConfig, ConfigError> {
+        let dir = std::env::temp_dir().join(format!("crest-replay-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let mut argv = vec!["x", file.to_str().unwrap(), "--target", "127.0.0.1:1"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let cfg = to_replay_config(cli.a);
+        let _ = std::fs::remove_file(&file);
+        cfg
+    }
+
+    const TWITTER: &str = "0,a,1,10,1,get,0\n1,b,1,10,1,set,0\n";
+
+    /// On its own clock: no profile, no length (the trace's), one class of the cache
+    /// ops' templates on one connection per shard (set with the fleet), no warm-up; a
+    /// key prefix given is the trace's, the default one is not.
+    #[test]
+    fn a_trace_on_its_own_clock_is_one_class_of_its_op_table() {
+        let cfg = config("own.csv", TWITTER, &["--format", "twitter", "--speed", "4"]).unwrap();
+        let spec = cfg.replay.as_ref().unwrap();
+        assert!(spec.retime.is_none());
+        assert_eq!(spec.speed, 4.0);
+        assert_eq!(spec.spread, Spread::Even);
+        assert_eq!(
+            spec.keys,
+            Keys {
+                prefix: Vec::new(),
+                amplify: 1
+            }
+        );
+        assert_eq!(spec.ops, replay::cache_ops());
+        assert_eq!(cfg.duration, Duration::ZERO);
+        assert_eq!(cfg.warmup, Duration::ZERO);
+        assert_eq!(cfg.classes.len(), 1);
+        let c = &cfg.classes[0];
+        assert!(c.profile.is_none() && c.requests.is_none() && !c.prefill);
+        assert_eq!(c.connections, 0);
+        let mix: Vec<&str> = c.shape.mix.iter().map(|m| m.0.as_str()).collect();
+        assert_eq!(mix[..3], ["GET", "GET", "SET __key__ __value__"]);
+        assert_eq!(mix.len(), spec.ops.len());
+        assert!(
+            c.shape.commands(Protocol::Resp).is_ok(),
+            "every template parses"
+        );
+
+        let cfg = config(
+            "own.csv",
+            TWITTER,
+            &[
+                "--format",
+                "twitter",
+                "--key-prefix",
+                "p:",
+                "--amplify",
+                "3",
+                "--arrival",
+                "poisson",
+                "--seed",
+                "9",
+                "--duration",
+                "2s",
+            ],
+        )
+        .unwrap();
+        let spec = cfg.replay.as_ref().unwrap();
+        assert_eq!(
+            spec.keys,
+            Keys {
+                prefix: b"p:".to_vec(),
+                amplify: 3
+            }
+        );
+        assert_eq!(spec.spread, Spread::Poisson(9));
+        assert_eq!(
+            cfg.duration,
+            Duration::from_secs(2),
+            "--duration cuts the trace"
+        );
+    }
+
+    /// `--rate` re-times the trace at a fixed rate until it ends (or `--duration`), and
+    /// `--stages` at its profile, which sets the length.
+    #[test]
+    fn a_rate_or_stages_retimes_the_trace() {
+        let cfg = config("r.csv", TWITTER, &["--format", "twitter", "--rate", "500"]).unwrap();
+        let (p, arrival) = cfg.replay.as_ref().unwrap().retime.clone().unwrap();
+        assert_eq!(p.peak_rps(), 500.0);
+        assert_eq!(Duration::from_nanos(p.duration_ns()), limits::MAX_RUN);
+        assert_eq!(arrival, Arrival::Uniform);
+        assert_eq!(cfg.duration, Duration::ZERO, "until the trace ends");
+
+        let cfg = config(
+            "r.csv",
+            TWITTER,
+            &["--format", "twitter", "--rate", "500", "--duration", "3s"],
+        )
+        .unwrap();
+        let (p, _) = cfg.replay.as_ref().unwrap().retime.clone().unwrap();
+        assert_eq!(p.duration_ns(), 3_000_000_000);
+        assert_eq!(cfg.duration, Duration::from_secs(3));
+
+        let cfg = config(
+            "r.csv",
+            TWITTER,
+            &["--format", "twitter", "--stages", "1s:0->100, 2s:100"],
+        )
+        .unwrap();
+        let (p, _) = cfg.replay.as_ref().unwrap().retime.clone().unwrap();
+        assert_eq!(p.duration_ns(), 3_000_000_000);
+        assert_eq!(cfg.duration, Duration::from_secs(3));
+        assert!(
+            cfg.classes[0].profile.is_none(),
+            "the class sends the trace"
+        );
+    }
+
+    /// A MONITOR capture's op table: each command in the order first seen, less those a
+    /// replay does not send (SELECT, CONFIG) and lines that are not commands.
+    #[test]
+    fn a_monitor_captures_op_table_is_its_commands_in_order() {
+        let text = "OK\n\
+            1700000000.000001 [0 127.0.0.1:1] \"CONFIG\" \"GET\" \"save\"\n\
+            1700000000.000002 [0 127.0.0.1:1] \"set\" \"k\" \"v\"\n\
+            1700000000.000003 [0 127.0.0.1:1] \"SELECT\" \"1\"\n\
+            1700000000.000004 [0 127.0.0.1:1] \"HSET\" \"h\" \"f\" \"v\"\n\
+            1700000000.000005 [0 127.0.0.1:1] \"GET\" \"k\"\n\
+            1700000000.000006 [0 127.0.0.1:1] \"SET\" \"k\" \"w\"\n";
+        let cfg = config("m.txt", text, &["--format", "monitor"]).unwrap();
+        let ops: Vec<String> = cfg
+            .replay
+            .as_ref()
+            .unwrap()
+            .ops
+            .iter()
+            .map(TraceOp::spelling)
+            .collect();
+        assert_eq!(ops, ["cmd:SET", "cmd:HSET", "cmd:GET"]);
+        let mix: Vec<&str> = cfg.classes[0]
+            .shape
+            .mix
+            .iter()
+            .map(|m| m.0.as_str())
+            .collect();
+        assert_eq!(mix, ["SET __key__", "HSET __key__", "GET __key__"]);
+
+        let only_admin = "1700000000.000001 [0 127.0.0.1:1] \"CONFIG\" \"GET\" \"save\"\n";
+        let e = config("m.txt", only_admin, &["--format", "monitor"]).unwrap_err();
+        assert!(e.why.contains("no command that can be replayed"), "{e}");
+    }
+}

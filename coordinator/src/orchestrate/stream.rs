@@ -168,3 +168,131 @@ impl Feeder {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::replay::{Keys, Window, cache_ops};
+    use crate::service::WorkerLink;
+    use crest_trace::Format;
+    use crest_trace::clock::Spread;
+    use tokio::sync::mpsc;
+
+    type Inbox = mpsc::Receiver<pb::CoordinatorMessage>;
+
+    /// Every chunk a worker was sent so far: (its shard, requests, last).
+    fn chunks(rx: &mut Inbox) -> Vec<(u32, u64, bool)> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|m| match m.msg {
+                Some(Out::TraceChunk(c)) => Some((c.shard, c.at_ns.len() as u64, c.last)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Requests per shard index in `got`.
+    fn per_shard(got: &[(u32, u64, bool)], shard: u32) -> u64 {
+        got.iter().filter(|c| c.0 == shard).map(|c| c.1).sum()
+    }
+
+    /// Two workers (two shards and one): each fleet shard's chunks go to the worker
+    /// holding it under its own index, at most the window unacknowledged; an
+    /// acknowledgement frees the shard it names (the second worker's shard 0 is fleet
+    /// shard 2); a lost worker gets nothing more and its requests are counted, and the
+    /// others go on to the end.
+    #[tokio::test]
+    async fn chunks_go_to_each_shards_worker_acks_free_them_and_a_lost_worker_is_counted() {
+        let dir = std::env::temp_dir().join(format!("crest-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.csv");
+        let text: String = (0..300).map(|i| format!("0,k{i},3,10,1,get,0\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        let spec = Spec {
+            files: vec![file],
+            format: Format::Twitter,
+            speed: 1.0,
+            spread: Spread::Even,
+            keys: Keys::default(),
+            ops: cache_ops(),
+            retime: None,
+            window: Window {
+                ahead_ns: 60_000_000_000,
+                per_shard: 20,
+            },
+        };
+        let (mut members, mut inboxes): (Vec<Member>, Vec<Inbox>) = [2u32, 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let (mut link, rx) = WorkerLink::fake(i);
+                link.info.shards = s;
+                (Member::new(link), rx)
+            })
+            .unzip();
+        let start = Instant::now();
+        let mut f = Feeder::new(&spec, &members, 1, u64::MAX, start).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        // Reading stops at the first request whose shard holds its window: no shard
+        // has more than 20 unacknowledged, one has all 20.
+        f.pump(&members, "r", start).await.unwrap();
+        let w0 = chunks(&mut inboxes[0]);
+        let w1 = chunks(&mut inboxes[1]);
+        let first = [per_shard(&w0, 0), per_shard(&w0, 1), per_shard(&w1, 0)];
+        assert!(first.iter().all(|&n| n <= 20), "{first:?}");
+        assert!(first.contains(&20), "{first:?}");
+        assert!(w1.iter().all(|c| c.0 == 0), "the worker's own shard index");
+
+        // Nothing acknowledged: nothing more.
+        f.pump(&members, "r", start).await.unwrap();
+        assert!(chunks(&mut inboxes[0]).is_empty() && chunks(&mut inboxes[1]).is_empty());
+
+        // Every shard took what it got: more comes, still at most 20 each.
+        let ack = |shard, consumed| pb::TraceAck {
+            run_id: "r".into(),
+            class_index: 0,
+            shard,
+            consumed,
+        };
+        f.ack(0, &ack(0, first[0]));
+        f.ack(0, &ack(1, first[1]));
+        f.ack(1, &ack(0, first[2]));
+        f.pump(&members, "r", start).await.unwrap();
+        let w0 = chunks(&mut inboxes[0]);
+        let w1 = chunks(&mut inboxes[1]);
+        let second = [per_shard(&w0, 0), per_shard(&w0, 1), per_shard(&w1, 0)];
+        assert!(second.iter().sum::<u64>() > 0 && second.iter().all(|&n| n <= 20));
+        let before_loss = first.iter().chain(&second).sum::<u64>();
+
+        // The first worker is lost: the second, acknowledging as fleet shard 2 (its shard
+        // 0), goes on to its last chunk.
+        // The first worker is lost: the second goes on to its last chunk.
+        members[0].lost = Some("gone".into());
+        let mut taken = first[2] + second[2];
+        let mut after = 0;
+        let mut last = false;
+        for _ in 0..100 {
+            f.ack(1, &ack(0, taken));
+            f.pump(&members, "r", start).await.unwrap();
+            let got = chunks(&mut inboxes[1]);
+            taken += per_shard(&got, 0);
+            after += per_shard(&got, 0);
+            last |= got.iter().any(|c| c.2);
+            if f.finished().is_some() {
+                break;
+            }
+        }
+        assert!(
+            chunks(&mut inboxes[0]).is_empty(),
+            "a lost worker gets nothing"
+        );
+        assert!(last, "the second worker's last chunk says so");
+        let r = f.report();
+        assert!(r.finished);
+        assert_eq!(r.records, 300);
+        assert_eq!(r.sent + r.lost, 300, "{r:?}");
+        assert_eq!(r.sent, before_loss + after, "{r:?}");
+        assert!(r.lost > 0);
+    }
+}
