@@ -35,7 +35,7 @@ fn twitter_trace(per_second: &[u64]) -> (String, BTreeMap<&'static str, u64>, La
                     match (x >> 20) % 4 {
                         0 | 1 => (key, "get", 0, 0),
                         2 => {
-                            let ttl = if (x >> 30) % 3 == 0 { 600 } else { 0 };
+                            let ttl = if (x >> 30).is_multiple_of(3) { 600 } else { 0 };
                             (key, "set", 1 + (x >> 40) % 3_000, ttl)
                         }
                         _ => (key, "delete", 0, 0),
