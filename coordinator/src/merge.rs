@@ -557,6 +557,7 @@ struct RowScratch {
 struct Window {
     rows: u32,
     completed: u64,
+    scheduled: u64,
     latency: Hist,
     target_rate: f64,
 }
@@ -570,6 +571,8 @@ pub struct WindowSample {
     pub target_rate: f64,
     /// Non-error replies per second over the window.
     pub achieved_rate: f64,
+    /// Requests scheduled per second over the window (a replay's target: its trace's).
+    pub scheduled_rate: f64,
     /// Latency p99 over the window, µs.
     pub p99_us: f64,
 }
@@ -611,6 +614,7 @@ impl RunBooks {
             window: Window {
                 rows: 0,
                 completed: 0,
+                scheduled: 0,
                 latency: hist::new_hist(),
                 target_rate: 0.0,
             },
@@ -741,10 +745,12 @@ impl RunBooks {
             rows: w.rows,
             target_rate: w.target_rate,
             achieved_rate: w.completed as f64 / span_s,
+            scheduled_rate: w.scheduled as f64 / span_s,
             p99_us: crest_report::model::us(w.latency.value_at_quantile(0.99)),
         };
         w.rows = 0;
         w.completed = 0;
+        w.scheduled = 0;
         w.latency.reset();
         Some(out)
     }
@@ -824,7 +830,8 @@ impl RunBooks {
             .iter()
             .flatten()
             .map(|p| p.expected(t0, t1))
-            .sum::<f64>()
+            // From +0: an empty f64 sum is −0, which timeline.csv printed as "-0".
+            .fold(0.0, |a, b| a + b)
             / iv_s;
         let p = TimelinePoint::of(k, iv_s, sum, target, due, load, self.base);
         // The lowest service time p50 of the run so far (intervals with at least 100
@@ -837,6 +844,7 @@ impl RunBooks {
         }
         self.window.rows += 1;
         self.window.completed = self.window.completed.saturating_add(sum.completed);
+        self.window.scheduled = self.window.scheduled.saturating_add(sum.scheduled);
         self.window.target_rate = target;
         hist::add(&mut self.window.latency, &sum.latency);
         if let Some(live) = &mut self.live {
@@ -1131,12 +1139,16 @@ mod tests {
             "the slow row counts: {w:?}"
         );
         assert!((w.target_rate - 5.0).abs() < 1e-9, "{w:?}");
+        assert!(
+            (w.scheduled_rate - 3.0).abs() < 1e-9,
+            "2 + 4 over 2 s: {w:?}"
+        );
         assert_eq!(b.take_window(), None, "read once");
         b.receive(0, iv(3, vec![cmd("GET", &[1_000], 1)], 5.0))
             .unwrap();
         b.advance(&[true]);
         let w = b.take_window().unwrap();
-        assert_eq!((w.rows, w.achieved_rate), (1, 1.0));
+        assert_eq!((w.rows, w.achieved_rate, w.scheduled_rate), (1, 1.0, 1.0));
         assert!((w.p99_us - 5.0).abs() < 0.1, "a new window: {w:?}");
     }
 

@@ -95,6 +95,9 @@ pub const NOT_REPLAYED: &[&str] = &[
     "ECHO",
 ];
 
+/// Most distinct command names a MONITOR capture's survey keeps (replayable or not).
+const MAX_NAMES: usize = 4 * crest_model::trace::MAX_OPS;
+
 /// A replay as `crest replay` was given it.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -195,6 +198,12 @@ pub fn survey(
             let upper = String::from_utf8_lossy(cmd).to_ascii_uppercase();
             if seen.contains(&upper) {
                 continue;
+            }
+            if seen.len() >= MAX_NAMES {
+                return Err(format!(
+                    "{name}:{}: more than {MAX_NAMES} distinct command names; is this a MONITOR capture?",
+                    rec.line
+                ));
             }
             seen.insert(upper.clone());
             if NOT_REPLAYED.contains(&upper.as_str()) || !usable(&upper) {

@@ -568,7 +568,12 @@ fn progress_sample(
     Some(Sample {
         elapsed_s: start.elapsed().as_secs_f64().min(duration.as_secs_f64()),
         total_s: timed.then_some(duration.as_secs_f64()),
-        target_rate: (timed && !cfg.closed_loop()).then_some(w.target_rate),
+        // A replay's target is its trace's rate: what it scheduled.
+        target_rate: if cfg.replay.is_some() {
+            Some(w.scheduled_rate)
+        } else {
+            (timed && !cfg.closed_loop()).then_some(w.target_rate)
+        },
         achieved_rate: w.achieved_rate,
         p99_us: w.p99_us,
         errors: books.totals.values().map(CmdSum::error_total).sum(),
