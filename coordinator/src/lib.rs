@@ -19,11 +19,12 @@
 //!    with runtime steering, checkpoints and lost workers; each finalized row published on
 //!    a `watch`), results), [`build`]
 //!    (results → [`crest_report::Report`]), [`replay`] (a trace read, timed, partitioned
-//!    and cut into chunks per shard within a window: `crest replay`, being built).
+//!    and cut into chunks per shard within a window: `crest replay`).
 //! 3. **Drivers** — commands built on whole runs: [`compare`] (targets under one plan
 //!    and seed, runs interleaved; the shared runner `run_one`), [`search`] (the knee:
 //!    climb, bisect, confirm), [`suite`] (valkey-benchmark's tests), [`relay`] (a tier
-//!    between the coordinator and groups of workers).
+//!    between the coordinator and groups of workers), [`capture`] (a live server watched
+//!    and written as a profile a run replays).
 //!
 //! `scripts/check-import-cycles.py` (in CI) fails on any import circle between files;
 //! `ARCHITECTURE.md` draws the crates and a run's data flow.
@@ -35,6 +36,7 @@
 
 pub mod admin;
 pub mod build;
+pub mod capture;
 pub mod cli;
 pub mod compare;
 pub mod config;

@@ -13,6 +13,7 @@ mod books;
 mod bound;
 mod browser;
 mod builtin;
+mod capture;
 mod churn;
 mod cli;
 mod cluster;

@@ -42,6 +42,14 @@ enum Cmd {
         after_help = "Examples:\n  crest replay cluster52.0.zst --format twitter --target 127.0.0.1:6379 --speed 2 --out results/\n  crest replay kv.csv --format cachebench --rate 50000 --amplify 4\n  crest replay monitor.txt --format monitor --target 10.0.0.6:6379 --workers 2"
     )]
     Replay(Box<ReplayArgs>),
+    /// Watch a live server without loading it (INFO commandstats once a second, a
+    /// throttled sample of its keys) and write a commented profile `crest run --profile`
+    /// runs: each command's rate curve, its keyspace, value sizes and TTLs, the server's
+    /// version and settings.
+    #[command(
+        after_help = "Example:\n  crest capture --target 10.0.0.5:6379 --duration 10m --out prod.toml\n  crest run --profile prod.toml --target 10.0.0.6:6379"
+    )]
+    Capture(Box<crest::capture::CaptureArgs>),
     /// Compare two or more targets under the same plan and seed, runs interleaved (ABBA),
     /// or earlier reports (`crest compare a/report.json b/report.json`): medians, the
     /// difference with a confidence interval over runs, and a verdict per metric.
@@ -470,6 +478,11 @@ fn run(cli: Cli, targets: Vec<String>, run_flags: Vec<String>) -> anyhow::Result
         }
         Cmd::Run(args) => run_cmd(rt, to_config(*args)),
         Cmd::Replay(args) => run_cmd(rt, to_replay_config(*args)),
+        Cmd::Capture(args) => {
+            let code = rt.block_on(capture_cmd(*args));
+            rt.shutdown_timeout(Duration::from_millis(500));
+            code
+        }
     }
 }
 
@@ -549,6 +562,78 @@ fn run_cmd(
             code
         }
     }
+}
+
+/// `crest capture`: the server watched, its profile written.
+async fn capture_cmd(a: crest::capture::CaptureArgs) -> anyhow::Result<ExitCode> {
+    let opts = match a.options() {
+        Ok(o) => o,
+        Err(e) => return Ok(usage(e)),
+    };
+    let cfg = match to_config(RunArgs {
+        target: a.target.clone(),
+        ..RunArgs::default()
+    }) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage(e)),
+    };
+    if cfg.protocol.is_memcache() {
+        return Ok(usage(
+            "--target: crest capture reads a Redis-protocol server's INFO; memcached is not captured yet",
+        ));
+    }
+    if cfg.target.is_none() {
+        return Ok(usage(
+            "--target: give the server to watch, e.g. --target 10.0.0.5:6379",
+        ));
+    }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .append(true)
+        .open(&a.out)
+    {
+        return Ok(usage(format!(
+            "--out {}: cannot write it: {e}",
+            a.out.display()
+        )));
+    }
+    let (conn, shown) = match orchestrate::control_to(&cfg, None, "crest-capture").await {
+        Ok(c) => c,
+        Err(e) => return Ok(usage(format!("--target: {e}"))),
+    };
+    let started = || {
+        eprintln!(
+            "crest: capturing {shown} for {:?} (one INFO a second, at most {} sampling commands a second)",
+            opts.duration, opts.sample_rate
+        );
+    };
+    let captured = tokio::select! {
+        c = crest::capture::capture(conn, &shown, &opts, started) => c,
+        () = signals() => {
+            eprintln!("crest: interrupted: no profile written");
+            return Ok(ExitCode::from(130));
+        }
+    };
+    let captured = match captured {
+        Ok(c) => c,
+        Err(e) => return Ok(usage(e)),
+    };
+    let text = crest::capture::profile_toml(&captured, opts.smooth);
+    std::fs::write(&a.out, &text).map_err(|e| anyhow::anyhow!("{}: {e}", a.out.display()))?;
+    if !text.contains("[[class]]") {
+        eprintln!(
+            "crest: no command Crest sends was seen: the profile holds the server's facts as comments and no class"
+        );
+    }
+    let calls: u64 = captured.seconds.iter().flat_map(|s| s.values()).sum();
+    eprintln!(
+        "crest: {} s, {calls} calls, {} keys sampled; profile written to {}",
+        captured.seconds.len(),
+        captured.sample.len(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `crest report FILE [--out DIR]`: the saved report rendered as the run rendered it.

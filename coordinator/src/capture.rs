@@ -1,0 +1,925 @@
+//! `crest capture` (issue #27): watches a live server without loading it and writes a
+//! commented profile that `crest run --profile` runs.
+//!
+//! - **Rates**: `INFO commandstats` once a second on one connection; each second's calls
+//!   per command are the difference of two readings, less the commands the capture itself
+//!   sent in between (its INFO, SCAN, TYPE…), so its own traffic never reaches the profile.
+//! - **Keys**: between readings, at most `--sample-rate` commands a second go to sampling
+//!   up to `--sample-keys` keys: `SCAN` (COUNT 100), then per key `TYPE`, its size
+//!   (`STRLEN`, `HLEN`, `LLEN`, `SCARD`, `ZCARD`), `PTTL`, and `OBJECT FREQ` under an LFU
+//!   policy. A command the server refuses (an ACL, a disabled command) turns that probe
+//!   off and is said in the profile's comments; the capture goes on.
+//! - **The profile** ([`profile_toml`]): one class per command Crest can send, its rate
+//!   curve as `points` (each second's rate at the middle of its second, so a plateau is
+//!   exact), its keyspace the sampled share of the database's keys of its type, string
+//!   writes' values the sampled sizes (ten deciles, equal weights), the TTL the sampled
+//!   median when most keys have one; the server's version and settings, the commands left
+//!   out, the key-length quantiles and the hot keys as comments. `--smooth N` averages
+//!   each curve over N seconds; a curve too long for a profile's segment cap is averaged
+//!   over whole windows, said in a comment.
+//!
+//! The pure part (rates from readings, smoothing, sizes, the TOML) is unit-tested; the
+//! round trip (a server driven by a known profile, captured, the capture run against a
+//! fresh server) is `coordinator/tests/capture.rs`.
+
+use crest_engine::probe::Control;
+use crest_report::server::info::Info;
+use crest_resp::Frame;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Longest capture.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Most points all curves together hold (a profile's segment cap is 100,000).
+pub const MAX_POINTS: usize = 50_000;
+/// The largest reply read (an INFO, a SCAN page).
+const MAX_REPLY: usize = 16 << 20;
+
+/// `crest capture` flags.
+// Field docs are clap's help text (terminal syntax, not intra-doc links).
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, clap::Args)]
+pub struct CaptureArgs {
+    /// The server watched.
+    #[command(flatten, next_help_heading = "Target")]
+    pub target: crate::cli::TargetArgs,
+    /// How long to watch, e.g. 60s, 10m (at most 24h).
+    #[arg(long, value_parser = crate::config::parse_duration)]
+    pub duration: Duration,
+    /// The profile to write (TOML; `crest run --profile` runs it).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+    /// Keys to sample at most (SCAN, then TYPE, size, PTTL and, under LFU, OBJECT FREQ
+    /// per key).
+    #[arg(long, default_value_t = 1000)]
+    pub sample_keys: u64,
+    /// Sampling commands per second at most (the capture's cost on the server, beside
+    /// one INFO a second).
+    #[arg(long, default_value_t = 100)]
+    pub sample_rate: u32,
+    /// Average each command's rate curve over this many seconds (1: as read).
+    #[arg(long, default_value_t = 1)]
+    pub smooth: u32,
+}
+
+impl CaptureArgs {
+    /// The options, checked.
+    ///
+    /// # Errors
+    /// One line naming the flag and what would be right.
+    pub fn options(&self) -> Result<Options, crate::config::ConfigError> {
+        use crate::config::ConfigError as E;
+        if self.duration < Duration::from_secs(1) || self.duration > MAX_DURATION {
+            return Err(E::new(
+                "--duration",
+                format!("{:?}", self.duration),
+                "must be 1s to 24h (the capture reads the server once a second)",
+            ));
+        }
+        if !(1..=10_000).contains(&self.sample_rate) {
+            return Err(E::new(
+                "--sample-rate",
+                self.sample_rate,
+                "must be 1 to 10000 commands per second",
+            ));
+        }
+        if self.sample_keys > 1_000_000 {
+            return Err(E::new(
+                "--sample-keys",
+                self.sample_keys,
+                "must be at most 1000000 (0: no sampling)",
+            ));
+        }
+        if !(1..=3600).contains(&self.smooth) {
+            return Err(E::new("--smooth", self.smooth, "must be 1 to 3600 seconds"));
+        }
+        Ok(Options {
+            duration: self.duration,
+            sample_keys: self.sample_keys,
+            sample_rate: self.sample_rate,
+            smooth: self.smooth,
+        })
+    }
+}
+
+/// What `crest capture` was asked.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long to watch.
+    pub duration: Duration,
+    /// Keys to sample at most.
+    pub sample_keys: u64,
+    /// Sampling commands per second at most.
+    pub sample_rate: u32,
+    /// Seconds each curve is averaged over (1: as read).
+    pub smooth: u32,
+}
+
+/// Commands Crest generates, by the type of key they act on.
+const KNOWN: &[(&str, &str)] = &[
+    ("GET", "string"),
+    ("SET", "string"),
+    ("DEL", "string"),
+    ("EXISTS", "string"),
+    ("INCR", "string"),
+    ("EXPIRE", "string"),
+    ("MGET", "string"),
+    ("MSET", "string"),
+    ("HSET", "hash"),
+    ("HGET", "hash"),
+    ("HGETALL", "hash"),
+    ("LPUSH", "list"),
+    ("RPUSH", "list"),
+    ("LPOP", "list"),
+    ("RPOP", "list"),
+    ("LRANGE", "list"),
+    ("SADD", "set"),
+    ("SREM", "set"),
+    ("SISMEMBER", "set"),
+    ("SPOP", "set"),
+    ("ZADD", "zset"),
+    ("ZREM", "zset"),
+    ("ZRANGE", "zset"),
+    ("ZRANGEBYSCORE", "zset"),
+    ("ZCARD", "zset"),
+    ("ZPOPMIN", "zset"),
+    ("XADD", "stream"),
+    ("PING", ""),
+];
+
+/// One sampled key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeySample {
+    /// `string`, `hash`, `list`, `set`, `zset`, `stream`…
+    pub kind: String,
+    /// Its name's length, bytes.
+    pub key_len: u64,
+    /// STRLEN, or the number of fields/elements/members.
+    pub size: Option<u64>,
+    /// PTTL, ms (None: no deadline, or not read).
+    pub ttl_ms: Option<u64>,
+    /// OBJECT FREQ (LFU) and the key, when read.
+    pub freq: Option<(u64, String)>,
+}
+
+/// What a capture read.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// The target as shown.
+    pub target: String,
+    /// Per second: calls per command (upper case), the capture's own left out.
+    pub seconds: Vec<BTreeMap<String, u64>>,
+    /// The first INFO's fields (version, memory, clients, settings).
+    pub info: BTreeMap<String, String>,
+    /// Keys in every database at the end, and of them with a deadline.
+    pub keys: (u64, u64),
+    /// CONFIG GET answers (or why there are none).
+    pub settings: Result<BTreeMap<String, String>, String>,
+    /// The sampled keys.
+    pub sample: Vec<KeySample>,
+    /// Probes the server refused, with its word.
+    pub refused: BTreeMap<String, String>,
+    /// Commands the capture sent, by lower-case name.
+    pub own: BTreeMap<String, u64>,
+    /// How long it watched.
+    pub watched: Duration,
+}
+
+/// One line saying why a capture cannot start or go on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CaptureError(pub String);
+
+/// A connection that counts what it sends.
+struct Conn {
+    c: Control,
+    own: BTreeMap<String, u64>,
+}
+
+impl Conn {
+    /// Sends `args`; the reply, or None when the connection is no longer usable.
+    async fn ask(&mut self, args: &[&[u8]]) -> Result<Frame, CaptureError> {
+        let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+        let r = self
+            .c
+            .ask(args, MAX_REPLY)
+            .await
+            .map_err(|e| CaptureError(format!("the connection failed: {e}")))?
+            .ok_or_else(|| CaptureError("the server closed the connection".into()))?;
+        // Sub-commands count under `name|sub`, as INFO commandstats does.
+        let key = match args.get(1) {
+            Some(sub) if matches!(name.as_str(), "config" | "object" | "memory") => {
+                format!(
+                    "{name}|{}",
+                    String::from_utf8_lossy(sub).to_ascii_lowercase()
+                )
+            }
+            _ => name,
+        };
+        *self.own.entry(key).or_default() += 1;
+        Ok(r)
+    }
+}
+
+/// The text of a bulk or verbatim reply; an error reply's message as Err.
+fn text(f: Frame) -> Result<String, String> {
+    match f {
+        Frame::Bulk(b) | Frame::Simple(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        Frame::Verbatim { data, .. } => Ok(String::from_utf8_lossy(&data).into_owned()),
+        Frame::Error(e) | Frame::BlobError(e) => Err(String::from_utf8_lossy(&e).into_owned()),
+        other => Err(format!("an unexpected reply {other:?}")),
+    }
+}
+
+fn int(f: &Frame) -> Option<i64> {
+    match f {
+        Frame::Integer(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn is_error(f: &Frame) -> Option<String> {
+    match f {
+        Frame::Error(e) | Frame::BlobError(e) => Some(String::from_utf8_lossy(e).into_owned()),
+        _ => None,
+    }
+}
+
+/// Watches `conn`'s server (shown as `target`) as `opts` says; `started` is called once
+/// the server has let it read INFO and the baseline is taken.
+///
+/// # Errors
+/// [`CaptureError`] when the server refuses `INFO` (an ACL) or the connection fails.
+pub async fn capture(
+    conn: Control,
+    target: &str,
+    opts: &Options,
+    started: impl FnOnce(),
+) -> Result<Captured, CaptureError> {
+    let mut c = Conn {
+        c: conn,
+        own: BTreeMap::new(),
+    };
+    let first = c.ask(&[b"INFO", b"everything"]).await?;
+    let first = text(first).map_err(|why| {
+        CaptureError(format!(
+            "--target {target}: INFO refused ({why}); crest capture reads the server's INFO: use a user allowed INFO (ACL +info)"
+        ))
+    })?;
+    let info = Info::parse(&first);
+    let mut out = Captured {
+        target: target.to_string(),
+        seconds: Vec::new(),
+        info: info.fields.clone(),
+        keys: (0, 0),
+        settings: settings(&mut c).await,
+        sample: Vec::new(),
+        refused: BTreeMap::new(),
+        own: BTreeMap::new(),
+        watched: Duration::ZERO,
+    };
+    let lfu = out
+        .settings
+        .as_ref()
+        .is_ok_and(|s| s.get("maxmemory-policy").is_some_and(|p| p.contains("lfu")));
+    // The baseline reading, after the capture's own setup: its INFO counts in the next
+    // reading's difference and in the capture's own between them.
+    let mut own_prev = c.own.clone();
+    let reply = c.ask(&[b"INFO", b"commandstats"]).await?;
+    let mut prev = Info::parse(&text(reply).map_err(|why| {
+        CaptureError(format!(
+            "--target {target}: INFO commandstats refused ({why})"
+        ))
+    })?)
+    .commands;
+    started();
+    let start = Instant::now();
+    let mut sampler = Sampler::new(opts, lfu);
+    // Sampling commands go on a schedule of sample_rate a second.
+    let gap = Duration::from_secs(1) / opts.sample_rate.max(1);
+    let mut next = start;
+    for second in 1..=opts.duration.as_secs().max(1) {
+        let tick = start + Duration::from_secs(second);
+        while !sampler.done() {
+            let now = Instant::now();
+            if next >= tick || now >= tick {
+                break;
+            }
+            if next > now {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+                continue;
+            }
+            match sampler.step(&mut c, &mut out).await? {
+                Step::Sent => next = (next + gap).max(now),
+                Step::Free => {}
+                Step::Idle => break,
+            }
+        }
+        tokio::time::sleep_until(tokio::time::Instant::from_std(tick)).await;
+        let own_now = c.own.clone();
+        let reply = c.ask(&[b"INFO", b"commandstats"]).await?;
+        let now = Info::parse(&text(reply).map_err(|why| {
+            CaptureError(format!(
+                "--target {target}: INFO refused mid-capture ({why})"
+            ))
+        })?)
+        .commands;
+        out.seconds
+            .push(calls_between(&prev, &now, &own_prev, &own_now));
+        prev = now;
+        own_prev = own_now;
+    }
+    out.watched = start.elapsed();
+    let end = c.ask(&[b"INFO", b"keyspace"]).await?;
+    if let Ok(t) = text(end) {
+        let dbs = Info::parse(&t).dbs;
+        out.keys = dbs
+            .values()
+            .fold((0, 0), |(k, e), d| (k + d.keys, e + d.expires));
+    }
+    out.refused = sampler.refused;
+    out.own = c.own;
+    Ok(out)
+}
+
+/// Each command's calls between two readings, less the capture's own (upper-case names;
+/// a counter that went down, a `CONFIG RESETSTAT`, counts from 0).
+pub fn calls_between(
+    before: &BTreeMap<String, crest_report::server::info::CmdCounters>,
+    after: &BTreeMap<String, crest_report::server::info::CmdCounters>,
+    own_before: &BTreeMap<String, u64>,
+    own_after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(name, a)| {
+            let b = before.get(name).map_or(0, |b| b.calls);
+            let d = if a.calls >= b { a.calls - b } else { a.calls };
+            let ours = own_after.get(name).copied().unwrap_or(0)
+                - own_before.get(name).copied().unwrap_or(0);
+            let n = d.saturating_sub(ours);
+            (n > 0).then(|| (name.to_ascii_uppercase(), n))
+        })
+        .collect()
+}
+
+/// The settings a profile's comments quote.
+async fn settings(c: &mut Conn) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for name in [
+        "maxmemory",
+        "maxmemory-policy",
+        "io-threads",
+        "appendonly",
+        "save",
+        "hz",
+    ] {
+        let r = c
+            .ask(&[b"CONFIG", b"GET", name.as_bytes()])
+            .await
+            .map_err(|e| e.0)?;
+        if let Some(e) = is_error(&r) {
+            return Err(e);
+        }
+        let pair = match r {
+            Frame::Array(a) | Frame::Set(a) => {
+                let mut it = a.into_iter();
+                it.next().zip(it.next())
+            }
+            Frame::Map(m) => m.into_iter().next(),
+            _ => None,
+        };
+        if let Some((k, v)) = pair {
+            out.insert(text(k).unwrap_or_default(), text(v).unwrap_or_default());
+        }
+    }
+    Ok(out)
+}
+
+/// What one sampling step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Sent a command.
+    Sent,
+    /// Moved on without one.
+    Free,
+    /// Nothing to do before the next reading.
+    Idle,
+}
+
+/// Key sampling, one command per step. A SCAN pass that ends before enough keys were
+/// sampled starts again a second later, skipping keys already sampled (a keyspace that
+/// grows during the capture is sampled as it grows).
+struct Sampler {
+    want: u64,
+    lfu: bool,
+    cursor: Option<Vec<u8>>,
+    /// Keys from the last SCAN page not yet read.
+    page: Vec<Vec<u8>>,
+    /// When the last SCAN pass ended.
+    pass_ended: Option<Instant>,
+    /// SCAN refused: no sampling.
+    scan_refused: bool,
+    /// Keys sampled (at most `--sample-keys`).
+    seen: std::collections::HashSet<Vec<u8>>,
+    refused: BTreeMap<String, String>,
+    /// The key being read and what is known of it so far.
+    current: Option<(Vec<u8>, KeySample, u8)>,
+}
+
+impl Sampler {
+    fn new(opts: &Options, lfu: bool) -> Self {
+        Self {
+            want: opts.sample_keys,
+            lfu,
+            cursor: Some(b"0".to_vec()),
+            page: Vec::new(),
+            pass_ended: None,
+            scan_refused: false,
+            seen: std::collections::HashSet::new(),
+            refused: BTreeMap::new(),
+            current: None,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.want == 0 || self.scan_refused
+    }
+
+    /// One sampling step.
+    async fn step(&mut self, c: &mut Conn, out: &mut Captured) -> Result<Step, CaptureError> {
+        if let Some((key, mut s, stage)) = self.current.take() {
+            let probe: Option<Vec<&[u8]>> = match stage {
+                0 => Some(vec![b"TYPE", &key]),
+                1 => match s.kind.as_str() {
+                    "string" => Some(vec![b"STRLEN", &key]),
+                    "hash" => Some(vec![b"HLEN", &key]),
+                    "list" => Some(vec![b"LLEN", &key]),
+                    "set" => Some(vec![b"SCARD", &key]),
+                    "zset" => Some(vec![b"ZCARD", &key]),
+                    _ => None,
+                },
+                2 => Some(vec![b"PTTL", &key]),
+                3 if self.lfu => Some(vec![b"OBJECT", b"FREQ", &key]),
+                _ => None,
+            };
+            let Some(args) = probe else {
+                if stage >= 3 {
+                    out.sample.push(s);
+                    self.want = self.want.saturating_sub(1);
+                } else {
+                    self.current = Some((key, s, stage + 1));
+                }
+                return Ok(Step::Free);
+            };
+            let name = String::from_utf8_lossy(args[0]).to_ascii_uppercase();
+            if self.refused.contains_key(&name) {
+                self.current = Some((key, s, stage + 1));
+                return Ok(Step::Free);
+            }
+            let r = c.ask(&args).await?;
+            if let Some(e) = is_error(&r) {
+                self.refused.insert(name, e);
+            } else {
+                match stage {
+                    0 => s.kind = text(r).unwrap_or_default(),
+                    1 => s.size = int(&r).and_then(|n| u64::try_from(n).ok()),
+                    2 => s.ttl_ms = int(&r).and_then(|n| u64::try_from(n).ok()),
+                    _ => {
+                        s.freq = int(&r)
+                            .and_then(|n| u64::try_from(n).ok())
+                            .map(|f| (f, String::from_utf8_lossy(&key).into_owned()));
+                    }
+                }
+            }
+            if s.kind != "none" {
+                // (A key gone since the SCAN is not a sample.)
+                self.current = Some((key, s, stage + 1));
+            }
+            return Ok(Step::Sent);
+        }
+        if let Some(key) = self.page.pop() {
+            if !self.seen.insert(key.clone()) {
+                return Ok(Step::Free);
+            }
+            let s = KeySample {
+                key_len: key.len() as u64,
+                ..KeySample::default()
+            };
+            self.current = Some((key, s, 0));
+            return Ok(Step::Free);
+        }
+        let Some(cursor) = self.cursor.take() else {
+            // A pass ended: another a second later.
+            if self
+                .pass_ended
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+            {
+                return Ok(Step::Idle);
+            }
+            self.cursor = Some(b"0".to_vec());
+            return Ok(Step::Free);
+        };
+        let r = c.ask(&[b"SCAN", &cursor, b"COUNT", b"100"]).await?;
+        if let Some(e) = is_error(&r) {
+            self.refused.insert("SCAN".into(), e);
+            self.scan_refused = true;
+            return Ok(Step::Sent);
+        }
+        if let Frame::Array(mut a) = r
+            && a.len() == 2
+        {
+            let keys = a.pop();
+            let next = a.pop().and_then(|f| text(f).ok()).unwrap_or_default();
+            if let Some(Frame::Array(keys)) = keys {
+                self.page = keys
+                    .into_iter()
+                    .filter_map(|k| match k {
+                        Frame::Bulk(b) => Some(b),
+                        _ => None,
+                    })
+                    .collect();
+            }
+            if next != "0" {
+                self.cursor = Some(next.into_bytes());
+            } else {
+                self.pass_ended = Some(Instant::now());
+            }
+        } else {
+            self.pass_ended = Some(Instant::now());
+        }
+        Ok(Step::Sent)
+    }
+}
+
+/// `curve` averaged over a centred window of `n` seconds (1: as is).
+pub fn smooth(curve: &[f64], n: u32) -> Vec<f64> {
+    let n = n.max(1) as usize;
+    if n == 1 {
+        return curve.to_vec();
+    }
+    let half = n / 2;
+    (0..curve.len())
+        .map(|i| {
+            let lo = i.saturating_sub(half);
+            let hi = (i + n - half).min(curve.len());
+            curve[lo..hi].iter().sum::<f64>() / (hi - lo) as f64
+        })
+        .collect()
+}
+
+/// `curve` averaged over consecutive windows of `k` seconds.
+pub fn coarsen(curve: &[f64], k: usize) -> Vec<f64> {
+    curve
+        .chunks(k.max(1))
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .collect()
+}
+
+/// `q`-quantile of sorted `v` (nearest rank).
+fn quantile(v: &[u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+/// Ten sizes with equal weights: the sample's deciles' midpoints (5th, 15th … 95th
+/// percentile); empty for no sample.
+pub fn size_table(sizes: &[u64]) -> Vec<u64> {
+    let mut v = sizes.to_vec();
+    v.sort_unstable();
+    if v.is_empty() {
+        return Vec::new();
+    }
+    (0..10)
+        .map(|d| quantile(&v, (f64::from(d) + 0.5) / 10.0).max(1))
+        .collect()
+}
+
+/// Seconds as the profile writes a time (`12.5s`).
+fn secs(t: f64) -> String {
+    let ms = (t * 1000.0).round() as u64;
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// The profile `crest run --profile` runs, commented (see the module's docs).
+pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
+    let n = c.seconds.len();
+    let mut names: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &c.seconds {
+        for (k, v) in s {
+            *names.entry(k.clone()).or_default() += v;
+        }
+    }
+    let (known, left): (Vec<_>, Vec<_>) = names
+        .iter()
+        .partition(|(k, _)| KNOWN.iter().any(|(n, _)| n == k));
+    let kinds: BTreeMap<String, u64> = c.sample.iter().fold(BTreeMap::new(), |mut m, s| {
+        *m.entry(s.kind.clone()).or_default() += 1;
+        m
+    });
+    let sampled = c.sample.len() as u64;
+    let mut o = String::new();
+    let v = |k: &str| c.info.get(k).cloned().unwrap_or_else(|| "?".into());
+    let _ = writeln!(
+        o,
+        "# Captured by `crest capture` from {} over {} s.",
+        c.target, n
+    );
+    let _ = writeln!(o, "#   crest run --profile THIS_FILE --target SERVER");
+    let version = c
+        .info
+        .get("valkey_version")
+        .map(|v| format!("valkey {v}"))
+        .unwrap_or_else(|| format!("redis {}", v("redis_version")));
+    let _ = writeln!(
+        o,
+        "# server: {version}, {} clients connected, used_memory {} ({})",
+        v("connected_clients"),
+        v("used_memory"),
+        v("used_memory_human")
+    );
+    match &c.settings {
+        Ok(s) => {
+            let line: Vec<String> = s.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            let _ = writeln!(o, "# settings: {}", line.join(" "));
+        }
+        Err(why) => {
+            let _ = writeln!(o, "# settings: CONFIG GET refused ({why})");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# keyspace: {} keys, {} with a deadline; sampled {sampled}: {}",
+        c.keys.0,
+        c.keys.1,
+        kinds
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut key_lens: Vec<u64> = c.sample.iter().map(|s| s.key_len).collect();
+    key_lens.sort_unstable();
+    if !key_lens.is_empty() {
+        let _ = writeln!(
+            o,
+            "# key lengths: p10 {} p50 {} p90 {} max {} bytes (keys below are prefix + number)",
+            quantile(&key_lens, 0.1),
+            quantile(&key_lens, 0.5),
+            quantile(&key_lens, 0.9),
+            key_lens.last().copied().unwrap_or(0)
+        );
+    }
+    let mut hot: Vec<&(u64, String)> = c.sample.iter().filter_map(|s| s.freq.as_ref()).collect();
+    if !hot.is_empty() {
+        hot.sort_by_key(|h| std::cmp::Reverse(h.0));
+        let top: Vec<String> = hot
+            .iter()
+            .take(10)
+            .map(|(f, k)| format!("{k:?} {f}"))
+            .collect();
+        let _ = writeln!(o, "# hot keys (OBJECT FREQ, LFU): {}", top.join(", "));
+    }
+    for (probe, why) in &c.refused {
+        let _ = writeln!(o, "# {probe} refused: {why}; its figures are left out");
+    }
+    if !left.is_empty() {
+        let l: Vec<String> = left.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(
+            o,
+            "# left out (calls in the capture; Crest has no built-in for them): {}",
+            l.join(", ")
+        );
+    }
+    let own: Vec<String> = c.own.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(
+        o,
+        "# the capture's own commands, not counted above: {}",
+        own.join(", ")
+    );
+    if known.is_empty() {
+        let _ = writeln!(
+            o,
+            "# no command Crest sends was seen: this profile has no class (crest run would send its flags' load)"
+        );
+    }
+    let total_points = known.len() * (n + 2);
+    let k = total_points.div_ceil(MAX_POINTS).max(1);
+    if k > 1 {
+        let _ = writeln!(
+            o,
+            "# curves averaged over {k} s windows: {} commands × {n} s is past a profile's {MAX_POINTS} points",
+            known.len()
+        );
+    }
+    let _ = writeln!(o, "\nduration = \"{n}s\"");
+    let strings: Vec<u64> = c
+        .sample
+        .iter()
+        .filter(|s| s.kind == "string")
+        .filter_map(|s| s.size)
+        .collect();
+    for (name, calls) in known {
+        let kind = KNOWN
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, k)| *k);
+        let curve: Vec<f64> = c
+            .seconds
+            .iter()
+            .map(|s| s.get(name).copied().unwrap_or(0) as f64)
+            .collect();
+        let curve = coarsen(&smooth(&curve, smooth_s), k);
+        let step = k as f64;
+        let _ = writeln!(o, "\n# {name}: {calls} calls");
+        let _ = writeln!(o, "[[class]]");
+        let _ = writeln!(o, "name = \"{}\"", name.to_ascii_lowercase());
+        let _ = writeln!(o, "mix = {{ {name} = 1 }}");
+        // Each window's rate at its middle, held from 0 and to the end.
+        let mut pts = vec![format!(
+            "[\"0s\", {:.3}]",
+            curve.first().copied().unwrap_or(0.0)
+        )];
+        for (i, r) in curve.iter().enumerate() {
+            pts.push(format!("[\"{}\", {r:.3}]", secs((i as f64 + 0.5) * step)));
+        }
+        pts.push(format!(
+            "[\"{}\", {:.3}]",
+            secs(n as f64),
+            curve.last().copied().unwrap_or(0.0)
+        ));
+        let _ = writeln!(o, "profile = [{{ points = [{}] }}]", pts.join(", "));
+        let share = kinds.get(kind).copied().unwrap_or(0);
+        let count = if sampled > 0 && c.keys.0 > 0 {
+            (c.keys.0 as f64 * share as f64 / sampled as f64).round() as u64
+        } else {
+            c.keys.0
+        }
+        .max(1);
+        let prefix = if kind == "string" || kind.is_empty() {
+            "cap:".to_string()
+        } else {
+            format!("cap:{kind}:")
+        };
+        let _ = writeln!(o, "keys = {{ count = {count}, prefix = \"{prefix}\" }}");
+        if kind == "string" && !strings.is_empty() {
+            let t: Vec<String> = size_table(&strings)
+                .iter()
+                .map(|s| format!("[{s}, 1]"))
+                .collect();
+            let _ = writeln!(o, "values = {{ sizes = [{}] }}", t.join(", "));
+        }
+        let of_kind: Vec<&KeySample> = c.sample.iter().filter(|s| s.kind == kind).collect();
+        if !matches!(kind, "string" | "") {
+            let mut m: Vec<u64> = of_kind.iter().filter_map(|s| s.size).collect();
+            m.sort_unstable();
+            if !m.is_empty() {
+                let _ = writeln!(o, "members = {}", quantile(&m, 0.5).max(1));
+            }
+        }
+        let mut ttls: Vec<u64> = of_kind.iter().filter_map(|s| s.ttl_ms).collect();
+        if !of_kind.is_empty() && ttls.len() * 2 > of_kind.len() {
+            ttls.sort_unstable();
+            let _ = writeln!(
+                o,
+                "ttl = \"{}s\"  # median of {} sampled deadlines (p10 {} s, p90 {} s)",
+                (quantile(&ttls, 0.5) / 1000).max(1),
+                ttls.len(),
+                quantile(&ttls, 0.1) / 1000,
+                quantile(&ttls, 0.9) / 1000
+            );
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crest_report::server::info::CmdCounters;
+
+    fn counters(pairs: &[(&str, u64)]) -> BTreeMap<String, CmdCounters> {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    CmdCounters {
+                        calls: *v,
+                        ..CmdCounters::default()
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn own(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    /// A second's calls are the counters' difference less what the capture sent; a
+    /// counter that went down (a reset) counts from 0; commands with none are left out.
+    #[test]
+    fn a_seconds_calls_leave_out_the_captures_own() {
+        let before = counters(&[("get", 100), ("info", 5), ("set", 50), ("scan", 1)]);
+        let after = counters(&[("get", 160), ("info", 7), ("set", 20), ("scan", 3)]);
+        let got = calls_between(
+            &before,
+            &after,
+            &own(&[("info", 5), ("scan", 1)]),
+            &own(&[("info", 7), ("scan", 3)]),
+        );
+        assert_eq!(got, own(&[("GET", 60), ("SET", 20)]));
+    }
+
+    #[test]
+    fn smoothing_and_coarsening_keep_the_mean() {
+        let c = [0.0, 0.0, 30.0, 30.0, 30.0, 0.0];
+        assert_eq!(smooth(&c, 1), c);
+        let s = smooth(&c, 3);
+        assert_eq!(s[3], 30.0, "a plateau's middle stays");
+        assert_eq!(s[1], 10.0);
+        assert_eq!(coarsen(&c, 2), [0.0, 30.0, 15.0]);
+        assert_eq!(coarsen(&c, 4), [15.0, 15.0]);
+    }
+
+    #[test]
+    fn the_size_table_is_the_samples_deciles() {
+        let sizes: Vec<u64> = (1..=100).collect();
+        assert_eq!(size_table(&sizes), [6, 16, 26, 36, 46, 55, 65, 75, 85, 95]);
+        assert!(size_table(&[]).is_empty());
+        assert_eq!(size_table(&[0, 0]), [1; 10], "at least one byte");
+    }
+
+    /// The profile parses as `crest run --profile` reads it: one class per known command
+    /// with its curve (a plateau's rate exact), keys by type, string sizes, the TTL when
+    /// most keys have one; the rest as comments.
+    #[test]
+    fn the_profile_is_one_class_per_command_and_runs() {
+        let mut seconds = Vec::new();
+        for i in 0..6u64 {
+            let rate = if i < 3 { 100 } else { 300 };
+            seconds.push(own(&[
+                ("GET", rate),
+                ("SET", rate / 10),
+                ("CLIENT|LIST", 1),
+            ]));
+        }
+        let sample: Vec<KeySample> = (0..20u64)
+            .map(|i| KeySample {
+                kind: if i < 16 { "string" } else { "hash" }.into(),
+                key_len: 8 + i % 3,
+                size: Some(if i < 16 { 100 + i } else { 4 }),
+                ttl_ms: (i % 4 != 0).then_some(60_000),
+                freq: None,
+            })
+            .collect();
+        let c = Captured {
+            target: "127.0.0.1:6379".into(),
+            seconds,
+            info: own(&[])
+                .into_iter()
+                .map(|(k, v)| (k, v.to_string()))
+                .collect(),
+            keys: (1000, 700),
+            settings: Err("NOPERM".into()),
+            sample,
+            refused: BTreeMap::new(),
+            own: own(&[("info", 7)]),
+            watched: Duration::from_secs(6),
+        };
+        let text = profile_toml(&c, 1);
+        assert!(text.contains("# left out"), "{text}");
+        assert!(text.contains("CLIENT|LIST 6"), "{text}");
+        assert!(text.contains("# settings: CONFIG GET refused (NOPERM)"));
+        let file: crate::profile::FileToml = toml::from_str(&text).unwrap();
+        assert_eq!(file.classes.len(), 2, "{text}");
+        let get = file
+            .classes
+            .iter()
+            .map(|c| c.get_ref())
+            .find(|c| c.name.as_deref() == Some("get"))
+            .unwrap();
+        let keys = get.keys.as_ref().unwrap();
+        assert_eq!(keys.count, Some(800), "16 of 20 sampled keys are strings");
+        assert_eq!(get.ttl.as_deref(), Some("60s"));
+        let shapes = get.profile.as_ref().unwrap();
+        let segs = shapes[0].get_ref().segments().unwrap();
+        let p = crest_model::schedule::Profile::new(segs).unwrap();
+        assert_eq!(p.duration_ns(), 6_000_000_000);
+        // Whole seconds inside a plateau are exact.
+        assert!((p.expected(1_000_000_000, 2_000_000_000) - 100.0).abs() < 1e-6);
+        assert!((p.expected(4_000_000_000, 5_000_000_000) - 300.0).abs() < 1e-6);
+        // And the whole curve holds every call.
+        assert!((p.expected(0, 6_000_000_000) - 1200.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,181 @@
+//! `crest capture` against Valkey (issue #27): the round trip (a server driven by a known
+//! profile, captured, the captured profile run against a fresh server: the same calls
+//! per command, the same plateaus, the same value sizes), a server whose ACL denies INFO
+//! refused in one line, and bad flags.
+
+use crate::support::*;
+use std::time::Duration;
+
+/// Valkey driven at 1,500/s then 4,000/s (SET:GET 1:4, 700-byte values) while
+/// `crest capture` watches it; the profile it writes, run against a fresh server, sends
+/// GET and SET within 10% of what the first server counted, holds both plateaus within
+/// 10%, and writes 700-byte values. The capture's own commands stay within its budget.
+#[test]
+fn a_captured_profile_replays_the_servers_calls_plateaus_and_sizes() {
+    let a = Server::start(Kind::Valkey);
+    let dir = TempDir::new("capture-round-trip");
+    let profile = dir.path().join("captured.toml");
+    let mut capture = Proc::spawn(
+        &crest_bin(),
+        &[
+            "capture",
+            "--target",
+            &a.addr(),
+            "--duration",
+            "11s",
+            "--out",
+            profile.to_str().unwrap(),
+            "--sample-keys",
+            "300",
+        ],
+        dir.path(),
+        "capture",
+    );
+    // The load starts once the capture has its baseline.
+    std::thread::sleep(Duration::from_millis(800));
+    let drive = TempDir::new("capture-drive");
+    CrestRun::new(&drive)
+        .args(&[
+            "--target",
+            &a.addr(),
+            "--stages",
+            "4s:1500, 4s:4000",
+            "--ratio",
+            "1:4",
+            "--value-size",
+            "700",
+            "--keys",
+            "2000",
+        ])
+        .run(0);
+    let code = capture.wait(Duration::from_secs(60));
+    let err = read_log(dir.path(), "capture", "stderr");
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let seen = a.commandstats();
+
+    let b = Server::start(Kind::Valkey);
+    let out = TempDir::new("capture-replayed");
+    let r = CrestRun::new(&out)
+        .args(&[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--target",
+            &b.addr(),
+        ])
+        .run(0);
+    let replayed = b.commandstats();
+    for cmd in ["get", "set"] {
+        let (want, got) = (
+            seen[cmd] as f64,
+            replayed.get(cmd).copied().unwrap_or(0) as f64,
+        );
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "{cmd}: captured server {want}, replayed {got}\n{text}"
+        );
+    }
+    // The plateaus: some seconds at 1,500 and the busiest at 4,000, each within 10%.
+    let mut rows: Vec<f64> = r["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| f(p, "scheduled"))
+        .collect();
+    let near = |x: f64, want: f64| (x - want).abs() <= 0.1 * want;
+    assert!(
+        rows.iter().filter(|&&x| near(x, 1500.0)).count() >= 2,
+        "{rows:?}\n{text}"
+    );
+    rows.sort_by(|x, y| y.total_cmp(x));
+    assert!(near(rows[1], 4000.0), "{rows:?}\n{text}");
+    // Values as captured: every sampled string was 700 bytes.
+    assert!(text.contains("values = { sizes = [[700, 1]"), "{text}");
+    let key = b"cap:1";
+    if let crest_resp::Frame::Integer(n) = b.command(&[b"STRLEN", key]) {
+        assert!(n == 0 || n == 700, "STRLEN cap:1 = {n}");
+    }
+    // The capture's cost: one INFO a second and at most 100 sampling commands a second.
+    let own = text
+        .lines()
+        .find(|l| l.starts_with("# the capture's own commands"))
+        .unwrap();
+    let sent: u64 = own
+        .split(": ")
+        .nth(1)
+        .unwrap()
+        .split(", ")
+        .map(|kv| kv.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(sent <= 11 * 101 + 20, "{own}");
+    assert!(err.contains("profile written to"), "{err}");
+}
+
+/// A user the server's ACL denies INFO is refused in one line naming INFO, exit 2; so
+/// are a zero duration, a zero sampling rate and a memcached target.
+#[test]
+fn capture_refuses_a_server_it_cannot_read_and_bad_flags() {
+    let s = Server::start(Kind::Valkey);
+    let setuser: Vec<&[u8]> = vec![
+        b"ACL", b"SETUSER", b"nosy", b"on", b">pw", b"~*", b"+@all", b"-info",
+    ];
+    s.command(&setuser);
+    let dir = TempDir::new("capture-refused");
+    let out = dir.path().join("p.toml");
+    let out = out.to_str().unwrap();
+    let err = crest_fails(
+        &[
+            "capture",
+            "--target",
+            &s.addr(),
+            "--user",
+            "nosy",
+            "--password",
+            "pw",
+            "--duration",
+            "2s",
+            "--out",
+            out,
+        ],
+        "INFO refused",
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    crest_fails(
+        &[
+            "capture",
+            "--target",
+            &s.addr(),
+            "--duration",
+            "0s",
+            "--out",
+            out,
+        ],
+        "--duration",
+    );
+    crest_fails(
+        &[
+            "capture",
+            "--target",
+            &s.addr(),
+            "--duration",
+            "2s",
+            "--sample-rate",
+            "0",
+            "--out",
+            out,
+        ],
+        "--sample-rate",
+    );
+    crest_fails(
+        &[
+            "capture",
+            "--target",
+            "memcache://127.0.0.1:1",
+            "--duration",
+            "2s",
+            "--out",
+            out,
+        ],
+        "memcached",
+    );
+}
