@@ -282,6 +282,8 @@ pub struct ValuesToml {
     pub max: Option<toml::Value>,
     /// Weighted list: `[[100, 3], ["4k", 1]]` (size, weight).
     pub sizes: Option<Vec<(toml::Value, u32)>>,
+    /// What the bytes are: `fixed`, `random` or `compressible:R` (`--value-content`).
+    pub content: Option<String>,
 }
 
 fn size_of(v: &toml::Value, key: &str) -> Result<u64, String> {

@@ -495,3 +495,54 @@ fn ten_megabyte_values_work() {
         20
     );
 }
+
+/// `--value-content random` (and `compressible:3`): the values the server holds differ
+/// from SET to SET (each starts at its own offset into a shared random buffer; a rare
+/// offset shared by two keys is allowed), where fixed content stores one value everywhere.
+#[test]
+fn random_values_differ_per_set_on_the_server() {
+    let server = Server::start(Kind::Valkey);
+    let distinct = |content: &str| {
+        let dir = TempDir::new("value-content");
+        CrestRun::new(&dir)
+            .args(&[
+                "--target",
+                &server.addr(),
+                "--command",
+                "SET __key__ __value__",
+                "--keys",
+                "50",
+                "--key-dist",
+                "sequential",
+                "--key-prefix",
+                &format!("{}:", content.replace(':', "")),
+                "--value-size",
+                "300",
+                "--value-content",
+                content,
+                "--rate",
+                "200",
+                "--duration",
+                "1s",
+            ])
+            .run(0);
+        let values: std::collections::HashSet<Vec<u8>> = (0..50)
+            .map(|k| {
+                let key = format!("{}:{k}", content.replace(':', ""));
+                match server.command(&[b"GET", key.as_bytes()]) {
+                    crest_resp::Frame::Bulk(b) => {
+                        assert_eq!(b.len(), 300, "{key}");
+                        b
+                    }
+                    other => panic!("GET {key}: {other:?}"),
+                }
+            })
+            .collect();
+        values.len()
+    };
+    assert_eq!(distinct("fixed"), 1);
+    let random = distinct("random");
+    assert!(random >= 45, "{random} distinct values of 50");
+    let compressible = distinct("compressible:3");
+    assert!(compressible >= 45, "{compressible} distinct values of 50");
+}

@@ -73,7 +73,8 @@ impl ClassSpec {
             shape.ttl,
             seed,
         )
-        .map_err(wl)?;
+        .map_err(wl)?
+        .with_content(shape.content, seed);
         let (profile, closed_for, trace) = match &c.load {
             Load::Open(p) => (Some(p.clone()), None, None),
             Load::Closed { until } => (None, *until, None),

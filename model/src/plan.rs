@@ -108,6 +108,8 @@ pub struct Shape {
     pub keys: KeySpec,
     /// Value sizes.
     pub values: ValueSizes,
+    /// What values' bytes are (`--value-content`).
+    pub content: crate::shapes::Content,
     /// Requests in flight per connection.
     pub pipeline: u32,
     /// `EX` seconds on SET and EXPIRE.
@@ -288,6 +290,7 @@ mod tests {
                 dist: KeyDist::Uniform,
             },
             values: ValueSizes::Fixed(8),
+            content: Default::default(),
             pipeline: 1,
             ttl: Some(30),
             batch: 4,

@@ -295,6 +295,111 @@ impl ValueSizes {
     }
 }
 
+/// What a value's bytes are (`--value-content`): each request's value is `len` bytes of
+/// one shared buffer ([`Content::buffer`]), from an offset [`Content::window`] gives, so
+/// nothing is allocated or filled per request.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Content {
+    /// The same printable bytes every time (each value a prefix of one buffer).
+    #[default]
+    Fixed,
+    /// Random bytes that differ per write: each value starts at a random offset into a
+    /// buffer of random bytes [`CONTENT_WINDOW`] longer than the largest value.
+    Random,
+    /// Bytes a compressor shrinks about this many times (2.0: to half), differing per
+    /// write as `Random`'s do: every block of [`BLOCK`] bytes is `BLOCK / ratio` random
+    /// bytes and a run of one byte.
+    Compressible(f64),
+}
+
+/// Offsets a `Random` or `Compressible` value may start at.
+pub const CONTENT_WINDOW: u64 = 64 << 10;
+/// The block a `Compressible` buffer repeats its pattern in.
+const BLOCK: usize = 256;
+/// Most `compressible:R`.
+pub const MAX_RATIO: f64 = 100.0;
+
+impl Content {
+    /// `fixed`, `random`, or `compressible:R` (R from 1 to 100: how many times a
+    /// compressor shrinks it).
+    ///
+    /// # Errors
+    /// One line naming what would be right.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let why = || {
+            format!(
+                "expected fixed, random or compressible:R (R from 1 to {MAX_RATIO}: how many times a compressor shrinks each value, e.g. compressible:2)"
+            )
+        };
+        match s.trim() {
+            "fixed" => Ok(Content::Fixed),
+            "random" => Ok(Content::Random),
+            other => {
+                let r: f64 = other
+                    .strip_prefix("compressible:")
+                    .ok_or_else(why)?
+                    .trim()
+                    .parse()
+                    .map_err(|_| why())?;
+                if !(1.0..=MAX_RATIO).contains(&r) {
+                    return Err(why());
+                }
+                Ok(Content::Compressible(r))
+            }
+        }
+    }
+
+    /// Offsets a value may start at: 0 for `Fixed` (always the buffer's start).
+    pub fn window(self) -> u64 {
+        match self {
+            Content::Fixed => 0,
+            _ => CONTENT_WINDOW,
+        }
+    }
+
+    /// The shared buffer for values of at most `max` bytes, drawn from `seed`.
+    pub fn buffer(self, max: u64, seed: u64) -> Vec<u8> {
+        let mut rng = Rng::new(seed);
+        let len = max.saturating_add(self.window()) as usize;
+        match self {
+            // Printable pseudo-random bytes: readable in redis-cli.
+            Content::Fixed => (0..len)
+                .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.below(36) as usize])
+                .collect(),
+            Content::Random => {
+                let mut v = Vec::with_capacity(len + 8);
+                while v.len() < len {
+                    v.extend_from_slice(&rng.next_u64().to_le_bytes());
+                }
+                v.truncate(len);
+                v
+            }
+            Content::Compressible(ratio) => {
+                let random = ((BLOCK as f64 / ratio).round() as usize).clamp(1, BLOCK);
+                let mut v = Vec::with_capacity(len + BLOCK);
+                while v.len() < len {
+                    for _ in 0..random {
+                        v.push(rng.next_u64() as u8);
+                    }
+                    v.resize(v.len() + BLOCK - random, b'x');
+                }
+                v.truncate(len);
+                v
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Content::Fixed => write!(f, "fixed"),
+            Content::Random => write!(f, "random"),
+            Content::Compressible(r) => write!(f, "compressible:{r}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,5 +495,66 @@ mod tests {
             ValueSizes::Weighted(vec![(5, 0)]).check(),
             Err(ShapeError::ZeroWeights)
         );
+    }
+
+    /// `--value-content`'s forms; anything else is refused naming them.
+    #[test]
+    fn content_parses_its_three_forms() {
+        assert_eq!(Content::parse("fixed"), Ok(Content::Fixed));
+        assert_eq!(Content::parse("random"), Ok(Content::Random));
+        assert_eq!(
+            Content::parse("compressible:2.5"),
+            Ok(Content::Compressible(2.5))
+        );
+        for bad in [
+            "",
+            "rand",
+            "compressible:",
+            "compressible:0.5",
+            "compressible:1000",
+            "compressible:x",
+        ] {
+            let e = Content::parse(bad).unwrap_err();
+            assert!(e.contains("fixed, random or compressible:R"), "{bad}: {e}");
+        }
+        assert_eq!(Content::Compressible(2.5).to_string(), "compressible:2.5");
+    }
+
+    /// A buffer is the largest value and the offset window long; fixed content is the
+    /// same printable bytes as before this setting existed (seeded alike).
+    #[test]
+    fn buffers_hold_every_offset_and_fixed_is_printable() {
+        assert_eq!(Content::Fixed.buffer(100, 1).len(), 100);
+        assert_eq!(
+            Content::Random.buffer(100, 1).len(),
+            100 + CONTENT_WINDOW as usize
+        );
+        let f = Content::Fixed.buffer(1000, 7);
+        assert!(f.iter().all(u8::is_ascii_alphanumeric));
+        let mut rng = Rng::new(7);
+        let before: Vec<u8> = (0..1000)
+            .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.below(36) as usize])
+            .collect();
+        assert_eq!(f, before);
+    }
+
+    /// What a compressor makes of each content: random bytes do not shrink, and
+    /// `compressible:R` shrinks about R times (zstd, within a third of R).
+    #[test]
+    fn compressible_content_shrinks_about_as_asked() {
+        use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+        let ratio = |c: Content| {
+            let b = c.buffer(64 << 10, 3);
+            let v = &b[1234..1234 + (32 << 10)];
+            v.len() as f64 / compress_to_vec(v, CompressionLevel::Fastest).len() as f64
+        };
+        assert!(ratio(Content::Random) < 1.05, "{}", ratio(Content::Random));
+        for r in [2.0, 4.0, 10.0] {
+            let got = ratio(Content::Compressible(r));
+            assert!(
+                (got - r).abs() <= r / 3.0,
+                "compressible:{r} shrinks {got} times"
+            );
+        }
     }
 }

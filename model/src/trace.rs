@@ -193,7 +193,7 @@ impl Batch {
         }
         while left > 0 {
             let n = left.min(values.len() as u64) as usize;
-            out.value(values, n);
+            out.value(values, 0, n);
             left -= n as u64;
         }
         let b = out.bytes();

@@ -18,7 +18,7 @@
 //! engine routes a ring exactly as it routes a cluster.
 
 use crate::rng::Rng;
-use crate::shapes::{KeySpace, ValueSizes};
+use crate::shapes::{Content, KeySpace, ValueSizes};
 use crate::slot;
 use crate::target::Protocol;
 use crest_memcache::Expect;
@@ -738,9 +738,11 @@ pub struct Workload {
     /// Members are numbered in order (growth: every ZADD adds new members) instead of drawn.
     pub members_sequential: bool,
     ttl: Vec<u8>,
-    /// The bytes every value is a prefix of; shared, so a connection can write a large
+    /// The bytes every value is a slice of; shared, so a connection can write a large
     /// value straight from here ([`Wire::value`]) instead of copying it per request.
     value: Arc<[u8]>,
+    /// Offsets a value may start at (0: always the start; [`Content::window`]).
+    window: u64,
     /// The one slot every key hashes to, when the key prefix holds a hash tag.
     tag_slot: Option<u16>,
     /// Cluster mode with multi-key commands: the keyspace by slot.
@@ -762,13 +764,14 @@ struct RingKeys {
 }
 
 /// Where [`Workload::encode_to`] writes a request: small parts are copied into `bytes`,
-/// and each value (always a prefix of [`Workload::value_bytes`]) goes through `value`, so a
+/// and each value (always a slice of [`Workload::value_bytes`]) goes through `value`, so a
 /// writer may refer to the shared bytes instead of copying them.
 pub trait Wire {
     /// The buffer small parts are appended to.
     fn bytes(&mut self) -> &mut Vec<u8>;
-    /// A value: `shared[..len]` of the workload's value bytes.
-    fn value(&mut self, shared: &[u8], len: usize);
+    /// A value: `shared[off..off + len]` of the workload's value bytes (`off` is 0 for
+    /// fixed content, a drawn offset for random or compressible content).
+    fn value(&mut self, shared: &[u8], off: usize, len: usize);
 }
 
 impl Wire for Vec<u8> {
@@ -778,8 +781,8 @@ impl Wire for Vec<u8> {
     }
 
     #[inline]
-    fn value(&mut self, shared: &[u8], len: usize) {
-        self.extend_from_slice(&shared[..len]);
+    fn value(&mut self, shared: &[u8], off: usize, len: usize) {
+        self.extend_from_slice(&shared[off..off + len]);
     }
 }
 
@@ -843,13 +846,13 @@ impl<W: Wire> Wire for Stamped<'_, W> {
     }
 
     #[inline]
-    fn value(&mut self, shared: &[u8], len: usize) {
+    fn value(&mut self, shared: &[u8], off: usize, len: usize) {
         if len < STAMP_LEN {
-            return self.inner.value(shared, len);
+            return self.inner.value(shared, off, len);
         }
         let b = self.inner.bytes();
         b.extend_from_slice(&self.stamp);
-        b.extend_from_slice(&shared[STAMP_LEN..len]);
+        b.extend_from_slice(&shared[off + STAMP_LEN..off + len]);
     }
 }
 
@@ -882,11 +885,7 @@ impl Workload {
             return Err(WorkloadError::ZeroWeights);
         }
         values.check()?;
-        // Printable pseudo-random bytes: incompressible enough, readable in redis-cli.
-        let mut rng = Rng::new(seed);
-        let value: Arc<[u8]> = (0..values.max())
-            .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.below(36) as usize])
-            .collect();
+        let value: Arc<[u8]> = Content::Fixed.buffer(values.max(), seed).into();
         let tag_slot = (slot::hashed_part(&keys.prefix).len() < keys.prefix.len())
             .then(|| slot::key_slot(&keys.prefix));
         Ok(Self {
@@ -896,6 +895,7 @@ impl Workload {
             members_sequential,
             ttl: ttl.unwrap_or(60).to_string().into_bytes(),
             value,
+            window: 0,
             // A tag complete within the prefix decides every key's slot (the digits after
             // it hold no braces).
             tag_slot,
@@ -903,6 +903,27 @@ impl Workload {
             ring: None,
             keys,
         })
+    }
+
+    /// Values of `content` from now on: the shared buffer made again (`seed`'s draws),
+    /// each value taken from an offset [`Content::window`] allows.
+    #[must_use]
+    pub fn with_content(mut self, content: Content, seed: u64) -> Self {
+        if content != Content::Fixed {
+            self.value = content.buffer(self.values.max(), seed).into();
+            self.window = content.window();
+        }
+        self
+    }
+
+    /// Where a value starts in the shared buffer: 0 for fixed content, else drawn.
+    #[inline]
+    fn value_offset(&self, rng: &mut Rng) -> usize {
+        if self.window == 0 {
+            0
+        } else {
+            rng.below(self.window) as usize
+        }
     }
 
     /// The reply each command expects, in mix order, for a memcached workload (None for
@@ -1164,7 +1185,8 @@ impl Workload {
         if let Part::Eol = p {
             wire.bytes().extend_from_slice(b"\r\n");
             if let Some(n) = line.value.take() {
-                wire.value(&self.value, n);
+                let off = self.value_offset(rng);
+                wire.value(&self.value, off, n);
                 wire.bytes().extend_from_slice(b"\r\n");
             }
             line.start = true;
@@ -1270,7 +1292,8 @@ impl Workload {
             b.push(b'$');
             push_uint(b, n as u64);
             b.extend_from_slice(b"\r\n");
-            wire.value(&self.value, n);
+            let off = self.value_offset(rng);
+            wire.value(&self.value, off, n);
             wire.bytes().extend_from_slice(b"\r\n");
             return;
         }
@@ -1635,6 +1658,65 @@ mod tests {
             CmdDef::parse("FLY", 1, None, 1),
             Err(WorkloadError::UnknownCommand(_))
         ));
+    }
+
+    /// Random content: two SETs of one size carry different bytes (each from its own
+    /// offset into the shared buffer, nothing allocated per value); fixed content the same
+    /// bytes; the memcached text form too.
+    #[test]
+    fn random_values_differ_per_write_and_fixed_ones_do_not() {
+        let values = |content: Content, spec: &str| {
+            let wl = Workload::new(
+                vec![(CmdDef::parse(spec, 1, None, 1).unwrap(), 1)],
+                KeySpace::new(10, "k", KeyDist::Uniform).unwrap(),
+                ValueSizes::Fixed(200),
+                1,
+                false,
+                None,
+                1,
+            )
+            .unwrap()
+            .with_content(content, 9);
+            let mut rng = Rng::new(3);
+            let mut cur = Cursor::default();
+            (0..4)
+                .map(|_| {
+                    let mut out = Vec::new();
+                    wl.encode(0, &mut rng, &mut cur, &mut out);
+                    out[out.len() - 202..out.len() - 2].to_vec()
+                })
+                .collect::<Vec<_>>()
+        };
+        let fixed = values(Content::Fixed, "SET");
+        assert!(fixed.windows(2).all(|w| w[0] == w[1]));
+        for content in [Content::Random, Content::Compressible(3.0)] {
+            let v = values(content, "SET");
+            assert!(v.windows(2).all(|w| w[0] != w[1]), "{content}");
+            let mc = Workload::new(
+                vec![(
+                    CmdDef::parse_in(Protocol::McText, "SET", 1, None, 1).unwrap(),
+                    1,
+                )],
+                KeySpace::new(10, "k", KeyDist::Uniform).unwrap(),
+                ValueSizes::Fixed(200),
+                1,
+                false,
+                None,
+                1,
+            )
+            .unwrap()
+            .with_content(content, 9);
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            let mut rng = Rng::new(3);
+            mc.encode(0, &mut rng, &mut Cursor::default(), &mut a);
+            mc.encode(0, &mut rng, &mut Cursor::default(), &mut b);
+            assert_ne!(
+                a[a.len() - 202..],
+                b[b.len() - 202..],
+                "memcached {content}"
+            );
+        }
     }
 
     #[test]
@@ -2005,7 +2087,7 @@ mod memcache_tests {
             inner: &mut out,
             stamp: stamp(7),
         }
-        .value(&shared, 30);
+        .value(&shared, 0, 30);
         assert_eq!(&out[..STAMP_LEN], &stamp(7));
         assert_eq!(&out[STAMP_LEN..], &shared[STAMP_LEN..30]);
         let mut short = Vec::new();
@@ -2013,7 +2095,7 @@ mod memcache_tests {
             inner: &mut short,
             stamp: stamp(7),
         }
-        .value(&shared, 10);
+        .value(&shared, 0, 10);
         assert_eq!(short, &shared[..10], "too short to carry one");
     }
 }

@@ -58,8 +58,10 @@ pub mod pb {
 /// as the clients saw them), `RunPlan.check_staleness` and `ClassCounts.stale_checked`,
 /// `stale`, `behind`; an older worker would report no outage and check no read.
 /// Version 13: `ClassPlan.trace_ops`, `TraceChunk` and `TraceAck` (a replayed trace); an
-/// older worker would find no rate profile for the class.
-pub const PROTOCOL_VERSION: u32 = 13;
+/// older worker would find no rate profile for the class. Version 14:
+/// `ClassPlan.value_content` (random or compressible values); an older worker would send
+/// the same bytes every time.
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

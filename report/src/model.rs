@@ -511,6 +511,9 @@ pub struct ClassSettings {
     pub key_distribution: String,
     /// Value sizes.
     pub value_sizes: String,
+    /// What the values' bytes are: `fixed`, `random` or `compressible:R`.
+    #[serde(default)]
+    pub value_content: String,
     /// Connections across the cluster.
     pub connections: u32,
     /// Requests in flight per connection.

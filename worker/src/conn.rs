@@ -129,10 +129,11 @@ impl ReadBudget {
     }
 }
 
-/// A value written from the shared value buffer: `value[..len]` goes before `wbuf[at]`.
+/// A value written from the shared value buffer: `value[off..off + len]` goes before `wbuf[at]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Splice {
     at: usize,
+    off: usize,
     len: usize,
 }
 
@@ -149,14 +150,15 @@ impl Wire for Outgoing<'_> {
     }
 
     #[inline]
-    fn value(&mut self, shared: &[u8], len: usize) {
+    fn value(&mut self, shared: &[u8], off: usize, len: usize) {
         if len >= SPLICE_MIN {
             self.splices.push_back(Splice {
                 at: self.bytes.len(),
+                off,
                 len,
             });
         } else {
-            self.bytes.extend_from_slice(&shared[..len]);
+            self.bytes.extend_from_slice(&shared[off..off + len]);
         }
     }
 }
@@ -1457,7 +1459,7 @@ fn pieces<'a>(
             n += 1;
             pos = sp.at;
         }
-        iov[n] = IoSlice::new(&value[skip..sp.len]);
+        iov[n] = IoSlice::new(&value[sp.off + skip..sp.off + sp.len]);
         n += 1;
         skip = 0;
     }
@@ -2167,7 +2169,7 @@ mod tests {
         for (t, len) in [(1, 1_000_000), (2, 10), (3, 20_000)] {
             c.enqueue(pending(t, 0), |b| {
                 b.bytes().extend_from_slice(b"SET ");
-                b.value(&value, len);
+                b.value(&value, 0, len);
                 b.bytes().extend_from_slice(b"\r\n");
             });
             expected.extend_from_slice(b"SET ");

@@ -59,6 +59,7 @@ fn good_plan() -> RunPlan {
                     dist: KeyDist::Uniform,
                 },
                 values: ValueSizes::Fixed(8),
+                content: Default::default(),
                 pipeline: 1,
                 ttl: None,
                 batch: 1,

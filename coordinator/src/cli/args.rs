@@ -258,6 +258,11 @@ pub struct LoadArgs {
     /// Value size: 1024, 1k, a range 100-4096, or weighted 100:3,4k:1.
     #[arg(long, value_parser = value_size_arg)]
     pub value_size: Option<String>,
+    /// What values' bytes are: fixed (the same bytes every time), random (random bytes
+    /// that differ per write) or compressible:R (a compressor shrinks them R times, e.g.
+    /// compressible:2), differing per write too.
+    #[arg(long)]
+    pub value_content: Option<String>,
     /// Connections across the whole cluster (spread over every shard).
     #[arg(long, env = "CREST_CONNECTIONS")]
     pub connections: Option<u32>,

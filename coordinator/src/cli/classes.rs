@@ -9,7 +9,7 @@ use crate::profile::{self, FileToml, KeysToml};
 use crest_model::convert::limits;
 use crest_model::plan::{KeySpec, Shape};
 use crest_model::schedule::{Profile, Segment};
-use crest_model::shapes::ValueSizes;
+use crest_model::shapes::{Content, ValueSizes};
 use crest_model::target::Protocol;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ pub(super) struct ClassLayer {
     key_prefix: Option<String>,
     key_dist: Option<KeysToml>,
     values: Option<ValueSizes>,
+    content: Option<Content>,
     connections: Option<u32>,
     pipeline: Option<u32>,
     ttl: Option<u64>,
@@ -68,6 +69,12 @@ impl ClassLayer {
                 .as_deref()
                 .map(|v| profile::parse_value_sizes(v).map_err(|e| err("--value-size", v, e)))
                 .transpose()?,
+            content: a
+                .load
+                .value_content
+                .as_deref()
+                .map(|v| Content::parse(v).map_err(|e| err("--value-content", v, e)))
+                .transpose()?,
             connections: a.load.connections,
             pipeline: a.load.pipeline,
             ttl: a.load.ttl.map(|t| t.as_secs().max(1)),
@@ -97,7 +104,22 @@ impl ClassLayer {
             values: c
                 .values
                 .as_ref()
+                // `values = { content = "random" }` alone keeps the sizes of the layers
+                // below.
+                .filter(|v| {
+                    v.content.is_none()
+                        || v.size.is_some()
+                        || v.min.is_some()
+                        || v.max.is_some()
+                        || v.sizes.is_some()
+                })
                 .map(|v| v.sizes().map_err(|e| format!("values: {e}")))
+                .transpose()?,
+            content: c
+                .values
+                .as_ref()
+                .and_then(|v| v.content.as_deref())
+                .map(|v| Content::parse(v).map_err(|e| format!("values.content {v:?}: {e}")))
                 .transpose()?,
             connections: c.connections,
             pipeline: c.pipeline,
@@ -136,6 +158,7 @@ impl ClassLayer {
             key_prefix: self.key_prefix.or(lower.key_prefix),
             key_dist: self.key_dist.or(lower.key_dist),
             values: self.values.or(lower.values),
+            content: self.content.or(lower.content),
             connections: self.connections.or(lower.connections),
             pipeline: self.pipeline.or(lower.pipeline),
             ttl: self.ttl.or(lower.ttl),
@@ -174,6 +197,7 @@ impl ClassLayer {
                 values: self
                     .values
                     .unwrap_or(ValueSizes::Fixed(defaults::VALUE_SIZE)),
+                content: self.content.unwrap_or_default(),
                 pipeline: self.pipeline.unwrap_or(defaults::PIPELINE),
                 ttl: self.ttl,
                 batch: self.batch.unwrap_or(defaults::BATCH),

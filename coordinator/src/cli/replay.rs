@@ -316,6 +316,7 @@ fn replay_shape(pipeline: u32) -> Shape {
             dist: KeyDist::Uniform,
         },
         values: ValueSizes::Fixed(replay::VALUE_BUFFER),
+        content: Default::default(),
         pipeline,
         ttl: None,
         batch: 1,

@@ -81,7 +81,14 @@ mod tests {
             ],
             prop::collection::vec(("[A-Z]{2,6}", 0u32..100), 1..4),
             (1u64..1 << 40, "[a-z:]{0,6}", arb_dist()),
-            arb_sizes(),
+            (
+                arb_sizes(),
+                prop_oneof![
+                    Just(crate::shapes::Content::Fixed),
+                    Just(crate::shapes::Content::Random),
+                    (1u32..100).prop_map(|r| crate::shapes::Content::Compressible(f64::from(r))),
+                ],
+            ),
             (1u32..1000, prop::option::of(1u64..100_000), 1u32..100),
             (any::<u64>(), any::<bool>(), any::<u32>()),
         )
@@ -91,7 +98,7 @@ mod tests {
                     load,
                     mix,
                     (count, prefix, dist),
-                    values,
+                    (values, content),
                     (pipeline, ttl, batch),
                     (members, members_sequential, range),
                 )| {
@@ -106,6 +113,7 @@ mod tests {
                                 dist,
                             },
                             values,
+                            content,
                             pipeline,
                             ttl,
                             batch,
@@ -346,6 +354,7 @@ mod tests {
                     dist: KeyDist::Uniform,
                 },
                 values: ValueSizes::Fixed(1 << 20),
+                content: Default::default(),
                 pipeline: 4,
                 ttl: None,
                 batch: 1,
@@ -382,6 +391,7 @@ mod tests {
                         dist: KeyDist::Uniform,
                     },
                     values: ValueSizes::Fixed(10),
+                    content: Default::default(),
                     pipeline: 1,
                     ttl: None,
                     batch: 1,

@@ -229,6 +229,10 @@ impl From<&ClassPlan> for pb::ClassPlan {
             members_sequential: shape.members_sequential,
             range: shape.range,
             trace_ops,
+            value_content: match shape.content {
+                crate::shapes::Content::Fixed => String::new(),
+                c => c.to_string(),
+            },
         }
     }
 }
@@ -316,6 +320,14 @@ impl TryFrom<&pb::ClassPlan> for ClassPlan {
                 members: c.members,
                 members_sequential: c.members_sequential,
                 range: c.range,
+                content: match c.value_content.as_str() {
+                    "" => crate::shapes::Content::Fixed,
+                    s => {
+                        check_str("value_content", s, 64)?;
+                        crate::shapes::Content::parse(s)
+                            .map_err(|why| WireError::new("value_content", s, why))?
+                    }
+                },
             },
         })
     }
