@@ -225,6 +225,7 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         arrival: match cfg.arrival {
             Arrival::Uniform => "uniform",
             Arrival::Poisson => "poisson",
+            Arrival::Etc => "etc",
         }
         .into(),
         settings: Settings {

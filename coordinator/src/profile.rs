@@ -620,7 +620,14 @@ pub fn parse_value_sizes(s: &str) -> Result<ValueSizes, String> {
     if t.starts_with('-') {
         return Err("a size cannot be negative; give e.g. 1024, 1k, 100-4096 or 100:3,4k:1".into());
     }
-    let v = if t.contains(',') || t.contains(':') {
+    let v = if let Some(rest) = t.strip_prefix("etc") {
+        // Facebook ETC's sizes, capped (`etc:64k`).
+        match rest.strip_prefix(':') {
+            Some(cap) => ValueSizes::Etc(parse_size(cap)?),
+            None if rest.is_empty() => ValueSizes::Etc(crest_model::shapes::ETC_CAP),
+            None => return Err(format!("{s:?}: expected etc or etc:CAP, e.g. etc:64k")),
+        }
+    } else if t.contains(',') || t.contains(':') {
         let mut list = Vec::new();
         for item in t.split(',') {
             let (size, w) = item
@@ -749,6 +756,16 @@ mod tests {
         );
         assert!(parse_value_sizes("0").is_err());
         assert!(parse_value_sizes("600MB").is_err());
+        assert_eq!(parse_value_sizes("etc").unwrap(), ValueSizes::Etc(1 << 20));
+        assert_eq!(
+            parse_value_sizes("etc:64k").unwrap(),
+            ValueSizes::Etc(64 << 10)
+        );
+        assert!(
+            parse_value_sizes("etc:10").is_err(),
+            "the cap must keep the table"
+        );
+        assert!(parse_value_sizes("etcetera").is_err());
         assert_eq!(parse_key_dist("zipf:0.99").unwrap().exponent, Some(0.99));
         assert!(key_dist(&parse_key_dist("zipf:0").unwrap(), 10).is_err());
         assert!(parse_key_dist("pareto").is_err());

@@ -28,6 +28,7 @@
 pub mod built;
 pub mod clock;
 pub mod convert;
+pub mod etc;
 pub mod file;
 pub mod hist;
 pub mod plan;

@@ -43,6 +43,7 @@ impl std::fmt::Display for ValueSizes {
                 let parts: Vec<String> = list.iter().map(|(s, w)| format!("{s}:{w}")).collect();
                 write!(f, "{}", parts.join(","))
             }
+            ValueSizes::Etc(max) => write!(f, "etc:{max}"),
         }
     }
 }
@@ -218,7 +219,14 @@ pub enum ValueSizes {
     Range(u64, u64),
     /// One of the sizes, with probability ∝ its weight.
     Weighted(Vec<(u64, u32)>),
+    /// Facebook ETC's sizes ([`crate::etc::value_size`]: 0–14 bytes from a table, a
+    /// generalized-Pareto tail above), capped at this many bytes.
+    Etc(u64),
 }
+
+/// `--value-size etc`'s cap when none is given (the tail passes 1 MiB once in about a
+/// billion draws).
+pub const ETC_CAP: u64 = 1 << 20;
 
 impl ValueSizes {
     /// Checks every size and weight.
@@ -253,6 +261,9 @@ impl ValueSizes {
                 }
                 Ok(())
             }
+            // Its cap must leave the table whole.
+            ValueSizes::Etc(max) if *max < 15 => Err(ShapeError::ValueSize(*max)),
+            ValueSizes::Etc(max) => ok(*max),
         }
     }
 
@@ -262,6 +273,7 @@ impl ValueSizes {
             ValueSizes::Fixed(v) => *v,
             ValueSizes::Range(a, _) => *a,
             ValueSizes::Weighted(list) => list.iter().map(|w| w.0).min().unwrap_or(1),
+            ValueSizes::Etc(_) => 0,
         }
     }
 
@@ -271,6 +283,7 @@ impl ValueSizes {
             ValueSizes::Fixed(v) => *v,
             ValueSizes::Range(_, b) => *b,
             ValueSizes::Weighted(list) => list.iter().map(|w| w.0).max().unwrap_or(1),
+            ValueSizes::Etc(max) => *max,
         }
     }
 
@@ -291,6 +304,7 @@ impl ValueSizes {
                 }
                 list.last().map_or(1, |w| w.0)
             }
+            ValueSizes::Etc(max) => crate::etc::value_size(rng, *max),
         }
     }
 }
@@ -556,5 +570,28 @@ mod tests {
                 "compressible:{r} shrinks {got} times"
             );
         }
+    }
+
+    /// ETC sizes: a cap that would cut the table is refused; sizes stay under the cap
+    /// (0-byte values included, as ETC has them); spelled `etc:CAP`.
+    #[test]
+    fn etc_sizes_are_capped_and_checked() {
+        assert!(ValueSizes::Etc(14).check().is_err());
+        assert!(
+            ValueSizes::Etc(crest_resp::MAX_BULK_LEN + 1)
+                .check()
+                .is_err()
+        );
+        let v = ValueSizes::Etc(100);
+        assert!(v.check().is_ok());
+        assert_eq!((v.min(), v.max()), (0, 100));
+        let mut rng = Rng::new(1);
+        let sizes: Vec<u64> = (0..10_000).map(|_| v.next(&mut rng)).collect();
+        assert!(sizes.iter().all(|&s| s <= 100));
+        assert!(
+            sizes.contains(&0) && sizes.contains(&100),
+            "the head's 0 and the cap"
+        );
+        assert_eq!(v.to_string(), "etc:100");
     }
 }

@@ -59,8 +59,9 @@ pub mod pb {
 /// `stale`, `behind`; an older worker would report no outage and check no read.
 /// Version 13: `ClassPlan.trace_ops`, `TraceChunk` and `TraceAck` (a replayed trace); an
 /// older worker would find no rate profile for the class. Version 14:
-/// `ClassPlan.value_content` (random or compressible values); an older worker would send
-/// the same bytes every time.
+/// `ClassPlan.value_content` (random or compressible values), `ValueSizes.etc` and
+/// `ARRIVAL_ETC` (Facebook ETC's sizes and gaps); an older worker would send the same bytes
+/// every time, and refuse the rest.
 pub const PROTOCOL_VERSION: u32 = 14;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).

@@ -1030,7 +1030,7 @@ pub struct Report {
     pub started_at: String,
     /// Measured length, seconds: the schedule's, or up to the interrupt.
     pub duration_s: f64,
-    /// `uniform` or `poisson`.
+    /// `uniform`, `poisson` or `etc`.
     pub arrival: String,
     /// Settings.
     pub settings: Settings,

@@ -16,6 +16,8 @@ pub enum ArrivalArg {
     Uniform,
     /// Exponential gaps.
     Poisson,
+    /// Facebook ETC's generalized-Pareto gaps: Poisson's mean, burstier (CV 1.20).
+    Etc,
 }
 
 /// `--pacer`: `sleep`, `spin`, or `sleep:TOLERANCE` (e.g. `sleep:200us`).

@@ -405,8 +405,9 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
 fn pacing(a: &RunArgs, file: &FileToml) -> Result<(Arrival, Pacer, Duration), ConfigError> {
     let arrival = match (a.pace.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
+        (Some(ArrivalArg::Etc), _) | (None, Some("etc")) => Arrival::Etc,
         (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
-        (None, Some(o)) => return Err(err("arrival", o, "expected uniform or poisson")),
+        (None, Some(o)) => return Err(err("arrival", o, "expected uniform, poisson or etc")),
     };
     let pacer = match (a.pace.pacer, file.pacer.as_deref()) {
         (Some(p), _) => p,

@@ -257,6 +257,13 @@ pub fn to_replay_config(a: ReplayArgs) -> Result<RunConfig, ConfigError> {
             None
         }
     };
+    if cfg.arrival == Arrival::Etc && retime.is_none() {
+        return Err(err(
+            "--arrival",
+            "etc",
+            "a trace on its own clock spreads a second's requests evenly or as a Poisson process; ETC's gaps re-time it with --rate or --stages",
+        ));
+    }
     let ops = replay::survey(&a.files, a.format, |name| {
         let shape = Shape {
             mix: vec![(replay::template(&TraceOp::Command(name.into())), 1)],
@@ -293,6 +300,8 @@ pub fn to_replay_config(a: ReplayArgs) -> Result<RunConfig, ConfigError> {
         spread: match cfg.arrival {
             Arrival::Poisson => Spread::Poisson(cfg.seed),
             Arrival::Uniform => Spread::Even,
+            // ETC's gaps re-time a trace (with --rate/--stages); checked above.
+            Arrival::Etc => Spread::Poisson(cfg.seed),
         },
         keys: Keys { prefix, amplify },
         ops,

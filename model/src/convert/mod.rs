@@ -51,6 +51,7 @@ mod tests {
             (1u64..1 << 20).prop_map(ValueSizes::Fixed),
             (1u64..1000, 0u64..1000).prop_map(|(a, d)| ValueSizes::Range(a, a + d)),
             prop::collection::vec((1u64..1 << 20, 1u32..100), 1..5).prop_map(ValueSizes::Weighted),
+            (15u64..1 << 20).prop_map(ValueSizes::Etc),
         ]
     }
 
@@ -180,10 +181,10 @@ mod tests {
                         run_id: "r".into(),
                         target: "127.0.0.1:6379".into(),
                         classes,
-                        arrival: if poisson {
-                            Arrival::Poisson
-                        } else {
-                            Arrival::Uniform
+                        arrival: match (poisson, timeout_ms % 2 == 0) {
+                            (true, true) => Arrival::Poisson,
+                            (true, false) => Arrival::Etc,
+                            (false, _) => Arrival::Uniform,
                         },
                         pacer: match (spin, tolerance) {
                             (true, _) => Pacer::Spin,

@@ -162,6 +162,7 @@ impl From<&ValueSizes> for pb::ValueSizes {
                         .map(|&(bytes, weight)| pb::WeightedSize { bytes, weight })
                         .collect(),
                 }),
+                ValueSizes::Etc(max) => Kind::Etc(pb::EtcSizes { max: *max }),
             }),
         }
     }
@@ -173,7 +174,14 @@ impl TryFrom<&pb::ValueSizes> for ValueSizes {
     fn try_from(v: &pb::ValueSizes) -> Result<Self, WireError> {
         use pb::value_sizes::Kind;
         let sizes = match &v.kind {
-            None => return Err(WireError::new("kind", "none", "fixed, range or weighted")),
+            None => {
+                return Err(WireError::new(
+                    "kind",
+                    "none",
+                    "fixed, range, weighted or etc",
+                ));
+            }
+            Some(Kind::Etc(e)) => ValueSizes::Etc(e.max),
             Some(Kind::Fixed(f)) => ValueSizes::Fixed(f.bytes),
             Some(Kind::Range(r)) => ValueSizes::Range(r.min, r.max),
             Some(Kind::Weighted(w)) => {
@@ -429,6 +437,7 @@ impl From<&RunPlan> for pb::RunPlan {
             arrival: match p.arrival {
                 Arrival::Uniform => pb::Arrival::Uniform,
                 Arrival::Poisson => pb::Arrival::Poisson,
+                Arrival::Etc => pb::Arrival::Etc,
             } as i32,
             pacer: match p.pacer {
                 Pacer::Sleep | Pacer::SleepWithin(_) => pb::Pacer::Sleep,
@@ -685,7 +694,14 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
             arrival: match pb::Arrival::try_from(p.arrival) {
                 Ok(pb::Arrival::Uniform) => Arrival::Uniform,
                 Ok(pb::Arrival::Poisson) => Arrival::Poisson,
-                Err(_) => return Err(WireError::new("arrival", p.arrival, "uniform or poisson")),
+                Ok(pb::Arrival::Etc) => Arrival::Etc,
+                Err(_) => {
+                    return Err(WireError::new(
+                        "arrival",
+                        p.arrival,
+                        "uniform, poisson or etc",
+                    ));
+                }
             },
             pacer: match (pb::Pacer::try_from(p.pacer), p.pacing_tolerance_ns) {
                 (Ok(pb::Pacer::Sleep), 0) => Pacer::Sleep,
