@@ -264,6 +264,8 @@ pub struct KeysToml {
     pub distribution: Option<String>,
     /// Zipf exponent.
     pub exponent: Option<f64>,
+    /// Name lengths: `"etc"`, `"natural"`, or sizes (`32`, `"10-40"`, `"16:3,64:1"`).
+    pub size: Option<toml::Value>,
     /// Gaussian mean (key index).
     pub mean: Option<f64>,
     /// Gaussian standard deviation (keys).
@@ -414,8 +416,10 @@ pub struct FileToml {
     pub seed: Option<u64>,
     /// Unmeasured lead-in.
     pub warmup: Option<String>,
-    /// uniform | poisson.
+    /// uniform | poisson | etc.
     pub arrival: Option<String>,
+    /// A workload model under every class's settings (`--preset`): `etc`.
+    pub preset: Option<String>,
     /// sleep | spin.
     pub pacer: Option<String>,
     /// Per-request timeout.
@@ -615,6 +619,27 @@ pub fn parse_key_dist(s: &str) -> Result<KeysToml, String> {
 ///
 /// # Errors
 /// A message saying what would be right.
+/// `--key-size`: `natural` (prefix + index), `etc` (Facebook ETC's GEV key sizes), or
+/// sizes as `--value-size` spells them (`32`, `10-40`, `16:3,64:1`), 1 to 250 bytes.
+///
+/// # Errors
+/// One line naming what would be right.
+pub fn parse_key_sizes(s: &str) -> Result<crest_model::shapes::KeyLengths, String> {
+    use crest_model::shapes::KeyLengths;
+    let l = match s.trim() {
+        "natural" => KeyLengths::Natural,
+        "etc" => KeyLengths::Etc,
+        t if t.starts_with("etc") => {
+            return Err(format!(
+                "{s:?}: key sizes are natural, etc, or sizes such as 32, 10-40 or 16:3,64:1"
+            ));
+        }
+        t => KeyLengths::Sizes(parse_value_sizes(t)?),
+    };
+    l.check().map_err(|e| e.to_string())?;
+    Ok(l)
+}
+
 pub fn parse_value_sizes(s: &str) -> Result<ValueSizes, String> {
     let t = s.trim();
     if t.starts_with('-') {

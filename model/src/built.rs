@@ -63,6 +63,7 @@ impl ClassSpec {
             &shape.keys.prefix,
             shape.keys.dist.clone(),
         )
+        .and_then(|k| k.with_lengths(shape.keys.lengths.clone()))
         .map_err(|e| wl(e.into()))?;
         let workload = Workload::new(
             shape.commands(protocol).map_err(wl)?,

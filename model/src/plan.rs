@@ -73,6 +73,8 @@ pub struct KeySpec {
     pub prefix: String,
     /// How keys are drawn.
     pub dist: KeyDist,
+    /// How long each key's name is (`--key-size`).
+    pub lengths: crate::shapes::KeyLengths,
 }
 
 /// How a class's requests are paced.
@@ -288,6 +290,7 @@ mod tests {
                 count: 10,
                 prefix: "k:".into(),
                 dist: KeyDist::Uniform,
+                lengths: Default::default(),
             },
             values: ValueSizes::Fixed(8),
             content: Default::default(),

@@ -69,6 +69,9 @@ pub enum ShapeError {
     /// Weights summing to 0.
     #[error("value size weights sum to 0; give at least one a weight > 0")]
     ZeroWeights,
+    /// A key length out of range.
+    #[error("key size {0} is out of range; give 1 to 250 bytes (or etc: ETC's key sizes)")]
+    KeyLength(u64),
 }
 
 /// Rejection-inversion sampling of a Zipf distribution over ranks 1..=n (Hörmann and
@@ -142,6 +145,79 @@ impl Zipf {
     }
 }
 
+/// The longest key a length distribution gives (memcached's limit; Redis takes more, but
+/// a key this long is built on the stack on the routing path).
+pub const MAX_KEY_LEN: u64 = 250;
+
+/// How long each key's name is (`--key-size`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum KeyLengths {
+    /// `prefix` + index, as long as that is.
+    #[default]
+    Natural,
+    /// Each key's length drawn once from these sizes (fixed, a range, or a weighted
+    /// table), the name zero-padded between prefix and index to it.
+    Sizes(ValueSizes),
+    /// Facebook ETC's key sizes: GEV (loc 30.7984, scale 8.20449, shape 0.078688).
+    Etc,
+}
+
+impl KeyLengths {
+    /// `--key-size`'s spelling: `natural`, `etc`, or a size list as `--value-size`'s.
+    pub fn name(&self) -> String {
+        match self {
+            KeyLengths::Natural => "natural".into(),
+            KeyLengths::Sizes(s) => s.to_string(),
+            KeyLengths::Etc => "etc".into(),
+        }
+    }
+
+    /// Checks the sizes: 1 to [`MAX_KEY_LEN`] bytes.
+    ///
+    /// # Errors
+    /// [`ShapeError::KeyLength`] for a size out of range, or ETC's value sizes.
+    pub fn check(&self) -> Result<(), ShapeError> {
+        match self {
+            KeyLengths::Sizes(ValueSizes::Etc(_)) => Err(ShapeError::KeyLength(0)),
+            KeyLengths::Sizes(s) => {
+                s.check()?;
+                if s.max() > MAX_KEY_LEN {
+                    return Err(ShapeError::KeyLength(s.max()));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Key `k`'s length: the same for a key on every shard, worker and run (drawn from
+    /// a hash of `k`), at most [`MAX_KEY_LEN`]; 0 for natural names.
+    #[inline]
+    pub fn of(&self, k: u64) -> u64 {
+        // splitmix64 of the index: a key's own uniform draw.
+        let mut z = k.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let len = match self {
+            KeyLengths::Natural => return 0,
+            KeyLengths::Sizes(s) => s.next(&mut Rng::new(z)),
+            KeyLengths::Etc => {
+                // (0, 1): the top 53 bits, off both ends.
+                let u = ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                let (loc, scale, shape) = crate::etc::KEY_GEV;
+                let x = crate::etc::gev(u, loc, scale, shape).round();
+                if x.is_finite() && x >= 1.0 {
+                    x as u64
+                } else {
+                    1
+                }
+            }
+        };
+        len.min(MAX_KEY_LEN)
+    }
+}
+
 /// A keyspace: `count` keys named `prefix` + index, drawn by `dist`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeySpace {
@@ -151,6 +227,8 @@ pub struct KeySpace {
     pub prefix: Vec<u8>,
     /// Distribution.
     pub dist: KeyDist,
+    /// Each key's name length.
+    pub lengths: KeyLengths,
     zipf: Option<Zipf>,
 }
 
@@ -177,8 +255,29 @@ impl KeySpace {
             count,
             prefix: prefix.as_bytes().to_vec(),
             dist,
+            lengths: KeyLengths::Natural,
             zipf,
         })
+    }
+
+    /// Keys of `lengths` from now on.
+    ///
+    /// # Errors
+    /// [`ShapeError::KeyLength`] for a length out of range.
+    pub fn with_lengths(mut self, lengths: KeyLengths) -> Result<Self, ShapeError> {
+        lengths.check()?;
+        self.lengths = lengths;
+        Ok(self)
+    }
+
+    /// Zeros between the prefix and key `k`'s `digits` digits that make its name its
+    /// length (0 for natural names, or a length the name already reaches).
+    #[inline]
+    pub fn pad(&self, k: u64, digits: usize) -> usize {
+        if matches!(self.lengths, KeyLengths::Natural) {
+            return 0;
+        }
+        (self.lengths.of(k) as usize).saturating_sub(self.prefix.len() + digits)
     }
 
     /// The next key index. `seq` is the caller's cursor for sequential walks, advanced by
@@ -593,5 +692,34 @@ mod tests {
             "the head's 0 and the cap"
         );
         assert_eq!(v.to_string(), "etc:100");
+    }
+
+    /// Key lengths: the same for a key every time, within 1–250 bytes, and ETC's match
+    /// the GEV's quantiles (10th to 99th percentile) within a byte over 100,000 keys.
+    #[test]
+    fn key_lengths_are_per_key_and_etc_follows_the_gev() {
+        let fixed = KeyLengths::Sizes(ValueSizes::Fixed(40));
+        assert!((0..1000).all(|k| fixed.of(k) == 40));
+        let range = KeyLengths::Sizes(ValueSizes::Range(10, 20));
+        assert!((0..1000).all(|k| (10..=20).contains(&range.of(k)) && range.of(k) == range.of(k)));
+        assert_eq!(KeyLengths::Natural.of(5), 0);
+        assert!(KeyLengths::Sizes(ValueSizes::Fixed(251)).check().is_err());
+        assert!(KeyLengths::Sizes(ValueSizes::Etc(100)).check().is_err());
+        let mut lens: Vec<u64> = (0..100_000u64).map(|k| KeyLengths::Etc.of(k)).collect();
+        assert!(lens.iter().all(|&l| (1..=MAX_KEY_LEN).contains(&l)));
+        lens.sort_unstable();
+        let (loc, scale, shape) = crate::etc::KEY_GEV;
+        for q in [0.1, 0.5, 0.9, 0.99] {
+            let got = lens[(q * lens.len() as f64) as usize] as f64;
+            let want = crate::etc::gev(q, loc, scale, shape);
+            assert!((got - want).abs() <= 1.0, "q{q}: {got} bytes, GEV {want}");
+        }
+        // A keyspace pads between prefix and number, never below the natural name.
+        let ks = KeySpace::new(10, "key:", KeyDist::Uniform)
+            .unwrap()
+            .with_lengths(fixed)
+            .unwrap();
+        assert_eq!(ks.pad(7, 1), 40 - 5);
+        assert_eq!(ks.pad(7, 40), 0);
     }
 }

@@ -1045,13 +1045,16 @@ impl Workload {
         let mut d = [0u8; 20];
         let d = digits(k, &mut d);
         let p = &self.keys.prefix;
+        let pad = self.keys.pad(k, d.len());
         let mut buf = [0u8; 272];
-        if p.len() + d.len() <= buf.len() {
+        let n = p.len() + pad + d.len();
+        if n <= buf.len() {
             buf[..p.len()].copy_from_slice(p);
-            buf[p.len()..p.len() + d.len()].copy_from_slice(d);
-            f(&buf[..p.len() + d.len()])
+            buf[p.len()..p.len() + pad].fill(b'0');
+            buf[p.len() + pad..n].copy_from_slice(d);
+            f(&buf[..n])
         } else {
-            f(&[p.as_slice(), d].concat())
+            f(&[p.as_slice(), &vec![b'0'; pad], d].concat())
         }
     }
 
@@ -1202,8 +1205,11 @@ impl Workload {
             Part::Lit(b) => out.extend_from_slice(b),
             Part::Key => {
                 let k = self.key_of(rng, cur, st);
+                let ds = digits(k, &mut d);
                 out.extend_from_slice(&self.keys.prefix);
-                out.extend_from_slice(digits(k, &mut d));
+                let pad = self.keys.pad(k, ds.len());
+                out.resize(out.len() + pad, b'0');
+                out.extend_from_slice(ds);
             }
             Part::Value => {
                 let n = self.values.next(rng) as usize;
@@ -1302,7 +1308,7 @@ impl Workload {
             Part::Lit(b) => bulk(out, b),
             Part::Key => {
                 let k = self.key_of(rng, cur, st);
-                prefixed_number(out, &self.keys.prefix, k);
+                key_name(out, &self.keys, k);
             }
             Part::Value | Part::Eol => {}
             Part::Field => prefixed_number(out, b"f", rng.below(self.members)),
@@ -1424,6 +1430,21 @@ pub(crate) fn digits(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
         }
     }
     &buf[i..]
+}
+
+/// Key `k`'s name as a RESP bulk string: prefix, the zeros its length asks for, index.
+#[inline]
+fn key_name(out: &mut Vec<u8>, keys: &KeySpace, k: u64) {
+    let mut d = [0u8; 20];
+    let ds = digits(k, &mut d);
+    let pad = keys.pad(k, ds.len());
+    out.push(b'$');
+    push_uint(out, (keys.prefix.len() + pad + ds.len()) as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&keys.prefix);
+    out.resize(out.len() + pad, b'0');
+    out.extend_from_slice(ds);
+    out.extend_from_slice(b"\r\n");
 }
 
 fn prefixed_number(out: &mut Vec<u8>, prefix: &[u8], n: u64) {
@@ -1716,6 +1737,49 @@ mod tests {
                 b[b.len() - 202..],
                 "memcached {content}"
             );
+        }
+    }
+
+    /// Keys of a length distribution: every encoded key has its length, RESP and
+    /// memcached alike, and routing hashes the same name the request carries.
+    #[test]
+    fn padded_keys_are_their_length_and_route_by_their_name() {
+        for protocol in [Protocol::Resp, Protocol::McText] {
+            let wl = Workload::new(
+                vec![(CmdDef::parse_in(protocol, "GET", 1, None, 1).unwrap(), 1)],
+                KeySpace::new(1000, "k:", KeyDist::Uniform)
+                    .unwrap()
+                    .with_lengths(crate::shapes::KeyLengths::Sizes(ValueSizes::Range(8, 30)))
+                    .unwrap(),
+                ValueSizes::Fixed(3),
+                1,
+                false,
+                None,
+                1,
+            )
+            .unwrap();
+            let mut rng = Rng::new(4);
+            for _ in 0..200 {
+                let mut cur = Cursor::default();
+                let k = wl.draw_key(0, &mut rng, &mut cur).unwrap();
+                let mut out = Vec::new();
+                wl.encode_keyed(0, Some(k), &mut rng, &mut cur, &mut out);
+                let text = String::from_utf8(out).unwrap();
+                let name = text
+                    .split(['\r', '\n', ' '])
+                    .find(|w| w.starts_with("k:"))
+                    .unwrap()
+                    .to_string();
+                let want = wl.keys.lengths.of(k).max(2 + k.to_string().len() as u64);
+                assert_eq!(name.len() as u64, want, "{protocol:?} key {k}: {name}");
+                assert_eq!(
+                    name.trim_start_matches("k:").trim_start_matches('0'),
+                    k.to_string().trim_start_matches('0')
+                );
+                if protocol == Protocol::Resp {
+                    assert_eq!(wl.key_slot(k), slot::key_slot(name.as_bytes()));
+                }
+            }
         }
     }
 

@@ -509,6 +509,9 @@ pub struct ClassSettings {
     pub key_prefix: String,
     /// Key distribution.
     pub key_distribution: String,
+    /// Key name lengths: `natural`, `etc`, or sizes (`--key-size`).
+    #[serde(default)]
+    pub key_size: String,
     /// Value sizes.
     pub value_sizes: String,
     /// What the values' bytes are: `fixed`, `random` or `compressible:R`.

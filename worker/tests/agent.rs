@@ -57,6 +57,7 @@ fn good_plan() -> RunPlan {
                     count: 10,
                     prefix: "k:".into(),
                     dist: KeyDist::Uniform,
+                    lengths: Default::default(),
                 },
                 values: ValueSizes::Fixed(8),
                 content: Default::default(),

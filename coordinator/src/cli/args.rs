@@ -254,6 +254,16 @@ pub struct LoadArgs {
     /// Key prefix.
     #[arg(long)]
     pub key_prefix: Option<String>,
+    /// A workload model under the other flags: etc (Facebook's ETC: GEV key sizes, its
+    /// value sizes and generalized-Pareto gaps, as mutilate's presets; each part
+    /// overridable by its own flag).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Key name lengths: natural (prefix + number), etc (Facebook ETC's sizes), or sizes
+    /// as --value-size spells them (32, 10-40, 16:3,64:1), 1 to 250 bytes; a key always
+    /// has one length (zeros pad it between prefix and number).
+    #[arg(long)]
+    pub key_size: Option<String>,
     /// Key distribution: uniform, sequential, zipf[:EXPONENT], gaussian[:MEAN:STDDEV].
     #[arg(long)]
     pub key_dist: Option<String>,

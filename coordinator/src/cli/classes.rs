@@ -9,7 +9,7 @@ use crate::profile::{self, FileToml, KeysToml};
 use crest_model::convert::limits;
 use crest_model::plan::{KeySpec, Shape};
 use crest_model::schedule::{Profile, Segment};
-use crest_model::shapes::{Content, ValueSizes};
+use crest_model::shapes::{Content, KeyLengths, ValueSizes};
 use crest_model::target::Protocol;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ pub(super) struct ClassLayer {
     keys: Option<u64>,
     key_prefix: Option<String>,
     key_dist: Option<KeysToml>,
+    key_lengths: Option<KeyLengths>,
     values: Option<ValueSizes>,
     content: Option<Content>,
     connections: Option<u32>,
@@ -63,6 +64,12 @@ impl ClassLayer {
                 .as_deref()
                 .map(|d| profile::parse_key_dist(d).map_err(|e| err("--key-dist", d, e)))
                 .transpose()?,
+            key_lengths: a
+                .load
+                .key_size
+                .as_deref()
+                .map(|v| profile::parse_key_sizes(v).map_err(|e| err("--key-size", v, e)))
+                .transpose()?,
             values: a
                 .load
                 .value_size
@@ -101,6 +108,18 @@ impl ClassLayer {
             keys: c.keys.as_ref().and_then(|k| k.count),
             key_prefix: c.keys.as_ref().and_then(|k| k.prefix.clone()),
             key_dist: c.keys.clone(),
+            key_lengths: c
+                .keys
+                .as_ref()
+                .and_then(|k| k.size.as_ref())
+                .map(|v| {
+                    let t = match v {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    profile::parse_key_sizes(&t).map_err(|e| format!("keys.size: {e}"))
+                })
+                .transpose()?,
             values: c
                 .values
                 .as_ref()
@@ -157,6 +176,7 @@ impl ClassLayer {
             keys: self.keys.or(lower.keys),
             key_prefix: self.key_prefix.or(lower.key_prefix),
             key_dist: self.key_dist.or(lower.key_dist),
+            key_lengths: self.key_lengths.or(lower.key_lengths),
             values: self.values.or(lower.values),
             content: self.content.or(lower.content),
             connections: self.connections.or(lower.connections),
@@ -193,6 +213,7 @@ impl ClassLayer {
                         .key_prefix
                         .unwrap_or_else(|| defaults::KEY_PREFIX.into()),
                     dist: key_dist,
+                    lengths: self.key_lengths.unwrap_or_default(),
                 },
                 values: self
                     .values
@@ -334,6 +355,46 @@ pub(super) fn classes_and_length(
 /// Every class of the run: flag layer over file layer over the defaults; with
 /// `from_flags`, the one class of the flags. `duration` is the run length so far (flag or
 /// file); a flags-only closed loop gets the default.
+/// `--preset` (flag over file): the layer under every class's own settings. `etc`:
+/// Facebook ETC's key sizes and value sizes (its gaps are the arrival process's, set in
+/// the pacing).
+///
+/// # Errors
+/// [`ConfigError`] for a preset there is not.
+pub(super) fn preset_layer(a: &RunArgs, file: &FileToml) -> Result<ClassLayer, ConfigError> {
+    match preset(a, file)? {
+        Some(Preset::Etc) => Ok(ClassLayer {
+            key_lengths: Some(KeyLengths::Etc),
+            values: Some(ValueSizes::Etc(crest_model::shapes::ETC_CAP)),
+            ..ClassLayer::default()
+        }),
+        None => Ok(ClassLayer::default()),
+    }
+}
+
+/// A preset a run may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Preset {
+    /// Facebook's ETC workload (Atikoglu et al. 2012, mutilate's parameters).
+    Etc,
+}
+
+/// `--preset` over the file's `preset`.
+///
+/// # Errors
+/// [`ConfigError`] for a preset there is not.
+pub(super) fn preset(a: &RunArgs, file: &FileToml) -> Result<Option<Preset>, ConfigError> {
+    match a.load.preset.as_deref().or(file.preset.as_deref()) {
+        None => Ok(None),
+        Some("etc") => Ok(Some(Preset::Etc)),
+        Some(other) => Err(err(
+            "--preset",
+            other,
+            "expected etc (Facebook's ETC: GEV key sizes, its value sizes and generalized-Pareto gaps)",
+        )),
+    }
+}
+
 pub(super) fn build_classes(
     a: &RunArgs,
     file: &FileToml,
@@ -342,6 +403,7 @@ pub(super) fn build_classes(
     duration: &mut Option<Duration>,
 ) -> Result<Vec<ClassConfig>, ConfigError> {
     let flags = ClassLayer::from_flags(a)?;
+    let preset = preset_layer(a, file)?;
     let mut classes = Vec::new();
     if from_flags {
         let segments: Option<Vec<Segment>> = match (a.pace.rate, &a.load.stages) {
@@ -374,9 +436,13 @@ pub(super) fn build_classes(
                 })
             })
             .transpose()?;
-        classes.push(flags.resolve("default".into(), profile, &|e| {
-            err("--key-dist", a.load.key_dist.clone().unwrap_or_default(), e)
-        })?);
+        classes.push(
+            flags
+                .over(preset)
+                .resolve("default".into(), profile, &|e| {
+                    err("--key-dist", a.load.key_dist.clone().unwrap_or_default(), e)
+                })?,
+        );
     } else {
         for (i, sc) in file.classes.iter().enumerate() {
             let c = sc.get_ref();
@@ -408,7 +474,10 @@ pub(super) fn build_classes(
                 .map_err(at)?
                 .map(|s| Profile::new(s).map_err(|e| at(e.to_string())))
                 .transpose()?;
-            let layer = flags.clone().over(ClassLayer::from_file(c).map_err(at)?);
+            let layer = flags
+                .clone()
+                .over(ClassLayer::from_file(c).map_err(at)?)
+                .over(preset.clone());
             classes.push(layer.resolve(name.clone(), profile, &|e| {
                 if a.load.key_dist.is_some() {
                     err("--key-dist", a.load.key_dist.clone().unwrap_or_default(), e)

@@ -406,6 +406,7 @@ fn pacing(a: &RunArgs, file: &FileToml) -> Result<(Arrival, Pacer, Duration), Co
     let arrival = match (a.pace.arrival, file.arrival.as_deref()) {
         (Some(ArrivalArg::Poisson), _) | (None, Some("poisson")) => Arrival::Poisson,
         (Some(ArrivalArg::Etc), _) | (None, Some("etc")) => Arrival::Etc,
+        (None, None) if classes::preset(a, file)? == Some(classes::Preset::Etc) => Arrival::Etc,
         (Some(ArrivalArg::Uniform), _) | (None, None | Some("uniform")) => Arrival::Uniform,
         (None, Some(o)) => return Err(err("arrival", o, "expected uniform, poisson or etc")),
     };
@@ -830,5 +831,48 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.classes[0].requests, Some(40));
         assert_eq!(cfg.classes[0].shape.batch, 1000);
+    }
+
+    /// `--preset etc` sets ETC's key sizes, value sizes and gaps under the flags: a flag
+    /// of its own overrides its part; an unknown preset is refused naming the one there is.
+    #[test]
+    fn the_etc_preset_sets_sizes_and_gaps_under_the_flags() {
+        use crest_model::shapes::KeyLengths;
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["x", "--target", "127.0.0.1:1"];
+            argv.extend_from_slice(extra);
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                a: RunArgs,
+            }
+            <Cli as clap::Parser>::try_parse_from(argv).unwrap().a
+        };
+        let cfg = to_config(args(&["--preset", "etc"])).unwrap();
+        assert_eq!(cfg.arrival, Arrival::Etc);
+        let shape = &cfg.classes[0].shape;
+        assert_eq!(shape.keys.lengths, KeyLengths::Etc);
+        assert_eq!(shape.values, ValueSizes::Etc(1 << 20));
+        let cfg = to_config(args(&[
+            "--preset",
+            "etc",
+            "--value-size",
+            "100",
+            "--arrival",
+            "poisson",
+            "--key-size",
+            "20",
+        ]))
+        .unwrap();
+        assert_eq!(cfg.arrival, Arrival::Poisson);
+        assert_eq!(cfg.classes[0].shape.values, ValueSizes::Fixed(100));
+        assert_eq!(
+            cfg.classes[0].shape.keys.lengths,
+            KeyLengths::Sizes(ValueSizes::Fixed(20))
+        );
+        let e = to_config(args(&["--preset", "ycsb"])).unwrap_err();
+        assert_eq!(e.flag, "--preset");
+        let e = to_config(args(&["--key-size", "300"])).unwrap_err();
+        assert_eq!(e.flag, "--key-size");
     }
 }

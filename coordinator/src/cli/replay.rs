@@ -323,6 +323,7 @@ fn replay_shape(pipeline: u32) -> Shape {
             count: 1,
             prefix: String::new(),
             dist: KeyDist::Uniform,
+            lengths: Default::default(),
         },
         values: ValueSizes::Fixed(replay::VALUE_BUFFER),
         content: Default::default(),

@@ -458,6 +458,7 @@ mod tests {
                 count: 1234,
                 prefix: "k:".into(),
                 dist: KeyDist::Zipf(0.99),
+                lengths: Default::default(),
             }
         );
         assert_eq!(plan.shape.values, ValueSizes::Range(100, 4096));
@@ -485,6 +486,7 @@ mod tests {
                 count: 1234,
                 prefix: "k:".into(),
                 dist: KeyDist::Sequential,
+                lengths: Default::default(),
             }
         );
         assert_eq!(p.shape.batch, 1);

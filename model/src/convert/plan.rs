@@ -6,7 +6,7 @@ use crate::plan::{
     Churn, ClassPlan, KeySpec, Load, Pacer, RunPlan, Shape, ShardClassPart, ShardPart,
 };
 use crate::schedule::{Arrival, Profile, ProfileError, Segment};
-use crate::shapes::{KeyDist, ShapeError, ValueSizes};
+use crate::shapes::{KeyDist, KeyLengths, ShapeError, ValueSizes};
 use crate::target::{
     ClusterMode, Login, MAX_DB, MAX_RING, Protocol, ReadFrom, Resp, Secret, Session, Tls, Verify,
 };
@@ -91,6 +91,11 @@ impl From<&KeySpec> for pb::KeySpace {
                     Dist::Gaussian(pb::GaussianKeys { mean, stddev })
                 }
             }),
+            key_sizes: match &k.lengths {
+                KeyLengths::Sizes(s) => Some(s.into()),
+                _ => None,
+            },
+            key_sizes_etc: k.lengths == KeyLengths::Etc,
         }
     }
 }
@@ -138,10 +143,28 @@ impl TryFrom<&pb::KeySpace> for KeySpec {
                 }
             }
         };
+        let lengths = match (&k.key_sizes, k.key_sizes_etc) {
+            (None, false) => KeyLengths::Natural,
+            (None, true) => KeyLengths::Etc,
+            (Some(s), false) => {
+                KeyLengths::Sizes(ValueSizes::try_from(s).map_err(|e| e.under("key_sizes"))?)
+            }
+            (Some(_), true) => {
+                return Err(WireError::new(
+                    "key_sizes_etc",
+                    true,
+                    "ETC's key sizes or key_sizes, not both",
+                ));
+            }
+        };
+        lengths
+            .check()
+            .map_err(|e| WireError::new("key_sizes", lengths.name(), e.to_string()))?;
         Ok(Self {
             count: k.count,
             prefix: k.prefix.clone(),
             dist,
+            lengths,
         })
     }
 }
