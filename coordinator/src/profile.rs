@@ -266,6 +266,8 @@ pub struct KeysToml {
     pub exponent: Option<f64>,
     /// Name lengths: `"etc"`, `"natural"`, or sizes (`32`, `"10-40"`, `"16:3,64:1"`).
     pub size: Option<toml::Value>,
+    /// `distribution = "table"`: buckets of [share of keys, share of requests].
+    pub table: Option<Vec<(f64, f64)>>,
     /// Gaussian mean (key index).
     pub mean: Option<f64>,
     /// Gaussian standard deviation (keys).
@@ -573,17 +575,47 @@ pub fn key_dist(k: &KeysToml, count: u64) -> Result<KeyDist, String> {
                 stddev: sd,
             })
         }
+        "table" => {
+            let t = k.table.clone().ok_or_else(|| {
+                "`keys.distribution` = \"table\" needs `keys.table = [[share of keys, share of requests], ...]`".to_string()
+            })?;
+            crest_model::shapes::KeySpace::new(count, "", KeyDist::Table(t.clone()))
+                .map_err(|e| e.to_string())?;
+            Ok(KeyDist::Table(t))
+        }
         other => Err(format!(
-            "`keys.distribution` = {other:?}: expected uniform, zipf, sequential or gaussian"
+            "`keys.distribution` = {other:?}: expected uniform, zipf, sequential, gaussian or table"
         )),
     }
 }
 
-/// Parses `--key-dist`: `uniform`, `sequential`, `zipf[:S]`, `gaussian[:MEAN:STDDEV]`.
+/// Parses `--key-dist`: `uniform`, `sequential`, `zipf[:S]`, `gaussian[:MEAN:STDDEV]`,
+/// `table:KEYS=REQUESTS,...` (a popularity table's shares per bucket).
 ///
 /// # Errors
 /// A message saying what would be right.
 pub fn parse_key_dist(s: &str) -> Result<KeysToml, String> {
+    if let Some(rest) = s.trim().strip_prefix("table:") {
+        // `table:KEYS=REQUESTS,...`: shares per bucket.
+        let why = || {
+            format!("{s:?}: expected table:KEYS=REQUESTS,... shares, e.g. table:0.1=0.9,0.9=0.1")
+        };
+        let table = rest
+            .split(',')
+            .map(|b| {
+                let (k, r) = b.split_once('=').ok_or_else(why)?;
+                Ok((
+                    k.trim().parse::<f64>().map_err(|_| why())?,
+                    r.trim().parse::<f64>().map_err(|_| why())?,
+                ))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        return Ok(KeysToml {
+            distribution: Some("table".into()),
+            table: Some(table),
+            ..Default::default()
+        });
+    }
     let mut parts = s.split(':');
     let kind = parts.next().unwrap_or("").trim().to_ascii_lowercase();
     let nums: Vec<f64> = parts
@@ -614,11 +646,6 @@ pub fn parse_key_dist(s: &str) -> Result<KeysToml, String> {
     Ok(k)
 }
 
-/// Parses `--value-size`: `1024`, `1k`, a range `100-4096`, or a weighted list
-/// `100:3,4k:1`.
-///
-/// # Errors
-/// A message saying what would be right.
 /// `--key-size`: `natural` (prefix + index), `etc` (Facebook ETC's GEV key sizes), or
 /// sizes as `--value-size` spells them (`32`, `10-40`, `16:3,64:1`), 1 to 250 bytes.
 ///
@@ -640,6 +667,11 @@ pub fn parse_key_sizes(s: &str) -> Result<crest_model::shapes::KeyLengths, Strin
     Ok(l)
 }
 
+/// Parses `--value-size`: `1024`, `1k`, a range `100-4096`, or a weighted list
+/// `100:3,4k:1`.
+///
+/// # Errors
+/// A message saying what would be right.
 pub fn parse_value_sizes(s: &str) -> Result<ValueSizes, String> {
     let t = s.trim();
     if t.starts_with('-') {
@@ -794,5 +826,12 @@ mod tests {
         assert_eq!(parse_key_dist("zipf:0.99").unwrap().exponent, Some(0.99));
         assert!(key_dist(&parse_key_dist("zipf:0").unwrap(), 10).is_err());
         assert!(parse_key_dist("pareto").is_err());
+        let t = parse_key_dist("table:0.1=0.9, 0.9=0.1").unwrap();
+        assert_eq!(
+            key_dist(&t, 100).unwrap(),
+            KeyDist::Table(vec![(0.1, 0.9), (0.9, 0.1)])
+        );
+        assert!(parse_key_dist("table:0.1").is_err());
+        assert!(key_dist(&parse_key_dist("table:0=1").unwrap(), 100).is_err());
     }
 }

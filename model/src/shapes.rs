@@ -19,7 +19,14 @@ pub enum KeyDist {
         /// Spread, in keys.
         stddev: f64,
     },
+    /// An empirical popularity table, as cachebench's: (share of the keys, share of the
+    /// requests) per bucket, buckets over consecutive key ranges from key 0; within a
+    /// bucket keys are equally likely. Shares are normalized.
+    Table(Vec<(f64, f64)>),
 }
+
+/// Most buckets a popularity table holds.
+pub const MAX_BUCKETS: usize = 1024;
 
 impl std::fmt::Display for KeyDist {
     /// The `--key-dist` spelling: `uniform`, `sequential`, `zipf:0.99`, `gaussian:MEAN:STDDEV`.
@@ -29,6 +36,10 @@ impl std::fmt::Display for KeyDist {
             KeyDist::Sequential => write!(f, "sequential"),
             KeyDist::Zipf(s) => write!(f, "zipf:{s}"),
             KeyDist::Gaussian { mean, stddev } => write!(f, "gaussian:{mean}:{stddev}"),
+            KeyDist::Table(t) => {
+                let parts: Vec<String> = t.iter().map(|(k, r)| format!("{k}={r}")).collect();
+                write!(f, "table:{}", parts.join(","))
+            }
         }
     }
 }
@@ -69,6 +80,12 @@ pub enum ShapeError {
     /// Weights summing to 0.
     #[error("value size weights sum to 0; give at least one a weight > 0")]
     ZeroWeights,
+    /// A popularity table with no bucket, too many, or a share that is not a finite
+    /// number > 0.
+    #[error(
+        "popularity table: {0}; give 1 to 1024 buckets of KEYS=REQUESTS shares > 0, e.g. table:0.1=0.9,0.9=0.1"
+    )]
+    Table(String),
     /// A key length out of range.
     #[error("key size {0} is out of range; give 1 to 250 bytes (or etc: ETC's key sizes)")]
     KeyLength(u64),
@@ -218,6 +235,44 @@ impl KeyLengths {
     }
 }
 
+/// A popularity table's buckets over `count` keys: (first key, keys, cumulative share of
+/// requests); every bucket holds at least one key (a table of more buckets than keys is
+/// refused).
+fn buckets(t: &[(f64, f64)], count: u64) -> Result<Vec<(u64, u64, f64)>, ShapeError> {
+    if t.is_empty() || t.len() > MAX_BUCKETS {
+        return Err(ShapeError::Table(format!("{} buckets", t.len())));
+    }
+    if let Some((k, r)) = t
+        .iter()
+        .find(|(k, r)| !(k.is_finite() && *k > 0.0 && r.is_finite() && *r > 0.0))
+    {
+        return Err(ShapeError::Table(format!("a bucket {k}={r}")));
+    }
+    if count < t.len() as u64 {
+        return Err(ShapeError::Table(format!(
+            "{} buckets over {count} keys",
+            t.len()
+        )));
+    }
+    let keys: f64 = t.iter().map(|b| b.0).sum();
+    let reqs: f64 = t.iter().map(|b| b.1).sum();
+    let mut out = Vec::with_capacity(t.len());
+    let (mut start, mut kc, mut rc) = (0u64, 0.0, 0.0);
+    for (i, (k, r)) in t.iter().enumerate() {
+        kc += k / keys;
+        rc += r / reqs;
+        let left = (t.len() - i - 1) as u64;
+        let end = if left == 0 {
+            count
+        } else {
+            ((kc * count as f64).round() as u64).clamp(start + 1, count - left)
+        };
+        out.push((start, end - start, if left == 0 { 1.0 } else { rc }));
+        start = end;
+    }
+    Ok(out)
+}
+
 /// A keyspace: `count` keys named `prefix` + index, drawn by `dist`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeySpace {
@@ -230,6 +285,8 @@ pub struct KeySpace {
     /// Each key's name length.
     pub lengths: KeyLengths,
     zipf: Option<Zipf>,
+    /// A popularity table's buckets: (first key, keys, cumulative share of requests).
+    buckets: Vec<(u64, u64, f64)>,
 }
 
 impl KeySpace {
@@ -251,12 +308,17 @@ impl KeySpace {
             }
             _ => None,
         };
+        let buckets = match &dist {
+            KeyDist::Table(t) => buckets(t, count)?,
+            _ => Vec::new(),
+        };
         Ok(Self {
             count,
             prefix: prefix.as_bytes().to_vec(),
             dist,
             lengths: KeyLengths::Natural,
             zipf,
+            buckets,
         })
     }
 
@@ -291,6 +353,17 @@ impl KeySpace {
                 let k = *seq % self.count;
                 *seq = seq.wrapping_add(stride.max(1));
                 k
+            }
+            KeyDist::Table(_) => {
+                let u = rng.next_f64();
+                let b = self
+                    .buckets
+                    .iter()
+                    .find(|b| u < b.2)
+                    .or(self.buckets.last())
+                    .copied()
+                    .unwrap_or((0, self.count, 1.0));
+                b.0 + rng.below(b.1.max(1))
             }
             KeyDist::Gaussian { mean, stddev } => {
                 for _ in 0..16 {
@@ -721,5 +794,37 @@ mod tests {
             .unwrap();
         assert_eq!(ks.pad(7, 1), 40 - 5);
         assert_eq!(ks.pad(7, 40), 0);
+    }
+
+    /// A popularity table: each bucket's share of 100,000 draws within a point of its
+    /// requests' share, its keys the consecutive range of its keys' share; bad tables
+    /// refused.
+    #[test]
+    fn a_popularity_table_sends_each_bucket_its_share() {
+        let t = vec![(0.01, 0.5), (0.09, 0.3), (0.9, 0.2)];
+        let ks = KeySpace::new(10_000, "k", KeyDist::Table(t)).unwrap();
+        let mut rng = Rng::new(2);
+        let mut hits = [0u64; 3];
+        for _ in 0..100_000 {
+            let k = ks.next(&mut rng, &mut 0, 1);
+            let b = match k {
+                0..100 => 0,
+                100..1000 => 1,
+                1000..10_000 => 2,
+                _ => panic!("key {k} outside the space"),
+            };
+            hits[b] += 1;
+        }
+        for (h, want) in hits.iter().zip([0.5, 0.3, 0.2]) {
+            assert!((*h as f64 / 1e5 - want).abs() < 0.01, "{hits:?}");
+        }
+        assert_eq!(
+            KeyDist::Table(vec![(1.0, 3.0), (3.0, 1.0)]).to_string(),
+            "table:1=3,3=1"
+        );
+        for bad in [vec![], vec![(0.0, 1.0)], vec![(1.0, f64::NAN)]] {
+            assert!(KeySpace::new(10, "k", KeyDist::Table(bad)).is_err());
+        }
+        assert!(KeySpace::new(1, "k", KeyDist::Table(vec![(1.0, 1.0), (1.0, 1.0)])).is_err());
     }
 }

@@ -43,6 +43,8 @@ mod tests {
             (0.01f64..5.0).prop_map(KeyDist::Zipf),
             (0.0f64..1e6, 0.1f64..1e5)
                 .prop_map(|(mean, stddev)| KeyDist::Gaussian { mean, stddev }),
+            // One bucket: valid over any keyspace the strategy draws.
+            (0.01f64..1.0, 0.01f64..1.0).prop_map(|b| KeyDist::Table(vec![b])),
         ]
     }
 

@@ -83,13 +83,20 @@ impl From<&KeySpec> for pb::KeySpace {
         Self {
             count: k.count,
             prefix: k.prefix.clone(),
-            dist: Some(match k.dist {
+            dist: Some(match &k.dist {
                 KeyDist::Uniform => Dist::Uniform(pb::UniformKeys {}),
-                KeyDist::Zipf(exponent) => Dist::Zipf(pb::ZipfKeys { exponent }),
+                KeyDist::Zipf(exponent) => Dist::Zipf(pb::ZipfKeys {
+                    exponent: *exponent,
+                }),
                 KeyDist::Sequential => Dist::Sequential(pb::SequentialKeys {}),
-                KeyDist::Gaussian { mean, stddev } => {
-                    Dist::Gaussian(pb::GaussianKeys { mean, stddev })
-                }
+                KeyDist::Gaussian { mean, stddev } => Dist::Gaussian(pb::GaussianKeys {
+                    mean: *mean,
+                    stddev: *stddev,
+                }),
+                KeyDist::Table(t) => Dist::Table(pb::TableKeys {
+                    keys: t.iter().map(|b| b.0).collect(),
+                    requests: t.iter().map(|b| b.1).collect(),
+                }),
             }),
             key_sizes: match &k.lengths {
                 KeyLengths::Sizes(s) => Some(s.into()),
@@ -141,6 +148,25 @@ impl TryFrom<&pb::KeySpace> for KeySpec {
                     mean: g.mean,
                     stddev: g.stddev,
                 }
+            }
+            Some(Dist::Table(t)) => {
+                check_len("table.keys", t.keys.len(), crate::shapes::MAX_BUCKETS)?;
+                if t.keys.len() != t.requests.len() {
+                    return Err(WireError::new(
+                        "table.requests",
+                        format!("{} entries", t.requests.len()),
+                        format!("must have one per bucket ({})", t.keys.len()),
+                    ));
+                }
+                let table: Vec<(f64, f64)> = t
+                    .keys
+                    .iter()
+                    .copied()
+                    .zip(t.requests.iter().copied())
+                    .collect();
+                crate::shapes::KeySpace::new(k.count.max(1), "", KeyDist::Table(table.clone()))
+                    .map_err(|e| WireError::new("table", table.len(), e.to_string()))?;
+                KeyDist::Table(table)
             }
         };
         let lengths = match (&k.key_sizes, k.key_sizes_etc) {
