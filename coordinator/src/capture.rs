@@ -671,7 +671,7 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
     if !key_lens.is_empty() {
         let _ = writeln!(
             o,
-            "# key lengths: p10 {} p50 {} p90 {} max {} bytes (keys below are prefix + number)",
+            "# key lengths: p10 {} p50 {} p90 {} max {} bytes (the classes' keys take the sampled lengths' deciles, zero-padded)",
             quantile(&key_lens, 0.1),
             quantile(&key_lens, 0.5),
             quantile(&key_lens, 0.9),
@@ -769,7 +769,20 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
         } else {
             format!("cap:{kind}:")
         };
-        let _ = writeln!(o, "keys = {{ count = {count}, prefix = \"{prefix}\" }}");
+        // The sampled key lengths' deciles (at most 250 bytes), as a size table.
+        let lens: Vec<String> = size_table(&key_lens)
+            .iter()
+            .map(|l| format!("{}:1", (*l).min(crest_model::shapes::MAX_KEY_LEN)))
+            .collect();
+        let size = if lens.is_empty() {
+            String::new()
+        } else {
+            format!(", size = \"{}\"", lens.join(","))
+        };
+        let _ = writeln!(
+            o,
+            "keys = {{ count = {count}, prefix = \"{prefix}\"{size} }}"
+        );
         if kind == "string" && !strings.is_empty() {
             let t: Vec<String> = size_table(&strings)
                 .iter()
@@ -911,6 +924,15 @@ mod tests {
             .unwrap();
         let keys = get.keys.as_ref().unwrap();
         assert_eq!(keys.count, Some(800), "16 of 20 sampled keys are strings");
+        let size = keys.size.as_ref().unwrap().as_str().unwrap();
+        assert!(
+            crate::profile::parse_key_sizes(size).is_ok(),
+            "the key lengths' table parses: {size}"
+        );
+        assert!(
+            size.split(',').all(|l| ["8:1", "9:1", "10:1"].contains(&l)),
+            "{size}"
+        );
         assert_eq!(get.ttl.as_deref(), Some("60s"));
         let shapes = get.profile.as_ref().unwrap();
         let segs = shapes[0].get_ref().segments().unwrap();
