@@ -242,7 +242,7 @@ pub struct RunConfig {
     /// The classes.
     pub classes: Vec<ClassConfig>,
     /// `crest replay`: the trace its one class sends (None for `crest run`).
-    pub replay: Option<crate::replay::Spec>,
+    pub replay: Option<crate::trace_plan::Spec>,
     /// Measured length (every open-loop profile ends by then; closed loop stops then).
     pub duration: Duration,
     /// Unmeasured lead-in at each class's first rate.

@@ -6,8 +6,10 @@
 //! 1. **Settings** — flags and profile files to a checked [`config::RunConfig`]:
 //!    [`defaults`] (the one table of defaults), [`split`] (rate and connection splits that
 //!    lose no remainder), [`control`] (the runtime-control vocabulary), [`config`] (the
-//!    checked configuration), [`profile`] (rate profiles and profile files), [`cli`]
-//!    (`crest run`'s flags, layered over a profile).
+//!    checked configuration), [`profile`] (rate profiles and profile files),
+//!    [`trace_plan`] (what a replay is: its files, timing, keys, op table and window,
+//!    checked before the run), [`cli`] (`crest run`'s and `crest replay`'s flags, layered
+//!    over a profile).
 //! 2. **The run** — one run from configuration to results, and what it publishes as it
 //!    goes: [`admin`] (the admin HTTP API and Prometheus), [`service`] (the gRPC hub
 //!    workers dial, TLS-sniffing accept loop, gRPC `Control`), [`server_stats`] (the
@@ -57,3 +59,4 @@ pub mod server_stats;
 pub mod service;
 pub mod split;
 pub mod suite;
+pub mod trace_plan;

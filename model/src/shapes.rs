@@ -493,7 +493,7 @@ pub enum Content {
     /// buffer of random bytes [`CONTENT_WINDOW`] longer than the largest value.
     Random,
     /// Bytes a compressor shrinks about this many times (2.0: to half), differing per
-    /// write as `Random`'s do: every block of [`BLOCK`] bytes is `BLOCK / ratio` random
+    /// write as `Random`'s do: every block of 256 bytes is `256 / ratio` random
     /// bytes and a run of one byte.
     Compressible(f64),
 }

@@ -14,7 +14,7 @@ pub use args::*;
 use classes::classes_and_length;
 use connect::{target_session, target_tls};
 use parse::{bounded, err, file_duration};
-pub use replay::{MAX_AMPLIFY, ReplayArgs, to_replay_config};
+pub use replay::{MAX_AMPLIFY, ReplayArgs};
 
 use crate::config::{self, ClassConfig, ConfigError, RunConfig, Workers};
 use crate::defaults;
@@ -398,6 +398,15 @@ pub fn to_config(a: RunArgs) -> Result<RunConfig, ConfigError> {
     };
     check_checkpoints(&cfg)?;
     Ok(cfg)
+}
+
+/// `crest replay`'s run configuration: the run flags that apply, checked as `crest run`
+/// checks them, the class replaced by the trace's.
+///
+/// # Errors
+/// [`ConfigError`] naming the flag or file and what would be right.
+pub fn to_replay_config(a: ReplayArgs) -> Result<RunConfig, ConfigError> {
+    replay::replay_config(a, to_config)
 }
 
 /// The arrival process, the pacer and the request timeout: flag over file over default,

@@ -1,13 +1,12 @@
 //! `crest replay FILE… --format F`: the run flags that apply to a trace, checked into a
-//! [`RunConfig`] whose one class sends the trace ([`crate::replay::Spec`]). What a trace
+//! [`RunConfig`] whose one class sends the trace ([`crate::trace_plan::Spec`]). What a trace
 //! decides itself (commands, keys, sizes, TTLs, the class's connections) is refused as a
 //! flag, in one line naming it.
 
 use super::args::RunArgs;
 use super::parse::err;
-use super::to_config;
 use crate::config::{ClassConfig, ConfigError, RateArg, RunConfig, parse_duration};
-use crate::replay::{self, Keys, Spec, Window};
+use crate::trace_plan::{self as replay, Keys, Spec, Window};
 use crest_model::convert::limits;
 use crest_model::plan::{KeySpec, Shape};
 use crest_model::schedule::{Arrival, Profile, Segment};
@@ -178,11 +177,16 @@ fn refused(a: &RunArgs) -> Option<ConfigError> {
     None
 }
 
-/// Builds a replay's run configuration.
+/// Builds a replay's run configuration: the run flags that apply checked by `to_config`
+/// (`crest run`'s, passed in so this file stays below the module that holds it), the
+/// class replaced by the trace's.
 ///
 /// # Errors
 /// [`ConfigError`] naming the flag or file and what would be right.
-pub fn to_replay_config(a: ReplayArgs) -> Result<RunConfig, ConfigError> {
+pub(super) fn replay_config(
+    a: ReplayArgs,
+    to_config: impl FnOnce(RunArgs) -> Result<RunConfig, ConfigError>,
+) -> Result<RunConfig, ConfigError> {
     if let Some(e) = refused(&a.run) {
         return Err(e);
     }
@@ -357,7 +361,7 @@ mod tests {
         let mut argv = vec!["x", file.to_str().unwrap(), "--target", "127.0.0.1:1"];
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(argv).unwrap();
-        let cfg = to_replay_config(cli.a);
+        let cfg = crate::cli::to_replay_config(cli.a);
         let _ = std::fs::remove_file(&file);
         cfg
     }

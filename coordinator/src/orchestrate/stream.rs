@@ -7,7 +7,7 @@
 //! nothing more: what falls to its shards is counted as lost, and it holds nobody back.
 
 use super::member::{Member, RunError};
-use crate::replay::{FileStreamer, Spec};
+use crate::replay::{self, FileStreamer, Spec};
 use crest_model::convert;
 use crest_proto::pb::{self, coordinator_message::Msg as Out};
 use crest_report::ReplayReport;
@@ -54,9 +54,7 @@ impl Feeder {
             owners.extend((0..m.link.info.shards).map(|s| (w, s)));
         }
         let shards = u32::try_from(owners.len()).unwrap_or(u32::MAX);
-        let streamer = spec
-            .stream(shards, seed, until_ns)
-            .map_err(RunError::Usage)?;
+        let streamer = replay::open(spec, shards, seed, until_ns).map_err(RunError::Usage)?;
         Ok(Self {
             streamer,
             spec: spec.clone(),
