@@ -134,17 +134,7 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
         out.to_str().unwrap(),
     ];
     let mut coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
-    let _workers: Vec<Proc> = (0..2)
-        .map(|i| {
-            let args = worker_args(&listen, i);
-            Proc::spawn(
-                &worker_bin(),
-                &strs(&args),
-                dir.path(),
-                &format!("worker{i}"),
-            )
-        })
-        .collect();
+    let _workers = spawn_workers(&dir, &listen, 2);
     let r = finish(&dir, &mut coord, Duration::from_secs(120));
     let records: u64 = per_second.iter().sum();
     check_calls(&server, &calls, 1);

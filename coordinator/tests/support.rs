@@ -106,9 +106,15 @@ pub fn start_cluster(
     let mut args = coordinator_args(&listen, workers, "30s", target, &dir.path().join("out"));
     args.extend(run_args.iter().map(|a| a.to_string()));
     let coord = Proc::spawn(&crest_bin(), &strs(&args), dir.path(), "crest");
-    let ws = (0..workers)
+    (coord, spawn_workers(dir, &listen, workers))
+}
+
+/// `n` remote workers (`worker0`…, as [`worker_args`] names them) dialling the
+/// coordinator on `listen`.
+pub fn spawn_workers(dir: &TempDir, listen: &str, n: usize) -> Vec<Proc> {
+    (0..n)
         .map(|i| {
-            let args = worker_args(&listen, i);
+            let args = worker_args(listen, i);
             Proc::spawn(
                 &worker_bin(),
                 &strs(&args),
@@ -116,8 +122,7 @@ pub fn start_cluster(
                 &format!("worker{i}"),
             )
         })
-        .collect();
-    (coord, ws)
+        .collect()
 }
 
 /// `crest run` for a coordinator on `listen` that waits up to `wait` for `workers` remote

@@ -444,6 +444,20 @@ mod tests {
         assert_eq!(s.next(&mut rng), None);
     }
 
+    /// The gaps (s) of 10 s of `arrival` at `rate`, seed 42.
+    fn gaps_of(arrival: Arrival, rate: f64) -> Vec<f64> {
+        let p = Profile::constant(rate, 10 * 1_000_000_000).unwrap();
+        let mut s = Schedule::new(p, arrival, 0.0);
+        let mut rng = Rng::new(42);
+        let mut prev = 0u64;
+        let mut gaps = Vec::new();
+        while let Some(t) = s.next(&mut rng) {
+            gaps.push((t - prev) as f64 / NS);
+            prev = t;
+        }
+        gaps
+    }
+
     /// ETC gaps at 20,000/s for 10 s: the count within 2% of 200,000, the mean gap
     /// 1/rate within 2%, and the gaps' coefficient of variation ETC's 1.20 within 5%
     /// (Poisson's would be 1), and a Kolmogorov–Smirnov match at the 1% level to the
@@ -452,15 +466,7 @@ mod tests {
     fn etc_gaps_follow_the_rate_and_are_burstier_than_poisson() {
         use crate::etc::{GAP_SHAPE, gpareto_cdf};
         let rate = 20_000.0;
-        let p = Profile::constant(rate, 10 * 1_000_000_000).unwrap();
-        let mut s = Schedule::new(p, Arrival::Etc, 0.0);
-        let mut rng = Rng::new(42);
-        let mut prev = 0u64;
-        let mut gaps = Vec::new();
-        while let Some(t) = s.next(&mut rng) {
-            gaps.push((t - prev) as f64 / NS);
-            prev = t;
-        }
+        let mut gaps = gaps_of(Arrival::Etc, rate);
         let n = gaps.len() as f64;
         assert!((n - 200_000.0).abs() < 0.02 * 200_000.0, "count {n}");
         let mean = gaps.iter().sum::<f64>() / n;
@@ -484,15 +490,7 @@ mod tests {
     #[test]
     fn poisson_gaps_have_the_right_mean_and_distribution() {
         let rate = 20_000.0;
-        let p = Profile::constant(rate, 10 * 1_000_000_000).unwrap();
-        let mut s = Schedule::new(p, Arrival::Poisson, 0.0);
-        let mut rng = Rng::new(42);
-        let mut prev = 0u64;
-        let mut gaps = Vec::new();
-        while let Some(t) = s.next(&mut rng) {
-            gaps.push((t - prev) as f64 / NS);
-            prev = t;
-        }
+        let mut gaps = gaps_of(Arrival::Poisson, rate);
         let n = gaps.len() as f64;
         // ~200,000 arrivals expected; the count of a Poisson process has sd sqrt(200000)≈447.
         assert!((n - 200_000.0).abs() < 5.0 * 447.0, "count {n}");

@@ -171,8 +171,8 @@ impl Feeder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::orchestrate::member::fake_fleet;
     use crate::replay::{Keys, Window, cache_ops};
-    use crate::service::WorkerLink;
     use crest_trace::Format;
     use crest_trace::clock::Spread;
     use tokio::sync::mpsc;
@@ -219,15 +219,8 @@ mod tests {
                 per_shard: 20,
             },
         };
-        let (mut members, mut inboxes): (Vec<Member>, Vec<Inbox>) = [2u32, 1]
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| {
-                let (mut link, rx) = WorkerLink::fake(i);
-                link.info.shards = s;
-                (Member::new(link), rx)
-            })
-            .unzip();
+        let (mut members, mut inboxes) = fake_fleet(2);
+        members[0].link.info.shards = 2;
         let start = Instant::now();
         let mut f = Feeder::new(&spec, &members, 1, u64::MAX, start).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
