@@ -852,7 +852,8 @@ pub struct ReplayReport {
     pub reordered: u64,
     /// Requests left out because the `--rate`/`--stages` profile ended before them.
     pub past_profile: u64,
-    /// Requests left out because `--duration` ended the run before them.
+    /// Requests left out because `--duration` (or the longest run, 30 days) ended the run
+    /// before them.
     pub past_end: u64,
     /// Requests that fell to a worker lost before their time.
     pub lost: u64,

@@ -573,7 +573,7 @@ fn replay_lines(r: &crate::ReplayReport) -> String {
             r.reordered,
         ),
         ("past the --rate/--stages profile", r.past_profile),
-        ("past --duration", r.past_end),
+        ("past --duration (or the longest run, 30 days)", r.past_end),
         ("for a lost worker", r.lost),
     ]
     .iter()

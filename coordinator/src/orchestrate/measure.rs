@@ -71,10 +71,15 @@ pub(super) async fn run(
     // A replay's first seconds go right behind the plans.
     let mut feeder = match &cfg.replay {
         Some(spec) => {
-            let until = match u64::try_from(cfg.duration.as_nanos()) {
-                Ok(0) | Err(_) => u64::MAX,
-                Ok(d) => d,
+            // To --duration, else the trace's end within the longest run a worker takes
+            // (a trace slowed past it is cut there, what is left counted past the end).
+            let longest = crest_model::convert::limits::MAX_RUN;
+            let until = if cfg.duration.is_zero() {
+                longest
+            } else {
+                cfg.duration.min(longest)
             };
+            let until = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
             let mut f =
                 super::stream::Feeder::new(spec, &fleet.members, cfg.seed, until, start_local)?;
             f.pump(&fleet.members, &run_id, Instant::now()).await?;
