@@ -148,7 +148,17 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
         .iter()
         .map(|p| u(p, "scheduled"))
         .collect();
-    assert_eq!(rows, per_second, "scheduled per second");
+    // The trace's seconds, then at most one more (the run's span ends with the last
+    // worker's finals, which a busy machine can push past the trace's last second).
+    assert_eq!(
+        rows[..per_second.len()],
+        per_second,
+        "scheduled per second: {rows:?}"
+    );
+    assert!(
+        rows.len() <= per_second.len() + 1 && rows[per_second.len()..].iter().all(|&n| n == 0),
+        "{rows:?}"
+    );
     let rp = &r["replay"];
     assert_eq!(u(rp, "records"), records);
     assert_eq!(u(rp, "sent"), records);
