@@ -609,22 +609,16 @@ fn secs(t: f64) -> String {
     }
 }
 
-/// The profile `crest run --profile` runs, commented (see the module's docs).
-pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
+/// The profile's opening comments: where and how long it was captured, the server's
+/// version and settings, the keyspace, key lengths (`key_lens` sorted), hot keys, refused
+/// probes, the commands left out (`left`) and the capture's own.
+fn header(
+    c: &Captured,
+    kinds: &BTreeMap<String, u64>,
+    left: &[(&String, &u64)],
+    key_lens: &[u64],
+) -> String {
     let n = c.seconds.len();
-    let mut names: BTreeMap<String, u64> = BTreeMap::new();
-    for s in &c.seconds {
-        for (k, v) in s {
-            *names.entry(k.clone()).or_default() += v;
-        }
-    }
-    let (known, left): (Vec<_>, Vec<_>) = names
-        .iter()
-        .partition(|(k, _)| KNOWN.iter().any(|(n, _)| n == k));
-    let kinds: BTreeMap<String, u64> = c.sample.iter().fold(BTreeMap::new(), |mut m, s| {
-        *m.entry(s.kind.clone()).or_default() += 1;
-        m
-    });
     let sampled = c.sample.len() as u64;
     let mut o = String::new();
     let v = |k: &str| c.info.get(k).cloned().unwrap_or_else(|| "?".into());
@@ -666,15 +660,13 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let mut key_lens: Vec<u64> = c.sample.iter().map(|s| s.key_len).collect();
-    key_lens.sort_unstable();
     if !key_lens.is_empty() {
         let _ = writeln!(
             o,
             "# key lengths: p10 {} p50 {} p90 {} max {} bytes (the classes' keys take the sampled lengths' deciles, zero-padded)",
-            quantile(&key_lens, 0.1),
-            quantile(&key_lens, 0.5),
-            quantile(&key_lens, 0.9),
+            quantile(key_lens, 0.1),
+            quantile(key_lens, 0.5),
+            quantile(key_lens, 0.9),
             key_lens.last().copied().unwrap_or(0)
         );
     }
@@ -705,6 +697,29 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
         "# the capture's own commands, not counted above: {}",
         own.join(", ")
     );
+    o
+}
+
+/// The profile `crest run --profile` runs, commented (see the module's docs).
+pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
+    let n = c.seconds.len();
+    let mut names: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &c.seconds {
+        for (k, v) in s {
+            *names.entry(k.clone()).or_default() += v;
+        }
+    }
+    let (known, left): (Vec<_>, Vec<_>) = names
+        .iter()
+        .partition(|(k, _)| KNOWN.iter().any(|(n, _)| n == k));
+    let kinds: BTreeMap<String, u64> = c.sample.iter().fold(BTreeMap::new(), |mut m, s| {
+        *m.entry(s.kind.clone()).or_default() += 1;
+        m
+    });
+    let sampled = c.sample.len() as u64;
+    let mut key_lens: Vec<u64> = c.sample.iter().map(|s| s.key_len).collect();
+    key_lens.sort_unstable();
+    let mut o = header(c, &kinds, &left, &key_lens);
     if known.is_empty() {
         let _ = writeln!(
             o,
