@@ -366,11 +366,15 @@ fn a_monitor_capture_of_redis_benchmark_replays_at_twice_its_speed() {
         "last request at {last} s, half the capture's span is {} s",
         span / 2.0
     );
+    // redis-benchmark's CONFIG GET reaches the capture only when MONITOR was on before
+    // it (a race): when it is there, it is skipped and counted.
+    let configs = lines("CONFIG");
     assert!(
-        rp["skipped"].as_array().unwrap().iter().any(|s| s["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("command not replayed")),
+        configs == 0
+            || rp["skipped"].as_array().unwrap().iter().any(|s| s["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("command not replayed")),
         "{rp}"
     );
 }
