@@ -6,6 +6,7 @@ use crate::orchestrate::RunResults;
 use crate::server_stats::ServerStats;
 use crest_model::plan::Pacer;
 use crest_model::schedule::Arrival;
+use crest_model::shapes::Ttl;
 use crest_report::server::series;
 use crest_report::{
     Checks, ClassReport, ClassSettings, Histograms, Percentiles, ProfileSegment, Report,
@@ -467,7 +468,14 @@ fn class_settings(cfg: &RunConfig, rate: &dyn Fn(usize) -> Target) -> Vec<ClassS
             value_content: c.shape.content.to_string(),
             connections: c.connections,
             pipeline: c.shape.pipeline,
-            ttl_s: c.shape.ttl,
+            ttl_s: match c.shape.ttl {
+                Some(Ttl::Fixed(s)) => Some(s),
+                _ => None,
+            },
+            ttl_table: match &c.shape.ttl {
+                Some(t @ Ttl::Table(_)) => t.to_string(),
+                _ => String::new(),
+            },
             batch: c.shape.batch,
             members: c.shape.members,
             member_order: if c.shape.members_sequential {
@@ -691,7 +699,7 @@ mod tests {
         c.shape.values = ValueSizes::Range(100, 4096);
         c.connections = 9;
         c.shape.pipeline = 3;
-        c.shape.ttl = Some(60);
+        c.shape.ttl = Some(Ttl::Fixed(60));
         c.shape.batch = 5;
         c.shape.members = 50;
         c.shape.members_sequential = true;
@@ -726,6 +734,7 @@ mod tests {
                 connections: 9,
                 pipeline: 3,
                 ttl_s: Some(60),
+                ttl_table: String::new(),
                 batch: 5,
                 members: 50,
                 member_order: "sequential".into(),

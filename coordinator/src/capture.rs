@@ -813,20 +813,64 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
                 let _ = writeln!(o, "members = {}", quantile(&m, 0.5).max(1));
             }
         }
-        let mut ttls: Vec<u64> = of_kind.iter().filter_map(|s| s.ttl_ms).collect();
-        if !of_kind.is_empty() && ttls.len() * 2 > of_kind.len() {
-            ttls.sort_unstable();
-            let _ = writeln!(
-                o,
-                "ttl = \"{}s\"  # median of {} sampled deadlines (p10 {} s, p90 {} s)",
-                (quantile(&ttls, 0.5) / 1000).max(1),
-                ttls.len(),
-                quantile(&ttls, 0.1) / 1000,
-                quantile(&ttls, 0.9) / 1000
-            );
+        if let Some(line) = ttl_line(&of_kind) {
+            o.push_str(&line);
         }
     }
     o
+}
+
+/// A class's `ttl` from its sampled keys' `PTTL`s: one TTL when every sampled key has
+/// the same, else a table of the deciles (in whole seconds, rounded up), with the keys
+/// that have none as 0 in proportion. None when no sampled key has a TTL.
+fn ttl_line(sample: &[&KeySample]) -> Option<String> {
+    let mut secs: Vec<u64> = sample
+        .iter()
+        .filter_map(|s| s.ttl_ms)
+        .map(|ms| ms.div_ceil(1000).max(1))
+        .collect();
+    if secs.is_empty() {
+        return None;
+    }
+    secs.sort_unstable();
+    let none = (sample.len() - secs.len()) as u64;
+    let note = format!(
+        "# {} of {} sampled keys have a TTL (p10 {} s, median {} s, p90 {} s): what remained when sampled, so a write's TTL is at least this",
+        secs.len(),
+        sample.len(),
+        quantile(&secs, 0.1),
+        quantile(&secs, 0.5),
+        quantile(&secs, 0.9)
+    );
+    if none == 0 && secs.first() == secs.last() {
+        return Some(format!("{note}\nttl = \"{}s\"\n", secs[0]));
+    }
+    // Each decile stands for a tenth of the keys with a TTL; the keys without weigh
+    // ten times their count against it.
+    let with = secs.len() as u64;
+    let mut table: Vec<(u64, u64)> = Vec::new();
+    if none > 0 {
+        table.push((0, none * 10));
+    }
+    for t in size_table(&secs) {
+        match table.last_mut() {
+            Some((last, w)) if *last == t => *w += with,
+            _ => table.push((t, with)),
+        }
+    }
+    let g = table.iter().fold(0, |g, (_, w)| gcd(g, *w)).max(1);
+    let rows: Vec<String> = table
+        .iter()
+        .map(|(t, w)| format!("[{t}, {}]", w / g))
+        .collect();
+    Some(format!(
+        "{note}\nttl = {{ table = [{}] }}  # [seconds, weight]; 0: no TTL\n",
+        rows.join(", ")
+    ))
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 #[cfg(test)]
@@ -948,7 +992,13 @@ mod tests {
             size.split(',').all(|l| ["8:1", "9:1", "10:1"].contains(&l)),
             "{size}"
         );
-        assert_eq!(get.ttl.as_deref(), Some("60s"));
+        // 12 of 16 sampled strings keep 60 s, 4 have none: 0 weighs 4, 60 s weighs 12.
+        let ttl = crate::profile::parse_ttl(get.ttl.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            ttl,
+            crest_model::shapes::Ttl::Table(vec![(0, 1), (60, 3)]),
+            "{text}"
+        );
         let shapes = get.profile.as_ref().unwrap();
         let segs = shapes[0].get_ref().segments().unwrap();
         let p = crest_model::schedule::Profile::new(segs).unwrap();

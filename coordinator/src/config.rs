@@ -6,7 +6,7 @@
 use crest_model::convert::limits;
 use crest_model::plan::{Pacer, Shape};
 use crest_model::schedule::{Arrival, Profile, Segment};
-use crest_model::shapes::KeyDist;
+use crest_model::shapes::{KeyDist, Ttl};
 use crest_model::target::Protocol;
 use crest_model::workload::CmdDef;
 use std::net::SocketAddr;
@@ -52,6 +52,50 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(t)
         .map_err(|_| format!("not a duration; expected e.g. 10s, 500ms, 2m (got {t:?})"))
+}
+
+/// Parses `--ttl` (and a profile's `ttl` string): one TTL (`60s`, `1h`, at least 1 s; a
+/// fraction of a second rounds up), or a table `TTL:WEIGHT,…` drawn per write, where a
+/// TTL of 0 is none (`0:30,60s:50,1h:20`: 30% of writes keep their key for good).
+///
+/// # Errors
+/// What is wrong and what would be right.
+pub fn parse_ttl(s: &str) -> Result<Ttl, String> {
+    let secs = |t: &str| -> Result<u64, String> {
+        let d = parse_duration(t)?;
+        Ok(if d.is_zero() {
+            0
+        } else {
+            d.as_secs() + u64::from(d.subsec_nanos() > 0)
+        })
+    };
+    let t = s.trim();
+    let ttl = if t.contains(',') || t.contains(':') {
+        let mut list = Vec::new();
+        for item in t.split(',') {
+            let (ttl, w) = item.split_once(':').ok_or_else(|| {
+                format!("{item:?}: a TTL table is TTL:WEIGHT,…, e.g. 0:30,60s:50,1h:20 (0: no TTL)")
+            })?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| format!("{item:?}: weight {w:?} is not a whole number"))?;
+            list.push((secs(ttl)?, w));
+        }
+        Ttl::Table(list)
+    } else {
+        match secs(t)? {
+            0 => {
+                return Err(
+                    "a TTL of 0; give at least 1s (leave it out for no TTL, or a table such as 0:1,60s:1 for some writes without)"
+                        .into(),
+                );
+            }
+            n => Ttl::Fixed(n),
+        }
+    };
+    ttl.check(limits::MAX_TTL_S).map_err(|e| e.to_string())?;
+    Ok(ttl)
 }
 
 /// Parses `--conn-lifetime`: `D` or `D±J` (`D+-J` too), e.g. `1s`, `30s±5s`: a lifetime
@@ -508,15 +552,10 @@ fn check_load(c: &ClassConfig, from_flags: bool, protocol: Protocol) -> Result<(
             &format!("at most {} commands in one mix", limits::MAX_MIX),
         ));
     }
-    if let Some(ttl) = c.shape.ttl
-        && ttl > limits::MAX_TTL_S
+    if let Some(ttl) = &c.shape.ttl
+        && let Err(e) = ttl.check(limits::MAX_TTL_S)
     {
-        return Err(f(
-            "--ttl",
-            "ttl",
-            format!("{ttl}s"),
-            &format!("at most {} s", limits::MAX_TTL_S),
-        ));
+        return Err(f("--ttl", "ttl", ttl.to_string(), &e.to_string()));
     }
     if let Some(p) = &c.profile
         && let Some(r) = p
@@ -562,8 +601,18 @@ fn check_load(c: &ClassConfig, from_flags: bool, protocol: Protocol) -> Result<(
         ));
     }
     for (cmd, _) in &c.shape.mix {
-        CmdDef::parse_in(protocol, cmd, c.shape.batch, c.shape.ttl, c.shape.range)
-            .map_err(|e| f("--mix", "mix", cmd.clone(), &e.to_string()))?;
+        let def = CmdDef::parse_in(
+            protocol,
+            cmd,
+            c.shape.batch,
+            c.shape.ttl_nominal(),
+            c.shape.range,
+        )
+        .map_err(|e| f("--mix", "mix", cmd.clone(), &e.to_string()))?;
+        if def.ttl_word() && c.shape.ttl.as_ref().is_some_and(Ttl::may_be_none) {
+            let e = crest_model::workload::WorkloadError::TtlNone(def.name.clone());
+            return Err(f("--ttl", "ttl", cmd.clone(), &e.to_string()));
+        }
     }
     if protocol.is_memcache() {
         // The longest key the run names: the prefix and the last key's number.

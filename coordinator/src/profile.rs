@@ -5,9 +5,9 @@
 //! linear segments that the workers follow exactly. Profile time 0 is the synchronized
 //! start, so every worker's share peaks at the same instant.
 
-use crate::config::{parse_duration, parse_size};
+use crate::config::{self, parse_duration, parse_size};
 use crest_model::schedule::Segment;
-use crest_model::shapes::{KeyDist, ValueSizes};
+use crest_model::shapes::{KeyDist, Ttl, ValueSizes};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -349,8 +349,9 @@ pub struct ClassToml {
     pub connections: Option<u32>,
     /// Requests in flight per connection.
     pub pipeline: Option<u32>,
-    /// Expire written keys after this long.
-    pub ttl: Option<String>,
+    /// Expire written keys after this long (`"60s"`), or a table drawn per write
+    /// (`"0:30,60s:50"`, or `{ table = [["0", 30], ["60s", 50]] }`; 0: no TTL).
+    pub ttl: Option<toml::Value>,
     /// Members or keys per batch command.
     pub batch: Option<u32>,
     /// Members (fields) per key.
@@ -665,6 +666,49 @@ pub fn parse_key_sizes(s: &str) -> Result<crest_model::shapes::KeyLengths, Strin
     };
     l.check().map_err(|e| e.to_string())?;
     Ok(l)
+}
+
+/// A class's `ttl`: a string as `--ttl` takes it, seconds as a number, or
+/// `{ table = [[TTL, WEIGHT], …] }` with each TTL a string or seconds (0: no TTL).
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn parse_ttl(v: &toml::Value) -> Result<Ttl, String> {
+    let text = |v: &toml::Value| match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
+        other => Err(format!(
+            "{other}: expected a duration (\"60s\") or seconds (60)"
+        )),
+    };
+    match v {
+        toml::Value::Table(t) => {
+            let rows = match (t.get("table"), t.len()) {
+                (Some(toml::Value::Array(rows)), 1) => rows,
+                _ => {
+                    return Err(
+                        "a TTL table is { table = [[TTL, WEIGHT], …] }, e.g. { table = [[\"0\", 30], [\"60s\", 50]] }"
+                            .into(),
+                    );
+                }
+            };
+            let mut spec = Vec::with_capacity(rows.len());
+            for row in rows {
+                match row.as_array().map(Vec::as_slice) {
+                    Some([ttl, toml::Value::Integer(w)]) => {
+                        spec.push(format!("{}:{w}", text(ttl)?));
+                    }
+                    _ => return Err(format!("{row}: expected [TTL, WEIGHT], e.g. [\"60s\", 50]")),
+                }
+            }
+            if spec.is_empty() {
+                return Err("the TTL table is empty; give at least one [TTL, WEIGHT]".into());
+            }
+            // Every entry is TTL:WEIGHT, so even one entry parses as a table.
+            config::parse_ttl(&spec.join(","))
+        }
+        other => config::parse_ttl(&text(other)?),
+    }
 }
 
 /// Parses `--value-size`: `1024`, `1k`, a range `100-4096`, or a weighted list

@@ -466,3 +466,53 @@ fn the_builtin_target_speaks_memcached() {
         "plaintext only",
     );
 }
+
+/// `--ttl 0:1,100s:1` over the meta protocol (and the text protocol): each store draws
+/// its exptime from the table, so of 400 keys (each written twice; the last write
+/// decides) memcached's own `mg <key> t` finds about half with no TTL (`t-1`) and half
+/// expiring within 100 s (each share within 12 points: more than 4.5 standard deviations).
+#[test]
+fn a_ttl_table_sets_memcached_exptimes() {
+    for meta in [true, false] {
+        let m = Memcached::start();
+        let dir = TempDir::new("mc-ttl");
+        let target = format!("memcache://{}", m.addr());
+        let mut args = vec![
+            "--target",
+            &target,
+            "--mix",
+            "SET=1",
+            "--keys",
+            "400",
+            "--key-dist",
+            "sequential",
+            "--key-prefix",
+            "t:",
+            "--ttl",
+            "0:1,100s:1",
+            "--rate",
+            "800",
+            "--duration",
+            "1s",
+        ];
+        if meta {
+            args.push("--meta");
+        }
+        let r = CrestRun::new(&dir).args(&args).run(0);
+        assert_eq!(books(&r, "SET").1, 800, "meta {meta}: every SET answered");
+        let replies = m.meta_lines(&(0..400).map(|k| format!("mg t:{k} t")).collect::<Vec<_>>());
+        let (mut none, mut within) = (0, 0);
+        for (k, line) in replies.iter().enumerate() {
+            match line.strip_prefix("HD t") {
+                Some("-1") => none += 1,
+                Some(t) if (1..=100).contains(&t.parse::<i64>().unwrap_or(0)) => within += 1,
+                _ => panic!("meta {meta}: mg t:{k} t: {line:?}"),
+            }
+        }
+        assert!(
+            (none - 200_i32).abs() < 48,
+            "meta {meta}: {none} of 400 without a TTL"
+        );
+        assert_eq!(none + within, 400);
+    }
+}

@@ -628,3 +628,93 @@ fn the_etc_model_reaches_the_server() {
     let median = key_lens[key_lens.len() / 2] as f64;
     assert!((median - 33.9).abs() <= 2.0, "median key length {median}");
 }
+
+/// `--ttl 0:1,100s:2,1h:1`: each SET draws its TTL from the table. Of 2,000 keys (each
+/// written twice; the last write decides), about a quarter keep no TTL, half expire
+/// within 100 s and a quarter within the hour (each share within 5 points, more than 5
+/// standard deviations), and the report echoes the table.
+#[test]
+fn a_ttl_table_reaches_the_server() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("ttl-table");
+    let r = CrestRun::new(&dir)
+        .args(&[
+            "--target",
+            &server.addr(),
+            "--mix",
+            "SET=1",
+            "--keys",
+            "2000",
+            "--key-dist",
+            "sequential",
+            "--key-prefix",
+            "tt:",
+            "--ttl",
+            "0:1,100s:2,1h:1",
+            "--rate",
+            "4000",
+            "--duration",
+            "1s",
+        ])
+        .run(0);
+    assert_eq!(
+        r["settings"]["classes"][0]["ttl_table"], "0:1,100:2,3600:1",
+        "{}",
+        r["settings"]
+    );
+    assert!(r["settings"]["classes"][0]["ttl_s"].is_null());
+    let sets = server.commandstats().get("set").copied().unwrap_or(0);
+    assert_eq!(sets, u(&r["totals"], "completed"));
+    let (mut none, mut short, mut long, mut missing) = (0, 0, 0, 0);
+    for k in 0..2000 {
+        let key = format!("tt:{k}");
+        match server.command(&[b"PTTL", key.as_bytes()]) {
+            crest_resp::Frame::Integer(-1) => none += 1,
+            crest_resp::Frame::Integer(-2) => missing += 1,
+            crest_resp::Frame::Integer(ms) if (1..=100_000).contains(&ms) => short += 1,
+            crest_resp::Frame::Integer(ms) if (100_001..=3_600_000).contains(&ms) => long += 1,
+            other => panic!("PTTL {key}: {other:?}"),
+        }
+    }
+    assert_eq!(missing, 0, "every key written");
+    let share = |n: i32| f64::from(n) / 2000.0;
+    assert!((share(none) - 0.25).abs() < 0.05, "{none} without a TTL");
+    assert!((share(short) - 0.5).abs() < 0.05, "{short} within 100 s");
+    assert!((share(long) - 0.25).abs() < 0.05, "{long} within the hour");
+}
+
+/// A TTL table that may draw 0 is refused before load for EXPIRE (0 would delete the
+/// key), in one line naming the flag; so are a TTL of 0 and malformed tables, on the
+/// command line and in a profile.
+#[test]
+fn bad_ttls_are_refused_in_one_line() {
+    for (ttl, needle) in [
+        ("0", "a TTL of 0"),
+        ("60s:x", "is not a whole number"),
+        ("0:0,60:0", "the weights sum to 0"),
+        ("60s,1h", "TTL:WEIGHT"),
+    ] {
+        let err = crest_fails(&["run", "--ttl", ttl, "--duration", "1s"], needle);
+        assert_eq!(err.trim().lines().count(), 1, "--ttl {ttl}: {err}");
+    }
+    let err = crest_fails(
+        &["run", "--mix", "SET=1,EXPIRE=1", "--ttl", "0:1,60s:1"],
+        "EXPIRE takes the TTL",
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let class =
+        |extra: &str| format!("duration = \"2s\"\n[[class]]\nname = \"c\"\nrate = 100\n{extra}\n");
+    bad_profile(&class("ttl = { table = [] }"), "TTL table is empty");
+    bad_profile(
+        &class("ttl = { table = [[\"60s\"]] }"),
+        "expected [TTL, WEIGHT]",
+    );
+    bad_profile(
+        &class("ttl = { sizes = [[60, 1]] }"),
+        "{ table = [[TTL, WEIGHT]",
+    );
+    bad_profile(
+        &class("mix = { EXPIRE = 1 }\nttl = { table = [[0, 1], [60, 1]] }"),
+        "EXPIRE takes the TTL",
+    );
+}

@@ -71,11 +71,15 @@ impl ClassSpec {
             shape.values.clone(),
             shape.members,
             shape.members_sequential,
-            shape.ttl,
+            shape.ttl_nominal(),
             seed,
         )
         .map_err(wl)?
         .with_content(shape.content, seed);
+        let workload = match &shape.ttl {
+            Some(t) => workload.with_ttl(t.clone()).map_err(wl)?,
+            None => workload,
+        };
         let (profile, closed_for, trace) = match &c.load {
             Load::Open(p) => (Some(p.clone()), None, None),
             Load::Closed { until } => (None, *until, None),

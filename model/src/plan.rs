@@ -114,8 +114,8 @@ pub struct Shape {
     pub content: crate::shapes::Content,
     /// Requests in flight per connection.
     pub pipeline: u32,
-    /// `EX` seconds on SET and EXPIRE.
-    pub ttl: Option<u64>,
+    /// `EX` seconds on SET and EXPIRE: one TTL, or a table drawn per write.
+    pub ttl: Option<crate::shapes::Ttl>,
     /// Keys or members per batched command.
     pub batch: u32,
     /// Members or fields per key.
@@ -136,11 +136,20 @@ impl Shape {
             .iter()
             .map(|(name, weight)| {
                 Ok((
-                    CmdDef::parse_in(protocol, name, self.batch, self.ttl, self.range)?,
+                    CmdDef::parse_in(protocol, name, self.batch, self.ttl_nominal(), self.range)?,
                     *weight,
                 ))
             })
             .collect()
+    }
+
+    /// The TTL a command is built with: the one TTL, or (for a table, which the workload
+    /// draws from per request) the table's first; None: no TTL.
+    pub fn ttl_nominal(&self) -> Option<u64> {
+        self.ttl.as_ref().map(|t| match t {
+            crate::shapes::Ttl::Fixed(s) => *s,
+            crate::shapes::Ttl::Table(l) => l.first().map_or(0, |e| e.0),
+        })
     }
 
     /// Weight of each command in the mix, by the name the report counts it under (a
@@ -295,7 +304,7 @@ mod tests {
             values: ValueSizes::Fixed(8),
             content: Default::default(),
             pipeline: 1,
-            ttl: Some(30),
+            ttl: Some(crate::shapes::Ttl::Fixed(30)),
             batch: 4,
             members: 10,
             members_sequential: false,

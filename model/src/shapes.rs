@@ -86,6 +86,11 @@ pub enum ShapeError {
         "popularity table: {0}; give 1 to 1024 buckets of KEYS=REQUESTS shares > 0, e.g. table:0.1=0.9,0.9=0.1"
     )]
     Table(String),
+    /// A TTL or TTL table out of range.
+    #[error(
+        "TTL: {0}; give seconds from 1 (or a table SECONDS:WEIGHT,… where 0 is no TTL), e.g. 60s or 0:30,60s:50,1h:20"
+    )]
+    Ttl(String),
     /// A key length out of range.
     #[error("key size {0} is out of range; give 1 to 250 bytes (or etc: ETC's key sizes)")]
     KeyLength(u64),
@@ -477,6 +482,84 @@ impl ValueSizes {
                 list.last().map_or(1, |w| w.0)
             }
             ValueSizes::Etc(max) => crate::etc::value_size(rng, *max),
+        }
+    }
+}
+
+/// How long a written key lives (`--ttl`, a profile's `ttl`): one TTL for every write,
+/// or a table drawn per write (a captured or fitted distribution, as cachebench's).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ttl {
+    /// Every write's TTL, in seconds (at least 1).
+    Fixed(u64),
+    /// Per write, one of the TTLs in seconds with probability ∝ its weight; 0 is no TTL
+    /// (a `SET` without `EX`, memcached's exptime 0).
+    Table(Vec<(u64, u32)>),
+}
+
+/// The most entries a TTL table holds.
+pub const MAX_TTL_TABLE: usize = 1024;
+
+impl Ttl {
+    /// Checks every TTL (at most `max` seconds; a fixed one at least 1) and the weights.
+    ///
+    /// # Errors
+    /// [`ShapeError::Ttl`] naming what is wrong.
+    pub fn check(&self, max: u64) -> Result<(), ShapeError> {
+        let bad = |m: String| Err(ShapeError::Ttl(m));
+        match self {
+            Ttl::Fixed(0) => bad("a TTL of 0 s".into()),
+            Ttl::Fixed(t) if *t > max => bad(format!("{t} s is beyond {max} s")),
+            Ttl::Fixed(_) => Ok(()),
+            Ttl::Table(list) if list.is_empty() || list.len() > MAX_TTL_TABLE => {
+                bad(format!("{} entries", list.len()))
+            }
+            Ttl::Table(list) => {
+                if let Some((t, _)) = list.iter().find(|(t, _)| *t > max) {
+                    return bad(format!("{t} s is beyond {max} s"));
+                }
+                if list.iter().all(|(_, w)| *w == 0) {
+                    return bad("the weights sum to 0".into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether a write may go without a TTL (a table holding 0).
+    pub fn may_be_none(&self) -> bool {
+        matches!(self, Ttl::Table(l) if l.iter().any(|(t, w)| *t == 0 && *w > 0))
+    }
+
+    /// The TTL of one write, in seconds (0: none). A fixed TTL draws nothing.
+    #[inline]
+    pub fn next(&self, rng: &mut Rng) -> u64 {
+        match self {
+            Ttl::Fixed(t) => *t,
+            Ttl::Table(list) => {
+                let total: u64 = list.iter().map(|w| u64::from(w.1)).sum();
+                let mut x = rng.below(total.max(1));
+                for (t, w) in list {
+                    if x < u64::from(*w) {
+                        return *t;
+                    }
+                    x -= u64::from(*w);
+                }
+                list.last().map_or(0, |w| w.0)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Ttl {
+    /// The `--ttl` spelling in seconds: `60`, or `0:30,60:50,3600:20`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ttl::Fixed(t) => write!(f, "{t}"),
+            Ttl::Table(list) => {
+                let parts: Vec<String> = list.iter().map(|(t, w)| format!("{t}:{w}")).collect();
+                write!(f, "{}", parts.join(","))
+            }
         }
     }
 }

@@ -18,7 +18,7 @@
 //! engine routes a ring exactly as it routes a cluster.
 
 use crate::rng::Rng;
-use crate::shapes::{Content, KeySpace, ValueSizes};
+use crate::shapes::{Content, KeySpace, Ttl, ValueSizes};
 use crate::slot;
 use crate::target::Protocol;
 use crest_memcache::Expect;
@@ -166,8 +166,12 @@ pub enum Part {
     Member,
     /// A score, the member number of the same group (`__score__`).
     Score,
-    /// The class's TTL in seconds (`__ttl__`).
+    /// The class's TTL in seconds (`__ttl__`; drawn per request from a TTL table).
     Ttl,
+    /// RESP `SET`'s `EX <seconds>`: two words, or none when a TTL table draws 0 (no TTL).
+    ExTtl,
+    /// memcached meta's TTL flag `T<seconds>`.
+    TtlFlag,
     /// valkey-benchmark's `-r`: a word with `__rand12__` inside (`key:__rand12__`), the
     /// placeholder replaced by a number drawn uniformly below the keyspace's size, zero
     /// padded to 12 digits (`key:000000001234`), each occurrence drawn anew.
@@ -219,6 +223,11 @@ pub enum WorkloadError {
     /// A command Crest does not know.
     #[error("unknown command {0:?}; known: {list} or a template like \"SET __key__ __value__ EX 60\"", list = BUILTINS.join(" "))]
     UnknownCommand(String),
+    /// A TTL table that may draw 0 (no TTL) for a RESP command other than `SET`.
+    #[error(
+        "{0} takes the TTL, and the TTL table holds 0 (no TTL): {0} with 0 deletes the key or is refused; drop the 0 entry, or send the TTL only through SET"
+    )]
+    TtlNone(String),
     /// All weights are zero.
     #[error("command weights sum to 0; give at least one command a weight > 0")]
     ZeroWeights,
@@ -386,16 +395,23 @@ impl CmdDef {
         let name = t.to_ascii_uppercase();
         let b = batch.max(1);
         // SET without a TTL stores for good (exptime 0); a touch without one sets 60 s,
-        // as EXPIRE does for Redis.
-        let exptime = ttl.unwrap_or(0).to_string();
-        let touch = ttl.unwrap_or(60).to_string();
-        let tflag = |t: &str| lit(&format!("T{t}"));
+        // as EXPIRE does for Redis. With a TTL the workload writes it (drawn per request
+        // from a table, or the one TTL).
+        let exptime = || if ttl.is_some() { Part::Ttl } else { lit("0") };
+        let touch = || if ttl.is_some() { Part::Ttl } else { lit("60") };
+        let tflag = || {
+            if ttl.is_some() {
+                Part::TtlFlag
+            } else {
+                lit("T60")
+            }
+        };
         let one = |head: Vec<Part>, e: Expect| (head, vec![], 0, vec![], e);
         let store = |verb: &str, mode: &str| {
             if meta {
                 let mut h = vec![lit("ms"), Part::Key, Part::Value];
                 if ttl.is_some() {
-                    h.push(tflag(&exptime));
+                    h.push(Part::TtlFlag);
                 }
                 if !mode.is_empty() {
                     h.push(lit(mode));
@@ -403,7 +419,7 @@ impl CmdDef {
                 one(h, Expect::Meta)
             } else {
                 one(
-                    vec![lit(verb), Part::Key, lit("0"), lit(&exptime), Part::Value],
+                    vec![lit(verb), Part::Key, lit("0"), exptime(), Part::Value],
                     Expect::Line,
                 )
             }
@@ -416,7 +432,7 @@ impl CmdDef {
             } else {
                 let mut h = vec![lit(verb)];
                 if verb.starts_with("gat") {
-                    h.push(lit(&touch));
+                    h.push(touch());
                 }
                 h.push(Part::Key);
                 one(h, Expect::Values { keys: 1 })
@@ -425,8 +441,8 @@ impl CmdDef {
         let (head, group, times, tail, expect) = match name.as_str() {
             "GET" => get("get", &[lit("v")]),
             "GETS" => get("gets", &[lit("v"), lit("c")]),
-            "GAT" => get("gat", &[lit("v"), tflag(&touch)]),
-            "GATS" => get("gats", &[lit("v"), lit("c"), tflag(&touch)]),
+            "GAT" => get("gat", &[lit("v"), tflag()]),
+            "GATS" => get("gats", &[lit("v"), lit("c"), tflag()]),
             "MGET" if meta => (
                 vec![],
                 vec![lit("mg"), Part::Key, lit("v"), lit("q"), Part::Eol],
@@ -458,7 +474,7 @@ impl CmdDef {
                     lit("cas"),
                     Part::Key,
                     lit("0"),
-                    lit(&exptime),
+                    exptime(),
                     Part::Value,
                     lit("1"),
                 ],
@@ -470,8 +486,8 @@ impl CmdDef {
             "INCR" => one(vec![lit("incr"), Part::Key, lit("1")], Expect::Line),
             "DECR" if meta => one(vec![lit("ma"), Part::Key, lit("MD")], Expect::Meta),
             "DECR" => one(vec![lit("decr"), Part::Key, lit("1")], Expect::Line),
-            "TOUCH" if meta => one(vec![lit("mg"), Part::Key, tflag(&touch)], Expect::Meta),
-            "TOUCH" => one(vec![lit("touch"), Part::Key, lit(&touch)], Expect::Line),
+            "TOUCH" if meta => one(vec![lit("mg"), Part::Key, tflag()], Expect::Meta),
+            "TOUCH" => one(vec![lit("touch"), Part::Key, touch()], Expect::Line),
             "PING" if meta => one(vec![lit("mn")], Expect::Meta),
             "PING" => one(vec![lit("version")], Expect::Line),
             _ => return Err(WorkloadError::NotMemcache(t.to_string())),
@@ -533,6 +549,15 @@ impl CmdDef {
         Ok(def)
     }
 
+    /// Whether it sends the TTL as a word of its own in RESP (`EXPIRE`, a `__ttl__`
+    /// template), where 0 would not mean "no TTL".
+    pub fn ttl_word(&self) -> bool {
+        self.form != Form::Mc
+            && [&self.head, &self.group, &self.tail]
+                .iter()
+                .any(|ps| ps.contains(&Part::Ttl))
+    }
+
     /// Keys one request names (a batch's count included).
     pub fn keys(&self) -> u32 {
         self.keys
@@ -581,13 +606,7 @@ impl CmdDef {
         let (head, group, times, tail) = match name.as_str() {
             "GET" => one(vec![lit("GET"), Part::Key]),
             "SET" => match ttl {
-                Some(_) => one(vec![
-                    lit("SET"),
-                    Part::Key,
-                    Part::Value,
-                    lit("EX"),
-                    Part::Ttl,
-                ]),
+                Some(_) => one(vec![lit("SET"), Part::Key, Part::Value, Part::ExTtl]),
                 None => one(vec![lit("SET"), Part::Key, Part::Value]),
             },
             "DEL" => one(vec![lit("DEL"), Part::Key]),
@@ -720,8 +739,18 @@ impl CmdDef {
         }
     }
 
+    /// Words sent, `EX <seconds>` counted as two.
     fn argc(&self) -> usize {
-        self.head.len() + self.group.len() * self.times as usize + self.tail.len()
+        self.head.len()
+            + usize::from(self.ex_ttl())
+            + self.group.len() * self.times as usize
+            + self.tail.len()
+    }
+
+    /// Whether it ends in `EX <seconds>` (RESP `SET` with a TTL).
+    #[inline]
+    fn ex_ttl(&self) -> bool {
+        self.head.last() == Some(&Part::ExTtl)
     }
 }
 
@@ -738,6 +767,8 @@ pub struct Workload {
     /// Members are numbered in order (growth: every ZADD adds new members) instead of drawn.
     pub members_sequential: bool,
     ttl: Vec<u8>,
+    /// A TTL table drawn per request ([`Workload::with_ttl`]); None: `ttl` always.
+    ttls: Option<Ttl>,
     /// The bytes every value is a slice of; shared, so a connection can write a large
     /// value straight from here ([`Wire::value`]) instead of copying it per request.
     value: Arc<[u8]>,
@@ -894,6 +925,7 @@ impl Workload {
             members: members.max(1),
             members_sequential,
             ttl: ttl.unwrap_or(60).to_string().into_bytes(),
+            ttls: None,
             value,
             window: 0,
             // A tag complete within the prefix decides every key's slot (the digits after
@@ -914,6 +946,38 @@ impl Workload {
             self.window = content.window();
         }
         self
+    }
+
+    /// Each write's TTL from `ttl` from now on: one TTL, or a table drawn per request
+    /// (a 0 drawn sends `SET` without `EX`, memcached's exptime 0).
+    ///
+    /// # Errors
+    /// [`WorkloadError::TtlNone`] when the table may draw 0 and a RESP command other than
+    /// `SET` takes the TTL (`EXPIRE k 0`, a `__ttl__` template): 0 there deletes the key
+    /// rather than keeping it.
+    pub fn with_ttl(mut self, ttl: Ttl) -> Result<Self, WorkloadError> {
+        if ttl.may_be_none()
+            && let Some((c, _)) = self.commands.iter().find(|(c, _)| c.ttl_word())
+        {
+            return Err(WorkloadError::TtlNone(c.name.clone()));
+        }
+        match ttl {
+            Ttl::Fixed(t) => {
+                self.ttl = t.to_string().into_bytes();
+                self.ttls = None;
+            }
+            table => self.ttls = Some(table),
+        }
+        Ok(self)
+    }
+
+    /// One request's TTL: drawn from the table, or the one TTL.
+    #[inline]
+    fn ttl_now<'a>(&'a self, rng: &mut Rng, d: &'a mut [u8; 20]) -> &'a [u8] {
+        match &self.ttls {
+            Some(t) => digits(t.next(rng), d),
+            None => &self.ttl,
+        }
     }
 
     /// Where a value starts in the shared buffer: 0 for fixed content, else drawn.
@@ -1116,15 +1180,21 @@ impl Workload {
             b.extend_from_slice(b"\r\n");
             return;
         }
+        // A TTL table's draw comes first: a 0 (no TTL) leaves `EX` out, two words fewer.
+        let ttl = match &self.ttls {
+            Some(t) if def.ex_ttl() => Some(t.next(rng)),
+            _ => None,
+        };
         let b = out.bytes();
         b.push(b'*');
-        push_uint(b, def.argc() as u64);
+        push_uint(b, (def.argc() - 2 * usize::from(ttl == Some(0))) as u64);
         b.extend_from_slice(b"\r\n");
         let mut st = Draws {
             member: None,
             first: key,
             first_used: false,
             slot: None,
+            ttl,
         };
         for p in &def.head {
             self.part(p, rng, cur, &mut st, out);
@@ -1154,6 +1224,7 @@ impl Workload {
             first: key,
             first_used: false,
             slot: None,
+            ttl: None,
         };
         let mut line = McLine {
             start: true,
@@ -1233,7 +1304,15 @@ impl Workload {
                 out.push(b'm');
                 out.extend_from_slice(digits(n, &mut d));
             }
-            Part::Ttl => out.extend_from_slice(&self.ttl),
+            Part::Ttl => out.extend_from_slice(self.ttl_now(rng, &mut d)),
+            Part::TtlFlag => {
+                out.push(b'T');
+                out.extend_from_slice(self.ttl_now(rng, &mut d));
+            }
+            Part::ExTtl => {
+                out.extend_from_slice(b"EX ");
+                out.extend_from_slice(self.ttl_now(rng, &mut d));
+            }
             Part::Padded(before, after) => {
                 let digits = digits(rng.below(self.keys.count.max(1)), &mut d);
                 out.extend_from_slice(before);
@@ -1327,7 +1406,27 @@ impl Workload {
                     .unwrap_or_else(|| self.next_member(rng, cur));
                 prefixed_number(out, b"m", n);
             }
-            Part::Ttl => bulk(out, &self.ttl),
+            Part::Ttl => bulk(out, self.ttl_now(rng, &mut [0; 20])),
+            Part::TtlFlag => {
+                let mut d = [0u8; 20];
+                let t = self.ttl_now(rng, &mut d);
+                out.push(b'$');
+                push_uint(out, t.len() as u64 + 1);
+                out.extend_from_slice(b"\r\nT");
+                out.extend_from_slice(t);
+                out.extend_from_slice(b"\r\n");
+            }
+            Part::ExTtl => match st.ttl {
+                Some(0) => {}
+                Some(t) => {
+                    bulk(out, b"EX");
+                    bulk(out, digits(t, &mut [0; 20]));
+                }
+                None => {
+                    bulk(out, b"EX");
+                    bulk(out, &self.ttl);
+                }
+            },
             Part::Padded(before, after) => {
                 let n = rng.below(self.keys.count.max(1));
                 let mut d = [0u8; 20];
@@ -1367,6 +1466,8 @@ struct Draws {
     first_used: bool,
     /// The first key's slot, once a later key needed it.
     slot: Option<u16>,
+    /// `EX`'s TTL, drawn before the array's length was written (None: the one TTL).
+    ttl: Option<u64>,
 }
 
 /// Largest keyspace [`Workload::for_cluster`] indexes by slot (64 MB of index).
@@ -1589,6 +1690,7 @@ mod tests {
     use super::*;
     use crate::shapes::KeyDist;
     use crest_resp::Frame;
+    use std::collections::BTreeMap;
 
     fn w(cmds: &[(&str, u32)], batch: u32, ttl: Option<u64>) -> Workload {
         Workload::new(
@@ -1963,12 +2065,67 @@ mod tests {
         assert!(!one.multi_key());
         one.for_cluster().unwrap();
     }
+
+    /// A TTL table drawn per SET: a 0 sends `SET k v` (three words, the array's length
+    /// says so), anything else `EX <seconds>`, in the table's proportions.
+    #[test]
+    fn a_ttl_table_is_drawn_per_set_and_zero_leaves_ex_out() {
+        let table = Ttl::Table(vec![(0, 1), (60, 2), (3600, 1)]);
+        let wl = w(&[("SET", 1)], 1, Some(60)).with_ttl(table).unwrap();
+        let (mut rng, mut cur) = (Rng::new(3), Cursor::default());
+        let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+        for _ in 0..8000 {
+            let mut out = Vec::new();
+            wl.encode(0, &mut rng, &mut cur, &mut out);
+            let a = bulks(&out);
+            let key = match a.as_slice() {
+                [s, _, v] if s == b"SET" && v.len() == 3 => "none".to_string(),
+                [s, _, v, ex, t] if s == b"SET" && v.len() == 3 && ex == b"EX" => {
+                    String::from_utf8(t.clone()).unwrap()
+                }
+                other => panic!("{other:?}"),
+            };
+            *seen.entry(key).or_default() += 1;
+        }
+        let share = |k: &str| f64::from(seen[k]) / 8000.0;
+        assert!((share("none") - 0.25).abs() < 0.02, "{seen:?}");
+        assert!((share("60") - 0.5).abs() < 0.02, "{seen:?}");
+        assert!((share("3600") - 0.25).abs() < 0.02, "{seen:?}");
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        // One TTL draws nothing: the same bytes as before tables existed.
+        let one = w(&[("SET", 1)], 1, Some(60));
+        let again = one.clone().with_ttl(Ttl::Fixed(60)).unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        one.encode(0, &mut Rng::new(9), &mut Cursor::default(), &mut a);
+        again.encode(0, &mut Rng::new(9), &mut Cursor::default(), &mut b);
+        assert_eq!(a, b);
+        assert!(a.ends_with(b"$2\r\nEX\r\n$2\r\n60\r\n"), "{a:?}");
+    }
+
+    /// `EXPIRE k 0` deletes the key and a template's `__ttl__` means what it says: a table
+    /// that may draw 0 is refused for them, and taken for SET and for memcached.
+    #[test]
+    fn a_ttl_table_with_zero_is_refused_where_zero_is_not_none() {
+        let zero = Ttl::Table(vec![(0, 1), (60, 1)]);
+        for cmd in ["EXPIRE", "SET __key__ __value__ PX __ttl__"] {
+            let e = w(&[(cmd, 1)], 1, Some(60))
+                .with_ttl(zero.clone())
+                .unwrap_err();
+            assert!(matches!(e, WorkloadError::TtlNone(_)), "{cmd}: {e}");
+        }
+        assert!(
+            w(&[("EXPIRE", 1)], 1, Some(60))
+                .with_ttl(Ttl::Table(vec![(5, 1), (60, 1)]))
+                .is_ok()
+        );
+    }
 }
 
 #[cfg(test)]
 mod memcache_tests {
     use super::*;
     use crate::shapes::KeyDist;
+    use std::collections::BTreeMap;
 
     fn mc(proto: Protocol, cmd: &str, batch: u32, ttl: Option<u64>) -> Workload {
         Workload::new(
@@ -1991,6 +2148,49 @@ mod memcache_tests {
         };
         w.encode(0, &mut Rng::new(1), &mut cur, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    /// memcached takes a table that may draw 0 for any command: exptime 0 is no TTL.
+    #[test]
+    fn memcached_takes_zero_ttls_everywhere() {
+        let zero = Ttl::Table(vec![(0, 1), (60, 1)]);
+        for p in [Protocol::McText, Protocol::McMeta] {
+            for cmd in ["TOUCH", "GAT", "SET"] {
+                assert!(
+                    mc(p, cmd, 1, Some(60)).with_ttl(zero.clone()).is_ok(),
+                    "{p:?} {cmd}"
+                );
+            }
+        }
+    }
+
+    /// memcached's exptime (text) and `T` flag (meta) are drawn per request from a table.
+    #[test]
+    fn memcached_draws_exptime_from_a_ttl_table() {
+        let table = Ttl::Table(vec![(0, 1), (90, 1)]);
+        let draw = |p: Protocol, cmd: &str| -> BTreeMap<String, u32> {
+            let wl = mc(p, cmd, 1, Some(90)).with_ttl(table.clone()).unwrap();
+            let (mut rng, mut cur) = (Rng::new(5), Cursor::default());
+            let mut seen = BTreeMap::new();
+            for _ in 0..400 {
+                let mut out = Vec::new();
+                wl.encode(0, &mut rng, &mut cur, &mut out);
+                let first = String::from_utf8(out).unwrap();
+                let first = first.split("\r\n").next().unwrap().to_string();
+                let word = match p {
+                    Protocol::McMeta => first.split(' ').find(|w| w.starts_with('T')),
+                    _ => first.split(' ').nth(3),
+                };
+                *seen.entry(word.unwrap().to_string()).or_default() += 1;
+            }
+            seen
+        };
+        let text = draw(Protocol::McText, "SET");
+        assert_eq!(text.keys().collect::<Vec<_>>(), ["0", "90"], "{text:?}");
+        assert!(text.values().all(|n| *n > 150), "{text:?}");
+        let meta = draw(Protocol::McMeta, "SET");
+        assert_eq!(meta.keys().collect::<Vec<_>>(), ["T0", "T90"], "{meta:?}");
+        assert!(meta.values().all(|n| *n > 150), "{meta:?}");
     }
 
     #[test]

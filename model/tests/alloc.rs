@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crest_model::rng::Rng;
-use crest_model::shapes::{Content, KeyDist, KeySpace, ValueSizes};
+use crest_model::shapes::{Content, KeyDist, KeySpace, Ttl, ValueSizes};
 use crest_model::workload::{CmdDef, Cursor, Workload};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +38,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 #[test]
-fn encoding_a_request_allocates_nothing_whatever_the_value_content() {
+fn encoding_a_request_allocates_nothing_whatever_the_value_content_or_ttl() {
     for content in [Content::Fixed, Content::Random, Content::Compressible(3.0)] {
         let wl = Workload::new(
             vec![
@@ -53,7 +53,10 @@ fn encoding_a_request_allocates_nothing_whatever_the_value_content() {
             1,
         )
         .unwrap()
-        .with_content(content, 5);
+        .with_content(content, 5)
+        // A TTL table drawn per SET (0: no EX) costs nothing either.
+        .with_ttl(Ttl::Table(vec![(0, 1), (60, 2), (86_400, 1)]))
+        .unwrap();
         let mut rng = Rng::new(1);
         let mut cur = Cursor::default();
         let mut out = Vec::with_capacity(64 << 20);

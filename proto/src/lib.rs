@@ -61,8 +61,9 @@ pub mod pb {
 /// older worker would find no rate profile for the class. Version 14:
 /// `ClassPlan.value_content` (random or compressible values), `ValueSizes.etc` and
 /// `ARRIVAL_ETC` (Facebook ETC's sizes and gaps); an older worker would send the same bytes
-/// every time, and refuse the rest.
-pub const PROTOCOL_VERSION: u32 = 14;
+/// every time, and refuse the rest. Version 15: `ClassPlan.ttl_table` (a TTL drawn per
+/// write); an older worker would write no TTL.
+pub const PROTOCOL_VERSION: u32 = 15;
 
 /// Silence from the peer longer than this stops the run (the worker's dead man's switch).
 pub const DEAD_MAN: Duration = Duration::from_secs(1);

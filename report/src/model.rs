@@ -521,8 +521,12 @@ pub struct ClassSettings {
     pub connections: u32,
     /// Requests in flight per connection.
     pub pipeline: u32,
-    /// TTL, seconds.
+    /// TTL, seconds (a TTL table: absent, and `ttl_table` holds it).
     pub ttl_s: Option<u64>,
+    /// A TTL table drawn per write, `SECONDS:WEIGHT,…` (0: no TTL); empty for one TTL or
+    /// none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ttl_table: String,
     /// Members or keys per batch command.
     pub batch: u32,
     /// Members (fields) per key of a collection command (absent from reports before it

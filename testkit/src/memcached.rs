@@ -69,6 +69,31 @@ impl Memcached {
         stats(&self.addr()).expect("memcached answers stats")
     }
 
+    /// The one-line replies to meta commands sent on one connection, in order (each
+    /// `line` without its CRLF, and answered by one line: `mg key t`, `mn`, …).
+    pub fn meta_lines(&self, lines: &[String]) -> Vec<String> {
+        let mut s = TcpStream::connect(self.addr()).expect("memcached accepts");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("a read timeout");
+        let mut req = Vec::new();
+        for l in lines {
+            req.extend_from_slice(l.as_bytes());
+            req.extend_from_slice(b"\r\n");
+        }
+        s.write_all(&req).expect("memcached reads");
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while buf.iter().filter(|b| **b == b'\n').count() < lines.len() {
+            let n = s.read(&mut chunk).expect("memcached answers");
+            assert!(n > 0, "memcached closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&buf)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Stops it at once (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut p) = self.proc.take() {

@@ -291,9 +291,10 @@ pub struct LoadArgs {
     /// fleet, longest-lived first (a deploy storm), e.g. 50 or 50/s.
     #[arg(long, value_parser = config::parse_conn_rate, conflicts_with = "conn_lifetime")]
     pub conn_rate: Option<f64>,
-    /// TTL for SET (sent as EX) and EXPIRE, e.g. 60s.
-    #[arg(long, value_parser = config::parse_duration, allow_hyphen_values = true)]
-    pub ttl: Option<Duration>,
+    /// TTL for SET (sent as EX) and EXPIRE, e.g. 60s; or a table drawn per write,
+    /// TTL:WEIGHT,… where 0 is no TTL (SET without EX), e.g. 0:30,60s:50,1h:20.
+    #[arg(long, value_parser = config::parse_ttl, allow_hyphen_values = true)]
+    pub ttl: Option<crest_model::shapes::Ttl>,
     /// Members or keys per MSET, MGET, HSET, ZADD, SADD, LPUSH call.
     #[arg(long)]
     pub batch: Option<u32>,

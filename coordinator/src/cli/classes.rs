@@ -3,13 +3,13 @@
 
 use super::args::RunArgs;
 use super::parse::{err, file_duration};
-use crate::config::{self, ClassConfig, ConfigError, RateArg, check_class, parse_duration};
+use crate::config::{self, ClassConfig, ConfigError, RateArg, check_class};
 use crate::defaults;
 use crate::profile::{self, FileToml, KeysToml};
 use crest_model::convert::limits;
 use crest_model::plan::{KeySpec, Shape};
 use crest_model::schedule::{Profile, Segment};
-use crest_model::shapes::{Content, KeyLengths, ValueSizes};
+use crest_model::shapes::{Content, KeyLengths, Ttl, ValueSizes};
 use crest_model::target::Protocol;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ pub(super) struct ClassLayer {
     content: Option<Content>,
     connections: Option<u32>,
     pipeline: Option<u32>,
-    ttl: Option<u64>,
+    ttl: Option<Ttl>,
     batch: Option<u32>,
     members: Option<u64>,
     members_sequential: Option<bool>,
@@ -84,7 +84,7 @@ impl ClassLayer {
                 .transpose()?,
             connections: a.load.connections,
             pipeline: a.load.pipeline,
-            ttl: a.load.ttl.map(|t| t.as_secs().max(1)),
+            ttl: a.load.ttl.clone(),
             batch: a.load.batch,
             members: None,
             members_sequential: None,
@@ -144,12 +144,8 @@ impl ClassLayer {
             pipeline: c.pipeline,
             ttl: c
                 .ttl
-                .as_deref()
-                .map(|t| {
-                    parse_duration(t)
-                        .map(|d| d.as_secs().max(1))
-                        .map_err(|e| format!("ttl: {e}"))
-                })
+                .as_ref()
+                .map(|t| profile::parse_ttl(t).map_err(|e| format!("ttl: {e}")))
                 .transpose()?,
             batch: c.batch,
             members: c.members,

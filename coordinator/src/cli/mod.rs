@@ -576,7 +576,7 @@ pub(crate) fn test_run(rate: f64, secs: u64) -> RunConfig {
 mod tests {
     use super::classes::ratio_mix;
     use super::*;
-    use crest_model::shapes::ValueSizes;
+    use crest_model::shapes::{Ttl, ValueSizes};
     use crest_model::target::Resp;
     use std::path::PathBuf;
 
@@ -697,14 +697,34 @@ mod tests {
 
     /// Regression (issue 7): the file's `ttl` used to win over `--ttl`. Every setting is
     /// flag, then file, then the defaults table.
+    /// A profile's `ttl`: a duration, seconds, a `--ttl` table string, or a TOML table.
+    #[test]
+    fn a_profile_ttl_may_be_a_table() {
+        for (ttl, want) in [
+            ("\"30s\"", Ttl::Fixed(30)),
+            ("45", Ttl::Fixed(45)),
+            ("\"0:1,1h:1\"", Ttl::Table(vec![(0, 1), (3600, 1)])),
+            (
+                "{ table = [[\"0\", 1], [\"60s\", 3], [90, 2]] }",
+                Ttl::Table(vec![(0, 1), (60, 3), (90, 2)]),
+            ),
+            ("{ table = [[0, 5]] }", Ttl::Table(vec![(0, 5)])),
+        ] {
+            let body =
+                format!("duration = \"2s\"\n[[class]]\nname = \"c\"\nrate = 100\nttl = {ttl}\n");
+            let cfg = with_file(&body, "ttl", |_| {});
+            assert_eq!(cfg.classes[0].shape.ttl, Some(want), "{ttl}");
+        }
+    }
+
     #[test]
     fn flag_then_file_then_default_for_every_layered_setting() {
         let body = "duration = \"2s\"\n[[class]]\nname = \"c\"\nrate = 100\nttl = \"30s\"\nconnections = 7\npipeline = 3\n";
         let file = with_file(body, "file", |_| {});
         let c = &file.classes[0];
         assert_eq!(
-            (c.shape.ttl, c.connections, c.shape.pipeline),
-            (Some(30), 7, 3)
+            (c.shape.ttl.clone(), c.connections, c.shape.pipeline),
+            (Some(Ttl::Fixed(30)), 7, 3)
         );
         assert_eq!(c.shape.batch, defaults::BATCH);
         assert_eq!(c.shape.keys.count, defaults::KEYS);
@@ -712,14 +732,19 @@ mod tests {
         assert_eq!(c.shape.mix, ratio_mix(defaults::RATIO));
         assert_eq!(file.timeout, defaults::TIMEOUT);
         let flags = with_file(body, "flags", |a| {
-            a.load.ttl = Some(Duration::from_secs(5));
+            a.load.ttl = Some(Ttl::Fixed(5));
             a.load.connections = Some(9);
             a.load.batch = Some(4);
         });
         let c = &flags.classes[0];
         assert_eq!(
-            (c.shape.ttl, c.connections, c.shape.pipeline, c.shape.batch),
-            (Some(5), 9, 3, 4)
+            (
+                c.shape.ttl.clone(),
+                c.connections,
+                c.shape.pipeline,
+                c.shape.batch
+            ),
+            (Some(Ttl::Fixed(5)), 9, 3, 4)
         );
     }
 

@@ -377,7 +377,7 @@ mod tests {
         c.shape.values = ValueSizes::Range(100, 4096);
         c.connections = 9;
         c.shape.pipeline = 3;
-        c.shape.ttl = Some(60);
+        c.shape.ttl = Some(crest_model::shapes::Ttl::Fixed(60));
         c.shape.batch = 5;
         c.shape.members = 77;
         c.shape.members_sequential = true;
@@ -463,7 +463,7 @@ mod tests {
         );
         assert_eq!(plan.shape.values, ValueSizes::Range(100, 4096));
         assert_eq!(plan.shape.pipeline, 3);
-        assert_eq!(plan.shape.ttl, Some(60));
+        assert_eq!(plan.shape.ttl, Some(crest_model::shapes::Ttl::Fixed(60)));
         assert_eq!(plan.shape.batch, 5);
         assert_eq!(plan.shape.members, 77);
         assert!(plan.shape.members_sequential);
@@ -492,7 +492,7 @@ mod tests {
         assert_eq!(p.shape.batch, 1);
         assert!(!p.shape.members_sequential);
         assert_eq!(p.shape.values, c.shape.values);
-        assert_eq!(p.shape.ttl, Some(60));
+        assert_eq!(p.shape.ttl, Some(crest_model::shapes::Ttl::Fixed(60)));
         assert_eq!(p.shape.members, 77);
         assert_eq!(p.shape.range, 12);
     }

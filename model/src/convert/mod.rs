@@ -92,7 +92,15 @@ mod tests {
                     (1u32..100).prop_map(|r| crate::shapes::Content::Compressible(f64::from(r))),
                 ],
             ),
-            (1u32..1000, prop::option::of(1u64..100_000), 1u32..100),
+            (
+                1u32..1000,
+                prop::option::of(prop_oneof![
+                    (1u64..100_000).prop_map(crate::shapes::Ttl::Fixed),
+                    prop::collection::vec((0u64..100_000, 1u32..100), 1..8)
+                        .prop_map(crate::shapes::Ttl::Table),
+                ]),
+                1u32..100,
+            ),
             (any::<u64>(), any::<bool>(), any::<u32>()),
         )
             .prop_map(

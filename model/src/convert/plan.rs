@@ -280,7 +280,17 @@ impl From<&ClassPlan> for pb::ClassPlan {
             keys: Some((&shape.keys).into()),
             values: Some((&shape.values).into()),
             pipeline: shape.pipeline,
-            ttl_s: shape.ttl.unwrap_or(0),
+            ttl_s: match shape.ttl {
+                Some(crate::shapes::Ttl::Fixed(s)) => s,
+                _ => 0,
+            },
+            ttl_table: match &shape.ttl {
+                Some(crate::shapes::Ttl::Table(l)) => l
+                    .iter()
+                    .map(|&(seconds, weight)| pb::TtlWeight { seconds, weight })
+                    .collect(),
+                _ => Vec::new(),
+            },
             batch: shape.batch,
             members: shape.members,
             members_sequential: shape.members_sequential,
@@ -369,10 +379,7 @@ impl TryFrom<&pb::ClassPlan> for ClassPlan {
                 keys,
                 values,
                 pipeline: check_range("pipeline", c.pipeline, 1, limits::MAX_PIPELINE)?,
-                ttl: match c.ttl_s {
-                    0 => None,
-                    s => Some(check_range("ttl_s", s, 1, limits::MAX_TTL_S)?),
-                },
+                ttl: ttl_of(c)?,
                 batch: check_range("batch", c.batch, 1, limits::MAX_BATCH)?,
                 members: c.members,
                 members_sequential: c.members_sequential,
@@ -387,6 +394,32 @@ impl TryFrom<&pb::ClassPlan> for ClassPlan {
                 },
             },
         })
+    }
+}
+
+/// A class's TTL: `ttl_s`, or the table (never both).
+fn ttl_of(c: &pb::ClassPlan) -> Result<Option<crate::shapes::Ttl>, WireError> {
+    use crate::shapes::{MAX_TTL_TABLE, Ttl};
+    match (c.ttl_s, c.ttl_table.is_empty()) {
+        (0, true) => Ok(None),
+        (s, true) => Ok(Some(Ttl::Fixed(check_range(
+            "ttl_s",
+            s,
+            1,
+            limits::MAX_TTL_S,
+        )?))),
+        (0, false) => {
+            check_len("ttl_table", c.ttl_table.len(), MAX_TTL_TABLE)?;
+            let t = Ttl::Table(c.ttl_table.iter().map(|w| (w.seconds, w.weight)).collect());
+            t.check(limits::MAX_TTL_S)
+                .map_err(|e| WireError::new("ttl_table", t.to_string(), e.to_string()))?;
+            Ok(Some(t))
+        }
+        (s, false) => Err(WireError::new(
+            "ttl_s",
+            s,
+            "0 when a ttl_table is given (one or the other)",
+        )),
     }
 }
 
