@@ -230,7 +230,11 @@ pub fn build(cfg: &RunConfig, mut results: RunResults) -> Report {
         }
         .into(),
         settings: Settings {
-            classes: class_settings(cfg, &class_target),
+            classes: class_settings(
+                cfg,
+                &class_target,
+                members.iter().map(|m| m.info.shards).sum(),
+            ),
             pacer: pacer_word(cfg.pacer),
             lag_bound_us: cfg.pacer.lag_bound_ns() as f64 / 1e3,
             timeout_s: cfg.timeout.as_secs_f64(),
@@ -437,7 +441,11 @@ fn tls_report(cfg: &RunConfig, results: &RunResults) -> Option<TlsReport> {
 }
 
 /// Each class's settings as the report echoes them; `rate` is what the class asked for.
-fn class_settings(cfg: &RunConfig, rate: &dyn Fn(usize) -> Target) -> Vec<ClassSettings> {
+fn class_settings(
+    cfg: &RunConfig,
+    rate: &dyn Fn(usize) -> Target,
+    shards: u32,
+) -> Vec<ClassSettings> {
     cfg.classes
         .iter()
         .enumerate()
@@ -466,7 +474,7 @@ fn class_settings(cfg: &RunConfig, rate: &dyn Fn(usize) -> Target) -> Vec<ClassS
             key_size: c.shape.keys.lengths.name(),
             value_sizes: c.shape.values.to_string(),
             value_content: c.shape.content.to_string(),
-            connections: c.connections,
+            connections: cfg.connections(c, shards),
             pipeline: c.shape.pipeline,
             ttl_s: match c.shape.ttl {
                 Some(Ttl::Fixed(s)) => Some(s),
@@ -705,7 +713,7 @@ mod tests {
         c.shape.members_sequential = true;
         c.shape.range = 7;
         c.prefill = true;
-        let s = class_settings(&cfg, &|_| Target::Rate(250.0));
+        let s = class_settings(&cfg, &|_| Target::Rate(250.0), 2);
         assert_eq!(
             s,
             vec![ClassSettings {
@@ -761,7 +769,7 @@ mod tests {
                 Target::MAX
             }
         };
-        let s = class_settings(&cfg, &rate);
+        let s = class_settings(&cfg, &rate, 2);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].rate, Target::Rate(100.0));
         assert_eq!(

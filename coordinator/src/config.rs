@@ -353,6 +353,16 @@ impl RunConfig {
     pub fn closed_loop(&self) -> bool {
         self.classes.iter().all(|c| c.profile.is_none())
     }
+
+    /// Class `c`'s connections across a fleet of `shards` shards: as asked, but a
+    /// replay's at least one per shard (its trace falls to every shard by key hash).
+    pub fn connections(&self, c: &ClassConfig, shards: u32) -> u32 {
+        if self.replay.is_some() {
+            c.connections.max(shards)
+        } else {
+            c.connections
+        }
+    }
 }
 
 /// Most timeline rows one run may have (`--duration` / `--interval`): a row is ~0.3 KB in

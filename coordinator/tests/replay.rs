@@ -99,8 +99,9 @@ fn check_calls(server: &Server, calls: &BTreeMap<&str, u64>, times: u64) {
     }
 }
 
-/// A Twitter trace over two remote workers (one shard each): every request reaches the
-/// server once, in order per key; each second's `scheduled` is the trace's count; the
+/// A Twitter trace over two remote workers (one shard each, three connections each with
+/// `--connections 6`): every request reaches the server once, in order per key (each key
+/// on one connection of its shard); each second's `scheduled` is the trace's count; the
 /// report's replay section and the skipped lines (with their first line) are right.
 #[test]
 fn a_twitter_trace_replays_over_two_workers_exactly() {
@@ -130,6 +131,8 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
         // Wide: a busy machine's late start sends the first requests from the backlog.
         "--timeout",
         "10s",
+        "--connections",
+        "6",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -193,8 +196,14 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
         "{rp}"
     );
     assert_eq!(r["workers"].as_array().unwrap().len(), 2);
+    assert_eq!(r["settings"]["classes"][0]["connections"], 6);
     let stdout = read_log(dir.path(), "crest", "stdout");
     assert!(stdout.contains("replay skipped:"), "{stdout}");
+    let stderr = read_log(dir.path(), "crest", "stderr");
+    assert!(
+        stderr.contains("2 shard(s), 1 class(es), 6 connections"),
+        "{stderr}"
+    );
 }
 
 /// cachebench's CSV with `op_count` repeats, replayed with `--amplify 2` and a key
@@ -416,7 +425,7 @@ fn malformed_traces_and_flags_a_trace_decides_are_refused_in_one_line() {
     crest_fails(&["replay", &twitter, "--format", "csv"], "--format");
     for (flag, value, needle) in [
         ("--mix", "GET=1", "a replay sends the trace's commands"),
-        ("--connections", "8", "one connection per shard"),
+        ("--connections", "0", "at least 1"),
         ("--value-size", "100", "recorded size"),
         ("--requests", "10", "ends with its trace"),
         ("--rate", "max", "open loop"),

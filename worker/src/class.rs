@@ -109,6 +109,8 @@ pub struct Queued {
     tries: u8,
     /// Goes with `ASKING` first (an `ASK` redirect).
     ask: bool,
+    /// Its lane among the class's connections to its node ([`ClassState::lanes`]).
+    lane: u16,
 }
 
 /// What the shard does with a redirected or refused request.
@@ -214,15 +216,20 @@ pub struct ClassState {
     /// Per command: whether it only reads (a replica may answer it: `--read-from`).
     reads: Vec<bool>,
     cursor: Cursor,
-    /// Free slots, per node: one token per slot, oldest first (a connection's tokens may
-    /// be owed: see [`Conn::owed_tokens`]).
+    /// Free slots, per queue (a node's lane: [`ClassState::queue`]): one token per slot,
+    /// oldest first (a connection's tokens may be owed: see [`Conn::owed_tokens`]).
     free: Vec<VecDeque<ConnId>>,
+    /// Lanes per node: 1, or for a replayed trace its connections per node, each key's
+    /// requests on the one its hash picks (so they reach the server in order).
+    lanes: u16,
+    /// With several lanes: each connection's lane, by connection index.
+    conn_lane: Vec<u16>,
     /// The connection the current batch last went to: the batch's next request goes there
     /// too while it has room, so what one wake-up sends to a node leaves in as few writes
     /// as the pipeline allows (each batch starts on the oldest free slot, so connections
     /// take turns).
     last: Option<ConnId>,
-    /// Requests waiting for a free slot, per node, in intended order.
+    /// Requests waiting for a free slot, per queue, in intended order.
     backlog: Vec<VecDeque<Queued>>,
     backlog_len: usize,
     /// Requests waiting out a back-off: (when to send again, the request).
@@ -399,6 +406,8 @@ impl ClassState {
             backlog_limit,
             cursor,
             free: vec![VecDeque::new()],
+            lanes: 1,
+            conn_lane: Vec::new(),
             last: None,
             backlog: vec![VecDeque::new()],
             backlog_len: 0,
@@ -429,12 +438,61 @@ impl ClassState {
         }
     }
 
+    /// A replayed trace on `per_node` connections to each node: as many lanes, each
+    /// key's requests on one (any other class keeps one lane: any connection will do).
+    pub fn set_lanes(&mut self, per_node: u32) {
+        if matches!(self.arrivals, Arrivals::Trace(_)) {
+            self.lanes = per_node.clamp(1, u32::from(u16::MAX)) as u16;
+            self.free = vec![VecDeque::new(); usize::from(self.lanes)];
+            self.backlog = vec![VecDeque::new(); usize::from(self.lanes)];
+        }
+    }
+
+    /// Lanes per node (see [`ClassState::set_lanes`]).
+    pub fn lanes(&self) -> u16 {
+        self.lanes
+    }
+
+    /// The queue of `node`'s lane `lane` (an index of `free` and `backlog`).
+    #[inline]
+    fn queue(&self, node: u16, lane: u16) -> usize {
+        usize::from(node) * usize::from(self.lanes) + usize::from(lane)
+    }
+
+    /// The node queue `qi` belongs to.
+    #[inline]
+    fn node_of_queue(&self, qi: usize) -> u16 {
+        (qi / usize::from(self.lanes)) as u16
+    }
+
+    /// A trace record's lane: by its key's hash (FNV-1a, its high half mixed apart from
+    /// the low bits that chose the shard), or by its number when it has no key.
+    #[inline]
+    fn lane_of(&self, key: &[u8], seq: u64) -> u16 {
+        if self.lanes == 1 {
+            return 0;
+        }
+        let h = if key.is_empty() {
+            seq
+        } else {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for &b in key {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+        };
+        (h % u64::from(self.lanes)) as u16
+    }
+
     /// Makes room for node indexes below `n`.
     fn reach(&mut self, n: usize) {
-        if self.free.len() < n {
-            self.free.resize_with(n, VecDeque::new);
-            self.backlog.resize_with(n, VecDeque::new);
+        if self.nodes.len() < n {
             self.nodes.resize_with(n, NodeTally::default);
+        }
+        let queues = n * usize::from(self.lanes);
+        if self.free.len() < queues {
+            self.free.resize_with(queues, VecDeque::new);
+            self.backlog.resize_with(queues, VecDeque::new);
         }
     }
 
@@ -664,15 +722,16 @@ impl ClassState {
         if let Arrivals::Trace(q) = &self.arrivals {
             // Its command and key are the record's; `key` is the record's number.
             let seq = q.next;
-            let (cmd, slot) = match q.current() {
+            let (cmd, slot, lane) = match q.current() {
                 Some((b, i)) => (
                     b.op[i],
                     match b.key(i) {
                         k if !k.is_empty() && out.routes.is_cluster() => slot::key_slot(k),
                         _ => NO_SLOT,
                     },
+                    self.lane_of(b.key(i), seq),
                 ),
-                None => (0, NO_SLOT),
+                None => (0, NO_SLOT, 0),
             };
             return Queued {
                 intended,
@@ -681,6 +740,7 @@ impl ClassState {
                 slot,
                 tries: 0,
                 ask: false,
+                lane,
             };
         }
         let cmd = self.mixer.pick() as u32;
@@ -698,6 +758,7 @@ impl ClassState {
             slot,
             tries: 0,
             ask: false,
+            lane: 0,
         }
     }
 
@@ -727,7 +788,8 @@ impl ClassState {
             self.parked.push_back((0, q));
             return;
         };
-        if self.backlog[usize::from(node)].is_empty() && self.dispatch(q, node, out) {
+        let qi = self.queue(node, q.lane);
+        if self.backlog[qi].is_empty() && self.dispatch(q, qi, out) {
             return;
         }
         let measured = q.intended >= self.warmup;
@@ -742,7 +804,7 @@ impl ClassState {
             }
         }
         if !full {
-            self.backlog[usize::from(node)].push_back(q);
+            self.backlog[qi].push_back(q);
             self.backlog_len += 1;
         }
     }
@@ -773,7 +835,8 @@ impl ClassState {
                 self.held = Some(q);
                 break;
             };
-            let placed = self.backlog[usize::from(node)].is_empty() && self.dispatch(q, node, out);
+            let qi = self.queue(node, q.lane);
+            let placed = self.backlog[qi].is_empty() && self.dispatch(q, qi, out);
             if !placed {
                 if !out.routes.is_cluster()
                     || self.backlog_len >= self.backlog_limit.min(self.pipeline)
@@ -782,7 +845,7 @@ impl ClassState {
                     self.held = Some(q);
                     break;
                 }
-                self.backlog[usize::from(node)].push_back(q);
+                self.backlog[qi].push_back(q);
                 self.backlog_len += 1;
             }
             // Warm-up requests do not use the budget: --requests counts measured requests.
@@ -801,24 +864,24 @@ impl ClassState {
         }
     }
 
-    /// Puts a request on a connection of `node` with a free slot; false when none has one.
-    /// The connection the batch last went to keeps it while it has room (one write
-    /// carries the batch); otherwise the oldest free slot's.
+    /// Puts a request on a connection of queue `qi` (a node's lane) with a free slot;
+    /// false when none has one. The connection the batch last went to keeps it while it
+    /// has room (one write carries the batch); otherwise the oldest free slot's.
     #[inline]
-    fn dispatch(&mut self, q: Queued, node: u16, out: &mut Outbox<'_>) -> bool {
+    fn dispatch(&mut self, q: Queued, qi: usize, out: &mut Outbox<'_>) -> bool {
         // A closed loop refills a connection's whole pipeline at once already, and draws its
         // request before it knows whether a slot is free: it takes tokens one for one.
         let open = self.is_open();
         if let Some(id) = self.last.filter(|_| open) {
             let conn = &mut out.conns[id.index()];
-            if conn.node == node && conn.has_room(self.pipeline) {
+            if self.queue(conn.node, conn.lane) == qi && conn.has_room(self.pipeline) {
                 // Its token stays on the list: the next one of it popped is dropped.
                 conn.owed_tokens += 1;
                 self.put(q, id, out);
                 return true;
             }
         }
-        let free = &mut self.free[usize::from(node)];
+        let free = &mut self.free[qi];
         // A batch starts on an idle connection if one of the oldest few free slots is on
         // one (the batch then fits in one write more often); the slots passed over go to
         // the back, still free.
@@ -913,15 +976,16 @@ impl ClassState {
     /// its front can be due). A parked one that was refused (`TRYAGAIN`) fails with the
     /// server's word instead.
     pub fn expire_backlog(&mut self, now: u64, timeout: u64, routes: &Routes) {
-        for node in 0..self.backlog.len() {
-            while let Some(&q) = self.backlog[node].front() {
+        for qi in 0..self.backlog.len() {
+            while let Some(&q) = self.backlog[qi].front() {
                 if now.saturating_sub(q.intended) <= timeout {
                     break;
                 }
-                self.backlog[node].pop_front();
+                self.backlog[qi].pop_front();
                 self.backlog_len -= 1;
                 let p = self.unwritten(q);
-                self.on_failed(p, Failure::TimeoutUnsent, now, Some(node as u16), routes);
+                let node = self.node_of_queue(qi);
+                self.on_failed(p, Failure::TimeoutUnsent, now, Some(node), routes);
             }
         }
         let mut i = 0;
@@ -950,12 +1014,12 @@ impl ClassState {
     /// requests whose back-off is over back to their nodes.
     pub fn drain_backlog(&mut self, out: &mut Outbox<'_>) {
         self.last = None;
-        for node in 0..self.backlog.len() {
-            while let Some(&q) = self.backlog[node].front() {
-                if !self.dispatch(q, node as u16, out) {
+        for qi in 0..self.backlog.len() {
+            while let Some(&q) = self.backlog[qi].front() {
+                if !self.dispatch(q, qi, out) {
                     break;
                 }
-                self.backlog[node].pop_front();
+                self.backlog[qi].pop_front();
                 self.backlog_len -= 1;
             }
         }
@@ -988,9 +1052,10 @@ impl ClassState {
     /// one that does.
     pub fn reroute(&mut self, out: &mut Outbox<'_>) {
         self.reach(out.routes.nodes.len());
-        for node in 0..self.backlog.len() {
+        for qi in 0..self.backlog.len() {
+            let node = usize::from(self.node_of_queue(qi));
             let moving: VecDeque<Queued> = {
-                let (b, reads) = (&mut self.backlog[node], &self.reads);
+                let (b, reads) = (&mut self.backlog[qi], &self.reads);
                 let (stay, go): (VecDeque<_>, VecDeque<_>) = b.drain(..).partition(|q| {
                     q.ask
                         || q.slot == NO_SLOT
@@ -1006,11 +1071,20 @@ impl ClassState {
         }
     }
 
-    /// A connection of this class to `node` came up: all its slots are free.
-    pub fn on_up(&mut self, id: ConnId, node: u16) {
+    /// A connection of this class to `node`, in lane `lane`, came up: all its slots are
+    /// free.
+    pub fn on_up(&mut self, id: ConnId, node: u16, lane: u16) {
         self.reach(usize::from(node) + 1);
+        let lane = lane.min(self.lanes - 1);
+        if self.lanes > 1 {
+            if self.conn_lane.len() <= id.index() {
+                self.conn_lane.resize(id.index() + 1, 0);
+            }
+            self.conn_lane[id.index()] = lane;
+        }
+        let qi = self.queue(node, lane);
         for _ in 0..self.pipeline {
-            self.free[usize::from(node)].push_back(id);
+            self.free[qi].push_back(id);
         }
     }
 
@@ -1101,12 +1175,14 @@ impl ClassState {
     fn free_slot(&mut self, id: ConnId, node: u16, idle: bool) {
         match self.arrivals {
             Arrivals::Open { .. } | Arrivals::Trace(_) => {
-                self.free[usize::from(node)].push_back(id);
+                let lane = self.conn_lane.get(id.index()).copied().unwrap_or(0);
+                let qi = self.queue(node, lane);
+                self.free[qi].push_back(id);
             }
             // Closed loop refills a connection's whole pipeline at once, as
             // valkey-benchmark does: one write of `pipeline` requests instead of a trickle
             // of small ones, which the server reads more cheaply too.
-            Arrivals::Closed { .. } if idle => self.on_up(id, node),
+            Arrivals::Closed { .. } if idle => self.on_up(id, node, 0),
             Arrivals::Closed { .. } => {}
         }
     }
@@ -1122,18 +1198,29 @@ impl ClassState {
                 Redo::Later => (s.retried += 1, t.retried += 1),
             };
         }
+        // Recomputed from the key (a trace's from its record's): an ASK's slot is its
+        // key's, like any other; a trace's lane stays its key's.
+        let (slot, lane) = match &self.arrivals {
+            Arrivals::Trace(t) => {
+                let k = t.find(p.key).map_or(&[][..], |(b, i)| b.key(i));
+                let slot = if k.is_empty() {
+                    NO_SLOT
+                } else {
+                    slot::key_slot(k)
+                };
+                (slot, self.lane_of(k, p.key))
+            }
+            _ if p.key == NO_KEY => (NO_SLOT, 0),
+            _ => (self.workload.key_slot(p.key), 0),
+        };
         let q = Queued {
             intended: p.intended,
             key: p.key,
             cmd: p.cmd,
-            // Recomputed from the key: an ASK's slot is its key's, like any other.
-            slot: if p.key == NO_KEY {
-                NO_SLOT
-            } else {
-                self.workload.key_slot(p.key)
-            },
+            slot,
             tries: p.tries.saturating_add(1),
             ask: false,
+            lane,
         };
         if p.measured {
             let slot = (q.slot != NO_SLOT).then_some(q.slot);
@@ -1191,9 +1278,10 @@ impl ClassState {
             Some(node) => {
                 self.reach(usize::from(node) + 1);
                 let q = Queued { ask: true, ..q };
-                if !self.dispatch(q, node, out) {
+                let qi = self.queue(node, q.lane);
+                if !self.dispatch(q, qi, out) {
                     // Waits at the importing node (its backlog keeps it there: `ask`).
-                    self.backlog[usize::from(node)].push_back(q);
+                    self.backlog[qi].push_back(q);
                     self.backlog_len += 1;
                 }
             }
@@ -1381,7 +1469,7 @@ mod tests {
                 .map(|i| {
                     let mut c = Conn::for_tests(ClassId(0));
                     c.set_up();
-                    class.on_up(ConnId(i), 0);
+                    class.on_up(ConnId(i), 0, 0);
                     c
                 })
                 .collect();
@@ -1419,7 +1507,7 @@ mod tests {
                     let node = (i / n) as u16;
                     let mut c = Conn::for_tests(ClassId(0)).at_node(node);
                     c.set_up();
-                    class.on_up(ConnId(i), node);
+                    class.on_up(ConnId(i), node, 0);
                     c
                 })
                 .collect();
@@ -1533,6 +1621,75 @@ mod tests {
         assert_eq!(feed.consumed(), 3);
         assert!(!class.sending(9 * MS), "the trace ended and all of it went");
         assert!(class.end().is_none());
+    }
+
+    /// A trace on three connections: each key's requests all go on its lane's one
+    /// connection, in order, waiting in that lane's backlog when it is full (never on
+    /// another connection with room), and the keys spread over the three.
+    #[test]
+    fn a_trace_on_several_connections_keeps_each_key_on_one() {
+        use crest_model::trace::Batch;
+        let (mut class, feed) = trace(u64::MAX / 4);
+        class.set_lanes(3);
+        assert_eq!(class.lanes(), 3);
+        let conns = (0..3u16)
+            .map(|i| {
+                let mut c = Conn::for_tests(ClassId(0)).in_lane(i);
+                c.set_up();
+                class.on_up(ConnId(u32::from(i)), 0, i);
+                c
+            })
+            .collect();
+        let mut rig = Rig::new(0, &mut class);
+        rig.conns = conns;
+        // 24 requests due at once: 12 fill the pipelines, 12 wait (the backlog holds 16).
+        let keys: Vec<String> = (0..8).map(|k| format!("user:{k}")).collect();
+        let mut b = Batch::new(1, true);
+        for round in 0..3u64 {
+            for k in &keys {
+                b.push(MS + round, 1, k.as_bytes(), 10 + round, 0, b"");
+            }
+        }
+        assert!(feed.push(b));
+        let mut on: std::collections::BTreeMap<String, Vec<(u32, u64)>> = Default::default();
+        let mut now = 2 * MS;
+        class.send_due(now, now, u64::MAX, &mut rig.out());
+        for _ in 0..20 {
+            for i in 0..3u32 {
+                let w = rig.written(ConnId(i));
+                for k in &keys {
+                    let n = w.matches(&format!("${}\r\n{k}\r\n", k.len())).count();
+                    on.entry(k.clone())
+                        .or_default()
+                        .extend((0..n).map(|_| (i, 0)));
+                }
+            }
+            rig.flush(&mut class, now);
+            for i in 0..3u32 {
+                let pending = rig.conns[i as usize].in_flight();
+                if pending > 0 {
+                    rig.answer(&mut class, ConnId(i), pending, b"+OK\r\n", now + 1);
+                }
+            }
+            now += MS;
+            class.drain_backlog(&mut rig.out());
+            if on.values().map(Vec::len).sum::<usize>() == 24 {
+                break;
+            }
+        }
+        assert_eq!(on.values().map(Vec::len).sum::<usize>(), 24, "{on:?}");
+        assert_eq!(errors(class.interval(), "backlog_full"), 0);
+        let mut used = std::collections::BTreeSet::new();
+        for (k, sent) in &on {
+            let first = sent[0].0;
+            assert!(sent.iter().all(|(c, _)| *c == first), "{k}: {sent:?}");
+            used.insert(first);
+        }
+        assert_eq!(
+            used.len(),
+            3,
+            "the keys spread over the three lanes: {on:?}"
+        );
     }
 
     #[test]
@@ -1679,7 +1836,7 @@ mod tests {
         assert_eq!(class.unsent(), 1);
         assert_eq!(rig.in_flight(), vec![0]);
         rig.conns[0].set_up();
-        class.on_up(ConnId(0), 0);
+        class.on_up(ConnId(0), 0, 0);
         class.drain_backlog(&mut rig.out());
         class.send_due(2 * MS, 2 * MS, u64::MAX, &mut rig.out());
         assert_eq!(rig.in_flight(), vec![2], "pipeline 2 is full");

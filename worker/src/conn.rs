@@ -644,6 +644,9 @@ pub struct Conn {
     pub class: ClassId,
     /// The target node it is connected to (the shard's node index: 0 for a single node).
     pub node: u16,
+    /// Its lane among its class's connections to the node: a replayed trace sends each
+    /// key on one lane, so the key's requests keep their order (0 for any other class).
+    pub lane: u16,
     sock: Option<socket2::Socket>,
     /// TLS to the target: what every (re)connect handshakes with.
     tls_client: Option<Rc<Client>>,
@@ -715,6 +718,7 @@ impl Conn {
         Self {
             class,
             node: 0,
+            lane: 0,
             sock: None,
             tls_client: None,
             tls: None,
@@ -804,6 +808,12 @@ impl Conn {
     /// The same connection, to node `node` of the shard's routes.
     pub fn at_node(mut self, node: u16) -> Self {
         self.node = node;
+        self
+    }
+
+    /// The same connection, in lane `lane` of its class's connections to its node.
+    pub fn in_lane(mut self, lane: u16) -> Self {
+        self.lane = lane;
         self
     }
 

@@ -307,6 +307,7 @@ impl Shard {
             if cfg.check_staleness {
                 state.check_staleness();
             }
+            state.set_lanes(c.connections);
             states.push(state);
         }
         let end = states
@@ -359,10 +360,12 @@ impl Shard {
     fn add_node_conns(&mut self, node: u16) {
         self.routes.nodes[usize::from(node)].opened = true;
         for (i, (n, value, expects)) in self.per_node.iter().enumerate() {
-            self.conns.extend((0..*n).map(|_| {
+            let lanes = self.classes[i].lanes();
+            self.conns.extend((0..*n).map(|k| {
                 Conn::new(ClassId(i as u32), value.clone(), Rc::clone(&self.budget))
                     .speaking(expects.clone())
                     .at_node(node)
+                    .in_lane((k % u32::from(lanes)) as u16)
                     .with_setup(self.setup.clone())
                     .with_tls(self.tls.clone())
             }));
@@ -852,7 +855,7 @@ impl Shard {
         let (setup, phases) = (conn.setup_ns(now), conn.setup_phases(now));
         let retire_at = self.churn.came_up(now, setup, phases, self.started);
         conn.live(now, retire_at);
-        self.classes[conn.class.index()].on_up(id, conn.node);
+        self.classes[conn.class.index()].on_up(id, conn.node, conn.lane);
     }
 
     /// Retires connection `id` (its life is over): no new request from now on, closed and

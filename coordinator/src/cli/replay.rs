@@ -1,7 +1,8 @@
 //! `crest replay FILE… --format F`: the run flags that apply to a trace, checked into a
 //! [`RunConfig`] whose one class sends the trace ([`crate::trace_plan::Spec`]). What a trace
-//! decides itself (commands, keys, sizes, TTLs, the class's connections) is refused as a
-//! flag, in one line naming it.
+//! decides itself (commands, keys, sizes, TTLs) is refused as a flag, in one line naming
+//! it. `--connections` is the fleet's, at least one per shard: a shard sends each key on
+//! the one of its connections the key's hash picks, so the key's requests keep their order.
 
 use super::args::RunArgs;
 use super::parse::err;
@@ -116,10 +117,10 @@ fn refused(a: &RunArgs) -> Option<ConfigError> {
             "a replay ends with its trace; --duration ends it earlier",
         ),
         (
-            l.connections.is_some(),
+            l.connections == Some(0),
             "--connections",
-            format!("{:?}", l.connections),
-            "a replay sends on one connection per shard (per node), so one key's requests reach the server in order; for more, run more shards (--threads, --local-workers, --workers)",
+            "0".into(),
+            "at least 1 (a replay opens at least one per shard in any case)",
         ),
         (
             l.prefill,
@@ -232,6 +233,7 @@ pub(super) fn replay_config(
         .clone()
         .unwrap_or_default()
         .into_bytes();
+    let connections = a.run.load.connections.unwrap_or(0);
     let mut run = a.run;
     // The shape's flags are checked as `crest run` checks them; the class is replaced.
     run.load.mix = Some("GET=1".into());
@@ -292,8 +294,9 @@ pub(super) fn replay_config(
         profile: None,
         requests: None,
         shape,
-        // One per shard, set when the fleet is known.
-        connections: 0,
+        // At least one per shard, set when the fleet is known; each shard sends a key
+        // on one of its connections (by the key's hash), so its requests keep their order.
+        connections,
         prefill: false,
     }];
     cfg.warmup = Duration::ZERO;

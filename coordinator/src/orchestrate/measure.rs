@@ -151,8 +151,8 @@ pub(super) async fn run(
 }
 
 /// The measured phase: every class's plan (its warm-up first), closed-loop budget,
-/// connections (a replay's: one per shard of the `shards`) and checkpoint step, and the
-/// warm-up.
+/// connections (a replay's: at least one per shard of the `shards`) and checkpoint step,
+/// and the warm-up.
 fn measured_phase(cfg: &RunConfig, shards: u32) -> phase::Phase {
     phase::Phase {
         classes: cfg
@@ -164,13 +164,7 @@ fn measured_phase(cfg: &RunConfig, shards: u32) -> phase::Phase {
         conns: cfg
             .classes
             .iter()
-            .map(|c| {
-                if cfg.replay.is_some() {
-                    shards
-                } else {
-                    c.connections
-                }
-            })
+            .map(|c| cfg.connections(c, shards))
             .collect(),
         checkpoint_every: cfg.classes.iter().map(|_| cfg.checkpoint_every).collect(),
         warmup: cfg.warmup,
@@ -295,11 +289,11 @@ fn spans(cfg: &RunConfig, budget: Duration) -> (u32, Option<u32>) {
 
 /// The run's opening line after its run id.
 fn started_line(cfg: &RunConfig, fleet: &Fleet) -> String {
-    let conns: u32 = if cfg.replay.is_some() {
-        fleet.shards
-    } else {
-        cfg.classes.iter().map(|c| c.connections).sum()
-    };
+    let conns: u32 = cfg
+        .classes
+        .iter()
+        .map(|c| cfg.connections(c, fleet.shards))
+        .sum();
     let warmup = if cfg.warmup.is_zero() {
         String::new()
     } else {

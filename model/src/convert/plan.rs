@@ -755,14 +755,15 @@ impl TryFrom<&pb::RunPlan> for RunPlan {
                         format!("below total_shards ({total_shards})"),
                     ));
                 }
-                // A replayed trace keeps each key's requests in order: one key goes to one
-                // shard, and a shard sends a trace class on one connection (per node).
+                // A replayed trace's part falls to every shard (by key hash), and a shard
+                // sends each key on one of its connections (a lane per connection), so
+                // every shard needs one.
                 for (k, (c, pc)) in classes.iter().zip(&part.classes).enumerate() {
-                    if matches!(c.load, Load::Trace { .. }) && pc.connections != 1 {
+                    if matches!(c.load, Load::Trace { .. }) && pc.connections == 0 {
                         return Err(WireError::new(
                             format!("shards[{i}].classes[{k}].connections"),
                             pc.connections,
-                            "1 for a replayed trace (a key's requests keep their order on one connection)",
+                            "at least 1 for a replayed trace (the shard's part of it falls to it by key hash)",
                         ));
                     }
                 }
