@@ -206,6 +206,8 @@ pub struct Streamer<R> {
     lost: u64,
     amplify: u32,
     key_prefix: Vec<u8>,
+    /// Skip keys memcached cannot take ([`Keys::memcached`]).
+    memcached: bool,
     timing: Timing,
     shards: u32,
     window: Window,
@@ -254,6 +256,7 @@ impl<R: BufRead> Streamer<R> {
             lost: 0,
             amplify: keys.amplify.max(1),
             key_prefix: keys.prefix,
+            memcached: keys.memcached,
             timing,
             shards,
             window,
@@ -521,6 +524,13 @@ impl<R: BufRead> Streamer<R> {
             );
             return;
         };
+        if self.memcached && crest_memcache::text::check_key(&rec.key).is_err() {
+            self.reader.skips.add(
+                "key memcached cannot take (over 250 bytes, a space or a control character)",
+                rec.line,
+            );
+            return;
+        }
         // A MONITOR command goes as RESP, encoded into the reused scratch buffer.
         self.scratch.clear();
         if rec.op == Op::Command {
@@ -656,6 +666,7 @@ mod tests {
             Keys {
                 prefix: b"p:".to_vec(),
                 amplify: 3,
+                memcached: false,
             },
         );
         let mut held = [0u64; 4];

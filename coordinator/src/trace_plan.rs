@@ -4,6 +4,7 @@
 //! is [`crate::replay`].
 
 use crest_model::schedule::{Arrival, Profile};
+use crest_model::target::Protocol;
 use crest_model::trace::{MAX_BATCH, TraceOp};
 use crest_trace::clock::Spread;
 use crest_trace::{Format, Op, Reader};
@@ -176,8 +177,28 @@ pub fn survey(
 }
 
 /// The mix entry (a command template, weight 1) a trace op is counted under: what the
-/// server's `INFO commandstats` calls it.
-pub fn template(op: &TraceOp) -> String {
+/// server's `INFO commandstats` calls it (for memcached, the op's own verb, a built-in).
+pub fn template(op: &TraceOp, protocol: Protocol) -> String {
+    if protocol.is_memcache()
+        && let TraceOp::Op(o) = op
+    {
+        // memcached's own verbs (built-ins in either protocol); a cas without its unique
+        // goes as a replace ([`crest_model::trace::Batch::encode_mc`]).
+        return match o {
+            Op::Get => "GET",
+            Op::Gets => "GETS",
+            Op::Set => "SET",
+            Op::Add => "ADD",
+            Op::Replace | Op::Cas => "REPLACE",
+            Op::Append => "APPEND",
+            Op::Prepend => "PREPEND",
+            Op::Delete => "DEL",
+            Op::Incr => "INCR",
+            Op::Decr => "DECR",
+            Op::Command => "PING",
+        }
+        .into();
+    }
     match op {
         TraceOp::Op(o) => match o {
             Op::Get | Op::Gets => "GET".into(),
@@ -212,6 +233,9 @@ pub struct Keys {
     pub prefix: Vec<u8>,
     /// Copies of each request under suffixed keys (`--amplify`; 0 and 1: none).
     pub amplify: u32,
+    /// The target is memcached: a key it cannot take (over 250 bytes, a space or a
+    /// control character) is skipped and counted.
+    pub memcached: bool,
 }
 
 /// The op table of a Twitter or cachebench trace: every cache op, in [`Op::ALL`]'s order.

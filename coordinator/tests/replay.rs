@@ -268,6 +268,82 @@ fn a_cachebench_trace_replays_with_repeats_copies_and_a_prefix() {
     assert_eq!(u(&r["replay"], "amplify"), 2);
 }
 
+/// The generated Twitter trace against memcached, over the text protocol and the meta
+/// protocol (two shards, four connections): memcached's own `stats` count every get
+/// (`cmd_get`), set (`cmd_set`) and delete (`delete_hits` + `delete_misses`) the trace
+/// holds, each key ends as its last write left it (`mg <key> s t`: its size, a TTL when
+/// it had one, absent when deleted), and a key memcached cannot take is skipped and
+/// counted with its line.
+#[test]
+fn a_twitter_trace_replays_against_memcached_in_both_protocols() {
+    let per_second = [90u64, 150, 60, 120];
+    let (mut text, calls, last) = twitter_trace(&per_second);
+    let records: u64 = per_second.iter().sum();
+    // A key with a space: the line is read, then skipped for memcached.
+    text.push_str("1003,bad key,7,10,7,set,0\n");
+    for meta in [false, true] {
+        let m = Memcached::start();
+        let dir = TempDir::new("replay-memcached");
+        let file = dir.path().join("trace.csv");
+        std::fs::write(&file, &text).unwrap();
+        let target = format!("memcache://{}", m.addr());
+        let mut args = vec![
+            "replay",
+            file.to_str().unwrap(),
+            "--format",
+            "twitter",
+            "--target",
+            &target,
+            "--threads",
+            "2",
+            "--connections",
+            "4",
+            "--timeout",
+            "10s",
+        ];
+        if meta {
+            args.push("--meta");
+        }
+        let r = CrestRun::exactly(&dir, &args).run(0);
+        let stats = m.stats();
+        let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
+        assert_eq!(stat("cmd_get"), calls["get"], "meta {meta}: {stats:?}");
+        assert_eq!(stat("cmd_set"), calls["set"], "meta {meta}");
+        assert_eq!(
+            stat("delete_hits") + stat("delete_misses"),
+            calls["del"],
+            "meta {meta}"
+        );
+        assert_eq!(u(&r["totals"], "completed"), records, "meta {meta}");
+        let keys: Vec<&String> = last.keys().collect();
+        let replies = m.meta_lines(
+            &keys
+                .iter()
+                .map(|k| format!("mg {k} s t"))
+                .collect::<Vec<_>>(),
+        );
+        for (key, line) in keys.iter().zip(&replies) {
+            match last[*key] {
+                Some((size, ttl)) => {
+                    let words: Vec<&str> = line.split(' ').collect();
+                    assert_eq!(words[0], "HD", "meta {meta}: {key}: {line}");
+                    assert!(
+                        words.contains(&format!("s{size}").as_str()),
+                        "meta {meta}: {key}: {line}"
+                    );
+                    let no_ttl = words.contains(&"t-1");
+                    assert_eq!(!no_ttl, ttl, "meta {meta}: {key}: {line}");
+                }
+                None => assert_eq!(line, "EN", "meta {meta}: {key} was deleted last"),
+            }
+        }
+        let skipped = &r["replay"]["skipped"][0];
+        assert_eq!(u(skipped, "lines"), 1, "{}", r["replay"]);
+        assert_eq!(u(skipped, "first_line"), records + 1);
+        assert!(skipped["reason"].as_str().unwrap().contains("memcached"));
+    }
+}
+
 /// A `MONITOR` capture of a redis-benchmark run, replayed at twice its speed against a
 /// fresh server: the server counts each command the capture holds (CONFIG, which
 /// redis-benchmark sends first, is not replayed and is counted as skipped), and the
@@ -431,13 +507,28 @@ fn malformed_traces_and_flags_a_trace_decides_are_refused_in_one_line() {
         ("--rate", "max", "open loop"),
         ("--amplify", "0", "must be 1 to"),
         ("--speed", "0", "must be 0.001 to"),
-        ("--target", "memcache://127.0.0.1:1", "speaks RESP"),
     ] {
         crest_fails(
             &["replay", &twitter, "--format", "twitter", flag, value],
             needle,
         );
     }
+    let monitor = write(
+        dir.path(),
+        "m.txt",
+        b"1700000000.000001 [0 127.0.0.1:5000] \"SET\" \"a\" \"1\"\n",
+    );
+    crest_fails(
+        &[
+            "replay",
+            &monitor,
+            "--format",
+            "monitor",
+            "--target",
+            "memcache://127.0.0.1:1",
+        ],
+        "a MONITOR capture holds Redis commands",
+    );
     // A .zst cut short: the first lines read, the cut found when the stream reaches it.
     let big: Vec<u8> = (0..200_000u32)
         .flat_map(|i| format!("{},k{i},3,10,1,get,0\n", i / 50_000).into_bytes())

@@ -1,9 +1,11 @@
 //! A replayed trace's requests as a shard holds them (issue #27): the class's op table
 //! ([`TraceOp`]), one checked chunk of a shard's requests ([`Batch`], from the wire's
-//! `TraceChunk` in [`crate::convert`]) and each request's RESP encoding
-//! ([`Batch::encode`]): keys as recorded, values of the recorded size taken from the shared
-//! value buffer (so nothing is allocated per request), a verbatim command's bytes copied.
+//! `TraceChunk` in [`crate::convert`]) and each request's encoding ([`Batch::encode`] in
+//! RESP, [`Batch::encode_mc`] in memcached's text or meta protocol): keys as recorded,
+//! values of the recorded size taken from the shared value buffer (so nothing is
+//! allocated per request), a verbatim command's bytes copied.
 
+use crate::target::Protocol;
 use crate::workload::{Wire, bulk, digits, push_uint};
 use crest_trace::{Op, Verb};
 
@@ -149,6 +151,100 @@ impl Batch {
             .push(u32::try_from(self.resp.len()).unwrap_or(u32::MAX));
     }
 
+    /// Writes request `i` in `protocol` ([`Batch::encode`] or [`Batch::encode_mc`]).
+    #[inline]
+    pub fn encode_in(
+        &self,
+        protocol: Protocol,
+        i: usize,
+        ops: &[TraceOp],
+        values: &[u8],
+        out: &mut impl Wire,
+    ) {
+        match protocol {
+            Protocol::Resp => self.encode(i, ops, values, out),
+            Protocol::McText => self.encode_mc(i, ops, values, false, out),
+            Protocol::McMeta => self.encode_mc(i, ops, values, true, out),
+        }
+    }
+
+    /// Writes request `i` to memcached as the op was recorded (memcached speaks the
+    /// traces' own verbs): get, gets, set, add, replace, append, prepend, delete,
+    /// incr and decr (by 1) as themselves (`meta`: `mg`, `ms` with `T`, `ME`/`MR`/`MA`/`MP`,
+    /// `md`, `ma`); a cas, whose unique the trace does not hold, as a replace (it stores
+    /// when the key is there, as a cas with a fresh unique would). A MONITOR command (RESP
+    /// only, refused before load) writes nothing.
+    pub fn encode_mc(
+        &self,
+        i: usize,
+        ops: &[TraceOp],
+        values: &[u8],
+        meta: bool,
+        out: &mut impl Wire,
+    ) {
+        let Some(TraceOp::Op(op)) = ops.get(self.op[i] as usize) else {
+            return;
+        };
+        let key = self.key(i);
+        let (value, ttl) = (self.value_size[i], self.ttl_s[i]);
+        let line = |out: &mut Vec<u8>, words: &[&[u8]]| {
+            for (n, w) in words.iter().enumerate() {
+                if n > 0 {
+                    out.push(b' ');
+                }
+                out.extend_from_slice(w);
+            }
+        };
+        let mut d = [0u8; 20];
+        let mut v = [0u8; 20];
+        let b = out.bytes();
+        let store: Option<&[u8]> = match (op, meta) {
+            (Op::Get, false) => return line_end(b, |b| line(b, &[b"get", key])),
+            (Op::Gets, false) => return line_end(b, |b| line(b, &[b"gets", key])),
+            (Op::Get, true) => return line_end(b, |b| line(b, &[b"mg", key, b"v"])),
+            (Op::Gets, true) => return line_end(b, |b| line(b, &[b"mg", key, b"v", b"c"])),
+            (Op::Delete, false) => return line_end(b, |b| line(b, &[b"delete", key])),
+            (Op::Delete, true) => return line_end(b, |b| line(b, &[b"md", key])),
+            (Op::Incr, false) => return line_end(b, |b| line(b, &[b"incr", key, b"1"])),
+            (Op::Decr, false) => return line_end(b, |b| line(b, &[b"decr", key, b"1"])),
+            (Op::Incr, true) => return line_end(b, |b| line(b, &[b"ma", key])),
+            (Op::Decr, true) => return line_end(b, |b| line(b, &[b"ma", key, b"MD"])),
+            (Op::Command, _) => return,
+            (Op::Set, _) => Some(if meta { b"" } else { b"set" }),
+            (Op::Add, _) => Some(if meta { b"ME" } else { b"add" }),
+            (Op::Replace | Op::Cas, _) => Some(if meta { b"MR" } else { b"replace" }),
+            (Op::Append, _) => Some(if meta { b"MA" } else { b"append" }),
+            (Op::Prepend, _) => Some(if meta { b"MP" } else { b"prepend" }),
+        };
+        let word = store.unwrap_or_default();
+        let len = digits(value, &mut v);
+        // An append keeps the item's TTL (memcached ignores the exptime it is sent).
+        let ttl = if matches!(op, Op::Append | Op::Prepend) {
+            0
+        } else {
+            ttl
+        };
+        if meta {
+            b.extend_from_slice(b"ms ");
+            b.extend_from_slice(key);
+            b.push(b' ');
+            b.extend_from_slice(len);
+            if ttl > 0 {
+                b.extend_from_slice(b" T");
+                b.extend_from_slice(digits(u64::from(ttl), &mut d));
+            }
+            if !word.is_empty() {
+                b.push(b' ');
+                b.extend_from_slice(word);
+            }
+        } else {
+            line(b, &[word, key, b"0", digits(u64::from(ttl), &mut d), len]);
+        }
+        b.extend_from_slice(b"\r\n");
+        value_bytes(out, value, values);
+        out.bytes().extend_from_slice(b"\r\n");
+    }
+
     /// Writes request `i` as `ops` says, its value taken from `values` (repeated when
     /// the value is longer than the buffer).
     pub fn encode(&self, i: usize, ops: &[TraceOp], values: &[u8], out: &mut impl Wire) {
@@ -184,18 +280,7 @@ impl Batch {
         b.push(b'$');
         push_uint(b, value);
         b.extend_from_slice(b"\r\n");
-        let mut left = value;
-        if values.is_empty() {
-            // No shared bytes to take from: zeros, as long as asked.
-            let b = out.bytes();
-            b.resize(b.len() + left as usize, b'0');
-            left = 0;
-        }
-        while left > 0 {
-            let n = left.min(values.len() as u64) as usize;
-            out.value(values, 0, n);
-            left -= n as u64;
-        }
+        value_bytes(out, value, values);
         let b = out.bytes();
         b.extend_from_slice(b"\r\n");
         if let Verb::Set { nx, xx } = verb {
@@ -209,6 +294,30 @@ impl Batch {
                 bulk(b, b"XX");
             }
         }
+    }
+}
+
+/// Ends a memcached line written by `words`.
+#[inline]
+fn line_end(b: &mut Vec<u8>, words: impl FnOnce(&mut Vec<u8>)) {
+    words(b);
+    b.extend_from_slice(b"\r\n");
+}
+
+/// `len` bytes of value from the shared `values` (repeated when longer; zeros when there
+/// are none).
+#[inline]
+fn value_bytes(out: &mut impl Wire, len: u64, values: &[u8]) {
+    if values.is_empty() {
+        let b = out.bytes();
+        b.resize(b.len() + len as usize, b'0');
+        return;
+    }
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(values.len() as u64) as usize;
+        out.value(values, 0, n);
+        left -= n as u64;
     }
 }
 
@@ -268,6 +377,95 @@ mod tests {
         b.encode(4, &ops(), b"", &mut out);
         assert_eq!(out, b"*3\r\n$6\r\nAPPEND\r\n$2\r\nk5\r\n$3\r\n000\r\n");
         assert_eq!(b.len(), 8);
+    }
+
+    /// memcached gets the traces' own verbs, text and meta; a cas goes as a replace.
+    #[test]
+    fn each_op_is_sent_as_memcached_spells_it() {
+        let ops: Vec<TraceOp> = [
+            "get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete", "incr",
+            "decr",
+        ]
+        .iter()
+        .map(|s| TraceOp::parse(s).unwrap())
+        .collect();
+        let mut b = Batch::default();
+        for (i, (size, ttl)) in [
+            (0, 0),
+            (0, 0),
+            (5, 60),
+            (2, 0),
+            (1, 9),
+            (4, 30),
+            (3, 60),
+            (1, 0),
+            (0, 0),
+            (0, 0),
+            (0, 0),
+        ]
+        .iter()
+        .enumerate()
+        {
+            b.push(
+                i as u64,
+                i as u32,
+                format!("k{i}").as_bytes(),
+                *size,
+                *ttl,
+                b"",
+            );
+        }
+        let all = |meta: bool| -> Vec<String> {
+            (0..b.len())
+                .map(|i| {
+                    let mut out = Vec::new();
+                    b.encode_in(
+                        if meta {
+                            Protocol::McMeta
+                        } else {
+                            Protocol::McText
+                        },
+                        i,
+                        &ops,
+                        b"xyz",
+                        &mut out,
+                    );
+                    String::from_utf8(out).unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(
+            all(false),
+            [
+                "get k0\r\n",
+                "gets k1\r\n",
+                "set k2 0 60 5\r\nxyzxy\r\n",
+                "add k3 0 0 2\r\nxy\r\n",
+                "replace k4 0 9 1\r\nx\r\n",
+                "replace k5 0 30 4\r\nxyzx\r\n",
+                "append k6 0 0 3\r\nxyz\r\n",
+                "prepend k7 0 0 1\r\nx\r\n",
+                "delete k8\r\n",
+                "incr k9 1\r\n",
+                "decr k10 1\r\n",
+            ]
+        );
+        assert_eq!(
+            all(true),
+            [
+                "mg k0 v\r\n",
+                "mg k1 v c\r\n",
+                "ms k2 5 T60\r\nxyzxy\r\n",
+                "ms k3 2 ME\r\nxy\r\n",
+                "ms k4 1 T9 MR\r\nx\r\n",
+                "ms k5 4 T30 MR\r\nxyzx\r\n",
+                "ms k6 3 MA\r\nxyz\r\n",
+                "ms k7 1 MP\r\nx\r\n",
+                "md k8\r\n",
+                "ma k9\r\n",
+                "ma k10 MD\r\n",
+            ]
+        );
     }
 
     #[test]

@@ -1101,6 +1101,16 @@ impl Workload {
         self.with_key_name(k, slot::key_slot)
     }
 
+    /// The "slot" of a key named `name` as it is (a replayed trace's): its server's index
+    /// on a memcached ring ([`Workload::on_ring`]), else its cluster slot.
+    #[inline]
+    pub fn name_slot(&self, name: &[u8]) -> u16 {
+        match &self.ring {
+            Some(r) => r.ring.server_of(name) as u16,
+            None => slot::key_slot(name),
+        }
+    }
+
     /// `f` of key number `k`'s name (`<prefix><k>`), built on the stack (a memcached key
     /// is at most 250 bytes; a longer Redis key is built on the heap): no allocation per
     /// request on the routing path.

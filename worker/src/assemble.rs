@@ -91,6 +91,7 @@ pub fn shard_configs(plan: &Plan, wiring: &Wiring) -> Result<Vec<ShardConfig>, A
                         feed: Arc::new(TraceFeed::default()),
                         ops: ops.clone(),
                         timeout_ns: u64::try_from(plan.timeout.as_nanos()).unwrap_or(u64::MAX),
+                        protocol: plan.protocol,
                     }),
                     (None, Some(p)) => {
                         Load::Open(Schedule::new(p.scaled(part.share), plan.arrival, phase))

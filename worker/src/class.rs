@@ -39,7 +39,6 @@ use crate::spec::Load;
 use crest_model::hist::Dense;
 use crest_model::rng::Rng;
 use crest_model::schedule::{Profile, Schedule, Steer};
-use crest_model::slot;
 use crest_model::stats::{Kinds, Redirects, Staleness, Stats, add_error, clean_message};
 use crest_model::topology::{RedirectKind, parse_redirect};
 use crest_model::workload::{Cursor, Mixer, Stamped, Wire, Workload, read_stamp, stamp};
@@ -726,7 +725,7 @@ impl ClassState {
                 Some((b, i)) => (
                     b.op[i],
                     match b.key(i) {
-                        k if !k.is_empty() && out.routes.is_cluster() => slot::key_slot(k),
+                        k if !k.is_empty() && out.routes.is_cluster() => self.workload.name_slot(k),
                         _ => NO_SLOT,
                     },
                     self.lane_of(b.key(i), seq),
@@ -944,7 +943,10 @@ impl ClassState {
         let (workload, cursor, rng) = (&self.workload, &mut self.cursor, &mut *out.rng);
         if let Some((t, (b, i))) = record {
             let values = workload.value_bytes();
-            let dirty = conn.enqueue(req, |buf| b.encode(i, &t.source.ops, values, buf));
+            let protocol = t.source.protocol;
+            let dirty = conn.enqueue(req, |buf| {
+                b.encode_in(protocol, i, &t.source.ops, values, buf);
+            });
             if dirty || asked {
                 out.dirty.push(id);
             }
@@ -1206,7 +1208,7 @@ impl ClassState {
                 let slot = if k.is_empty() {
                     NO_SLOT
                 } else {
-                    slot::key_slot(k)
+                    self.workload.name_slot(k)
                 };
                 (slot, self.lane_of(k, p.key))
             }
@@ -1326,7 +1328,7 @@ impl ClassState {
                 .find(key)
                 .map(|(b, i)| b.key(i))
                 .filter(|k| !k.is_empty())
-                .map(slot::key_slot),
+                .map(|k| self.workload.name_slot(k)),
             _ => Some(self.workload.key_slot(key)),
         }
     }
@@ -1573,6 +1575,7 @@ mod tests {
             feed: feed.clone(),
             ops: vec![TraceOp::Op(Op::Get), TraceOp::Op(Op::Set)].into(),
             timeout_ns,
+            protocol: crest_model::target::Protocol::Resp,
         };
         let class = ClassState::new(
             workload(&[("GET", 1), ("SET", 1)]),

@@ -86,6 +86,8 @@ pub struct TraceSource {
     pub ops: Arc<[TraceOp]>,
     /// The run's timeout: a chunk is kept this long (and a margin) past its last request.
     pub timeout_ns: u64,
+    /// What the target speaks: RESP, or memcached's text or meta protocol.
+    pub protocol: crest_model::target::Protocol,
 }
 
 /// A chunk the class holds: its requests from `first` (the shard's count) on.
@@ -240,6 +242,7 @@ mod tests {
             feed: Arc::new(TraceFeed::default()),
             ops: vec![TraceOp::Op(Op::Get)].into(),
             timeout_ns: 1_000,
+            protocol: crest_model::target::Protocol::Resp,
         };
         TraceQueue::new(source)
     }

@@ -238,11 +238,11 @@ pub(super) fn replay_config(
     // The shape's flags are checked as `crest run` checks them; the class is replaced.
     run.load.mix = Some("GET=1".into());
     let mut cfg = to_config(run)?;
-    if cfg.protocol.is_memcache() {
+    if cfg.protocol.is_memcache() && a.format == Format::Monitor {
         return Err(err(
             "--target",
             cfg.target.clone().unwrap_or_default(),
-            "a replay speaks RESP (Valkey, Redis); memcached targets are not replayed yet",
+            "a MONITOR capture holds Redis commands; a memcached target replays twitter or cachebench traces",
         ));
     }
     let retime = match (rate, stages) {
@@ -272,7 +272,10 @@ pub(super) fn replay_config(
     }
     let ops = replay::survey(&a.files, a.format, |name| {
         let shape = Shape {
-            mix: vec![(replay::template(&TraceOp::Command(name.into())), 1)],
+            mix: vec![(
+                replay::template(&TraceOp::Command(name.into()), Protocol::Resp),
+                1,
+            )],
             ..replay_shape(cfg.classes[0].shape.pipeline)
         };
         shape.commands(Protocol::Resp).is_ok()
@@ -288,7 +291,10 @@ pub(super) fn replay_config(
         )
     })?;
     let mut shape = replay_shape(cfg.classes[0].shape.pipeline);
-    shape.mix = ops.iter().map(|o| (replay::template(o), 1)).collect();
+    shape.mix = ops
+        .iter()
+        .map(|o| (replay::template(o, cfg.protocol), 1))
+        .collect();
     cfg.classes = vec![ClassConfig {
         name: "replay".into(),
         profile: None,
@@ -310,7 +316,11 @@ pub(super) fn replay_config(
             // ETC's gaps re-time a trace (with --rate/--stages); checked above.
             Arrival::Etc => Spread::Poisson(cfg.seed),
         },
-        keys: Keys { prefix, amplify },
+        keys: Keys {
+            prefix,
+            amplify,
+            memcached: cfg.protocol.is_memcache(),
+        },
         ops,
         retime: retime.map(|p| (p, cfg.arrival)),
         window: Window {
@@ -385,7 +395,8 @@ mod tests {
             spec.keys,
             Keys {
                 prefix: Vec::new(),
-                amplify: 1
+                amplify: 1,
+                memcached: false,
             }
         );
         assert_eq!(spec.ops, replay::cache_ops());
@@ -427,7 +438,8 @@ mod tests {
             spec.keys,
             Keys {
                 prefix: b"p:".to_vec(),
-                amplify: 3
+                amplify: 3,
+                memcached: false,
             }
         );
         assert_eq!(spec.spread, Spread::Poisson(9));
