@@ -12,9 +12,10 @@
 //! - **The profile** ([`profile_toml`]): one class per command Crest can send, its rate
 //!   curve as `points` (each second's rate at the middle of its second, so a plateau is
 //!   exact), its keyspace the sampled share of the database's keys of its type, string
-//!   writes' values the sampled sizes (ten deciles, equal weights), the TTL the sampled
-//!   median when most keys have one; the server's version and settings, the commands left
-//!   out, the key-length quantiles and the hot keys as comments. `--smooth N` averages
+//!   writes' values the sampled sizes (ten deciles, equal weights), the TTL a table of the
+//!   sampled `PTTL`s (`ttl_line`), under an LFU policy a popularity table from the
+//!   counters (`popularity`); the server's version and settings, the commands left out,
+//!   the key-length quantiles and the hot keys as comments. `--smooth N` averages
 //!   each curve over N seconds; a curve too long for a profile's segment cap is averaged
 //!   over whole windows, said in a comment.
 //!
@@ -374,6 +375,7 @@ async fn settings(c: &mut Conn) -> Result<BTreeMap<String, String>, String> {
         "appendonly",
         "save",
         "hz",
+        "lfu-log-factor",
     ] {
         let r = c
             .ask(&[b"CONFIG", b"GET", name.as_bytes()])
@@ -794,9 +796,37 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
         } else {
             format!(", size = \"{}\"", lens.join(","))
         };
+        let of_kind: Vec<&KeySample> = c.sample.iter().filter(|s| s.kind == kind).collect();
+        // Under an LFU policy, the sampled counters as a popularity table.
+        let freqs: Vec<u64> = of_kind
+            .iter()
+            .filter_map(|s| s.freq.as_ref().map(|f| f.0))
+            .collect();
+        let factor = c
+            .settings
+            .as_ref()
+            .ok()
+            .and_then(|s| s.get("lfu-log-factor"))
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(10.0);
+        let table = match popularity(&freqs, factor) {
+            Some(rows) => {
+                let rows: Vec<String> = rows
+                    .iter()
+                    .map(|(k, r)| format!("[{k:.4}, {r:.6}]"))
+                    .collect();
+                let _ = writeln!(
+                    o,
+                    "# popularity: {} sampled LFU counters (OBJECT FREQ, lfu-log-factor {factor}) as hits, hottest tenth first: an estimate (the counter is logarithmic and decays)",
+                    freqs.len()
+                );
+                format!(", distribution = \"table\", table = [{}]", rows.join(", "))
+            }
+            None => String::new(),
+        };
         let _ = writeln!(
             o,
-            "keys = {{ count = {count}, prefix = \"{prefix}\"{size} }}"
+            "keys = {{ count = {count}, prefix = \"{prefix}\"{size}{table} }}"
         );
         if kind == "string" && !strings.is_empty() {
             let t: Vec<String> = size_table(&strings)
@@ -805,7 +835,6 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
                 .collect();
             let _ = writeln!(o, "values = {{ sizes = [{}] }}", t.join(", "));
         }
-        let of_kind: Vec<&KeySample> = c.sample.iter().filter(|s| s.kind == kind).collect();
         if !matches!(kind, "string" | "") {
             let mut m: Vec<u64> = of_kind.iter().filter_map(|s| s.size).collect();
             m.sort_unstable();
@@ -818,6 +847,39 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
         }
     }
     o
+}
+
+/// The most buckets a captured popularity table has.
+const POPULARITY_BUCKETS: usize = 10;
+
+/// A popularity table from sampled keys' LFU counters (`OBJECT FREQ`), as
+/// `keys.table`'s [share of keys, share of requests] rows: each key's hits estimated from
+/// its counter (Redis's logarithmic counter, `lfu-log-factor` `factor`: from the initial
+/// 5, counter c takes about (c − 5) + factor·(c − 5)(c − 6)/2 hits, and each key counts
+/// at least its one write), the keys sorted hottest first and cut into ten buckets of
+/// equal key shares, each with its share of the estimated hits. None with fewer than ten
+/// counters, or when every key has the same (uniform: no table needed).
+fn popularity(freqs: &[u64], factor: f64) -> Option<Vec<(f64, f64)>> {
+    if freqs.len() < POPULARITY_BUCKETS || freqs.iter().all(|f| *f == freqs[0]) {
+        return None;
+    }
+    let hits = |c: u64| {
+        let over = c.saturating_sub(5) as f64;
+        1.0 + over + factor * over * (over - 1.0).max(0.0) / 2.0
+    };
+    let mut est: Vec<f64> = freqs.iter().map(|&c| hits(c)).collect();
+    est.sort_by(|a, b| b.total_cmp(a));
+    let total: f64 = est.iter().sum();
+    let n = est.len();
+    Some(
+        (0..POPULARITY_BUCKETS)
+            .map(|b| {
+                let (lo, hi) = (b * n / POPULARITY_BUCKETS, (b + 1) * n / POPULARITY_BUCKETS);
+                let share: f64 = est[lo..hi].iter().sum::<f64>() / total;
+                ((hi - lo) as f64 / n as f64, share)
+            })
+            .collect(),
+    )
 }
 
 /// A class's `ttl` from its sampled keys' `PTTL`s: one TTL when every sampled key has
@@ -911,6 +973,34 @@ mod tests {
             &own(&[("info", 7), ("scan", 3)]),
         );
         assert_eq!(got, own(&[("GET", 60), ("SET", 20)]));
+    }
+
+    /// LFU counters become a popularity table: a hot tenth (counter 30) of 100 sampled
+    /// keys against cold ones (5, never read) takes nearly every estimated hit; equal
+    /// counters, or too few, give none.
+    #[test]
+    fn lfu_counters_become_a_popularity_table() {
+        let mut freqs = vec![5u64; 90];
+        freqs.extend([30u64; 10]);
+        let t = popularity(&freqs, 10.0).unwrap();
+        assert_eq!(t.len(), 10);
+        assert!(t.iter().all(|(k, _)| (k - 0.1).abs() < 1e-9), "{t:?}");
+        // A hot key: 1 + 25 + 10·25·24/2 = 3,026 hits; a cold one 1.
+        let hot = 30_260.0 / (30_260.0 + 90.0);
+        assert!((t[0].1 - hot).abs() < 1e-9, "{t:?}");
+        assert!((t.iter().map(|r| r.1).sum::<f64>() - 1.0).abs() < 1e-9);
+        assert!(t[1..].iter().all(|r| r.1 > 0.0 && r.1 < 0.001), "{t:?}");
+        // The rows make a table a profile takes.
+        let rows: Vec<String> = t.iter().map(|(k, r)| format!("[{k}, {r}]")).collect();
+        let toml = format!(
+            "duration = \"1s\"\n[[class]]\nrate = 10\nkeys = {{ count = 1000, distribution = \"table\", table = [{}] }}\n",
+            rows.join(", ")
+        );
+        let file = crate::profile::parse_file(&toml).unwrap();
+        let keys = file.classes[0].get_ref().keys.clone().unwrap();
+        assert!(crate::profile::key_dist(&keys, 1000).is_ok());
+        assert_eq!(popularity(&[7; 50], 10.0), None, "all alike");
+        assert_eq!(popularity(&[5, 30, 9], 10.0), None, "too few");
     }
 
     #[test]

@@ -111,6 +111,114 @@ fn a_captured_profile_replays_the_servers_calls_plateaus_and_sizes() {
     assert!(err.contains("profile written to"), "{err}");
 }
 
+/// Under an LFU policy the sampled `OBJECT FREQ` counters become the class's popularity
+/// table: a Valkey whose 1,000 keys were read with zipf 1.2 (the top tenth of keys takes
+/// about 56% of reads) is captured with a table whose hottest tenth carries far more
+/// than a tenth of the requests (at least 30%), and the profile runs.
+#[test]
+fn an_lfu_servers_counters_become_a_popularity_table() {
+    let a = Server::with_args(
+        Kind::Valkey,
+        &["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lfu"],
+    );
+    let drive = TempDir::new("capture-lfu-drive");
+    CrestRun::new(&drive)
+        .args(&[
+            "--target",
+            &a.addr(),
+            "--mix",
+            "GET=1",
+            "--keys",
+            "1000",
+            "--prefill",
+            "--key-dist",
+            "zipf:1.2",
+            "--rate",
+            "4000",
+            "--duration",
+            "2s",
+        ])
+        .run(0);
+    let dir = TempDir::new("capture-lfu");
+    let profile = dir.path().join("captured.toml");
+    let mut capture = Proc::spawn(
+        &crest_bin(),
+        &[
+            "capture",
+            "--target",
+            &a.addr(),
+            "--duration",
+            "3s",
+            "--out",
+            profile.to_str().unwrap(),
+            "--sample-keys",
+            "400",
+            "--sample-rate",
+            "2000",
+        ],
+        dir.path(),
+        "capture",
+    );
+    // Reads go on while it watches (a class is a command it sees).
+    std::thread::sleep(Duration::from_millis(800));
+    let more = TempDir::new("capture-lfu-more");
+    CrestRun::new(&more)
+        .args(&[
+            "--target",
+            &a.addr(),
+            "--mix",
+            "GET=1",
+            "--keys",
+            "1000",
+            "--key-dist",
+            "zipf:1.2",
+            "--rate",
+            "500",
+            "--duration",
+            "1500ms",
+        ])
+        .run(0);
+    let code = capture.wait(Duration::from_secs(60));
+    let err = read_log(dir.path(), "capture", "stderr");
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let keys_line = text
+        .lines()
+        .find(|l| l.starts_with("keys = ") && l.contains("distribution = \"table\""))
+        .unwrap_or_else(|| panic!("no popularity table:\n{text}"));
+    assert!(text.contains("# popularity: "), "{text}");
+    let rows = keys_line.split("table = [").nth(1).unwrap();
+    let first: Vec<f64> = rows
+        .trim_start_matches('[')
+        .split(']')
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|x| x.trim().parse().unwrap())
+        .collect();
+    assert!((first[0] - 0.1).abs() < 0.01, "{keys_line}");
+    assert!(first[1] >= 0.3, "the hottest tenth's share: {keys_line}");
+    let b = Server::start(Kind::Valkey);
+    let out = TempDir::new("capture-lfu-run");
+    let r = CrestRun::new(&out)
+        .args(&[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--target",
+            &b.addr(),
+        ])
+        .run(0);
+    assert!(u(&r["totals"], "completed") > 0, "{}", r["totals"]);
+    assert!(
+        r["settings"]["classes"][0]["key_distribution"]
+            .as_str()
+            .unwrap()
+            .starts_with("table"),
+        "{}",
+        r["settings"]
+    );
+}
+
 /// A user the server's ACL denies INFO is refused in one line naming INFO, exit 2; so
 /// are a zero duration, a zero sampling rate and a memcached target.
 #[test]

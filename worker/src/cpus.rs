@@ -94,6 +94,41 @@ pub fn pick(cpus: Option<&str>, threads: Option<usize>) -> Result<Vec<CoreId>, C
     Ok(chosen.into_iter().map(|id| CoreId { id }).collect())
 }
 
+/// The allowed cores no shard runs on: where the worker's own threads (its control
+/// session: decoding plans and a replay's chunks, shipping intervals) belong, so they never
+/// take a shard's core from it. Empty when every allowed core has a shard.
+pub fn spare(shards: &[CoreId]) -> Vec<usize> {
+    allowed()
+        .into_iter()
+        .filter(|c| !shards.iter().any(|s| s.id == *c))
+        .collect()
+}
+
+/// Restricts the calling thread to `cores` (nothing when empty). A shard thread started
+/// from it still pins itself to its own core.
+///
+/// # Errors
+/// The system's, when the mask cannot be set.
+pub fn confine_current(cores: &[usize]) -> std::io::Result<()> {
+    if cores.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes within it for cores
+    // below CPU_SETSIZE (others are skipped), and sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cores {
+            if c < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Formats cores as a compact list (`0-3,6`).
 pub fn format_list(cores: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();
@@ -128,6 +163,27 @@ mod tests {
             format_list(&[0, 1, 2, 3, 6, 8, 9]),
             "0-3,6,8,9".replace("8,9", "8-9")
         );
+    }
+
+    /// The spare cores are the allowed ones without a shard, and a thread confined to
+    /// them runs only there.
+    #[test]
+    fn the_control_threads_go_to_the_cores_without_a_shard() {
+        let all = allowed();
+        let first = [CoreId { id: all[0] }];
+        let spare = spare(&first);
+        assert_eq!(spare, all[1..]);
+        let every: Vec<CoreId> = all.iter().map(|&id| CoreId { id }).collect();
+        assert!(super::spare(&every).is_empty());
+        std::thread::spawn(move || {
+            confine_current(&[all[0]]).unwrap();
+            assert_eq!(allowed(), [all[0]]);
+            // Widening again is allowed (a shard started from here pins to its own).
+            confine_current(&all).unwrap();
+            assert_eq!(allowed(), all);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

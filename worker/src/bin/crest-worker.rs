@@ -72,6 +72,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let spare = cpus::spare(&cores);
     let tls = match args.control.load_given() {
         Ok(t) => t,
         Err(e) => {
@@ -107,9 +108,18 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         in_process: false,
         tls,
     };
+    // The control session's threads (this one, which runs the session, and the
+    // runtime's) stay off the shards' cores when there are others: decoding a replay's
+    // chunks or a plan must not take a shard's core from it.
+    if let Err(e) = cpus::confine_current(&spare) {
+        tracing::warn!("cannot keep the control threads off the shards' cores: {e}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
+        .on_thread_start(move || {
+            let _ = cpus::confine_current(&spare);
+        })
         .build()?;
     let res = rt.block_on(agent::run(cfg, shutdown_signal()));
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
