@@ -220,7 +220,7 @@ fn an_lfu_servers_counters_become_a_popularity_table() {
 }
 
 /// A user the server's ACL denies INFO is refused in one line naming INFO, exit 2; so
-/// are a zero duration, a zero sampling rate and a memcached target.
+/// are a zero duration, a zero sampling rate and a ring of memcached servers.
 #[test]
 fn capture_refuses_a_server_it_cannot_read_and_bad_flags() {
     let s = Server::start(Kind::Valkey);
@@ -278,12 +278,109 @@ fn capture_refuses_a_server_it_cannot_read_and_bad_flags() {
         &[
             "capture",
             "--target",
-            "memcache://127.0.0.1:1",
+            "memcache://127.0.0.1:1,127.0.0.1:2",
             "--duration",
             "2s",
             "--out",
             out,
         ],
-        "memcached",
+        "crest capture watches one server",
+    );
+}
+
+/// memcached driven at 800/s then 2,000/s for 4 s each (SET:GET 1:4, 300-byte values,
+/// half the writes with a 100 s TTL) while `crest capture` watches it (`stats` a second, `lru_crawler
+/// metadump`, `mg <key> s t`); the profile it writes, run against a fresh memcached,
+/// sends gets and sets within 10% of what the first counted (its own `mg` probes left
+/// out), holds the busier plateau within 10%, writes 300-byte values and a TTL table
+/// with keys that have none.
+#[test]
+fn a_captured_memcached_profile_replays_its_calls_plateaus_sizes_and_ttls() {
+    let a = Memcached::start();
+    let dir = TempDir::new("capture-mc");
+    let profile = dir.path().join("captured.toml");
+    let target = format!("memcache://{}", a.addr());
+    let mut capture = Proc::spawn(
+        &crest_bin(),
+        &[
+            "capture",
+            "--target",
+            &target,
+            "--duration",
+            "11s",
+            "--out",
+            profile.to_str().unwrap(),
+            "--sample-keys",
+            "300",
+        ],
+        dir.path(),
+        "capture",
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let drive = TempDir::new("capture-mc-drive");
+    CrestRun::new(&drive)
+        .args(&[
+            "--target",
+            &target,
+            "--stages",
+            "4s:800, 4s:2000",
+            "--ratio",
+            "1:4",
+            "--value-size",
+            "300",
+            "--keys",
+            "1000",
+            "--ttl",
+            "0:1,100s:1",
+            // The capture's own `mg` probes are gets too: the drive's books would not
+            // match the server's, which is the capture's doing, not the drive's.
+            "--no-server-stats",
+        ])
+        .run(0);
+    let code = capture.wait(Duration::from_secs(60));
+    let err = read_log(dir.path(), "capture", "stderr");
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let seen = a.stats();
+    assert!(text.contains("# server: memcached 1."), "{text}");
+    assert!(text.contains("values = { sizes = [[300, 1]"), "{text}");
+    assert!(text.contains("ttl = { table = [[0, "), "{text}");
+    let b = Memcached::start();
+    let out = TempDir::new("capture-mc-replayed");
+    let r = CrestRun::new(&out)
+        .args(&[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--target",
+            &format!("memcache://{}", b.addr()),
+        ])
+        .run(0);
+    let replayed = b.stats();
+    // The first server's gets include the capture's own probes (one per sampled key).
+    let probes = text
+        .lines()
+        .find(|l| l.starts_with("# the capture's own commands"))
+        .and_then(|l| l.split("get ").nth(1))
+        .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    for (stat, own) in [("cmd_get", probes), ("cmd_set", 0)] {
+        let want = (seen[stat] - own) as f64;
+        let got = replayed[stat] as f64;
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "{stat}: captured server {want}, replayed {got}\n{text}"
+        );
+    }
+    let mut rows: Vec<f64> = r["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| f(p, "scheduled"))
+        .collect();
+    rows.sort_by(|x, y| y.total_cmp(x));
+    assert!(
+        (rows[1] - 2000.0).abs() <= 200.0,
+        "the busier plateau: {rows:?}\n{text}"
     );
 }

@@ -577,10 +577,12 @@ async fn capture_cmd(a: crest::capture::CaptureArgs) -> anyhow::Result<ExitCode>
         Ok(c) => c,
         Err(e) => return Ok(usage(e)),
     };
-    if cfg.protocol.is_memcache() {
-        return Ok(usage(
-            "--target: crest capture reads a Redis-protocol server's INFO; memcached is not captured yet",
-        ));
+    if cfg.ring.len() > 1 {
+        return Ok(usage(format!(
+            "--target: crest capture watches one server; give one of the ring's {} (e.g. memcache://{})",
+            cfg.ring.len(),
+            cfg.ring[0]
+        )));
     }
     if cfg.target.is_none() {
         return Ok(usage(
@@ -598,21 +600,43 @@ async fn capture_cmd(a: crest::capture::CaptureArgs) -> anyhow::Result<ExitCode>
             a.out.display()
         )));
     }
-    let (conn, shown) = match orchestrate::control_to(&cfg, None, "crest-capture").await {
-        Ok(c) => c,
-        Err(e) => return Ok(usage(format!("--target: {e}"))),
-    };
-    let started = || {
-        eprintln!(
-            "crest: capturing {shown} for {:?} (one INFO a second, at most {} sampling commands a second)",
-            opts.duration, opts.sample_rate
-        );
-    };
-    let captured = tokio::select! {
-        c = crest::capture::capture(conn, &shown, &opts, started) => c,
-        () = signals() => {
-            eprintln!("crest: interrupted: no profile written");
-            return Ok(ExitCode::from(130));
+    let captured = if cfg.protocol.is_memcache() {
+        let addr = cfg
+            .ring
+            .first()
+            .cloned()
+            .or(cfg.target.clone())
+            .unwrap_or_default();
+        let started = || {
+            eprintln!(
+                "crest: capturing memcached {addr} for {:?} (one stats a second, at most {} sampling commands a second)",
+                opts.duration, opts.sample_rate
+            );
+        };
+        tokio::select! {
+            c = crest::capture::memcache::capture(&addr, &addr, &opts, started) => c,
+            () = signals() => {
+                eprintln!("crest: interrupted: no profile written");
+                return Ok(ExitCode::from(130));
+            }
+        }
+    } else {
+        let (conn, shown) = match orchestrate::control_to(&cfg, None, "crest-capture").await {
+            Ok(c) => c,
+            Err(e) => return Ok(usage(format!("--target: {e}"))),
+        };
+        let started = || {
+            eprintln!(
+                "crest: capturing {shown} for {:?} (one INFO a second, at most {} sampling commands a second)",
+                opts.duration, opts.sample_rate
+            );
+        };
+        tokio::select! {
+            c = crest::capture::capture(conn, &shown, &opts, started) => c,
+            () = signals() => {
+                eprintln!("crest: interrupted: no profile written");
+                return Ok(ExitCode::from(130));
+            }
         }
     };
     let captured = match captured {

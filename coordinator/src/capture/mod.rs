@@ -117,6 +117,18 @@ pub struct Options {
     pub smooth: u32,
 }
 
+pub mod memcache;
+
+/// The commands Crest sends to memcached that a capture counts (all on plain items).
+const KNOWN_MC: &[(&str, &str)] = &[
+    ("GET", "string"),
+    ("SET", "string"),
+    ("DEL", "string"),
+    ("INCR", "string"),
+    ("DECR", "string"),
+    ("TOUCH", "string"),
+];
+
 /// Commands Crest generates, by the type of key they act on.
 const KNOWN: &[(&str, &str)] = &[
     ("GET", "string"),
@@ -630,25 +642,41 @@ fn header(
         c.target, n
     );
     let _ = writeln!(o, "#   crest run --profile THIS_FILE --target SERVER");
-    let version = c
-        .info
-        .get("valkey_version")
-        .map(|v| format!("valkey {v}"))
-        .unwrap_or_else(|| format!("redis {}", v("redis_version")));
-    let _ = writeln!(
-        o,
-        "# server: {version}, {} clients connected, used_memory {} ({})",
-        v("connected_clients"),
-        v("used_memory"),
-        v("used_memory_human")
-    );
+    if let Some(mc) = c.info.get("memcached_version") {
+        let _ = writeln!(
+            o,
+            "# server: memcached {mc}, {} connections, {} items, {} bytes of {} (run it with --target memcache://SERVER)",
+            v("curr_connections"),
+            v("curr_items"),
+            v("bytes"),
+            v("limit_maxbytes")
+        );
+    } else {
+        let version = c
+            .info
+            .get("valkey_version")
+            .map(|v| format!("valkey {v}"))
+            .unwrap_or_else(|| format!("redis {}", v("redis_version")));
+        let _ = writeln!(
+            o,
+            "# server: {version}, {} clients connected, used_memory {} ({})",
+            v("connected_clients"),
+            v("used_memory"),
+            v("used_memory_human")
+        );
+    }
     match &c.settings {
         Ok(s) => {
             let line: Vec<String> = s.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
             let _ = writeln!(o, "# settings: {}", line.join(" "));
         }
         Err(why) => {
-            let _ = writeln!(o, "# settings: CONFIG GET refused ({why})");
+            let asked = if c.info.contains_key("memcached_version") {
+                "stats settings"
+            } else {
+                "CONFIG GET"
+            };
+            let _ = writeln!(o, "# settings: {asked} refused ({why})");
         }
     }
     let _ = writeln!(
@@ -711,9 +739,14 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
             *names.entry(k.clone()).or_default() += v;
         }
     }
+    let table = if c.info.contains_key("memcached_version") {
+        KNOWN_MC
+    } else {
+        KNOWN
+    };
     let (known, left): (Vec<_>, Vec<_>) = names
         .iter()
-        .partition(|(k, _)| KNOWN.iter().any(|(n, _)| n == k));
+        .partition(|(k, _)| table.iter().any(|(n, _)| n == k));
     let kinds: BTreeMap<String, u64> = c.sample.iter().fold(BTreeMap::new(), |mut m, s| {
         *m.entry(s.kind.clone()).or_default() += 1;
         m
@@ -745,7 +778,7 @@ pub fn profile_toml(c: &Captured, smooth_s: u32) -> String {
         .filter_map(|s| s.size)
         .collect();
     for (name, calls) in known {
-        let kind = KNOWN
+        let kind = table
             .iter()
             .find(|(n, _)| n == name)
             .map_or("", |(_, k)| *k);
