@@ -206,6 +206,56 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
     );
 }
 
+/// The Twitter trace through a relay: a coordinator with one direct worker and a relay of
+/// two (three shards; the relay hands each of its workers the chunks of the shards it
+/// holds and passes their acknowledgements back): every request reaches the server once,
+/// in order per key, and the relay is one member carrying two shards' part.
+#[test]
+fn a_twitter_trace_replays_through_a_relay_exactly() {
+    let server = Server::start(Kind::Valkey);
+    let dir = TempDir::new("replay-relay");
+    let per_second = [150u64, 300, 90];
+    let (text, calls, last) = twitter_trace(&per_second);
+    let file = dir.path().join("trace.csv");
+    std::fs::write(&file, &text).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let out = dir.path().join("out");
+    let args = [
+        "replay",
+        file.to_str().unwrap(),
+        "--format",
+        "twitter",
+        "--listen",
+        &listen,
+        "--workers",
+        "2",
+        "--wait-timeout",
+        "30s",
+        "--target",
+        &server.addr(),
+        "--timeout",
+        "10s",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let mut coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    let _relay = crate::relay::start_relay(&dir, &listen, "ra", 2);
+    let _direct = spawn_workers(&dir, &listen, 1);
+    let r = finish(&dir, &mut coord, Duration::from_secs(120));
+    let records: u64 = per_second.iter().sum();
+    check_calls(&server, &calls, 1);
+    check_last_writes(&server, &last, "");
+    assert_eq!(u(&r["totals"], "completed"), records, "{}", r["totals"]);
+    assert_eq!(u(&r["replay"], "sent"), records);
+    let workers = r["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let relay = workers.iter().find(|w| w["name"] == "ra").unwrap();
+    assert_eq!(u(relay, "shards"), 2, "{relay}");
+    assert!(u(relay, "completed") > 0, "{relay}");
+    let all: u64 = workers.iter().map(|w| u(w, "completed")).sum();
+    assert_eq!(all, records);
+}
+
 /// cachebench's CSV with `op_count` repeats, replayed with `--amplify 2` and a key
 /// prefix on one local worker of two shards: every request twice, under `cb:KEY:0` and
 /// `cb:KEY:1`, each key ending as its last write.

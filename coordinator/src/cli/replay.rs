@@ -191,35 +191,7 @@ pub(super) fn replay_config(
     if let Some(e) = refused(&a.run) {
         return Err(e);
     }
-    let speed = a.speed.unwrap_or(1.0);
-    if !(SPEEDS.0..=SPEEDS.1).contains(&speed) {
-        return Err(err(
-            "--speed",
-            speed,
-            format!(
-                "must be {} to {}, e.g. 2 for twice as fast",
-                SPEEDS.0, SPEEDS.1
-            ),
-        ));
-    }
-    let amplify = a.amplify.unwrap_or(1);
-    if !(1..=MAX_AMPLIFY).contains(&amplify) {
-        return Err(err(
-            "--amplify",
-            amplify,
-            format!("must be 1 to {MAX_AMPLIFY} (copies of each request)"),
-        ));
-    }
-    let ahead = a
-        .ahead
-        .unwrap_or(Duration::from_nanos(replay::WINDOW.ahead_ns));
-    if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&ahead) {
-        return Err(err(
-            "--ahead",
-            format!("{ahead:?}"),
-            "must be 100ms to 60s: the coordinator streams that far ahead of the run",
-        ));
-    }
+    let (speed, amplify, ahead) = knobs(&a)?;
     let rate = match a.run.pace.rate {
         Some(RateArg::Rps(r)) => Some(r),
         _ => None,
@@ -245,51 +217,8 @@ pub(super) fn replay_config(
             "a MONITOR capture holds Redis commands; a memcached target replays twitter or cachebench traces",
         ));
     }
-    let retime = match (rate, stages) {
-        (Some(r), false) if until.is_none() => {
-            // Re-timed at a fixed rate until the trace ends.
-            let forever = Segment {
-                duration_ns: u64::try_from(limits::MAX_RUN.as_nanos()).unwrap_or(u64::MAX),
-                from_rps: r,
-                to_rps: r,
-            };
-            let p = Profile::new(vec![forever]).map_err(|e| err("--rate", r, e))?;
-            cfg.duration = Duration::ZERO;
-            Some(p)
-        }
-        (Some(_), _) | (None, true) => cfg.classes.first().and_then(|c| c.profile.clone()),
-        (None, false) => {
-            cfg.duration = until.unwrap_or(Duration::ZERO);
-            None
-        }
-    };
-    if cfg.arrival == Arrival::Etc && retime.is_none() {
-        return Err(err(
-            "--arrival",
-            "etc",
-            "a trace on its own clock spreads a second's requests evenly or as a Poisson process; ETC's gaps re-time it with --rate or --stages",
-        ));
-    }
-    let ops = replay::survey(&a.files, a.format, |name| {
-        let shape = Shape {
-            mix: vec![(
-                replay::template(&TraceOp::Command(name.into()), Protocol::Resp),
-                1,
-            )],
-            ..replay_shape(cfg.classes[0].shape.pipeline)
-        };
-        shape.commands(Protocol::Resp).is_ok()
-    })
-    .map_err(|why| {
-        err(
-            "FILE",
-            a.files
-                .first()
-                .map(|f| f.display().to_string())
-                .unwrap_or_default(),
-            why,
-        )
-    })?;
+    let retime = retiming(&mut cfg, rate, stages, until)?;
+    let ops = op_table(&a.files, a.format, cfg.classes[0].shape.pipeline)?;
     let mut shape = replay_shape(cfg.classes[0].shape.pipeline);
     shape.mix = ops
         .iter()
@@ -329,6 +258,102 @@ pub(super) fn replay_config(
         },
     });
     Ok(cfg)
+}
+
+/// `--speed`, `--amplify` and `--ahead`, checked.
+fn knobs(a: &ReplayArgs) -> Result<(f64, u32, Duration), ConfigError> {
+    let speed = a.speed.unwrap_or(1.0);
+    if !(SPEEDS.0..=SPEEDS.1).contains(&speed) {
+        return Err(err(
+            "--speed",
+            speed,
+            format!(
+                "must be {} to {}, e.g. 2 for twice as fast",
+                SPEEDS.0, SPEEDS.1
+            ),
+        ));
+    }
+    let amplify = a.amplify.unwrap_or(1);
+    if !(1..=MAX_AMPLIFY).contains(&amplify) {
+        return Err(err(
+            "--amplify",
+            amplify,
+            format!("must be 1 to {MAX_AMPLIFY} (copies of each request)"),
+        ));
+    }
+    let ahead = a
+        .ahead
+        .unwrap_or(Duration::from_nanos(replay::WINDOW.ahead_ns));
+    if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&ahead) {
+        return Err(err(
+            "--ahead",
+            format!("{ahead:?}"),
+            "must be 100ms to 60s: the coordinator streams that far ahead of the run",
+        ));
+    }
+    Ok((speed, amplify, ahead))
+}
+
+/// The fleet profile a trace is re-timed at (`--rate` alone: that rate until the trace
+/// ends; `--stages`, or `--rate` with `--duration`: the run's profile), or None for the
+/// trace's own clock (cut at `--duration`); sets the run's duration to match. ETC's gaps
+/// only re-time.
+fn retiming(
+    cfg: &mut RunConfig,
+    rate: Option<f64>,
+    stages: bool,
+    until: Option<Duration>,
+) -> Result<Option<Profile>, ConfigError> {
+    let retime = match (rate, stages) {
+        (Some(r), false) if until.is_none() => {
+            let forever = Segment {
+                duration_ns: u64::try_from(limits::MAX_RUN.as_nanos()).unwrap_or(u64::MAX),
+                from_rps: r,
+                to_rps: r,
+            };
+            let p = Profile::new(vec![forever]).map_err(|e| err("--rate", r, e))?;
+            cfg.duration = Duration::ZERO;
+            Some(p)
+        }
+        (Some(_), _) | (None, true) => cfg.classes.first().and_then(|c| c.profile.clone()),
+        (None, false) => {
+            cfg.duration = until.unwrap_or(Duration::ZERO);
+            None
+        }
+    };
+    if cfg.arrival == Arrival::Etc && retime.is_none() {
+        return Err(err(
+            "--arrival",
+            "etc",
+            "a trace on its own clock spreads a second's requests evenly or as a Poisson process; ETC's gaps re-time it with --rate or --stages",
+        ));
+    }
+    Ok(retime)
+}
+
+/// The files surveyed ([`replay::survey`]) for their op table; a MONITOR command Crest
+/// cannot parse as a template is left out (and its lines skipped).
+fn op_table(files: &[PathBuf], format: Format, pipeline: u32) -> Result<Vec<TraceOp>, ConfigError> {
+    replay::survey(files, format, |name| {
+        let shape = Shape {
+            mix: vec![(
+                replay::template(&TraceOp::Command(name.into()), Protocol::Resp),
+                1,
+            )],
+            ..replay_shape(pipeline)
+        };
+        shape.commands(Protocol::Resp).is_ok()
+    })
+    .map_err(|why| {
+        err(
+            "FILE",
+            files
+                .first()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+            why,
+        )
+    })
 }
 
 /// A replay class's shape: its mix is the op table's templates; keys, values and TTLs
