@@ -1,8 +1,10 @@
-//! `crest replay` against Valkey (issue #27): a generated Twitter trace over two remote
-//! workers (the server's calls per command equal the trace's, each second's `scheduled`
-//! equals the trace's count, each key ends as its last write left it), a cachebench trace
-//! with repeats, `--amplify` and `--key-prefix`, a `MONITOR` capture of redis-benchmark
-//! replayed at twice its speed, and malformed traces and flags refused in one line.
+//! `crest replay` (issue #27): a generated Twitter trace over two remote workers on six
+//! connections (the server's calls per command equal the trace's, each second's
+//! `scheduled` equals the trace's count, each key ends as its last write left it), the
+//! same against memcached (text and meta), a Redis Cluster and through a relay; a
+//! cachebench trace with repeats, `--amplify` and `--key-prefix`; a `MONITOR` capture of
+//! redis-benchmark replayed at twice its speed; malformed traces and flags refused in one
+//! line.
 
 use crate::support::*;
 use std::collections::BTreeMap;
@@ -70,9 +72,14 @@ fn twitter_trace(per_second: &[u64]) -> (String, BTreeMap<&'static str, u64>, La
 /// Each key's state on the server equals its last write: STRLEN its size, a TTL when it
 /// had one, absent when deleted.
 fn check_last_writes(server: &Server, last: &Last, prefix: &str) {
+    check_last_writes_by(&|args| server.command(args), last, prefix);
+}
+
+/// [`check_last_writes`] asking with `ask` (a cluster: the key's owner).
+fn check_last_writes_by(ask: &dyn Fn(&[&[u8]]) -> crest_resp::Frame, last: &Last, prefix: &str) {
     for (key, want) in last {
         let key = format!("{prefix}{key}");
-        let n = |cmd: &str| match server.command(&[cmd.as_bytes(), key.as_bytes()]) {
+        let n = |cmd: &str| match ask(&[cmd.as_bytes(), key.as_bytes()]) {
             crest_resp::Frame::Integer(n) => n,
             other => panic!("{cmd} {key}: {other:?}"),
         };
@@ -204,6 +211,58 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
         stderr.contains("2 shard(s), 1 class(es), 6 connections"),
         "{stderr}"
     );
+}
+
+/// The Twitter trace against a Redis Cluster of three primaries (two shards, six
+/// connections): each record goes to its key's slot owner, the nodes' commandstats summed
+/// equal the trace's calls, and every key ends as its last write left it on its owner.
+#[test]
+fn a_twitter_trace_replays_against_a_cluster_exactly() {
+    let cluster = RedisCluster::start(Kind::Redis, 3, 0);
+    let dir = TempDir::new("replay-cluster");
+    let per_second = [200u64, 120, 250];
+    let (text, calls, last) = twitter_trace(&per_second);
+    let file = dir.path().join("trace.csv");
+    std::fs::write(&file, &text).unwrap();
+    let r = CrestRun::exactly(
+        &dir,
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--format",
+            "twitter",
+            "--target",
+            &cluster.nodes[1].addr(),
+            "--threads",
+            "2",
+            "--connections",
+            "6",
+            "--timeout",
+            "10s",
+        ],
+    )
+    .run(0);
+    assert_eq!(r["cluster"], true);
+    let records: u64 = per_second.iter().sum();
+    assert_eq!(u(&r["totals"], "completed"), records, "{}", r["totals"]);
+    let stats = cluster.commandstats();
+    for (cmd, n) in &calls {
+        assert_eq!(
+            stats.get(*cmd).copied().unwrap_or(0),
+            *n,
+            "{cmd}: {stats:?}"
+        );
+    }
+    // A key's owner answers; the others say MOVED.
+    let owner = |args: &[&[u8]]| {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| n.command(args))
+            .find(|f| !matches!(f, crest_resp::Frame::Error(e) if e.starts_with(b"MOVED")))
+            .unwrap()
+    };
+    check_last_writes_by(&owner, &last, "");
 }
 
 /// The Twitter trace through a relay: a coordinator with one direct worker and a relay of
