@@ -111,6 +111,126 @@ fn a_captured_profile_replays_the_servers_calls_plateaus_and_sizes() {
     assert!(err.contains("profile written to"), "{err}");
 }
 
+/// A Redis Cluster of three primaries with a replica each, driven at 1,000/s then 2,500/s
+/// (SET:GET 1:4, 500-byte values, 3,000 keys) while `crest capture` watches it through one
+/// node: the profile counts every node (GET and SET within 10% of the six nodes'
+/// commandstats summed), its keyspace is the primaries' keys together (within 10%), the
+/// keys sampled on the primaries (no probe refused); run against one fresh Valkey it
+/// sends the same calls within 10%.
+#[test]
+fn a_cluster_is_captured_on_every_node() {
+    let cluster = RedisCluster::start(Kind::Redis, 3, 1);
+    let seed = cluster.nodes[0].addr();
+    let dir = TempDir::new("capture-cluster");
+    let profile = dir.path().join("captured.toml");
+    let mut capture = Proc::spawn(
+        &crest_bin(),
+        &[
+            "capture",
+            "--target",
+            &seed,
+            "--duration",
+            "9s",
+            "--out",
+            profile.to_str().unwrap(),
+            "--sample-keys",
+            "300",
+        ],
+        dir.path(),
+        "capture",
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let drive = TempDir::new("capture-cluster-drive");
+    CrestRun::new(&drive)
+        .args(&[
+            "--target",
+            &seed,
+            "--stages",
+            "3s:1000, 3s:2500",
+            "--ratio",
+            "1:4",
+            "--value-size",
+            "500",
+            "--keys",
+            "3000",
+            "--prefill",
+        ])
+        .run(0);
+    let code = capture.wait(Duration::from_secs(60));
+    let err = read_log(dir.path(), "capture", "stderr");
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        text.contains("# cluster: 3 primaries and 3 replicas watched"),
+        "{text}"
+    );
+    let seen = cluster.commandstats();
+    let count = |cmd: &str| -> f64 {
+        let class = text
+            .split("\n[[class]]")
+            .find(|c| c.contains(&format!("mix = {{ {cmd} = 1 }}")))
+            .unwrap_or_else(|| panic!("no {cmd} class:\n{text}"));
+        class
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# {cmd}: ")))
+            .or_else(|| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&format!("# {cmd}: ")))
+            })
+            .and_then(|l| l.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap()
+    };
+    for (cmd, stat) in [("GET", "get"), ("SET", "set")] {
+        let (want, got) = (seen[stat] as f64, count(cmd));
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "{cmd}: the nodes counted {want}, the capture {got}\n{text}"
+        );
+    }
+    let keys: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# keyspace: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!((2700..=3300).contains(&keys), "{keys} keys\n{text}");
+    // Sampling runs at 100 commands a second, four a key: some 220 keys in 9 s (a busy
+    // machine gets fewer through; at least 50 are asked), every
+    // probe answered (a replica would have said MOVED).
+    let sampled: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# keyspace: "))
+        .and_then(|l| l.split("sampled ").nth(1))
+        .and_then(|l| l.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no sample count:\n{text}"));
+    assert!(sampled >= 50, "{sampled} sampled\n{text}");
+    assert!(!text.contains("refused"), "{text}");
+    let b = Server::start(Kind::Valkey);
+    let out = TempDir::new("capture-cluster-replayed");
+    CrestRun::new(&out)
+        .args(&[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--target",
+            &b.addr(),
+        ])
+        .run(0);
+    let replayed = b.commandstats();
+    for stat in ["get", "set"] {
+        let (want, got) = (
+            seen[stat] as f64,
+            replayed.get(stat).copied().unwrap_or(0) as f64,
+        );
+        // The prefill's SETs are in the nodes' counts and in the capture's.
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "{stat}: the cluster {want}, replayed {got}\n{text}"
+        );
+    }
+}
+
 /// Under an LFU policy the sampled `OBJECT FREQ` counters become the class's popularity
 /// table: a Valkey whose 1,000 keys were read with zipf 1.2 (the top tenth of keys takes
 /// about 56% of reads) is captured with a table whose hottest tenth carries far more

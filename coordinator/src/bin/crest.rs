@@ -621,10 +621,30 @@ async fn capture_cmd(a: crest::capture::CaptureArgs) -> anyhow::Result<ExitCode>
             }
         }
     } else {
-        let (conn, shown) = match orchestrate::control_to(&cfg, None, "crest-capture").await {
+        let (mut conn, shown) = match orchestrate::control_to(&cfg, None, "crest-capture").await {
             Ok(c) => c,
             Err(e) => return Ok(usage(format!("--target: {e}"))),
         };
+        // A cluster: every node is watched (its rates summed), keys sampled on each primary.
+        let cluster = match cfg.cluster {
+            crest_model::target::ClusterMode::Off => None,
+            _ => crest::capture::cluster_peers(&mut conn).await,
+        };
+        if cfg.cluster == crest_model::target::ClusterMode::On && cluster.is_none() {
+            return Ok(usage(format!(
+                "--cluster on: {shown} is not in a cluster (CLUSTER NODES says nothing); drop --cluster on"
+            )));
+        }
+        let (seed_primary, peers) = cluster.unwrap_or((true, Vec::new()));
+        let mut nodes = vec![(conn, seed_primary)];
+        for (addr, primary) in peers {
+            let mut node = cfg.clone();
+            node.target = Some(addr.clone());
+            match orchestrate::control_to(&node, None, "crest-capture").await {
+                Ok((c, _)) => nodes.push((c, primary)),
+                Err(e) => return Ok(usage(format!("--target: cluster node {addr}: {e}"))),
+            }
+        }
         let started = || {
             eprintln!(
                 "crest: capturing {shown} for {:?} (one INFO a second, at most {} sampling commands a second)",
@@ -632,7 +652,7 @@ async fn capture_cmd(a: crest::capture::CaptureArgs) -> anyhow::Result<ExitCode>
             );
         };
         tokio::select! {
-            c = crest::capture::capture(conn, &shown, &opts, started) => c,
+            c = crest::capture::capture(nodes, &shown, &opts, started) => c,
             () = signals() => {
                 eprintln!("crest: interrupted: no profile written");
                 return Ok(ExitCode::from(130));

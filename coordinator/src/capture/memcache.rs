@@ -278,6 +278,7 @@ pub async fn capture(
         refused: BTreeMap::new(),
         own: BTreeMap::new(),
         watched: Duration::ZERO,
+        nodes: (1, 0),
     };
     let mut own_prev = m.own.clone();
     let mut prev = counters(&m.stats("").await?);

@@ -4,6 +4,8 @@
 //! - **Rates**: `INFO commandstats` once a second on one connection; each second's calls
 //!   per command are the difference of two readings, less the commands the capture itself
 //!   sent in between (its INFO, SCAN, TYPE…), so its own traffic never reaches the profile.
+//! - **A cluster**: every node `CLUSTER NODES` names, each asked its `ROLE`: the rates
+//!   summed over them all, keys sampled on each primary, the keyspace the primaries'.
 //! - **Keys**: between readings, at most `--sample-rate` commands a second go to sampling
 //!   up to `--sample-keys` keys: `SCAN` (COUNT 100), then per key `TYPE`, its size
 //!   (`STRLEN`, `HLEN`, `LLEN`, `SCARD`, `ZCARD`), `PTTL`, and `OBJECT FREQ` under an LFU
@@ -197,6 +199,8 @@ pub struct Captured {
     pub own: BTreeMap<String, u64>,
     /// How long it watched.
     pub watched: Duration,
+    /// The nodes watched: primaries and replicas (1 and 0 for a single server).
+    pub nodes: (u64, u64),
 }
 
 /// One line saying why a capture cannot start or go on.
@@ -259,38 +263,124 @@ fn is_error(f: &Frame) -> Option<String> {
     }
 }
 
-/// Watches `conn`'s server (shown as `target`) as `opts` says; `started` is called once
-/// the server has let it read INFO and the baseline is taken.
+/// The cluster `conn`'s server is in, from `CLUSTER NODES`: whether that server is a
+/// primary, and the other nodes (address, is a primary), failed and address-less ones
+/// left out; None when it is not a cluster (or will not say).
+pub async fn cluster_peers(conn: &mut Control) -> Option<(bool, Vec<(String, bool)>)> {
+    let reply = conn.ask(&[b"CLUSTER", b"NODES"], MAX_REPLY).await.ok()??;
+    peers_of(&text(reply).ok()?)
+}
+
+/// [`cluster_peers`]'s reading of a `CLUSTER NODES` reply.
+pub fn peers_of(nodes: &str) -> Option<(bool, Vec<(String, bool)>)> {
+    let mut me = None;
+    let mut peers = Vec::new();
+    for l in nodes.lines() {
+        let w: Vec<&str> = l.split(' ').collect();
+        let (Some(addr), Some(flags)) = (w.get(1), w.get(2)) else {
+            continue;
+        };
+        let flags: Vec<&str> = flags.split(',').collect();
+        let primary = flags.contains(&"master");
+        if flags.contains(&"myself") {
+            me = Some(primary);
+            continue;
+        }
+        if flags
+            .iter()
+            .any(|f| matches!(*f, "fail" | "noaddr" | "handshake"))
+        {
+            continue;
+        }
+        let addr = addr.split('@').next().unwrap_or_default();
+        if !addr.is_empty() && !addr.starts_with(':') {
+            peers.push((addr.to_string(), primary));
+        }
+    }
+    Some((me?, peers))
+}
+
+/// The nodes' `INFO commandstats` summed (calls only).
+async fn readings(
+    cs: &mut [Conn],
+    target: &str,
+) -> Result<BTreeMap<String, crest_report::server::info::CmdCounters>, CaptureError> {
+    let mut sum: BTreeMap<String, crest_report::server::info::CmdCounters> = BTreeMap::new();
+    for c in cs.iter_mut() {
+        let reply = c.ask(&[b"INFO", b"commandstats"]).await?;
+        let info = Info::parse(&text(reply).map_err(|why| {
+            CaptureError(format!(
+                "--target {target}: INFO commandstats refused ({why})"
+            ))
+        })?);
+        for (k, v) in info.commands {
+            sum.entry(k).or_default().calls += v.calls;
+        }
+    }
+    Ok(sum)
+}
+
+/// The capture's own commands on every node, summed.
+fn own_of(cs: &[Conn]) -> BTreeMap<String, u64> {
+    let mut sum = BTreeMap::new();
+    for c in cs {
+        for (k, v) in &c.own {
+            *sum.entry(k.clone()).or_default() += v;
+        }
+    }
+    sum
+}
+
+/// Watches the server of `nodes`' first (shown as `target`) as `opts` says, and in a
+/// cluster every node given after it (each `(connection, is a primary)`): the rates summed
+/// over every node, keys sampled on each primary (the sample split between them);
+/// `started` is called once the server has let it read INFO and the baseline is taken.
 ///
 /// # Errors
-/// [`CaptureError`] when the server refuses `INFO` (an ACL) or the connection fails.
+/// [`CaptureError`] when the server refuses `INFO` (an ACL) or a connection fails.
 pub async fn capture(
-    conn: Control,
+    nodes: Vec<(Control, bool)>,
     target: &str,
     opts: &Options,
     started: impl FnOnce(),
 ) -> Result<Captured, CaptureError> {
-    let mut c = Conn {
-        c: conn,
-        own: BTreeMap::new(),
-    };
-    let first = c.ask(&[b"INFO", b"everything"]).await?;
+    let mut primaries: Vec<bool> = nodes.iter().map(|n| n.1).collect();
+    let mut cs: Vec<Conn> = nodes
+        .into_iter()
+        .map(|(c, _)| Conn {
+            c,
+            own: BTreeMap::new(),
+        })
+        .collect();
+    if cs.len() > 1 {
+        // Each node says what it is now (the seed's view may lag a failover).
+        for (c, p) in cs.iter_mut().zip(primaries.iter_mut()) {
+            if let Frame::Array(a) = c.ask(&[b"ROLE"]).await?
+                && let Some(Frame::Bulk(role)) = a.first()
+            {
+                *p = role.as_slice() == b"master";
+            }
+        }
+    }
+    let first = cs[0].ask(&[b"INFO", b"everything"]).await?;
     let first = text(first).map_err(|why| {
         CaptureError(format!(
             "--target {target}: INFO refused ({why}); crest capture reads the server's INFO: use a user allowed INFO (ACL +info)"
         ))
     })?;
     let info = Info::parse(&first);
+    let n_primaries = primaries.iter().filter(|p| **p).count() as u64;
     let mut out = Captured {
         target: target.to_string(),
         seconds: Vec::new(),
         info: info.fields.clone(),
         keys: (0, 0),
-        settings: settings(&mut c).await,
+        settings: settings(&mut cs[0]).await,
         sample: Vec::new(),
         refused: BTreeMap::new(),
         own: BTreeMap::new(),
         watched: Duration::ZERO,
+        nodes: (n_primaries, cs.len() as u64 - n_primaries),
     };
     let lfu = out
         .settings
@@ -298,23 +388,38 @@ pub async fn capture(
         .is_ok_and(|s| s.get("maxmemory-policy").is_some_and(|p| p.contains("lfu")));
     // The baseline reading, after the capture's own setup: its INFO counts in the next
     // reading's difference and in the capture's own between them.
-    let mut own_prev = c.own.clone();
-    let reply = c.ask(&[b"INFO", b"commandstats"]).await?;
-    let mut prev = Info::parse(&text(reply).map_err(|why| {
-        CaptureError(format!(
-            "--target {target}: INFO commandstats refused ({why})"
-        ))
-    })?)
-    .commands;
+    let mut own_prev = own_of(&cs);
+    let mut prev = readings(&mut cs, target).await?;
     started();
     let start = Instant::now();
-    let mut sampler = Sampler::new(opts, lfu);
-    // Sampling commands go on a schedule of sample_rate a second.
+    // One sampler per primary (a replica holds its primary's keys), the sample split.
+    let owners: Vec<usize> = (0..cs.len()).filter(|&i| primaries[i]).collect();
+    let mut samplers: Vec<(usize, Sampler)> = owners
+        .iter()
+        .enumerate()
+        .map(|(j, &i)| {
+            let n = owners.len() as u64;
+            let share = opts.sample_keys / n + u64::from((j as u64) < opts.sample_keys % n);
+            (
+                i,
+                Sampler::new(
+                    &Options {
+                        sample_keys: share,
+                        ..opts.clone()
+                    },
+                    lfu,
+                ),
+            )
+        })
+        .collect();
+    // Sampling commands go on a schedule of sample_rate a second, the samplers in turn.
     let gap = Duration::from_secs(1) / opts.sample_rate.max(1);
     let mut next = start;
+    let mut turn = 0;
     for second in 1..=opts.duration.as_secs().max(1) {
         let tick = start + Duration::from_secs(second);
-        while !sampler.done() {
+        let mut idle = 0;
+        while idle < samplers.len() {
             let now = Instant::now();
             if next >= tick || now >= tick {
                 break;
@@ -323,36 +428,44 @@ pub async fn capture(
                 tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
                 continue;
             }
-            match sampler.step(&mut c, &mut out).await? {
-                Step::Sent => next = (next + gap).max(now),
-                Step::Free => {}
-                Step::Idle => break,
+            turn = (turn + 1) % samplers.len();
+            let (i, sampler) = &mut samplers[turn];
+            if sampler.done() {
+                idle += 1;
+                continue;
+            }
+            match sampler.step(&mut cs[*i], &mut out).await? {
+                Step::Sent => {
+                    next = (next + gap).max(now);
+                    idle = 0;
+                }
+                Step::Free => idle = 0,
+                Step::Idle => idle += 1,
             }
         }
         tokio::time::sleep_until(tokio::time::Instant::from_std(tick)).await;
-        let own_now = c.own.clone();
-        let reply = c.ask(&[b"INFO", b"commandstats"]).await?;
-        let now = Info::parse(&text(reply).map_err(|why| {
-            CaptureError(format!(
-                "--target {target}: INFO refused mid-capture ({why})"
-            ))
-        })?)
-        .commands;
+        let own_now = own_of(&cs);
+        let now = readings(&mut cs, target).await?;
         out.seconds
             .push(calls_between(&prev, &now, &own_prev, &own_now));
         prev = now;
         own_prev = own_now;
     }
     out.watched = start.elapsed();
-    let end = c.ask(&[b"INFO", b"keyspace"]).await?;
-    if let Ok(t) = text(end) {
-        let dbs = Info::parse(&t).dbs;
-        out.keys = dbs
-            .values()
-            .fold((0, 0), |(k, e), d| (k + d.keys, e + d.expires));
+    for &i in &owners {
+        let end = cs[i].ask(&[b"INFO", b"keyspace"]).await?;
+        if let Ok(t) = text(end) {
+            let (k, e) = Info::parse(&t)
+                .dbs
+                .values()
+                .fold((0, 0), |(k, e), d| (k + d.keys, e + d.expires));
+            out.keys = (out.keys.0 + k, out.keys.1 + e);
+        }
     }
-    out.refused = sampler.refused;
-    out.own = c.own;
+    for (_, s) in samplers {
+        out.refused.extend(s.refused);
+    }
+    out.own = own_of(&cs);
     Ok(out)
 }
 
@@ -663,6 +776,13 @@ fn header(
             v("connected_clients"),
             v("used_memory"),
             v("used_memory_human")
+        );
+    }
+    if c.nodes.0 + c.nodes.1 > 1 {
+        let _ = writeln!(
+            o,
+            "# cluster: {} primaries and {} replicas watched; rates summed over every node, keys sampled on each primary",
+            c.nodes.0, c.nodes.1
         );
     }
     match &c.settings {
@@ -1036,6 +1156,33 @@ mod tests {
         assert_eq!(popularity(&[5, 30, 9], 10.0), None, "too few");
     }
 
+    /// `CLUSTER NODES`: the seed's role, and the other nodes that can be reached.
+    #[test]
+    fn cluster_nodes_read_as_the_seeds_role_and_its_peers() {
+        let nodes = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001,host master - 0 1 2 connected 5461-10922
+c3 127.0.0.1:7002@17002 master,fail - 0 1 3 connected 10923-16383
+d4 127.0.0.1:7003@17003 slave b2 0 1 2 connected
+e5 :0@0 master,noaddr - 0 0 0 disconnected
+";
+        let (me, peers) = peers_of(nodes).unwrap();
+        assert!(me);
+        assert_eq!(
+            peers,
+            [
+                ("127.0.0.1:7001".to_string(), true),
+                ("127.0.0.1:7003".to_string(), false)
+            ]
+        );
+        let (me, _) = peers_of("x 127.0.0.1:7003@17003 myself,slave b2 0 0 2 connected\n").unwrap();
+        assert!(!me);
+        assert_eq!(
+            peers_of("ERR This instance has cluster support disabled"),
+            None
+        );
+    }
+
     #[test]
     fn smoothing_and_coarsening_keep_the_mean() {
         let c = [0.0, 0.0, 30.0, 30.0, 30.0, 0.0];
@@ -1091,6 +1238,7 @@ mod tests {
             refused: BTreeMap::new(),
             own: own(&[("info", 7)]),
             watched: Duration::from_secs(6),
+            nodes: (1, 0),
         };
         let text = profile_toml(&c, 1);
         assert!(text.contains("# left out"), "{text}");
