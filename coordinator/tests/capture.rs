@@ -6,54 +6,32 @@
 use crate::support::*;
 use std::time::Duration;
 
-/// Valkey driven at 1,500/s then 4,000/s (SET:GET 1:4, 700-byte values) while
-/// `crest capture` watches it; the profile it writes, run against a fresh server, sends
-/// GET and SET within 10% of what the first server counted, holds both plateaus within
-/// 10%, and writes 700-byte values. The capture's own commands stay within its budget.
-#[test]
-fn a_captured_profile_replays_the_servers_calls_plateaus_and_sizes() {
-    let a = Server::start(Kind::Valkey);
-    let dir = TempDir::new("capture-round-trip");
-    let profile = dir.path().join("captured.toml");
-    let mut capture = Proc::spawn(
-        &crest_bin(),
-        &[
-            "capture",
-            "--target",
-            &a.addr(),
-            "--duration",
-            "11s",
-            "--out",
-            profile.to_str().unwrap(),
-            "--sample-keys",
-            "300",
-        ],
-        dir.path(),
-        "capture",
-    );
-    // The load starts once the capture has its baseline.
+/// `crest capture ARGS --out PROFILE` started, `drive` run once it has its baseline
+/// (800 ms later), and, once it ended (exit 0), the profile it wrote and its stderr.
+fn capture_while(
+    dir: &TempDir,
+    profile: &std::path::Path,
+    args: &[&str],
+    drive: impl FnOnce(),
+) -> (String, String) {
+    let mut all = vec!["capture", "--out", profile.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let mut capture = Proc::spawn(&crest_bin(), &all, dir.path(), "capture");
     std::thread::sleep(Duration::from_millis(800));
-    let drive = TempDir::new("capture-drive");
-    CrestRun::new(&drive)
-        .args(&[
-            "--target",
-            &a.addr(),
-            "--stages",
-            "4s:1500, 4s:4000",
-            "--ratio",
-            "1:4",
-            "--value-size",
-            "700",
-            "--keys",
-            "2000",
-        ])
-        .run(0);
+    drive();
     let code = capture.wait(Duration::from_secs(60));
     let err = read_log(dir.path(), "capture", "stderr");
     assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(&profile).unwrap();
-    let seen = a.commandstats();
+    (std::fs::read_to_string(profile).unwrap(), err)
+}
 
+/// `profile` run against a fresh Valkey: its GET and SET calls within 10% of `seen` (the
+/// captured server's); the report and the server.
+fn run_on_fresh_valkey(
+    profile: &std::path::Path,
+    seen: &std::collections::HashMap<String, u64>,
+    text: &str,
+) -> (serde_json::Value, Server) {
     let b = Server::start(Kind::Valkey);
     let out = TempDir::new("capture-replayed");
     let r = CrestRun::new(&out)
@@ -75,6 +53,48 @@ fn a_captured_profile_replays_the_servers_calls_plateaus_and_sizes() {
             "{cmd}: captured server {want}, replayed {got}\n{text}"
         );
     }
+    (r, b)
+}
+
+/// Valkey driven at 1,500/s then 4,000/s (SET:GET 1:4, 700-byte values) while
+/// `crest capture` watches it; the profile it writes, run against a fresh server, sends
+/// GET and SET within 10% of what the first server counted, holds both plateaus within
+/// 10%, and writes 700-byte values. The capture's own commands stay within its budget.
+#[test]
+fn a_captured_profile_replays_the_servers_calls_plateaus_and_sizes() {
+    let a = Server::start(Kind::Valkey);
+    let dir = TempDir::new("capture-round-trip");
+    let profile = dir.path().join("captured.toml");
+    let (text, err) = capture_while(
+        &dir,
+        &profile,
+        &[
+            "--target",
+            &a.addr(),
+            "--duration",
+            "11s",
+            "--sample-keys",
+            "300",
+        ],
+        || {
+            let drive = TempDir::new("capture-drive");
+            CrestRun::new(&drive)
+                .args(&[
+                    "--target",
+                    &a.addr(),
+                    "--stages",
+                    "4s:1500, 4s:4000",
+                    "--ratio",
+                    "1:4",
+                    "--value-size",
+                    "700",
+                    "--keys",
+                    "2000",
+                ])
+                .run(0);
+        },
+    );
+    let (r, b) = run_on_fresh_valkey(&profile, &a.commandstats(), &text);
     // The plateaus: some seconds at 1,500 and the busiest at 4,000, each within 10%.
     let mut rows: Vec<f64> = r["timeline"]
         .as_array()
@@ -123,43 +143,36 @@ fn a_cluster_is_captured_on_every_node() {
     let seed = cluster.nodes[0].addr();
     let dir = TempDir::new("capture-cluster");
     let profile = dir.path().join("captured.toml");
-    let mut capture = Proc::spawn(
-        &crest_bin(),
+    let (text, _) = capture_while(
+        &dir,
+        &profile,
         &[
-            "capture",
             "--target",
             &seed,
             "--duration",
             "9s",
-            "--out",
-            profile.to_str().unwrap(),
             "--sample-keys",
             "300",
         ],
-        dir.path(),
-        "capture",
+        || {
+            let drive = TempDir::new("capture-cluster-drive");
+            CrestRun::new(&drive)
+                .args(&[
+                    "--target",
+                    &seed,
+                    "--stages",
+                    "3s:1000, 3s:2500",
+                    "--ratio",
+                    "1:4",
+                    "--value-size",
+                    "500",
+                    "--keys",
+                    "3000",
+                    "--prefill",
+                ])
+                .run(0);
+        },
     );
-    std::thread::sleep(Duration::from_millis(800));
-    let drive = TempDir::new("capture-cluster-drive");
-    CrestRun::new(&drive)
-        .args(&[
-            "--target",
-            &seed,
-            "--stages",
-            "3s:1000, 3s:2500",
-            "--ratio",
-            "1:4",
-            "--value-size",
-            "500",
-            "--keys",
-            "3000",
-            "--prefill",
-        ])
-        .run(0);
-    let code = capture.wait(Duration::from_secs(60));
-    let err = read_log(dir.path(), "capture", "stderr");
-    assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(&profile).unwrap();
     assert!(
         text.contains("# cluster: 3 primaries and 3 replicas watched"),
         "{text}"
@@ -207,28 +220,8 @@ fn a_cluster_is_captured_on_every_node() {
         .unwrap_or_else(|| panic!("no sample count:\n{text}"));
     assert!(sampled >= 50, "{sampled} sampled\n{text}");
     assert!(!text.contains("refused"), "{text}");
-    let b = Server::start(Kind::Valkey);
-    let out = TempDir::new("capture-cluster-replayed");
-    CrestRun::new(&out)
-        .args(&[
-            "--profile",
-            profile.to_str().unwrap(),
-            "--target",
-            &b.addr(),
-        ])
-        .run(0);
-    let replayed = b.commandstats();
-    for stat in ["get", "set"] {
-        let (want, got) = (
-            seen[stat] as f64,
-            replayed.get(stat).copied().unwrap_or(0) as f64,
-        );
-        // The prefill's SETs are in the nodes' counts and in the capture's.
-        assert!(
-            (got - want).abs() <= 0.1 * want,
-            "{stat}: the cluster {want}, replayed {got}\n{text}"
-        );
-    }
+    // The prefill's SETs are in the nodes' counts and in the capture's.
+    run_on_fresh_valkey(&profile, &seen, &text);
 }
 
 /// Under an LFU policy the sampled `OBJECT FREQ` counters become the class's popularity
@@ -261,47 +254,39 @@ fn an_lfu_servers_counters_become_a_popularity_table() {
         .run(0);
     let dir = TempDir::new("capture-lfu");
     let profile = dir.path().join("captured.toml");
-    let mut capture = Proc::spawn(
-        &crest_bin(),
+    let (text, _) = capture_while(
+        &dir,
+        &profile,
         &[
-            "capture",
             "--target",
             &a.addr(),
             "--duration",
             "3s",
-            "--out",
-            profile.to_str().unwrap(),
             "--sample-keys",
             "400",
             "--sample-rate",
             "2000",
         ],
-        dir.path(),
-        "capture",
+        || {
+            let more = TempDir::new("capture-lfu-more");
+            CrestRun::new(&more)
+                .args(&[
+                    "--target",
+                    &a.addr(),
+                    "--mix",
+                    "GET=1",
+                    "--keys",
+                    "1000",
+                    "--key-dist",
+                    "zipf:1.2",
+                    "--rate",
+                    "500",
+                    "--duration",
+                    "1500ms",
+                ])
+                .run(0);
+        },
     );
-    // Reads go on while it watches (a class is a command it sees).
-    std::thread::sleep(Duration::from_millis(800));
-    let more = TempDir::new("capture-lfu-more");
-    CrestRun::new(&more)
-        .args(&[
-            "--target",
-            &a.addr(),
-            "--mix",
-            "GET=1",
-            "--keys",
-            "1000",
-            "--key-dist",
-            "zipf:1.2",
-            "--rate",
-            "500",
-            "--duration",
-            "1500ms",
-        ])
-        .run(0);
-    let code = capture.wait(Duration::from_secs(60));
-    let err = read_log(dir.path(), "capture", "stderr");
-    assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(&profile).unwrap();
     let keys_line = text
         .lines()
         .find(|l| l.starts_with("keys = ") && l.contains("distribution = \"table\""))
@@ -420,47 +405,40 @@ fn a_captured_memcached_profile_replays_its_calls_plateaus_sizes_and_ttls() {
     let dir = TempDir::new("capture-mc");
     let profile = dir.path().join("captured.toml");
     let target = format!("memcache://{}", a.addr());
-    let mut capture = Proc::spawn(
-        &crest_bin(),
+    let (text, _) = capture_while(
+        &dir,
+        &profile,
         &[
-            "capture",
             "--target",
             &target,
             "--duration",
             "11s",
-            "--out",
-            profile.to_str().unwrap(),
             "--sample-keys",
             "300",
         ],
-        dir.path(),
-        "capture",
+        || {
+            let drive = TempDir::new("capture-mc-drive");
+            CrestRun::new(&drive)
+                .args(&[
+                    "--target",
+                    &target,
+                    "--stages",
+                    "4s:800, 4s:2000",
+                    "--ratio",
+                    "1:4",
+                    "--value-size",
+                    "300",
+                    "--keys",
+                    "1000",
+                    "--ttl",
+                    "0:1,100s:1",
+                    // The capture's own `mg` probes are gets too: the drive's books would not
+                    // match the server's, which is the capture's doing, not the drive's.
+                    "--no-server-stats",
+                ])
+                .run(0);
+        },
     );
-    std::thread::sleep(Duration::from_millis(800));
-    let drive = TempDir::new("capture-mc-drive");
-    CrestRun::new(&drive)
-        .args(&[
-            "--target",
-            &target,
-            "--stages",
-            "4s:800, 4s:2000",
-            "--ratio",
-            "1:4",
-            "--value-size",
-            "300",
-            "--keys",
-            "1000",
-            "--ttl",
-            "0:1,100s:1",
-            // The capture's own `mg` probes are gets too: the drive's books would not
-            // match the server's, which is the capture's doing, not the drive's.
-            "--no-server-stats",
-        ])
-        .run(0);
-    let code = capture.wait(Duration::from_secs(60));
-    let err = read_log(dir.path(), "capture", "stderr");
-    assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(&profile).unwrap();
     let seen = a.stats();
     assert!(text.contains("# server: memcached 1."), "{text}");
     assert!(text.contains("values = { sizes = [[300, 1]"), "{text}");

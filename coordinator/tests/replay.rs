@@ -106,6 +106,38 @@ fn check_calls(server: &Server, calls: &BTreeMap<&str, u64>, times: u64) {
     }
 }
 
+/// A coordinator replaying Twitter trace `text` (written under `dir`) against `target`,
+/// listening for two members on a free port (returned), with `extra` flags; its report
+/// goes to `dir`/out. Wide timeout: a busy machine's late start sends the first requests
+/// from the backlog.
+fn replay_coordinator(dir: &TempDir, text: &str, target: &str, extra: &[&str]) -> (Proc, String) {
+    let file = dir.path().join("trace.csv");
+    std::fs::write(&file, text).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let out = dir.path().join("out");
+    let mut args = vec![
+        "replay",
+        file.to_str().unwrap(),
+        "--format",
+        "twitter",
+        "--listen",
+        &listen,
+        "--workers",
+        "2",
+        "--wait-timeout",
+        "30s",
+        "--target",
+        target,
+        "--timeout",
+        "10s",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    (coord, listen)
+}
+
 /// A Twitter trace over two remote workers (one shard each, three connections each with
 /// `--connections 6`): every request reaches the server once, in order per key (each key
 /// on one connection of its shard); each second's `scheduled` is the trace's count; the
@@ -118,32 +150,8 @@ fn a_twitter_trace_replays_over_two_workers_exactly() {
     let (mut text, calls, last) = twitter_trace(&per_second);
     // Two lines that cannot be replayed, counted with their line numbers.
     text.push_str("1004,k1,2,10,7,frobnicate,0\n1004,k2,2,ten,7,set,0\n");
-    let file = dir.path().join("trace.csv");
-    std::fs::write(&file, &text).unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let out = dir.path().join("out");
-    let args = [
-        "replay",
-        file.to_str().unwrap(),
-        "--format",
-        "twitter",
-        "--listen",
-        &listen,
-        "--workers",
-        "2",
-        "--wait-timeout",
-        "30s",
-        "--target",
-        &server.addr(),
-        // Wide: a busy machine's late start sends the first requests from the backlog.
-        "--timeout",
-        "10s",
-        "--connections",
-        "6",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let mut coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    let (mut coord, listen) =
+        replay_coordinator(&dir, &text, &server.addr(), &["--connections", "6"]);
     let _workers = spawn_workers(&dir, &listen, 2);
     let r = finish(&dir, &mut coord, Duration::from_secs(120));
     let records: u64 = per_second.iter().sum();
@@ -275,29 +283,7 @@ fn a_twitter_trace_replays_through_a_relay_exactly() {
     let dir = TempDir::new("replay-relay");
     let per_second = [150u64, 300, 90];
     let (text, calls, last) = twitter_trace(&per_second);
-    let file = dir.path().join("trace.csv");
-    std::fs::write(&file, &text).unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let out = dir.path().join("out");
-    let args = [
-        "replay",
-        file.to_str().unwrap(),
-        "--format",
-        "twitter",
-        "--listen",
-        &listen,
-        "--workers",
-        "2",
-        "--wait-timeout",
-        "30s",
-        "--target",
-        &server.addr(),
-        "--timeout",
-        "10s",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let mut coord = Proc::spawn(&crest_bin(), &args, dir.path(), "crest");
+    let (mut coord, listen) = replay_coordinator(&dir, &text, &server.addr(), &[]);
     let _relay = crate::relay::start_relay(&dir, &listen, "ra", 2);
     let _direct = spawn_workers(&dir, &listen, 1);
     let r = finish(&dir, &mut coord, Duration::from_secs(120));

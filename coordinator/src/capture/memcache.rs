@@ -12,7 +12,7 @@
 //! - **The server**: `stats` (version, connections, bytes, items) and `stats settings`
 //!   (memory limit, item size cap, evictions, the LRU) as comments.
 
-use super::{CaptureError, Captured, KeySample, Options, calls_between};
+use super::{CaptureError, Captured, KeySample, Options, calls_between, sample_turn};
 use crest_report::server::info::CmdCounters;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -308,14 +308,9 @@ pub async fn capture(
             }
         }
         while let Some(k) = names.last() {
-            let now = Instant::now();
-            if next >= tick || now >= tick {
+            let Some(now) = sample_turn(next, tick).await else {
                 break;
-            }
-            if next > now {
-                tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
-                continue;
-            }
+            };
             let line = format!("mg {} s t", String::from_utf8_lossy(k));
             let len = k.len();
             names.pop();

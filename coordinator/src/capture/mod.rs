@@ -420,14 +420,9 @@ pub async fn capture(
         let tick = start + Duration::from_secs(second);
         let mut idle = 0;
         while idle < samplers.len() {
-            let now = Instant::now();
-            if next >= tick || now >= tick {
+            let Some(now) = sample_turn(next, tick).await else {
                 break;
-            }
-            if next > now {
-                tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
-                continue;
-            }
+            };
             turn = (turn + 1) % samplers.len();
             let (i, sampler) = &mut samplers[turn];
             if sampler.done() {
@@ -467,6 +462,21 @@ pub async fn capture(
     }
     out.own = own_of(&cs);
     Ok(out)
+}
+
+/// A sampling command's turn: sleeps until `next` (its place on the schedule) and says
+/// the time then; None once `tick` (the next reading) comes first.
+async fn sample_turn(next: Instant, tick: Instant) -> Option<Instant> {
+    loop {
+        let now = Instant::now();
+        if next >= tick || now >= tick {
+            return None;
+        }
+        if next <= now {
+            return Some(now);
+        }
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+    }
 }
 
 /// Each command's calls between two readings, less the capture's own (upper-case names;
