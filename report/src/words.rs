@@ -157,18 +157,7 @@ impl Report {
     /// connections failed (a node refusing or dropping them holds its requests, and more
     /// connections would not help).
     pub fn connection_bound_advice(&self) -> String {
-        if self.connection_errors.is_empty() {
-            return "more --connections or --pipeline would send them on time".into();
-        }
-        let kinds: Vec<String> = self
-            .connection_errors
-            .iter()
-            .map(|(k, n)| format!("{k}={n}"))
-            .collect();
-        format!(
-            "connections failed meanwhile ({}): a node that refuses or drops them holds its requests, so look at the target before adding --connections",
-            kinds.join(" ")
-        )
+        connection_advice(&self.connection_errors)
     }
 
     /// The connection-bound intervals in words (as [`Report::generator_bound_spans`]);
@@ -213,6 +202,13 @@ impl Report {
                 format!(
                     "the scheduler gave the shards' core to other threads {} times, {ms:.1} ms queued for it in all: {why}",
                     grouped(n)
+                )
+            } else if *cause == OffPace::Connections && !self.connection_errors.is_empty() {
+                // Not "more connections" when connections failed: the same advice as the
+                // connection-bound note.
+                format!(
+                    "requests waited for a free connection; {}",
+                    connection_advice(&self.connection_errors)
                 )
             } else {
                 (*why).to_string()
@@ -395,9 +391,35 @@ impl Report {
     }
 }
 
+/// What would send connection-bound requests on time, given the run's connection errors
+/// by kind (see [`Report::connection_bound_advice`]).
+pub fn connection_advice(errors: &BTreeMap<String, u64>) -> String {
+    if errors.is_empty() {
+        return "more --connections or --pipeline would send them on time".into();
+    }
+    let kinds: Vec<String> = errors.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    format!(
+        "connections failed meanwhile ({}): a node that refuses or drops them holds its requests, so look at the target before adding --connections",
+        kinds.join(" ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Failed connections are blamed, not too few of them; with none failed, more.
+    #[test]
+    fn connection_advice_blames_failed_connections_before_asking_for_more() {
+        let none = connection_advice(&BTreeMap::new());
+        assert!(none.starts_with("more --connections"), "{none}");
+        let failed = connection_advice(&[("eof".to_string(), 3)].into());
+        assert!(
+            failed.starts_with("connections failed meanwhile (eof=3)")
+                && !failed.contains("more --connections"),
+            "{failed}"
+        );
+    }
 
     #[test]
     fn generator_bound_intervals_read_as_a_few_spans() {
