@@ -536,9 +536,24 @@ impl Ttl {
     pub fn next(&self, rng: &mut Rng) -> u64 {
         match self {
             Ttl::Fixed(t) => *t,
+            Ttl::Table(_) => self.at(rng.below(self.weight().max(1))),
+        }
+    }
+
+    /// A table's weights summed (a fixed TTL: 1); a per-request drawer keeps it.
+    pub fn weight(&self) -> u64 {
+        match self {
+            Ttl::Fixed(_) => 1,
+            Ttl::Table(list) => list.iter().map(|w| u64::from(w.1)).sum(),
+        }
+    }
+
+    /// The TTL at `x` of the weights laid end to end (`x` below [`Ttl::weight`]).
+    #[inline]
+    pub fn at(&self, mut x: u64) -> u64 {
+        match self {
+            Ttl::Fixed(t) => *t,
             Ttl::Table(list) => {
-                let total: u64 = list.iter().map(|w| u64::from(w.1)).sum();
-                let mut x = rng.below(total.max(1));
                 for (t, w) in list {
                     if x < u64::from(*w) {
                         return *t;

@@ -198,7 +198,7 @@ impl Batch {
         let mut d = [0u8; 20];
         let mut v = [0u8; 20];
         let b = out.bytes();
-        let store: Option<&[u8]> = match (op, meta) {
+        let word: &[u8] = match (op, meta) {
             (Op::Get, false) => return line_end(b, |b| line(b, &[b"get", key])),
             (Op::Gets, false) => return line_end(b, |b| line(b, &[b"gets", key])),
             (Op::Get, true) => return line_end(b, |b| line(b, &[b"mg", key, b"v"])),
@@ -210,13 +210,42 @@ impl Batch {
             (Op::Incr, true) => return line_end(b, |b| line(b, &[b"ma", key])),
             (Op::Decr, true) => return line_end(b, |b| line(b, &[b"ma", key, b"MD"])),
             (Op::Command, _) => return,
-            (Op::Set, _) => Some(if meta { b"" } else { b"set" }),
-            (Op::Add, _) => Some(if meta { b"ME" } else { b"add" }),
-            (Op::Replace | Op::Cas, _) => Some(if meta { b"MR" } else { b"replace" }),
-            (Op::Append, _) => Some(if meta { b"MA" } else { b"append" }),
-            (Op::Prepend, _) => Some(if meta { b"MP" } else { b"prepend" }),
+            (Op::Set, _) => {
+                if meta {
+                    b""
+                } else {
+                    b"set"
+                }
+            }
+            (Op::Add, _) => {
+                if meta {
+                    b"ME"
+                } else {
+                    b"add"
+                }
+            }
+            (Op::Replace | Op::Cas, _) => {
+                if meta {
+                    b"MR"
+                } else {
+                    b"replace"
+                }
+            }
+            (Op::Append, _) => {
+                if meta {
+                    b"MA"
+                } else {
+                    b"append"
+                }
+            }
+            (Op::Prepend, _) => {
+                if meta {
+                    b"MP"
+                } else {
+                    b"prepend"
+                }
+            }
         };
-        let word = store.unwrap_or_default();
         let len = digits(value, &mut v);
         // An append keeps the item's TTL (memcached ignores the exptime it is sent).
         let ttl = if matches!(op, Op::Append | Op::Prepend) {

@@ -767,8 +767,9 @@ pub struct Workload {
     /// Members are numbered in order (growth: every ZADD adds new members) instead of drawn.
     pub members_sequential: bool,
     ttl: Vec<u8>,
-    /// A TTL table drawn per request ([`Workload::with_ttl`]); None: `ttl` always.
-    ttls: Option<Ttl>,
+    /// A TTL table drawn per request ([`Workload::with_ttl`]), with its weights' sum;
+    /// None: `ttl` always.
+    ttls: Option<(Ttl, u64)>,
     /// The bytes every value is a slice of; shared, so a connection can write a large
     /// value straight from here ([`Wire::value`]) instead of copying it per request.
     value: Arc<[u8]>,
@@ -966,7 +967,10 @@ impl Workload {
                 self.ttl = t.to_string().into_bytes();
                 self.ttls = None;
             }
-            table => self.ttls = Some(table),
+            table => {
+                let total = table.weight().max(1);
+                self.ttls = Some((table, total));
+            }
         }
         Ok(self)
     }
@@ -975,7 +979,7 @@ impl Workload {
     #[inline]
     fn ttl_now<'a>(&'a self, rng: &mut Rng, d: &'a mut [u8; 20]) -> &'a [u8] {
         match &self.ttls {
-            Some(t) => digits(t.next(rng), d),
+            Some((t, total)) => digits(t.at(rng.below(*total)), d),
             None => &self.ttl,
         }
     }
@@ -1192,7 +1196,7 @@ impl Workload {
         }
         // A TTL table's draw comes first: a 0 (no TTL) leaves `EX` out, two words fewer.
         let ttl = match &self.ttls {
-            Some(t) if def.ex_ttl() => Some(t.next(rng)),
+            Some((t, total)) if def.ex_ttl() => Some(t.at(rng.below(*total))),
             _ => None,
         };
         let b = out.bytes();

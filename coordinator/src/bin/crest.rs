@@ -614,7 +614,7 @@ async fn capture_cmd(a: crest::capture::CaptureArgs) -> anyhow::Result<ExitCode>
             );
         };
         tokio::select! {
-            c = crest::capture::memcache::capture(&addr, &addr, &opts, started) => c,
+            c = crest::capture::memcache::capture(&cfg, &addr, &opts, started) => c,
             () = signals() => {
                 eprintln!("crest: interrupted: no profile written");
                 return Ok(ExitCode::from(130));

@@ -13,19 +13,15 @@
 //!   (memory limit, item size cap, evictions, the LRU) as comments.
 
 use super::{CaptureError, Captured, KeySample, Options, calls_between, sample_turn};
+use crate::config::RunConfig;
+use crate::orchestrate::memcache_ring;
+use crate::server_stats::memcache::{Server, ask_all};
 use crest_report::server::info::CmdCounters;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
-/// Every reply is awaited this long at most.
+/// Every reply (each line of a metadump) is awaited this long at most.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most lines one `stats` reply may have.
-const MAX_LINES: usize = 10_000;
-/// Longest line read (a metadump line is a key of at most 250 bytes, escaped, and a few
-/// fields).
-const MAX_LINE: usize = 4096;
 
 /// The `stats settings` a profile's comments quote.
 const SETTINGS: &[&str] = &[
@@ -38,99 +34,45 @@ const SETTINGS: &[&str] = &[
     "maxconns",
 ];
 
-/// One text-protocol connection that counts what it sends.
+/// The server (the coordinator's memcached connection, TLS as the run's), counting what
+/// the capture sends.
 struct Mc {
-    r: BufReader<TcpStream>,
+    s: Server,
     own: BTreeMap<String, u64>,
 }
 
 impl Mc {
-    async fn connect(addr: &str) -> Result<Self, CaptureError> {
-        let s = tokio::time::timeout(REPLY_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| CaptureError(format!("--target {addr}: no answer in 5 s")))?
-            .map_err(|e| CaptureError(format!("--target {addr}: {e}")))?;
-        let _ = s.set_nodelay(true);
-        Ok(Self {
-            r: BufReader::new(s),
-            own: BTreeMap::new(),
-        })
-    }
-
-    /// One line (without its CRLF), or an error naming what failed.
-    async fn line(&mut self) -> Result<String, CaptureError> {
-        let mut buf = Vec::new();
-        let read = async {
-            loop {
-                let chunk = self.r.fill_buf().await?;
-                if chunk.is_empty() {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                match chunk.iter().position(|b| *b == b'\n') {
-                    Some(i) => {
-                        buf.extend_from_slice(&chunk[..=i]);
-                        self.r.consume(i + 1);
-                        return Ok(());
-                    }
-                    None => {
-                        let n = chunk.len();
-                        buf.extend_from_slice(chunk);
-                        self.r.consume(n);
-                        if buf.len() > MAX_LINE {
-                            return Err(std::io::Error::other("a line longer than 4 KiB"));
-                        }
-                    }
-                }
-            }
-        };
-        tokio::time::timeout(REPLY_TIMEOUT, read)
-            .await
-            .map_err(|_| CaptureError("memcached did not answer in 5 s".into()))?
-            .map_err(|e| CaptureError(format!("the connection failed: {e}")))?;
-        while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-            buf.pop();
-        }
-        Ok(String::from_utf8_lossy(&buf).into_owned())
-    }
-
-    async fn send(&mut self, line: &str, counted_as: &str) -> Result<(), CaptureError> {
-        let mut b = line.as_bytes().to_vec();
-        b.extend_from_slice(b"\r\n");
-        self.r
-            .get_mut()
-            .write_all(&b)
-            .await
-            .map_err(|e| CaptureError(format!("the connection failed: {e}")))?;
-        *self.own.entry(counted_as.into()).or_default() += 1;
-        Ok(())
-    }
-
-    /// `stats [group]`: name → value; an error reply as Err.
+    /// `stats [group]`: name → value (every `STAT` line); a failure in one line.
     async fn stats(&mut self, group: &str) -> Result<BTreeMap<String, String>, CaptureError> {
         let cmd = if group.is_empty() {
             "stats".to_string()
         } else {
             format!("stats {group}")
         };
-        self.send(&cmd, "stats").await?;
-        let mut out = BTreeMap::new();
-        for _ in 0..MAX_LINES {
-            let l = self.line().await?;
-            if l == "END" {
-                return Ok(out);
-            }
-            let mut w = l.splitn(3, ' ');
-            match (w.next(), w.next(), w.next()) {
-                (Some("STAT"), Some(k), Some(v)) => {
-                    out.insert(k.to_string(), v.to_string());
-                }
-                _ => return Err(CaptureError(format!("`{cmd}` answered {l:?}"))),
-            }
-        }
-        Err(CaptureError(format!(
-            "`{cmd}` answered more than {MAX_LINES} lines"
-        )))
+        *self.own.entry("stats".into()).or_default() += 1;
+        let req = format!("{cmd}\r\n");
+        let reply = ask_all(
+            std::slice::from_mut(&mut self.s),
+            req.as_bytes(),
+            REPLY_TIMEOUT,
+        )
+        .await
+        .map_err(|f| CaptureError(format!("`{cmd}`: {}", f.words())))?;
+        Ok(stat_lines(reply.first().map_or("", String::as_str)))
     }
+}
+
+/// A `stats` reply's `STAT name value` lines as name → value.
+pub fn stat_lines(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.trim_end_matches('\r').splitn(3, ' ');
+            match (w.next(), w.next(), w.next()) {
+                (Some("STAT"), Some(k), Some(v)) => Some((k.to_string(), v.to_string())),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// The counters a second's calls come from, as commands (lower case), from `stats`.
@@ -206,44 +148,64 @@ pub fn sample_of(key_len: usize, reply: &str) -> Option<KeySample> {
 }
 
 /// Up to `want` keys not in `skip` from `lru_crawler metadump all` on a connection of its
-/// own (closed after), or the server's word when the crawler is off or busy.
+/// own to `server`'s address (dropped after), or the server's word when the crawler is off
+/// or busy.
 async fn keys(
-    addr: &str,
+    server: &Server,
     want: u64,
     skip: &std::collections::HashSet<Vec<u8>>,
 ) -> Result<Vec<Vec<u8>>, String> {
-    let mut m = Mc::connect(addr).await.map_err(|e| e.0)?;
-    m.send("lru_crawler metadump all", "lru_crawler")
-        .await
-        .map_err(|e| e.0)?;
+    let mut dump = server.twin();
+    dump.open(REPLY_TIMEOUT).await?;
     let mut out = Vec::new();
-    while (out.len() as u64) < want {
-        let l = m.line().await.map_err(|e| e.0)?;
-        if l == "END" {
-            break;
-        }
-        match metadump_key(&l) {
+    let mut refused = None;
+    dump.lines(b"lru_crawler metadump all\r\n", REPLY_TIMEOUT, |l| {
+        match metadump_key(l) {
             Some(k) if skip.contains(&k) => {}
             Some(k) => out.push(k),
-            None if out.is_empty() => return Err(l),
+            None if out.is_empty() && skip.is_empty() => {
+                refused = Some(l.to_string());
+                return false;
+            }
             None => {}
         }
+        (out.len() as u64) < want
+    })
+    .await
+    .map_err(|f| f.words())?;
+    match refused {
+        Some(why) => Err(why),
+        None => Ok(out),
     }
-    Ok(out)
 }
 
-/// Watches the memcached at `addr` (shown as `target`) as `opts` says; `started` is called
+/// Watches `cfg`'s memcached (one server, reached as a run's: TLS too; shown as `target`)
+/// as `opts` says; `started` is called
 /// once the baseline is taken.
 ///
 /// # Errors
 /// [`CaptureError`] when the server cannot be reached or answers `stats` with nonsense.
 pub async fn capture(
-    addr: &str,
+    cfg: &RunConfig,
     target: &str,
     opts: &Options,
     started: impl FnOnce(),
 ) -> Result<Captured, CaptureError> {
-    let mut m = Mc::connect(addr).await?;
+    let mut ring = memcache_ring(cfg, None)
+        .await
+        .map_err(|e| CaptureError(format!("--target {target}: {e}")))?;
+    let Some(mut s) = ring.pop().filter(|_| ring.is_empty()) else {
+        return Err(CaptureError(format!(
+            "--target {target}: crest capture watches one server"
+        )));
+    };
+    s.open(REPLY_TIMEOUT)
+        .await
+        .map_err(|e| CaptureError(format!("--target {target}: {e}")))?;
+    let mut m = Mc {
+        s,
+        own: BTreeMap::new(),
+    };
     let first = m
         .stats("")
         .await
@@ -296,7 +258,7 @@ pub async fn capture(
         let want = opts.sample_keys.saturating_sub(seen.len() as u64);
         if names.is_empty() && want > 0 && !out.refused.contains_key("lru_crawler metadump") {
             *m.own.entry("lru_crawler".into()).or_default() += 1;
-            match keys(addr, want, &seen).await {
+            match keys(&m.s, want, &seen).await {
                 Ok(k) => {
                     seen.extend(k.iter().cloned());
                     names = k;
@@ -311,12 +273,15 @@ pub async fn capture(
             let Some(now) = sample_turn(next, tick).await else {
                 break;
             };
-            let line = format!("mg {} s t", String::from_utf8_lossy(k));
+            let req = [b"mg ", k.as_slice(), b" s t\r\n"].concat();
             let len = k.len();
             names.pop();
             // A meta get counts in cmd_get: the capture's own, left out of the rates.
-            m.send(&line, "get").await?;
-            let reply = m.line().await?;
+            *m.own.entry("get".into()).or_default() += 1;
+            let reply =
+                m.s.ask_line(&req, REPLY_TIMEOUT)
+                    .await
+                    .map_err(|f| CaptureError(format!("mg: {}", f.words())))?;
             if let Some(s) = sample_of(len, &reply) {
                 out.sample.push(s);
             }

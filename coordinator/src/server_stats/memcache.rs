@@ -125,6 +125,11 @@ impl Server {
         self.conn.is_some()
     }
 
+    /// The same server, not connected (a second connection to it).
+    pub(crate) fn twin(&self) -> Self {
+        Self::new(self.addr, self.tls.clone())
+    }
+
     /// Drops the connection.
     pub(crate) fn drop_conn(&mut self) {
         self.conn = None;
@@ -232,6 +237,98 @@ impl Server {
                         "{addr}: no reply within the deadline"
                     )));
                 }
+            }
+        }
+    }
+}
+
+impl Server {
+    /// Reads one line (without its line end) by `deadline`, at most [`MAX_STATS`] bytes.
+    async fn read_line(&mut self, deadline: Instant) -> Result<String, Failure> {
+        let addr = self.addr;
+        let Some(c) = self.conn.as_mut() else {
+            return Err(Failure::Refused(format!("{addr}: not connected")));
+        };
+        let mut chunk = [0u8; 8192];
+        loop {
+            if let Some(nl) = c.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = c.buf.drain(..=nl).collect();
+                let line = line.strip_suffix(b"\n").unwrap_or(&line);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                return Ok(String::from_utf8_lossy(line).into_owned());
+            }
+            if c.buf.len() >= MAX_STATS {
+                return Err(Failure::Unanswered(format!(
+                    "{addr}: a line past {MAX_STATS} bytes"
+                )));
+            }
+            match tokio::time::timeout_at(deadline, c.stream.read(&mut chunk)).await {
+                Ok(Ok(0)) => {
+                    return Err(Failure::Unanswered(format!(
+                        "{addr}: the server closed the connection"
+                    )));
+                }
+                Ok(Ok(n)) => c.buf.extend_from_slice(&chunk[..n]),
+                Ok(Err(e)) => return Err(Failure::Unanswered(format!("{addr}: {e}"))),
+                Err(_) => {
+                    return Err(Failure::Unanswered(format!(
+                        "{addr}: no reply within the deadline"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// `request` (connected), and its one-line reply within `timeout` (a meta command's).
+    ///
+    /// # Errors
+    /// The connection's failure; the connection is dropped.
+    pub(crate) async fn ask_line(
+        &mut self,
+        request: &[u8],
+        timeout: Duration,
+    ) -> Result<String, Failure> {
+        let deadline = Instant::now() + timeout;
+        let res = match self.send(request, deadline).await {
+            Ok(()) => self.read_line(deadline).await,
+            Err(e) => Err(e),
+        };
+        if res.is_err() {
+            self.drop_conn();
+        }
+        res
+    }
+
+    /// `request` (connected), and its reply's lines one by one to `each`, each within
+    /// `timeout`, until `END` or `each` says stop (false): then the connection is dropped,
+    /// the rest of the reply unread. Memory stays one line whatever the reply's length.
+    ///
+    /// # Errors
+    /// The connection's failure; the connection is dropped.
+    pub(crate) async fn lines(
+        &mut self,
+        request: &[u8],
+        timeout: Duration,
+        mut each: impl FnMut(&str) -> bool,
+    ) -> Result<(), Failure> {
+        if let Err(e) = self.send(request, Instant::now() + timeout).await {
+            self.drop_conn();
+            return Err(e);
+        }
+        loop {
+            let line = match self.read_line(Instant::now() + timeout).await {
+                Ok(l) => l,
+                Err(e) => {
+                    self.drop_conn();
+                    return Err(e);
+                }
+            };
+            if line == "END" {
+                return Ok(());
+            }
+            if !each(&line) {
+                self.drop_conn();
+                return Ok(());
             }
         }
     }
